@@ -1,0 +1,147 @@
+"""The one place where Numba options live.
+
+Every kernel in ``engine.ops`` is compiled with the decorators below, so the flag set is uniform:
+
+* ``cache=True``  -- compiled code is kept under ``NUMBA_CACHE_DIR`` (set it to a writable folder;
+  ``engine`` defaults it to ``<checkout>/.numba-cache`` when unset).
+* ``nogil=True``  -- kernels release the GIL so a GUI thread keeps running while training.
+* ``fastmath``    -- only ``reassoc``/``contract``/``nsz``: lets LLVM vectorise reductions and fuse
+  multiply-adds. ``nnan``/``ninf`` are never enabled: the code uses exp/log/softplus and the
+  optimizer's NaN guard must see non-finite values.
+* ``error_model="numpy"`` -- division by zero gives inf/nan instead of raising inside a kernel.
+
+Kernels are type-generic: the same source compiles for float32 (training) and float64
+(finite-difference gradient checks).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic, overload
+
+FASTMATH = frozenset({"reassoc", "contract", "nsz"})
+
+kernel = partial(njit, cache=True, nogil=True, fastmath=set(FASTMATH), error_model="numpy")
+parallel_kernel = partial(kernel, parallel=True)
+
+
+@intrinsic
+def _int32_bits_as_float32(typingctx, bits):  # type: ignore[no-untyped-def]
+    """Reinterpret an int32 as the float32 with the same bit pattern (no conversion)."""
+    if bits != types.int32:
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+def fast_exp(x):  # type: ignore[no-untyped-def]
+    """exp(x). float32: Cephes polynomial (max rel. error ~1e-7, vectorisable); float64: math.exp."""
+    return math.exp(x)
+
+
+_LO = np.float32(-87.33654)
+_HI = np.float32(88.37626)
+_LOG2E = np.float32(1.44269504088896341)
+_HALF = np.float32(0.5)
+_ONE = np.float32(1.0)
+_C1 = np.float32(0.693359375)
+_C2 = np.float32(-2.12194440e-4)
+_P0 = np.float32(1.9875691500e-4)
+_P1 = np.float32(1.3981999507e-3)
+_P2 = np.float32(8.3334519073e-3)
+_P3 = np.float32(4.1665795894e-2)
+_P4 = np.float32(1.6666665459e-1)
+_P5 = np.float32(5.0000001201e-1)
+
+
+@overload(fast_exp, jit_options={"fastmath": set(FASTMATH)})
+def _fast_exp_overload(x):  # type: ignore[no-untyped-def]
+    if x == types.float32:
+
+        def impl(x):  # type: ignore[no-untyped-def]
+            x = min(max(x, _LO), _HI)
+            fx = np.floor(x * _LOG2E + _HALF)
+            r = x - fx * _C1 - fx * _C2
+            z = r * r
+            p = ((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5
+            y = p * z + r + _ONE
+            return y * _int32_bits_as_float32(np.int32((np.int32(fx) + np.int32(127)) << 23))
+
+        return impl
+
+    def impl64(x):  # type: ignore[no-untyped-def]
+        return math.exp(x)
+
+    return impl64
+
+
+def sigmoid(x):  # type: ignore[no-untyped-def]
+    """1 / (1 + exp(-x)), in the dtype of x (float32 uses ``fast_exp``)."""
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+@overload(sigmoid, jit_options={"fastmath": set(FASTMATH)})
+def _sigmoid_overload(x):  # type: ignore[no-untyped-def]
+    if x == types.float32:
+
+        def impl(x):  # type: ignore[no-untyped-def]
+            return _ONE / (_ONE + fast_exp(-x))
+
+        return impl
+
+    def impl64(x):  # type: ignore[no-untyped-def]
+        return 1.0 / (1.0 + math.exp(-x))
+
+    return impl64
+
+
+def softplus(x):  # type: ignore[no-untyped-def]
+    """log(1 + exp(x)), stable; float32 uses ``fast_exp`` and a Cephes log polynomial."""
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+
+_SQRT2M1 = np.float32(0.41421356)
+_ZERO = np.float32(0.0)
+_LN2_HI = np.float32(0.693359375)
+_LN2_LO = np.float32(-2.12194440e-4)
+_LOGP = tuple(
+    np.float32(c)
+    for c in (
+        7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+        -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1,
+    )
+)
+_L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7, _L8 = _LOGP
+
+
+@overload(softplus, jit_options={"fastmath": set(FASTMATH)})
+def _softplus_overload(x):  # type: ignore[no-untyped-def]
+    if x == types.float32:
+
+        def impl(x):  # type: ignore[no-untyped-def]
+            y = fast_exp(-abs(x))  # (0, 1]; softplus(x) = max(x, 0) + log1p(y)
+            big = y > _SQRT2M1
+            # log1p(y) = e*ln2 + log(m), m = (1 + y) / 2^e in [0.707, 1.414], r = m - 1 formed
+            # without the rounded sum 1 + y (no cancellation, and safe under reassociation)
+            r = (y - _ONE) * _HALF if big else y
+            e = _ONE if big else _ZERO
+            z = r * r
+            p = (((((((_L0 * r + _L1) * r + _L2) * r + _L3) * r + _L4) * r + _L5) * r + _L6) * r
+                 + _L7) * r + _L8
+            l1p = r + (r * z * p - _HALF * z) + e * _LN2_LO + e * _LN2_HI
+            return (x if x > _ZERO else _ZERO) + l1p
+
+        return impl
+
+    def impl64(x):  # type: ignore[no-untyped-def]
+        return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+    return impl64

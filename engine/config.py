@@ -1,0 +1,131 @@
+"""Model configuration and the shape glossary used in every docstring.
+
+Glossary (mamba-minimal):
+    b  batch size            l  sequence length       d  d_model
+    e  d_inner = expand * d  n  d_state               r  dt_rank = ceil(d / 16) when "auto"
+    k  d_conv                v  vocab_size (padded to a multiple of ``pad_vocab_size_multiple``)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MambaConfig:
+    """Frozen Mamba-1 LM config. ``dt_rank`` is resolved to an int at construction."""
+
+    vocab_size: int
+    d_model: int = 128
+    n_layer: int = 4
+    d_state: int = 16
+    d_conv: int = 4
+    expand: int = 2
+    dt_rank: int | str = "auto"
+    norm_eps: float = 1e-5
+    pad_vocab_size_multiple: int = 8
+    tie_embeddings: bool = True
+    bos_token_id: int = 0
+    eos_token_id: int = 0
+    pad_token_id: int = 0
+    d_inner: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.dt_rank == "auto":
+            object.__setattr__(self, "dt_rank", math.ceil(self.d_model / 16))
+        for name in ("vocab_size", "d_model", "n_layer", "d_state", "d_conv", "expand", "dt_rank"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"MambaConfig.{name} must be a positive int, got {value!r}")
+        if not self.tie_embeddings:
+            raise ValueError("only tied embeddings are supported (lm_head = embeddings)")
+        m = self.pad_vocab_size_multiple
+        if self.vocab_size % m:
+            object.__setattr__(self, "vocab_size", self.vocab_size + m - self.vocab_size % m)
+        object.__setattr__(self, "d_inner", self.expand * self.d_model)
+
+    # ------------------------------------------------------------------ HF config.json
+    def to_hf_dict(self) -> dict[str, Any]:
+        """A ``config.json`` dict that transformers' ``MambaConfig`` accepts."""
+        return {
+            "architectures": ["MambaForCausalLM"],
+            "model_type": "mamba",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.d_model,
+            "num_hidden_layers": self.n_layer,
+            "state_size": self.d_state,
+            "conv_kernel": self.d_conv,
+            "expand": self.expand,
+            "intermediate_size": self.d_inner,
+            "time_step_rank": self.dt_rank,
+            "layer_norm_epsilon": self.norm_eps,
+            "use_bias": False,
+            "use_conv_bias": True,
+            "hidden_act": "silu",
+            "residual_in_fp32": True,
+            "rms_norm": True,
+            "tie_word_embeddings": True,
+            "pad_vocab_size_multiple": self.pad_vocab_size_multiple,
+            "bos_token_id": self.bos_token_id,
+            "eos_token_id": self.eos_token_id,
+            "pad_token_id": self.pad_token_id,
+            "time_step_min": 0.001,
+            "time_step_max": 0.1,
+            "time_step_floor": 1e-4,
+            "time_step_init_scheme": "random",
+            "time_step_scale": 1.0,
+            "torch_dtype": "float32",
+        }
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> MambaConfig:
+        """Read an HF ``MambaConfig`` dict (also the mamba_ssm ``d_model``/``n_layer`` spelling)."""
+        if d.get("model_type", "mamba") != "mamba":
+            raise ValueError(f"not a Mamba-1 config: model_type={d.get('model_type')!r}")
+        if d.get("use_bias", False):
+            raise ValueError("in_proj/out_proj biases (use_bias=true) are not supported")
+        if not d.get("use_conv_bias", True):
+            raise ValueError("use_conv_bias=false is not supported")
+        if not d.get("tie_word_embeddings", True):
+            raise ValueError("untied lm_head (tie_word_embeddings=false) is not supported")
+        d_model = d.get("hidden_size", d.get("d_model"))
+        if d_model is None:
+            raise ValueError("config has neither hidden_size nor d_model")
+        return cls(
+            vocab_size=int(d["vocab_size"]),
+            d_model=int(d_model),
+            n_layer=int(d.get("num_hidden_layers", d.get("n_layer", 1))),
+            d_state=int(d.get("state_size", 16)),
+            d_conv=int(d.get("conv_kernel", 4)),
+            expand=int(d.get("expand", 2)),
+            dt_rank=d.get("time_step_rank", "auto"),
+            norm_eps=float(d.get("layer_norm_epsilon", 1e-5)),
+            pad_vocab_size_multiple=int(d.get("pad_vocab_size_multiple", 8)),
+            bos_token_id=int(d.get("bos_token_id") or 0),
+            eos_token_id=int(d.get("eos_token_id") or 0),
+            pad_token_id=int(d.get("pad_token_id") or 0),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("d_inner")
+        return out
+
+    def with_vocab(self, vocab_size: int) -> MambaConfig:
+        return replace(self, vocab_size=vocab_size)
+
+
+PRESETS: dict[str, dict[str, int]] = {
+    "tiny": {"d_model": 64, "n_layer": 2},
+    "small": {"d_model": 128, "n_layer": 4},
+    "medium": {"d_model": 256, "n_layer": 6},
+}
+
+
+def preset(name: str, vocab_size: int) -> MambaConfig:
+    """``preset("small", 257)`` -> MambaConfig(d_model=128, n_layer=4, vocab padded to 264)."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    return MambaConfig(vocab_size=vocab_size, **PRESETS[name])

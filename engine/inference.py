@@ -1,0 +1,74 @@
+"""Recurrent (token-by-token) inference with a per-layer cache, mirroring HF ``MambaCache``.
+
+State per layer: ``conv`` (b, e, k) -- the last k inputs of the conv branch (zero-padded), and
+``ssm`` (b, e, n) -- the selective-scan state h. ``prefill`` runs the full parallel forward over
+the prompt and keeps the final states; ``step`` advances one token in O(1) time and memory.
+Reference: engine/reference.py (a step must equal the full forward at every position).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import MambaConfig
+from .model import layer_forward
+from .ops.activations import silu, softplus
+from .ops.conv1d import conv1d_step
+from .ops.embedding import embedding_forward
+from .ops.rmsnorm import rmsnorm_forward
+from .params import EMBEDDINGS, NORM_F, Params, layer_prefix
+
+
+@dataclass
+class InferenceState:
+    conv: list[np.ndarray]  # n_layer x (b, e, k)
+    ssm: list[np.ndarray]  # n_layer x (b, e, n)
+
+    @classmethod
+    def zeros(cls, cfg: MambaConfig, batch: int = 1, dtype: type = np.float32) -> InferenceState:
+        e, k, n = cfg.d_inner, cfg.d_conv, cfg.d_state
+        return cls(
+            conv=[np.zeros((batch, e, k), dtype) for _ in range(cfg.n_layer)],
+            ssm=[np.zeros((batch, e, n), dtype) for _ in range(cfg.n_layer)],
+        )
+
+
+def prefill(p: Params, tokens: np.ndarray, cfg: MambaConfig) -> tuple[np.ndarray, InferenceState]:
+    """tokens (b, l), l >= 1 -> (logits of the last position (b, v), state after the prompt)."""
+    b, length = tokens.shape
+    k = cfg.d_conv
+    state = InferenceState.zeros(cfg, b, p[EMBEDDINGS].dtype)
+    h = embedding_forward(tokens, p[EMBEDDINGS])
+    for i in range(cfg.n_layer):
+        h, c = layer_forward(p, i, h, cfg)
+        tail = c.xb[:, -k:, :].transpose(0, 2, 1)  # (b, e, min(l, k))
+        state.conv[i][:, :, k - tail.shape[2] :] = tail
+        state.ssm[i][...] = c.h_last
+    hf, _ = rmsnorm_forward(h[:, -1:, :], p[NORM_F], cfg.norm_eps)
+    return hf[:, 0, :] @ p[EMBEDDINGS].T, state
+
+
+def step(p: Params, token: np.ndarray, state: InferenceState, cfg: MambaConfig) -> np.ndarray:
+    """token (b,) -> logits (b, v); advances ``state`` in place."""
+    e, n, r = cfg.d_inner, cfg.d_state, cfg.dt_rank
+    h = p[EMBEDDINGS][token]  # (b, d)
+    for i in range(cfg.n_layer):
+        pre = layer_prefix(i)
+        mx = pre + "mixer."
+        xn, _ = rmsnorm_forward(h, p[pre + "norm.weight"], cfg.norm_eps)
+        xz = xn @ p[mx + "in_proj.weight"].T  # (b, 2e)
+        x, z = xz[:, :e], xz[:, e:]
+        u = conv1d_step(state.conv[i], x, p[mx + "conv1d.weight"], p[mx + "conv1d.bias"])
+        x_dbl = u @ p[mx + "x_proj.weight"].T  # (b, r + 2n)
+        dt, B, C = x_dbl[:, :r], x_dbl[:, r : r + n], x_dbl[:, r + n :]
+        delta = softplus(dt @ p[mx + "dt_proj.weight"].T + p[mx + "dt_proj.bias"])  # (b, e)
+        A = -np.exp(p[mx + "A_log"])  # (e, n)
+        hs = state.ssm[i]
+        hs *= np.exp(delta[:, :, None] * A)
+        hs += (delta * u)[:, :, None] * B[:, None, :]
+        y = np.einsum("ben,bn->be", hs, C) + p[mx + "D"] * u
+        h = h + (y * silu(z)) @ p[mx + "out_proj.weight"].T
+    hf, _ = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
+    return hf @ p[EMBEDDINGS].T

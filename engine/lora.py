@@ -1,0 +1,246 @@
+"""LoRA adapters over a frozen base: W = W0 + (alpha / r) * B @ A, with B = 0 at the start.
+
+Targets (per layer unless noted): in_proj, x_proj, dt_proj, out_proj, conv1d (as an (e, k)
+matrix), A_log (e, n), embeddings (v, d; the tied head is adapted with it).
+Shapes: for a target viewed as a (rows, cols) matrix, A (r, cols) ~ U(+-1/sqrt(cols)), B (rows, r).
+
+Gradients are exact: the model runs on the merged weights, and with G = dL/dW (rows, cols)
+    dB = s * G @ A.T,   dA = s * B.T @ G           (s = alpha / r)
+Every base tensor stays bit-identical (only A and B are optimizer state).
+Dropout on the adapter input is not implemented (see README limitations); ``dropout`` must be 0.
+
+PEFT export: ``adapter_config.json`` + ``adapter_model.safetensors`` with keys
+``base_model.model.<module>.lora_A.weight`` (r, in) / ``lora_B.weight`` (out, r); embeddings use
+``lora_embedding_A`` (r, v) / ``lora_embedding_B`` (d, r) as PEFT does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import checkpoint as ckpt
+from .errors import CheckpointError
+from .params import EMBEDDINGS, Params, short_name
+
+LORA_TARGETS = ("in_proj", "x_proj", "dt_proj", "out_proj", "conv1d", "A_log", "embeddings")
+PEFT_REFUSES = ("out_proj", "conv1d", "A_log")  # PEFT rejects these on model_type "mamba"
+
+
+@dataclass(frozen=True)
+class LoRAConfig:
+    targets: tuple[str, ...] = ("in_proj", "x_proj", "out_proj")
+    rank: int = 8
+    alpha: float | None = None  # None -> alpha = rank (scale 1)
+    dropout: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", tuple(self.targets))
+        unknown = sorted(set(self.targets) - set(LORA_TARGETS))
+        if unknown:
+            raise ValueError(f"unknown LoRA target(s) {unknown}; choose from {list(LORA_TARGETS)}")
+        if not self.targets:
+            raise ValueError("LoRA needs at least one target")
+        if self.rank < 1:
+            raise ValueError("LoRA rank must be >= 1")
+        if self.dropout != 0.0:
+            raise ValueError("LoRA dropout is not supported by this engine (use 0)")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["targets"] = list(self.targets)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LoRAConfig:
+        return cls(**{**d, "targets": tuple(d["targets"])})
+
+
+def _matrix_shape(shape: tuple[int, ...]) -> tuple[int, int]:
+    return (shape[0], int(np.prod(shape[1:])))
+
+
+@dataclass
+class Adapter:
+    name: str  # full parameter name
+    A: np.ndarray  # (r, cols)
+    B: np.ndarray  # (rows, r)
+    scale: float
+
+    def delta(self) -> np.ndarray:
+        return (self.B @ self.A) * np.float32(self.scale)
+
+
+@dataclass
+class LoRATrainable:
+    """Adapters over ``params``; keeps a frozen copy of each target's base weight and writes the
+    merged weight into ``params`` (so evaluation and generation always see the adapted model)."""
+
+    params: Params
+    cfg: LoRAConfig
+    adapters: dict[str, Adapter] = field(default_factory=dict)
+    base: Params = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        rng = np.random.default_rng(self.cfg.seed)
+        for name, w in self.params.items():
+            sn = short_name(name)
+            if sn not in self.cfg.targets:
+                continue
+            rows, cols = _matrix_shape(w.shape)
+            r = min(self.cfg.rank, rows, cols)
+            if r < self.cfg.rank:
+                self.notices.append(f"{name}: rank clamped to {r} (matrix is {rows}x{cols})")
+            alpha = self.cfg.alpha if self.cfg.alpha is not None else self.cfg.rank
+            A = rng.uniform(-1, 1, size=(r, cols)).astype(w.dtype) / np.float32(np.sqrt(cols))
+            B = np.zeros((rows, r), dtype=w.dtype)
+            self.adapters[name] = Adapter(name, A, B, float(alpha) / r)
+            self.base[name] = w.copy()
+        if not self.adapters:
+            raise ValueError(f"LoRA targets {list(self.cfg.targets)} matched no parameter")
+        if any(short_name(n) in PEFT_REFUSES for n in self.adapters):
+            bad = sorted({short_name(n) for n in self.adapters} & set(PEFT_REFUSES))
+            self.notices.append(
+                f"PEFT refuses LoRA on {bad} for Mamba models: the PEFT export cannot be loaded by "
+                "PEFT for those targets; use the merged export to share the model"
+            )
+        self.tensors = {}
+        for name, ad in self.adapters.items():
+            self.tensors[name + "::lora_A"] = ad.A
+            self.tensors[name + "::lora_B"] = ad.B
+
+    # -------------------------------------------------------------- Trainable protocol
+    def effective(self) -> Params:
+        return self.params
+
+    def grads(self, model_grads: Params) -> Params:
+        out: Params = {}
+        for name, ad in self.adapters.items():
+            G = model_grads[name].reshape(ad.B.shape[0], ad.A.shape[1])
+            s = np.float32(ad.scale)
+            out[name + "::lora_A"] = (ad.B.T @ G) * s
+            out[name + "::lora_B"] = (G @ ad.A.T) * s
+        return out
+
+    def refresh(self) -> None:
+        self.merge()
+
+    def decays(self, name: str) -> bool:
+        return True
+
+    def describe(self) -> str:
+        return (f"LoRA r={self.cfg.rank}: {len(self.adapters)} modules adapted, "
+                f"{self.n_trainable:,} trainable parameters")
+
+    @property
+    def n_trainable(self) -> int:
+        return int(sum(a.size for a in self.tensors.values()))
+
+    # -------------------------------------------------------------- merge / unmerge
+    def merge(self) -> None:
+        for name, ad in self.adapters.items():
+            self.params[name][...] = self.base[name] + ad.delta().reshape(self.base[name].shape)
+
+    def unmerge(self) -> None:
+        """Put the exact base weights back into ``params``."""
+        for name in self.adapters:
+            self.params[name][...] = self.base[name]
+
+    # -------------------------------------------------------------- state (for resume)
+    def state_tensors(self) -> dict[str, np.ndarray]:
+        out = {f"lora_base.{n}": w for n, w in self.base.items()}
+        for n, ad in self.adapters.items():
+            out[f"lora.{n}.A"] = ad.A
+            out[f"lora.{n}.B"] = ad.B
+        return out
+
+    def load_state_tensors(self, tensors: dict[str, np.ndarray]) -> None:
+        for n, ad in self.adapters.items():
+            for key, dst in ((f"lora.{n}.A", ad.A), (f"lora.{n}.B", ad.B)):
+                if key not in tensors or tensors[key].shape != dst.shape:
+                    raise CheckpointError(f"adapter state {key} missing or of the wrong shape")
+                dst[...] = tensors[key]
+            self.base[n][...] = tensors[f"lora_base.{n}"]
+        self.merge()
+
+    # -------------------------------------------------------------- PEFT format
+    def save_adapter(self, folder: str | Path, base_model: str = "") -> list[str]:
+        """Write ``adapter_config.json`` + ``adapter_model.safetensors``; returns warnings."""
+        folder = Path(folder)
+        tensors: dict[str, np.ndarray] = {}
+        for n, ad in self.adapters.items():
+            module = "base_model.model." + n.rsplit(".", 1)[0] if n.endswith(".weight") else (
+                "base_model.model." + n)
+            if n == EMBEDDINGS:
+                tensors[module + ".lora_embedding_A"] = ad.B.T.copy()  # (r, v)
+                tensors[module + ".lora_embedding_B"] = ad.A.T.copy()  # (d, r)
+            else:
+                tensors[module + ".lora_A.weight"] = ad.A
+                tensors[module + ".lora_B.weight"] = ad.B
+        ranks = {ad.A.shape[0] for ad in self.adapters.values()}
+        config = {
+            "peft_type": "LORA",
+            "task_type": "CAUSAL_LM",
+            "base_model_name_or_path": base_model,
+            "r": self.cfg.rank,
+            "lora_alpha": self.cfg.alpha if self.cfg.alpha is not None else self.cfg.rank,
+            "lora_dropout": self.cfg.dropout,
+            "target_modules": sorted({short_name(n) for n in self.adapters}),
+            "bias": "none",
+            "fan_in_fan_out": False,
+            "inference_mode": True,
+            "init_lora_weights": True,
+            "modules_to_save": None,
+            "rank_pattern": {} if ranks == {self.cfg.rank} else {
+                short_name(n): ad.A.shape[0] for n, ad in self.adapters.items()
+                if ad.A.shape[0] != self.cfg.rank},
+            "alpha_pattern": {},
+            "use_rslora": False,
+            "use_dora": False,
+        }
+        ckpt.atomic_write_json(folder / "adapter_config.json", config)
+        ckpt.atomic_write_bytes(folder / "adapter_model.safetensors", ckpt.tensors_to_bytes(tensors))
+        return [m for m in self.notices if "PEFT" in m]
+
+
+def load_adapter(params: Params, folder: str | Path) -> LoRATrainable:
+    """Apply a PEFT-format adapter folder onto ``params`` (merged); ``.unmerge()`` undoes it."""
+    folder = Path(folder)
+    try:
+        conf = json.loads((folder / "adapter_config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{folder}: no readable adapter_config.json ({exc})") from exc
+    tensors = {k.replace(".default", ""): v for k, v in
+               ckpt.read_tensors(folder / "adapter_model.safetensors").items()}
+    cfg = LoRAConfig(tuple(conf["target_modules"]), int(conf["r"]), float(conf["lora_alpha"]))
+    lt = LoRATrainable(params, cfg)
+    for n, ad in lt.adapters.items():
+        module = "base_model.model." + (n.rsplit(".", 1)[0] if n.endswith(".weight") else n)
+        if n == EMBEDDINGS:
+            a_key, b_key = module + ".lora_embedding_A", module + ".lora_embedding_B"
+            if a_key not in tensors or b_key not in tensors:
+                raise CheckpointError(f"{folder}: adapter for {n} missing")
+            B, A = tensors[a_key].T, tensors[b_key].T
+        else:
+            a_key, b_key = module + ".lora_A.weight", module + ".lora_B.weight"
+            if a_key not in tensors or b_key not in tensors:
+                raise CheckpointError(f"{folder}: adapter tensor {a_key} missing")
+            A, B = tensors[a_key], tensors[b_key]
+        if A.shape[1] != ad.A.shape[1] or B.shape[0] != ad.B.shape[0]:
+            raise CheckpointError(
+                f"{folder}: adapter for {n} has shapes A{A.shape} B{B.shape}, which do not fit "
+                f"the base tensor {lt.base[n].shape}"
+            )
+        r = A.shape[0]
+        ad.A = np.ascontiguousarray(A, np.float32)
+        ad.B = np.ascontiguousarray(B, np.float32)
+        ad.scale = float(conf["lora_alpha"]) / r if not conf.get("rank_pattern") else (
+            float(conf["lora_alpha"]) / r)
+    lt.merge()
+    return lt

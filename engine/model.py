@@ -1,0 +1,186 @@
+"""The Mamba-1 LM on the CPU: forward and backward composed from ``engine.ops``. No kernels here.
+
+Per layer (h is the residual stream, m = b * l rows):
+    xn = rmsnorm(h)                        (m, d)
+    xb, z = xn @ W_in[:e].T, xn @ W_in[e:].T   (m, e) each: the column split of in_proj
+    u = silu(conv1d(xb))                   (b, l, e)
+    x_dbl = u @ W_x.T                      (m, r + 2n) -> dt (m, r), B (m, n), C (m, n)
+    delta = softplus(dt @ W_dt.T + b_dt)   (m, e)
+    y = selective_scan(u, delta, A, B, C, D) * silu(z)   (b, l, e)
+    h = h + y @ W_out.T                    (m, d)
+then norm_f, the tied head (logits = hf @ E.T) and cross-entropy.
+Reference: engine/reference.py::mamba_forward (float64, the source of truth).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import MambaConfig
+from .ops.activations import softplus_backward, softplus_forward
+from .ops.conv1d import conv1d_backward, conv1d_forward
+from .ops.cross_entropy import cross_entropy_forward_backward
+from .ops.embedding import embedding_backward, embedding_forward
+from .ops.rmsnorm import rmsnorm_backward, rmsnorm_forward
+from .ops.selective_scan import selective_scan_backward, selective_scan_forward
+from .params import EMBEDDINGS, NORM_F, Params, layer_prefix
+
+
+@dataclass
+class LayerCache:
+    """What one layer's backward needs. Shapes for b rows of length l."""
+
+    h_in: np.ndarray  # (b, l, d) residual input
+    rstd: np.ndarray  # (b, l)
+    xn: np.ndarray  # (m, d) normed input
+    xb: np.ndarray  # (b, l, e) conv input
+    z: np.ndarray  # (b, l, e) gate
+    xc: np.ndarray  # (b, l, e) conv output before SiLU
+    u: np.ndarray  # (b, l, e) scan input
+    x_dbl: np.ndarray  # (m, r + 2n)
+    dt_pre: np.ndarray  # (m, e) dt_proj output without bias
+    delta: np.ndarray  # (m, e)
+    y: np.ndarray  # (m, e) gated scan output (out_proj input)
+    h_last: np.ndarray  # (b, e, n) SSM state after the last position
+
+
+def layer_forward(
+    p: Params, i: int, h: np.ndarray, cfg: MambaConfig
+) -> tuple[np.ndarray, LayerCache]:
+    """h (b, l, d) -> (h + mixer(norm(h)) (b, l, d), cache)."""
+    pre = layer_prefix(i)
+    mx = pre + "mixer."
+    b, length, d = h.shape
+    e, n, r = cfg.d_inner, cfg.d_state, cfg.dt_rank
+    W_in = p[mx + "in_proj.weight"]
+    xn, rstd = rmsnorm_forward(h, p[pre + "norm.weight"], cfg.norm_eps)
+    xn = xn.reshape(-1, d)
+    xb = (xn @ W_in[:e].T).reshape(b, length, e)
+    z = (xn @ W_in[e:].T).reshape(b, length, e)
+    u, xc = conv1d_forward(xb, p[mx + "conv1d.weight"], p[mx + "conv1d.bias"])
+    x_dbl = u.reshape(-1, e) @ p[mx + "x_proj.weight"].T
+    dt_pre = x_dbl[:, :r] @ p[mx + "dt_proj.weight"].T
+    delta = softplus_forward(dt_pre, p[mx + "dt_proj.bias"])
+    B = x_dbl[:, r : r + n].reshape(b, length, n)
+    C = x_dbl[:, r + n :].reshape(b, length, n)
+    y, h_last = selective_scan_forward(
+        u, delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], z
+    )
+    y = y.reshape(-1, e)
+    out = h + (y @ p[mx + "out_proj.weight"].T).reshape(b, length, d)
+    return out, LayerCache(h, rstd, xn, xb, z, xc, u, x_dbl, dt_pre, delta, y, h_last)
+
+
+def layer_backward(
+    p: Params, i: int, c: LayerCache, dout: np.ndarray, grads: Params, cfg: MambaConfig
+) -> np.ndarray:
+    """dout (b, l, d) -> dh_in (b, l, d); adds this layer's parameter gradients into ``grads``."""
+    pre = layer_prefix(i)
+    mx = pre + "mixer."
+    b, length, d = dout.shape
+    e, n, r = cfg.d_inner, cfg.d_state, cfg.dt_rank
+    dout2 = dout.reshape(-1, d)
+    W_out = p[mx + "out_proj.weight"]
+    grads[mx + "out_proj.weight"] += dout2.T @ c.y
+    dy = (dout2 @ W_out).reshape(b, length, e)
+    B = c.x_dbl[:, r : r + n].reshape(b, length, n)
+    C = c.x_dbl[:, r + n :].reshape(b, length, n)
+    du, ddelta, dA_log, dB, dC, dD, dz = selective_scan_backward(
+        dy, c.u, c.delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], c.z
+    )
+    grads[mx + "A_log"] += dA_log
+    grads[mx + "D"] += dD
+    ddt_pre, dbias = softplus_backward(ddelta.reshape(-1, e), c.dt_pre, p[mx + "dt_proj.bias"])
+    grads[mx + "dt_proj.bias"] += dbias
+    W_dt = p[mx + "dt_proj.weight"]
+    grads[mx + "dt_proj.weight"] += ddt_pre.T @ c.x_dbl[:, :r]
+    dx_dbl = np.empty_like(c.x_dbl)
+    dx_dbl[:, :r] = ddt_pre @ W_dt
+    dx_dbl[:, r : r + n] = dB.reshape(-1, n)
+    dx_dbl[:, r + n :] = dC.reshape(-1, n)
+    W_x = p[mx + "x_proj.weight"]
+    u2 = c.u.reshape(-1, e)
+    grads[mx + "x_proj.weight"] += dx_dbl.T @ u2
+    du = du.reshape(-1, e) + dx_dbl @ W_x
+    dxb, dconv_w, dconv_b = conv1d_backward(du.reshape(b, length, e), c.xb, p[mx + "conv1d.weight"], c.xc)
+    grads[mx + "conv1d.weight"] += dconv_w
+    grads[mx + "conv1d.bias"] += dconv_b
+    W_in = p[mx + "in_proj.weight"]
+    dxb2 = dxb.reshape(-1, e)
+    dz2 = dz.reshape(-1, e)
+    g_in = grads[mx + "in_proj.weight"]
+    g_in[:e] += dxb2.T @ c.xn
+    g_in[e:] += dz2.T @ c.xn
+    dxn = dxb2 @ W_in[:e] + dz2 @ W_in[e:]
+    dh, dnorm = rmsnorm_backward(dxn.reshape(b, length, d), c.h_in, p[pre + "norm.weight"], c.rstd)
+    grads[pre + "norm.weight"] += dnorm
+    return dout + dh
+
+
+def hidden_forward(
+    p: Params, tokens: np.ndarray, cfg: MambaConfig
+) -> tuple[np.ndarray, list[LayerCache]]:
+    """tokens (b, l) -> (final residual stream before norm_f (b, l, d), the layer caches)."""
+    h = embedding_forward(tokens, p[EMBEDDINGS])
+    caches = []
+    for i in range(cfg.n_layer):
+        h, c = layer_forward(p, i, h, cfg)
+        caches.append(c)
+    return h, caches
+
+
+def logits_forward(p: Params, tokens: np.ndarray, cfg: MambaConfig) -> np.ndarray:
+    """tokens (b, l) -> logits (b, l, v). Keeps no caches."""
+    h = embedding_forward(tokens, p[EMBEDDINGS])
+    for i in range(cfg.n_layer):
+        h, _ = layer_forward(p, i, h, cfg)
+    hf, _ = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
+    return hf @ p[EMBEDDINGS].T
+
+
+def loss_and_grad(
+    p: Params,
+    tokens: np.ndarray,
+    targets: np.ndarray,
+    cfg: MambaConfig,
+    grads: Params | None,
+    scale: float,
+    checkpoint: bool = False,
+) -> tuple[float, int]:
+    """Forward + backward for one micro-batch.
+
+    tokens, targets (b, l); targets < 0 are ignored. Adds ``scale * d(sum of losses)/dparam`` into
+    ``grads`` (skipped when None). Returns (sum of per-position losses, number of valid targets).
+    With ``checkpoint`` only each layer's input is kept and the layer is re-run during backward:
+    the same gradients, with one layer's activations alive at a time.
+    """
+    emb = p[EMBEDDINGS]
+    b, length = tokens.shape
+    h = embedding_forward(tokens, emb)
+    saved: list[np.ndarray | LayerCache] = []
+    for i in range(cfg.n_layer):
+        h_next, c = layer_forward(p, i, h, cfg)
+        saved.append(h if checkpoint else c)
+        del c
+        h = h_next
+    hf, rstd_f = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
+    hf2 = hf.reshape(-1, cfg.d_model)
+    logits = hf2 @ emb.T
+    losses, dlogits = cross_entropy_forward_backward(logits, targets.reshape(-1), scale, inplace=True)
+    n_valid = int(np.count_nonzero(targets >= 0))
+    if grads is None:
+        return float(losses.sum()), n_valid
+    grads[EMBEDDINGS] += dlogits.T @ hf2
+    dhf = (dlogits @ emb).reshape(b, length, cfg.d_model)
+    del dlogits, logits
+    dh, dnf = rmsnorm_backward(dhf, h, p[NORM_F], rstd_f)
+    grads[NORM_F] += dnf
+    for i in reversed(range(cfg.n_layer)):
+        item = saved.pop()
+        c = layer_forward(p, i, item, cfg)[1] if isinstance(item, np.ndarray) else item
+        dh = layer_backward(p, i, c, dh, grads, cfg)
+        del c, item
+    embedding_backward(tokens, dh, grads[EMBEDDINGS])
+    return float(losses.sum()), n_valid

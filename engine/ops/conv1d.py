@@ -1,0 +1,108 @@
+"""Causal depthwise conv1d with bias, followed by SiLU (Mamba's conv branch).
+
+    xc[b, t, c] = bias[c] + sum_j weight[c, 0, j] * x[b, t - (k - 1) + j, c]     (x = 0 for t < 0)
+    u = silu(xc)
+
+Shapes: x (b, l, e), weight (e, 1, k), bias (e,) -> u (b, l, e); cache xc (b, l, e).
+Backward: du (b, l, e) -> dx (b, l, e), dweight (e, 1, k), dbias (e,).
+Step: a window (b, e, k) of the last k inputs -> u (b, e).  Reference: engine/reference.py::conv1d.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from .._jit import parallel_kernel, sigmoid
+
+
+@parallel_kernel
+def _conv1d_silu_forward_kernel(x, wT, bias, xc, u):  # type: ignore[no-untyped-def]
+    """x (b, l, e), wT (k, e), bias (e,) -> xc, u (b, l, e)."""
+    nb, nl, ne = x.shape
+    nk = wT.shape[0]
+    for job in prange(nb * nl):
+        b = job // nl
+        t = job % nl
+        acc = xc[b, t]
+        for c in range(ne):
+            acc[c] = bias[c]
+        for j in range(nk):
+            ts = t - (nk - 1) + j
+            if ts >= 0:
+                xs = x[b, ts]
+                wj = wT[j]
+                for c in range(ne):
+                    acc[c] += wj[c] * xs[c]
+        ut = u[b, t]
+        for c in range(ne):
+            ut[c] = acc[c] * sigmoid(acc[c])
+
+
+@parallel_kernel
+def _conv1d_silu_backward_kernel(du, x, wT, xc, dx, dwT_part, db_part):  # type: ignore[no-untyped-def]
+    """du, x, xc (b, l, e), wT (k, e) -> dx (b, l, e); dwT_part (b, k, e); db_part (b, e)."""
+    nb, nl, ne = x.shape
+    nk = wT.shape[0]
+    for b in prange(nb):
+        g = np.empty(ne, x.dtype)
+        dwb = dwT_part[b]
+        dbb = db_part[b]
+        for t in range(nl):
+            dxt = dx[b, t]
+            for c in range(ne):
+                dxt[c] = 0
+        for t in range(nl):
+            xct = xc[b, t]
+            dut = du[b, t]
+            for c in range(ne):
+                sg = sigmoid(xct[c])
+                g[c] = dut[c] * sg * (1 + xct[c] * (1 - sg))
+                dbb[c] += g[c]
+            for j in range(nk):
+                ts = t - (nk - 1) + j
+                if ts >= 0:
+                    xs = x[b, ts]
+                    dxs = dx[b, ts]
+                    wj = wT[j]
+                    dwj = dwb[j]
+                    for c in range(ne):
+                        dxs[c] += wj[c] * g[c]
+                        dwj[c] += g[c] * xs[c]
+
+
+def conv1d_forward(
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """x (b, l, e) -> (u (b, l, e), xc (b, l, e))."""
+    x = np.ascontiguousarray(x)
+    wT = np.ascontiguousarray(weight[:, 0, :].T)
+    xc = np.empty_like(x)
+    u = np.empty_like(x)
+    _conv1d_silu_forward_kernel(x, wT, bias, xc, u)
+    return u, xc
+
+
+def conv1d_backward(
+    du: np.ndarray, x: np.ndarray, weight: np.ndarray, xc: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """du (b, l, e) -> (dx (b, l, e), dweight (e, 1, k), dbias (e,))."""
+    x = np.ascontiguousarray(x)
+    nb, _, ne = x.shape
+    nk = weight.shape[2]
+    wT = np.ascontiguousarray(weight[:, 0, :].T)
+    dx = np.empty_like(x)
+    dwT = np.zeros((nb, nk, ne), dtype=x.dtype)
+    db = np.zeros((nb, ne), dtype=x.dtype)
+    _conv1d_silu_backward_kernel(np.ascontiguousarray(du), x, wT, np.ascontiguousarray(xc), dx, dwT, db)
+    return dx, dwT.sum(axis=0).T[:, None, :].copy(), db.sum(axis=0)
+
+
+def conv1d_step(
+    window: np.ndarray, x_new: np.ndarray, weight: np.ndarray, bias: np.ndarray
+) -> np.ndarray:
+    """Shift ``window`` (b, e, k) left by one in place, append x_new (b, e); return u (b, e)."""
+    window[:, :, :-1] = window[:, :, 1:]
+    window[:, :, -1] = x_new
+    xc = np.einsum("bek,ek->be", window, weight[:, 0, :]) + bias
+    return xc / (1.0 + np.exp(-xc))

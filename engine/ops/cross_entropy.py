@@ -1,0 +1,63 @@
+"""Fused softmax + cross-entropy (llm.c style): loss and dlogits in one pass over the logits.
+
+    loss_i = logsumexp(logits_i) - logits_i[target_i];   dlogits_i = scale * (softmax_i - onehot_i)
+Rows with target < 0 are ignored (loss 0, zero gradient).
+Shapes: logits (m, v), targets (m,) int -> losses (m,), dlogits (m, v) (may overwrite logits).
+Reference: engine/reference.py::cross_entropy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import prange
+
+from .._jit import fast_exp, parallel_kernel
+
+
+@parallel_kernel
+def _cross_entropy_kernel(logits, targets, scale, losses, dlogits):  # type: ignore[no-untyped-def]
+    m, v = logits.shape
+    zero = np.zeros(1, logits.dtype)[0]
+    for i in prange(m):
+        row = logits[i]
+        drow = dlogits[i]
+        t = targets[i]
+        if t < 0:
+            losses[i] = 0
+            for j in range(v):
+                drow[j] = zero
+            continue
+        lt = row[t]
+        mx = row[0]
+        for j in range(1, v):
+            mx = max(mx, row[j])
+        s = zero
+        for j in range(v):
+            ex = fast_exp(row[j] - mx)
+            drow[j] = ex
+            s += ex
+        losses[i] = mx + math.log(s) - lt
+        inv = scale / s
+        for j in range(v):
+            drow[j] *= inv
+        drow[t] -= scale
+
+
+def cross_entropy_forward_backward(
+    logits: np.ndarray, targets: np.ndarray, scale: float, inplace: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """logits (m, v), targets (m,) -> (losses (m,) float64, dlogits (m, v) = scale * dloss/dlogits).
+
+    With ``inplace`` the gradient overwrites ``logits`` (saves one (m, v) buffer)."""
+    logits = np.ascontiguousarray(logits)
+    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    if targets.shape != logits.shape[:1]:
+        raise ValueError(f"targets {targets.shape} do not match logits {logits.shape}")
+    if targets.size and targets.max() >= logits.shape[1]:
+        raise ValueError(f"target id {int(targets.max())} >= vocab size {logits.shape[1]}")
+    losses = np.empty(logits.shape[0], dtype=np.float64)
+    dlogits = logits if inplace else np.empty_like(logits)
+    _cross_entropy_kernel(logits, targets, logits.dtype.type(scale), losses, dlogits)
+    return losses, dlogits

@@ -1,0 +1,233 @@
+"""Selective scan (Mamba S6) with the SiLU gate fused, forward and backward.
+
+    h_t = exp(delta_t * A) * h_{t-1} + delta_t * B_t * u_t         h: (e, n) per batch row
+    y_t = <h_t, C_t> + D * u_t
+    out_t = y_t * silu(z_t)
+
+Shapes: u, delta, z (b, l, e); A_log (e, n) with A = -exp(A_log); B, C (b, l, n); D (e,)
+        -> out (b, l, e), h_last (b, e, n) (the state after the last step, for the recurrent cache).
+Backward returns du, ddelta, dz (b, l, e); dA_log (e, n); dB, dC (b, l, n); dD (e,).
+
+Kernels run in parallel over jobs = (batch row, chunk of ``CHUNK`` channels); time is sequential and
+the (n, CHUNK) state lives in a small local buffer. The forward stores nothing but its outputs; the
+backward recomputes each job's states into a private (l + 1, n, CHUNK) buffer (1 MiB at l=256), then
+walks back in time with the reverse recurrence (anchors-field.md §1.7):
+
+    g_t = dy_t * C_t + exp(delta_{t+1} A) * g_{t+1}
+    dC_t = sum_e dy_t h_t     dB_t = sum_e g_t delta_t u_t     dD = sum_t dy_t u_t
+    du_t = sum_n g_t delta_t B_t + D dy_t
+    ddelta_t = sum_n g_t (A exp(delta_t A) h_{t-1} + B_t u_t)
+    dA = sum_t g_t delta_t exp(delta_t A) h_{t-1};    dA_log = dA * A
+Per-job partial sums (dB, dC over channel chunks; dA, dD over batch) are reduced afterwards in NumPy,
+so results are deterministic. Reference: engine/reference.py::selective_scan.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from .._jit import fast_exp, parallel_kernel, sigmoid
+
+CHUNK = 64
+
+
+@parallel_kernel
+def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, out, h_last):  # type: ignore[no-untyped-def]
+    """u, delta, z (b, l, e); At (n, e) = A.T; Bm, Cm (b, l, n); D (e,) -> out (b, l, e),
+    h_last (b, e, n)."""
+    nb, nl, ne = u.shape
+    nn_ = At.shape[0]
+    nch = (ne + CHUNK - 1) // CHUNK
+    for job in prange(nb * nch):
+        b = job // nch
+        c0 = (job % nch) * CHUNK
+        cw = min(CHUNK, ne - c0)
+        h = np.zeros((nn_, cw), u.dtype)
+        Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
+        Dj = D[c0 : c0 + cw]
+        dbu = np.empty(cw, u.dtype)
+        y = np.empty(cw, u.dtype)
+        for t in range(nl):
+            ut = u[b, t, c0 : c0 + cw]
+            dt = delta[b, t, c0 : c0 + cw]
+            Bt = Bm[b, t]
+            Ct = Cm[b, t]
+            for k in range(cw):
+                dbu[k] = dt[k] * ut[k]
+                y[k] = Dj[k] * ut[k]
+            for s in range(nn_):
+                hs = h[s]
+                As = Aj[s]
+                bs = Bt[s]
+                cs = Ct[s]
+                for k in range(cw):
+                    hv = fast_exp(dt[k] * As[k]) * hs[k] + dbu[k] * bs
+                    hs[k] = hv
+                    y[k] += cs * hv
+            zt = z[b, t, c0 : c0 + cw]
+            ot = out[b, t, c0 : c0 + cw]
+            for k in range(cw):
+                ot[k] = y[k] * zt[k] * sigmoid(zt[k])
+        for k in range(cw):
+            for s in range(nn_):
+                h_last[b, c0 + k, s] = h[s, k]
+
+
+@parallel_kernel
+def _scan_backward_kernel(  # type: ignore[no-untyped-def]
+    dout, u, delta, At, Bm, Cm, D, z, du, ddelta, dz, dA_part, dB_part, dC_part, dD_part
+):
+    """dout (b, l, e) + forward inputs -> du, ddelta, dz (b, l, e); dA_part (b, n, e);
+    dB_part, dC_part (chunks, b, l, n); dD_part (b, e)."""
+    nb, nl, ne = u.shape
+    nn_ = At.shape[0]
+    nch = (ne + CHUNK - 1) // CHUNK
+    zero = np.zeros(1, u.dtype)[0]
+    for job in prange(nb * nch):
+        b = job // nch
+        ch = job % nch
+        c0 = ch * CHUNK
+        cw = min(CHUNK, ne - c0)
+        Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
+        Dj = D[c0 : c0 + cw]
+        hist = np.zeros((nl + 1, nn_, cw), u.dtype)
+        ys = np.empty((nl, cw), u.dtype)
+        dbu = np.empty(cw, u.dtype)
+        # -- recompute the forward states
+        for t in range(nl):
+            ut = u[b, t, c0 : c0 + cw]
+            dt = delta[b, t, c0 : c0 + cw]
+            Bt = Bm[b, t]
+            Ct = Cm[b, t]
+            yt = ys[t]
+            for k in range(cw):
+                dbu[k] = dt[k] * ut[k]
+                yt[k] = Dj[k] * ut[k]
+            for s in range(nn_):
+                hp = hist[t, s]
+                hn = hist[t + 1, s]
+                As = Aj[s]
+                bs = Bt[s]
+                cs = Ct[s]
+                for k in range(cw):
+                    hv = fast_exp(dt[k] * As[k]) * hp[k] + dbu[k] * bs
+                    hn[k] = hv
+                    yt[k] += cs * hv
+        # -- reverse-time scan
+        gh = np.zeros((nn_, cw), u.dtype)
+        dA_acc = np.zeros((nn_, cw), u.dtype)
+        dD_acc = np.zeros(cw, u.dtype)
+        dy = np.empty(cw, u.dtype)
+        du_acc = np.empty(cw, u.dtype)
+        dd_acc = np.empty(cw, u.dtype)
+        for t in range(nl - 1, -1, -1):
+            ut = u[b, t, c0 : c0 + cw]
+            dt = delta[b, t, c0 : c0 + cw]
+            zt = z[b, t, c0 : c0 + cw]
+            got = dout[b, t, c0 : c0 + cw]
+            dzt = dz[b, t, c0 : c0 + cw]
+            yt = ys[t]
+            for k in range(cw):
+                sg = sigmoid(zt[k])
+                dy[k] = got[k] * zt[k] * sg
+                dzt[k] = got[k] * yt[k] * sg * (1 + zt[k] * (1 - sg))
+                dD_acc[k] += dy[k] * ut[k]
+                du_acc[k] = Dj[k] * dy[k]
+                dd_acc[k] = zero
+            Bt = Bm[b, t]
+            Ct = Cm[b, t]
+            for s in range(nn_):
+                hn = hist[t + 1, s]
+                hp = hist[t, s]
+                As = Aj[s]
+                gs = gh[s]
+                dAs = dA_acc[s]
+                bs = Bt[s]
+                cs = Ct[s]
+                sB = zero
+                sC = zero
+                for k in range(cw):
+                    g = gs[k] + dy[k] * cs
+                    sC += dy[k] * hn[k]
+                    ea = fast_exp(dt[k] * As[k])
+                    gp = g * hp[k]
+                    dd_acc[k] += g * bs * ut[k] + As[k] * ea * gp
+                    du_acc[k] += g * dt[k] * bs
+                    sB += g * dt[k] * ut[k]
+                    dAs[k] += dt[k] * ea * gp
+                    gs[k] = g * ea
+                dB_part[ch, b, t, s] = sB
+                dC_part[ch, b, t, s] = sC
+            dut = du[b, t, c0 : c0 + cw]
+            ddt = ddelta[b, t, c0 : c0 + cw]
+            for k in range(cw):
+                dut[k] = du_acc[k]
+                ddt[k] = dd_acc[k]
+        for s in range(nn_):
+            for k in range(cw):
+                dA_part[b, s, c0 + k] = dA_acc[s, k]
+        for k in range(cw):
+            dD_part[b, c0 + k] = dD_acc[k]
+
+
+def _A_transposed(A_log: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(-np.exp(A_log).T)
+
+
+def _contig(*arrays: np.ndarray) -> list[np.ndarray]:
+    return [np.ascontiguousarray(a) for a in arrays]
+
+
+def selective_scan_forward(
+    u: np.ndarray,
+    delta: np.ndarray,
+    A_log: np.ndarray,
+    B: np.ndarray,
+    C: np.ndarray,
+    D: np.ndarray,
+    z: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """-> out (b, l, e), h_last (b, e, n). See the module docstring."""
+    nb, nl, ne = u.shape
+    n = A_log.shape[1]
+    if delta.shape != u.shape or z.shape != u.shape:
+        raise ValueError(f"u, delta, z must share a shape, got {u.shape}, {delta.shape}, {z.shape}")
+    if B.shape != (nb, nl, n) or C.shape != (nb, nl, n):
+        raise ValueError(f"B, C must be {(nb, nl, n)}, got {B.shape}, {C.shape}")
+    u, delta, B, C, D, z = _contig(u, delta, B, C, D, z)
+    out = np.empty_like(u)
+    h_last = np.empty((nb, ne, n), dtype=u.dtype)
+    _scan_forward_kernel(u, delta, _A_transposed(A_log).astype(u.dtype), B, C, D, z, out, h_last)
+    return out, h_last
+
+
+def selective_scan_backward(
+    dout: np.ndarray,
+    u: np.ndarray,
+    delta: np.ndarray,
+    A_log: np.ndarray,
+    B: np.ndarray,
+    C: np.ndarray,
+    D: np.ndarray,
+    z: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """-> (du, ddelta, dA_log, dB, dC, dD, dz); shapes as the corresponding inputs."""
+    nb, nl, ne = u.shape
+    n = A_log.shape[1]
+    dout, u, delta, B, C, D, z = _contig(dout, u, delta, B, C, D, z)
+    At = _A_transposed(A_log).astype(u.dtype)
+    nch = (ne + CHUNK - 1) // CHUNK
+    du = np.empty_like(u)
+    ddelta = np.empty_like(u)
+    dz = np.empty_like(u)
+    dA_part = np.empty((nb, n, ne), dtype=u.dtype)
+    dB_part = np.empty((nch, nb, nl, n), dtype=u.dtype)
+    dC_part = np.empty((nch, nb, nl, n), dtype=u.dtype)
+    dD_part = np.empty((nb, ne), dtype=u.dtype)
+    _scan_backward_kernel(
+        dout, u, delta, At, B, C, D, z, du, ddelta, dz, dA_part, dB_part, dC_part, dD_part
+    )
+    dA = dA_part.sum(axis=0).T  # (e, n)
+    dA_log = dA * At.T
+    return du, ddelta, dA_log, dB_part.sum(axis=0), dC_part.sum(axis=0), dD_part.sum(axis=0), dz

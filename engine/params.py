@@ -1,0 +1,127 @@
+"""Model parameters: named arrays with the Hugging Face ``MambaForCausalLM`` key names and shapes.
+
+    backbone.embeddings.weight                 (v, d)     tied lm_head
+    backbone.layers.{i}.norm.weight            (d,)
+    backbone.layers.{i}.mixer.in_proj.weight   (2e, d)    rows [:e] -> x branch, [e:] -> gate z
+    backbone.layers.{i}.mixer.conv1d.weight    (e, 1, k)  causal depthwise
+    backbone.layers.{i}.mixer.conv1d.bias      (e,)
+    backbone.layers.{i}.mixer.x_proj.weight    (r+2n, e)  rows -> (dt, B, C)
+    backbone.layers.{i}.mixer.dt_proj.weight   (e, r)
+    backbone.layers.{i}.mixer.dt_proj.bias     (e,)
+    backbone.layers.{i}.mixer.A_log            (e, n)     A = -exp(A_log)
+    backbone.layers.{i}.mixer.D                (e,)
+    backbone.layers.{i}.mixer.out_proj.weight  (d, e)
+    backbone.norm_f.weight                     (d,)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .config import MambaConfig
+
+Params = dict[str, np.ndarray]
+
+EMBEDDINGS = "backbone.embeddings.weight"
+NORM_F = "backbone.norm_f.weight"
+MIXER_TENSORS = (
+    "in_proj.weight",
+    "conv1d.weight",
+    "conv1d.bias",
+    "x_proj.weight",
+    "dt_proj.weight",
+    "dt_proj.bias",
+    "A_log",
+    "D",
+    "out_proj.weight",
+)
+
+
+def layer_prefix(i: int) -> str:
+    return f"backbone.layers.{i}."
+
+
+def param_shapes(cfg: MambaConfig) -> dict[str, tuple[int, ...]]:
+    """Every parameter name -> shape, in checkpoint order."""
+    d, e, n, r, k = cfg.d_model, cfg.d_inner, cfg.d_state, cfg.dt_rank, cfg.d_conv
+    mixer = {
+        "in_proj.weight": (2 * e, d),
+        "conv1d.weight": (e, 1, k),
+        "conv1d.bias": (e,),
+        "x_proj.weight": (r + 2 * n, e),
+        "dt_proj.weight": (e, r),
+        "dt_proj.bias": (e,),
+        "A_log": (e, n),
+        "D": (e,),
+        "out_proj.weight": (d, e),
+    }
+    shapes: dict[str, tuple[int, ...]] = {EMBEDDINGS: (cfg.vocab_size, d)}
+    for i in range(cfg.n_layer):
+        p = layer_prefix(i)
+        shapes[p + "norm.weight"] = (d,)
+        for name in MIXER_TENSORS:
+            shapes[p + "mixer." + name] = mixer[name]
+    shapes[NORM_F] = (d,)
+    return shapes
+
+
+def short_name(name: str) -> str:
+    """``backbone.layers.3.mixer.x_proj.weight`` -> ``x_proj``; ``...embeddings.weight`` -> ``embeddings``."""
+    parts = name.split(".")
+    if parts[-1] in ("weight", "bias"):
+        return parts[-2] if parts[-1] == "weight" else parts[-2] + ".bias"
+    return parts[-1]
+
+
+def decays(name: str) -> bool:
+    """Decoupled weight decay applies to 2-D projection weights only: never A_log, D, biases,
+    norms or embeddings (mamba_ssm ``_no_weight_decay``; anchors-field §1.4)."""
+    return short_name(name) in ("in_proj", "conv1d", "x_proj", "dt_proj", "out_proj")
+
+
+def _uniform(rng: np.random.Generator, bound: float, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.uniform(-bound, bound, size=shape)
+
+
+def init_params(cfg: MambaConfig, seed: int = 0, dtype: type = np.float32) -> Params:
+    """Reference Mamba init (mamba_ssm ``Mamba.__init__`` + ``_init_weights``).
+
+    Linear weights: PyTorch default U(+-1/sqrt(fan_in)); out_proj additionally / sqrt(n_layer);
+    embeddings N(0, 0.02); A_log = log(1..n) (S4D-real); D = 1; dt_proj.weight U(+-r^-0.5);
+    dt_proj.bias = softplus^-1(dt), dt log-uniform in [1e-3, 0.1] clamped at 1e-4.
+    """
+    rng = np.random.default_rng(seed)
+    d, e, n, r, k = cfg.d_model, cfg.d_inner, cfg.d_state, cfg.dt_rank, cfg.d_conv
+    p: dict[str, np.ndarray] = {EMBEDDINGS: rng.normal(0.0, 0.02, size=(cfg.vocab_size, d))}
+    for i in range(cfg.n_layer):
+        pre = layer_prefix(i)
+        dt = np.exp(rng.uniform(size=e) * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3))
+        dt = np.maximum(dt, 1e-4)
+        p[pre + "norm.weight"] = np.ones(d)
+        m = pre + "mixer."
+        p[m + "in_proj.weight"] = _uniform(rng, 1 / math.sqrt(d), (2 * e, d))
+        p[m + "conv1d.weight"] = _uniform(rng, 1 / math.sqrt(k), (e, 1, k))
+        p[m + "conv1d.bias"] = _uniform(rng, 1 / math.sqrt(k), (e,))
+        p[m + "x_proj.weight"] = _uniform(rng, 1 / math.sqrt(e), (r + 2 * n, e))
+        p[m + "dt_proj.weight"] = _uniform(rng, r**-0.5, (e, r))
+        p[m + "dt_proj.bias"] = dt + np.log(-np.expm1(-dt))
+        p[m + "A_log"] = np.log(np.tile(np.arange(1, n + 1, dtype=np.float64), (e, 1)))
+        p[m + "D"] = np.ones(e)
+        p[m + "out_proj.weight"] = _uniform(rng, 1 / math.sqrt(e), (d, e)) / math.sqrt(cfg.n_layer)
+    p[NORM_F] = np.ones(d)
+    shapes = param_shapes(cfg)
+    return {name: np.ascontiguousarray(p[name], dtype=dtype) for name in shapes}
+
+
+def zeros_like(params: Params) -> Params:
+    return {name: np.zeros_like(a) for name, a in params.items()}
+
+
+def cast(params: Params, dtype: type) -> Params:
+    return {name: np.ascontiguousarray(a, dtype=dtype) for name, a in params.items()}
+
+
+def count(params: Params) -> int:
+    return int(sum(a.size for a in params.values()))

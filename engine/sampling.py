@@ -1,0 +1,42 @@
+"""Turning logits into a token: greedy, temperature, top-k, top-p. Shared by the CPU and GPU paths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """temperature <= 0 means greedy; top_k <= 0 and top_p >= 1 disable those filters."""
+
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    max_new_tokens: int = 200
+    seed: int | None = 0
+    stop_token: int | None = None
+
+
+def sample(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> int:
+    """logits (v,) -> token id."""
+    logits = np.asarray(logits, dtype=np.float64)
+    if not np.all(np.isfinite(logits)):
+        raise FloatingPointError("logits contain NaN or Inf; the model is broken (diverged?)")
+    if cfg.temperature <= 0:
+        return int(np.argmax(logits))
+    z = logits / cfg.temperature
+    if 0 < cfg.top_k < z.size:
+        kth = np.partition(z, -cfg.top_k)[-cfg.top_k]
+        z = np.where(z >= kth, z, -np.inf)
+    probs = np.exp(z - z.max())
+    probs /= probs.sum()
+    if cfg.top_p < 1.0:
+        order = np.argsort(-probs, kind="stable")
+        cum = np.cumsum(probs[order])
+        keep = order[: int(np.searchsorted(cum, cfg.top_p) + 1)]
+        mask = np.zeros_like(probs)
+        mask[keep] = probs[keep]
+        probs = mask / mask.sum()
+    return int(rng.choice(probs.size, p=probs))
