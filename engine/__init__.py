@@ -26,3 +26,37 @@ def _set_runtime_defaults() -> None:
 
 
 _set_runtime_defaults()
+
+from .checkpoint import atomic_write_bytes  # noqa: E402
+from .config import PRESETS, MambaConfig, preset  # noqa: E402
+from .data import Corpus, CorpusFile, encode_corpus, load_corpus, split_holdout  # noqa: E402
+from .errors import (  # noqa: E402
+    CheckpointError,
+    CorpusError,
+    MambaStudioError,
+    TokenizerError,
+    TrainingError,
+)
+from .lm import MambaLM  # noqa: E402
+from .lora import LORA_TARGETS, PEFT_REFUSES, LoRAConfig, LoRATrainable, load_adapter  # noqa: E402
+from .optim import AdamWConfig, ShardSpec  # noqa: E402
+from .sampling import SamplingConfig  # noqa: E402
+from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer  # noqa: E402
+from .trainer import (  # noqa: E402
+    EpochReport,
+    EvalReport,
+    StepReport,
+    TrainConfig,
+    TrainControl,
+    Trainer,
+    evaluate,
+)
+
+__all__ = [
+    "LORA_TARGETS", "PEFT_REFUSES", "PRESETS", "AdamWConfig", "BPETokenizer", "ByteTokenizer",
+    "CheckpointError", "Corpus", "CorpusError", "CorpusFile", "EpochReport", "EvalReport",
+    "LoRAConfig", "LoRATrainable", "MambaConfig", "MambaLM", "MambaStudioError", "SamplingConfig",
+    "ShardSpec", "StepReport", "TokenizerError", "TrainConfig", "TrainControl", "Trainer",
+    "TrainingError", "atomic_write_bytes", "encode_corpus", "evaluate", "load_adapter",
+    "load_corpus", "load_tokenizer", "preset", "split_holdout",
+]

@@ -103,7 +103,9 @@ def check_params(tensors: dict[str, np.ndarray], cfg: MambaConfig, source: str) 
     return out
 
 
-def save_model_files(folder: Path, cfg: MambaConfig, params: Params, tokenizer, extra: dict | None = None) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def save_model_files(  # type: ignore[no-untyped-def]
+    folder: Path, cfg: MambaConfig, params: Params, tokenizer, extra: dict | None = None
+) -> dict[str, str]:
     """Write config.json, model.safetensors, tokenizer.json atomically; return their sha256."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

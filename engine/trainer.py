@@ -315,17 +315,17 @@ class Trainer:
                 if bad:
                     ep_bad += 1
                     bad_run += 1
-                    if bad_run >= c.max_bad_steps:
-                        raise TrainingError(
-                            f"loss was NaN/Inf for {bad_run} steps in a row; lower the learning "
-                            "rate (weights were left at the last finite step)"
-                        )
                 else:
                     bad_run = 0
                     ep_losses.append(loss)
                     ep_norms.append(norm)
                 if on_step is not None:
                     on_step(report)
+                if bad_run >= c.max_bad_steps:
+                    raise TrainingError(
+                        f"loss was NaN/Inf for {bad_run} steps in a row; lower the learning "
+                        "rate (weights were left at the last finite step)"
+                    )
             if self.cursor.group >= self.steps_per_epoch:
                 val = evaluate(self.lm, self.val_ids, c.seq_len) if len(self.val_ids) >= 2 else None
                 rep = EpochReport(

@@ -1,0 +1,112 @@
+"""Training-step throughput (forward + backward + AdamW) for the issue's reference configs.
+
+Prints one JSON line per config: tokens/s from the median step time, plus the BLAS kernel that
+ran (threadpoolctl) and the thread counts. Warm-up steps (incl. Numba compilation) are excluded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from typing import Any
+
+import numpy as np
+
+BENCH_CONFIGS: dict[str, dict[str, int]] = {
+    "small": {"d_model": 128, "n_layer": 4, "batch": 4, "seq_len": 256, "vocab": 256},
+    "medium": {"d_model": 256, "n_layer": 6, "batch": 8, "seq_len": 256, "vocab": 256},
+}
+
+
+def blas_info() -> dict[str, Any]:
+    from threadpoolctl import threadpool_info
+
+    infos = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    if not infos:
+        return {"blas": "unknown"}
+    i = infos[0]
+    return {
+        "blas": f"{i.get('internal_api')} {i.get('version')}",
+        "blas_kernel": i.get("architecture"),
+        "blas_threads": i.get("num_threads"),
+    }
+
+
+def set_threads(n: int) -> None:
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    threadpool_limits(n, user_api="blas")
+
+
+def bench_train_step(name: str, steps: int = 10, warmup: int = 3, mode: str = "full",
+                     threads: int = 2) -> dict[str, Any]:
+    """Median training-step time for BENCH_CONFIGS[name]; ``mode`` in full | lora | wsla."""
+    import numba
+
+    from .config import MambaConfig
+    from .lm import MambaLM
+    from .lora import LoRAConfig
+    from .trainer import TrainConfig, Trainer
+
+    set_threads(threads)
+    c = BENCH_CONFIGS[name]
+    cfg = MambaConfig(vocab_size=c["vocab"], d_model=c["d_model"], n_layer=c["n_layer"])
+    lm = MambaLM.create(cfg, seed=0)
+    rng = np.random.default_rng(0)
+    n_tok = c["batch"] * c["seq_len"] * (steps + warmup) + 1
+    ids = rng.integers(0, c["vocab"], size=n_tok)
+    tc = TrainConfig(
+        batch_size=c["batch"], seq_len=c["seq_len"], epochs=1, shuffle=False,
+        lora=LoRAConfig(("in_proj", "x_proj", "dt_proj", "out_proj"), rank=8) if mode == "lora" else None,
+        wsla=mode == "wsla",
+    )
+    tr = Trainer(lm, ids, ids[:0], tc)
+    times = []
+    for s in range(warmup + steps):
+        rows = np.arange(s * c["batch"], (s + 1) * c["batch"])
+        t = time.perf_counter()
+        tr.train_step(rows)
+        if s >= warmup:
+            times.append(time.perf_counter() - t)
+    med = float(np.median(times))
+    tokens = c["batch"] * c["seq_len"]
+    return {
+        "bench": "train_step",
+        "config": name,
+        "mode": mode,
+        **c,
+        "params": lm.n_params,
+        "trainable_params": tr.trainable_count(),
+        "optimizer_state_bytes": tr.optimizer.state_bytes(),
+        "tokens_per_step": tokens,
+        "median_ms": round(med * 1e3, 2),
+        "min_ms": round(min(times) * 1e3, 2),
+        "max_ms": round(max(times) * 1e3, 2),
+        "tokens_per_s": round(tokens / med, 1),
+        "steps": steps,
+        "threads": threads,
+        "numba_threads": numba.get_num_threads(),
+        "threading_layer": numba.threading_layer(),
+        **blas_info(),
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+        "cpu": platform.processor() or platform.machine(),
+    }
+
+
+def run(configs: list[str], as_json: bool, steps: int, modes: list[str], threads: int) -> None:
+    for name in configs:
+        for mode in modes:
+            res = bench_train_step(name, steps=steps, mode=mode, threads=threads)
+            if as_json:
+                print(json.dumps(res), flush=True)  # noqa: T201
+            else:
+                print(  # noqa: T201
+                    f"{name:7s} {mode:5s} {res['tokens_per_s']:>10,.0f} tok/s  median "
+                    f"{res['median_ms']:.1f} ms  (trainable {res['trainable_params']:,}, optimizer "
+                    f"{res['optimizer_state_bytes']:,} B, BLAS {res.get('blas_kernel')})",
+                    flush=True,
+                )

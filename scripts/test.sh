@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's test command: install everything the tests need, then lint and run the suite
+# headless (Qt offscreen, wgpu on Mesa lavapipe; no display or GPU needed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export QT_QPA_PLATFORM=offscreen
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
+chmod 700 "$XDG_RUNTIME_DIR"
+.venv/bin/python -m ruff check .
+.venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,30 @@
+"""Small models and data shared by the tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.config import MambaConfig
+from engine.params import init_params
+
+
+def tiny_config(**kw) -> MambaConfig:  # type: ignore[no-untyped-def]
+    base = {"vocab_size": 24, "d_model": 16, "n_layer": 2, "d_state": 4}
+    base.update(kw)
+    return MambaConfig(**base)
+
+
+def random_params(cfg: MambaConfig, seed: int = 0, dtype=np.float64, noise: float = 0.1):  # type: ignore[no-untyped-def]
+    """Reference init plus noise, so norms/D/biases are not at special values."""
+    p = init_params(cfg, seed=seed, dtype=np.float64)
+    rng = np.random.default_rng(seed + 100)
+    for a in p.values():
+        a += noise * rng.standard_normal(a.shape)
+    return {k: v.astype(dtype) for k, v in p.items()}
+
+
+def random_batch(cfg: MambaConfig, b: int = 2, length: int = 7, seed: int = 0):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, cfg.vocab_size, size=(b, length))
+    targets = rng.integers(0, cfg.vocab_size, size=(b, length))
+    return tokens, targets

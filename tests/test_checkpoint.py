@@ -1,0 +1,105 @@
+import json
+
+import numpy as np
+import pytest
+
+from engine import CheckpointError, MambaLM
+from engine.checkpoint import atomic_write_bytes, tensors_to_bytes
+from engine.tokenizer import ByteTokenizer
+from tests.helpers import random_batch, tiny_config
+
+
+def _lm():
+    return MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=1)
+
+
+def test_round_trip_gives_identical_logits_and_hf_layout(tmp_path):
+    lm = _lm()
+    lm.save(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["model_type"] == "mamba" and cfg["architectures"] == ["MambaForCausalLM"]
+    assert cfg["hidden_size"] == 16 and cfg["state_size"] == 4 and cfg["time_step_rank"] == 1
+    from safetensors.numpy import load_file
+
+    keys = set(load_file(str(tmp_path / "model.safetensors")))
+    assert "backbone.layers.1.mixer.A_log" in keys and "lm_head.weight" not in keys
+    again = MambaLM.load(tmp_path)
+    tokens, _ = random_batch(lm.config, b=1, length=5)
+    np.testing.assert_array_equal(again.logits(tokens), lm.logits(tokens))
+
+
+def test_loads_hf_style_folder_with_tied_lm_head_present(tmp_path):
+    lm = _lm()
+    tensors = dict(lm.params)
+    tensors["lm_head.weight"] = lm.params["backbone.embeddings.weight"]
+    (tmp_path / "model.safetensors").write_bytes(tensors_to_bytes(tensors))
+    hf = lm.config.to_hf_dict()
+    del hf["tie_word_embeddings"]
+    (tmp_path / "config.json").write_text(json.dumps(hf))
+    again = MambaLM.load(tmp_path)  # no tokenizer.json -> bytes
+    np.testing.assert_array_equal(again.params["backbone.norm_f.weight"],
+                                  lm.params["backbone.norm_f.weight"])
+
+
+def test_truncated_file_is_a_clear_error(tmp_path):
+    _lm().save(tmp_path)
+    p = tmp_path / "model.safetensors"
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        MambaLM.load(tmp_path)
+
+
+def test_garbage_and_missing_files(tmp_path):
+    with pytest.raises(CheckpointError, match="no config.json"):
+        MambaLM.load(tmp_path)
+    _lm().save(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{garbage")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        MambaLM.load(tmp_path)
+
+
+def test_mismatched_shape_names_the_tensor(tmp_path):
+    lm = _lm()
+    lm.save(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["hidden_size"] = 32
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=r"backbone\.embeddings\.weight has shape \(264, 16\)"):
+        MambaLM.load(tmp_path)
+
+
+def test_missing_tensor_is_named(tmp_path):
+    lm = _lm()
+    tensors = dict(lm.params)
+    del tensors["backbone.layers.1.mixer.D"]
+    lm.save(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(tensors_to_bytes(tensors))
+    with pytest.raises(CheckpointError, match=r"layers\.1\.mixer\.D is missing"):
+        MambaLM.load(tmp_path)
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "f.bin"
+    atomic_write_bytes(target, b"old")
+
+    def boom(*a, **k):  # noqa: ANN002, ANN003
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.replace", boom)
+    with pytest.raises(CheckpointError, match="No space left"):
+        atomic_write_bytes(target, b"new contents")
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]  # no temp file left behind
+
+
+def test_training_checkpoint_detects_mixed_files(tmp_path):
+    from engine import TrainConfig, Trainer
+
+    lm = _lm()
+    ids = np.random.default_rng(0).integers(0, 200, 200)
+    tr = Trainer(lm, ids, ids[:0], TrainConfig(batch_size=2, seq_len=16, max_steps=2))
+    tr.run()
+    tr.save(tmp_path)
+    MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=9).save(tmp_path)
+    with pytest.raises(CheckpointError, match="do not match trainer_state"):
+        Trainer.resume(tmp_path, ids, ids[:0])

@@ -1,0 +1,56 @@
+import numpy as np
+import pytest
+
+from engine import BPETokenizer, ByteTokenizer, CorpusError, load_corpus, load_tokenizer
+from engine.data import encode_corpus, split_holdout
+
+
+def test_bad_files_are_rejected_with_reasons_and_good_ones_kept(tmp_path):
+    (tmp_path / "good.txt").write_text("hello world\n")
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "blank.md").write_text("   \n\n")
+    (tmp_path / "binary.txt").write_bytes(b"abc\x00\x01\x02def")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    corpus = load_corpus([tmp_path])
+    assert [f.path.name for f in corpus.files] == ["good.txt"]
+    reasons = {p.name: r for p, r in corpus.rejected}
+    assert "empty" in reasons["empty.txt"] and "empty" in reasons["blank.md"]
+    assert "binary" in reasons["binary.txt"]
+    assert "UTF-8" in reasons["latin1.txt"] and "offset 3" in reasons["latin1.txt"]
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00\x00", b"\xff\xfe\xfa"])
+def test_only_bad_files_raise(tmp_path, content):
+    f = tmp_path / "x.txt"
+    f.write_bytes(content)
+    with pytest.raises(CorpusError):
+        load_corpus([f])
+    with pytest.raises(CorpusError, match="no such file"):
+        load_corpus([tmp_path / "missing.txt"])
+
+
+def test_byte_tokenizer_round_trip_and_eos_separator():
+    tok = ByteTokenizer()
+    text = "héllo, wörld ✓"
+    assert tok.decode(tok.encode(text)) == text
+    ids = encode_corpus(["ab", "c"], tok)
+    np.testing.assert_array_equal(ids, [97, 98, 256, 99])
+
+
+def test_bpe_train_save_load(tmp_path):
+    texts = ["the cat sat on the mat. " * 50, "the dog sat on the log. " * 50]
+    tok = BPETokenizer.train(texts, vocab_size=300)
+    assert 256 < tok.vocab_size <= 300
+    ids = tok.encode("the cat sat on the log.")
+    assert len(ids) < len("the cat sat on the log.")
+    assert tok.decode(ids) == "the cat sat on the log."
+    tok.save(tmp_path)
+    again = load_tokenizer(tmp_path)
+    np.testing.assert_array_equal(again.encode("the dog"), tok.encode("the dog"))
+    assert again.eos_id == tok.eos_id
+
+
+def test_holdout_split_keeps_order_and_sizes():
+    ids = np.arange(1000)
+    tr, va = split_holdout(ids, 0.1, 32)
+    assert len(va) == 100 and tr[-1] + 1 == va[0]

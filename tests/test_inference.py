@@ -1,0 +1,67 @@
+import numpy as np
+import pytest
+
+from engine.inference import InferenceState, prefill, step
+from engine.model import logits_forward
+from engine.sampling import SamplingConfig, sample
+from tests.helpers import random_batch, random_params, tiny_config
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-10), (np.float32, 1e-4)])
+def test_recurrent_step_equals_full_forward(dtype, tol):
+    cfg = tiny_config()
+    p = random_params(cfg, dtype=dtype)
+    tokens, _ = random_batch(cfg, b=2, length=10)
+    full = logits_forward(p, tokens, cfg)
+    state = InferenceState.zeros(cfg, 2, dtype)
+    for t in range(tokens.shape[1]):
+        logits = step(p, tokens[:, t], state, cfg)
+        np.testing.assert_allclose(logits, full[:, t], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("prompt_len", [1, 2, 5, 9])
+def test_prefill_then_step_equals_full_forward(prompt_len):
+    cfg = tiny_config()
+    p = random_params(cfg, seed=1)
+    tokens, _ = random_batch(cfg, b=1, length=12, seed=2)
+    full = logits_forward(p, tokens, cfg)
+    logits, state = prefill(p, tokens[:, :prompt_len], cfg)
+    np.testing.assert_allclose(logits, full[:, prompt_len - 1], atol=1e-10)
+    for t in range(prompt_len, 12):
+        logits = step(p, tokens[:, t], state, cfg)
+        np.testing.assert_allclose(logits, full[:, t], atol=1e-10)
+
+
+def test_sampling_modes():
+    rng = np.random.default_rng(0)
+    logits = np.array([0.0, 5.0, 1.0, 4.9])
+    assert sample(logits, SamplingConfig(temperature=0), rng) == 1
+    got = {sample(logits, SamplingConfig(temperature=1.0, top_k=2, top_p=1.0), rng)
+           for _ in range(200)}
+    assert got == {1, 3}
+    got = {sample(logits, SamplingConfig(temperature=1.0, top_k=0, top_p=0.3), rng)
+           for _ in range(50)}
+    assert got == {1}
+    seq1 = [sample(logits, SamplingConfig(temperature=2.0), np.random.default_rng(7))
+            for _ in range(5)]
+    seq2 = [sample(logits, SamplingConfig(temperature=2.0), np.random.default_rng(7))
+            for _ in range(5)]
+    assert seq1 == seq2
+    with pytest.raises(FloatingPointError):
+        sample(np.array([np.nan, 1.0]), SamplingConfig(), rng)
+
+
+def test_generate_stops_at_stop_token_and_is_seeded():
+    from engine.lm import MambaLM
+    from engine.tokenizer import ByteTokenizer
+
+    cfg = tiny_config(vocab_size=264)
+    lm = MambaLM(cfg, random_params(cfg, dtype=np.float32), ByteTokenizer())
+    s = SamplingConfig(temperature=1.0, max_new_tokens=30, seed=3)
+    a = list(lm.generate_ids(np.array([65, 66]), s))
+    b = list(lm.generate_ids(np.array([65, 66]), s))
+    assert a == b and len(a) == 30
+    stop = a[5]
+    c = list(lm.generate_ids(np.array([65, 66]), SamplingConfig(temperature=1.0, max_new_tokens=30,
+                                                                 seed=3, stop_token=stop)))
+    assert c == a[: a.index(stop)]

@@ -1,0 +1,99 @@
+import numpy as np
+import pytest
+
+from engine import reference as ref
+from engine.model import logits_forward, loss_and_grad
+from engine.params import param_shapes, zeros_like
+from tests.gradcheck import numeric_grad
+from tests.helpers import random_batch, random_params, tiny_config
+
+
+def test_parameter_names_and_shapes_follow_hf():
+    cfg = tiny_config(d_model=32, n_layer=1)
+    shapes = param_shapes(cfg)
+    e, n, r = 64, 4, 2
+    assert shapes["backbone.embeddings.weight"] == (24, 32)
+    assert shapes["backbone.layers.0.mixer.in_proj.weight"] == (2 * e, 32)
+    assert shapes["backbone.layers.0.mixer.conv1d.weight"] == (e, 1, 4)
+    assert shapes["backbone.layers.0.mixer.x_proj.weight"] == (r + 2 * n, e)
+    assert shapes["backbone.layers.0.mixer.dt_proj.weight"] == (e, r)
+    assert shapes["backbone.layers.0.mixer.A_log"] == (e, n)
+    assert shapes["backbone.layers.0.mixer.out_proj.weight"] == (32, e)
+    assert shapes["backbone.norm_f.weight"] == (32,)
+    assert "lm_head.weight" not in shapes  # tied
+
+
+def test_init_follows_reference_recipe():
+    from engine.params import init_params
+
+    cfg = tiny_config(d_model=32)
+    p = init_params(cfg, seed=0, dtype=np.float64)
+    m = "backbone.layers.0.mixer."
+    np.testing.assert_allclose(np.exp(p[m + "A_log"]), np.tile(np.arange(1, 5), (64, 1)))
+    dt = ref.softplus(p[m + "dt_proj.bias"])
+    assert dt.min() >= 1e-3 - 1e-9 and dt.max() <= 0.1 + 1e-9
+    np.testing.assert_array_equal(p[m + "D"], 1.0)
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-4)])
+def test_fast_forward_matches_reference(dtype, tol):
+    cfg = tiny_config()
+    p = random_params(cfg, dtype=dtype)
+    tokens, _ = random_batch(cfg, b=3, length=11)
+    fast = logits_forward(p, tokens, cfg)
+    expect = ref.mamba_forward(p, tokens, cfg)
+    np.testing.assert_allclose(fast, expect, rtol=tol, atol=tol)
+
+
+def test_whole_model_gradients_match_finite_differences_float64():
+    cfg = tiny_config()
+    p = random_params(cfg, seed=1)
+    tokens, targets = random_batch(cfg, b=2, length=6, seed=2)
+    targets[1, -2:] = -1
+    n = int((targets >= 0).sum())
+    grads = zeros_like(p)
+    loss_sum, n_valid = loss_and_grad(p, tokens, targets, cfg, grads, 1.0 / n)
+    assert n_valid == n
+    assert abs(loss_sum / n - ref.mamba_loss(p, tokens, targets, cfg)) < 1e-12
+    rng = np.random.default_rng(0)
+    for name, a in p.items():
+        idx, num = numeric_grad(lambda: ref.mamba_loss(p, tokens, targets, cfg), a, eps=1e-6,
+                                max_points=6, rng=rng)
+        ana = grads[name].reshape(-1)[idx]
+        assert np.abs(grads[name]).max() > 0, f"{name}: gradient is identically zero"
+        np.testing.assert_allclose(ana, num, rtol=1e-5, atol=1e-9, err_msg=name)
+
+
+def test_float32_gradients_close_to_float64():
+    cfg = tiny_config(d_model=32, n_layer=2, d_state=16)
+    p64 = random_params(cfg, seed=3)
+    p32 = {k: v.astype(np.float32) for k, v in p64.items()}
+    tokens, targets = random_batch(cfg, b=2, length=33, seed=4)
+    g64, g32 = zeros_like(p64), zeros_like(p32)
+    loss_and_grad(p64, tokens, targets, cfg, g64, 1 / targets.size)
+    loss_and_grad(p32, tokens, targets, cfg, g32, 1 / targets.size)
+    for name in p64:
+        scale = np.abs(g64[name]).max()
+        np.testing.assert_allclose(g32[name], g64[name], atol=2e-3 * scale + 1e-7, err_msg=name)
+
+
+def test_activation_checkpointing_gives_identical_gradients_and_less_memory():
+    import tracemalloc
+
+    cfg = tiny_config(d_model=64, n_layer=4, d_state=16, vocab_size=64)
+    p = random_params(cfg, seed=5, dtype=np.float32)
+    tokens, targets = random_batch(cfg, b=2, length=128, seed=6)
+    results = {}
+    for ckpt in (False, True):
+        g = zeros_like(p)
+        loss_and_grad(p, tokens, targets, cfg, g, 1 / targets.size, checkpoint=ckpt)  # warm
+        g = zeros_like(p)
+        tracemalloc.start()
+        loss, _ = loss_and_grad(p, tokens, targets, cfg, g, 1 / targets.size, checkpoint=ckpt)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        results[ckpt] = (loss, g, peak)
+    assert results[True][0] == results[False][0]
+    for name in p:
+        np.testing.assert_array_equal(results[True][1][name], results[False][1][name])
+    assert results[True][2] < 0.75 * results[False][2], (results[True][2], results[False][2])

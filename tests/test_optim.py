@@ -1,0 +1,120 @@
+import math
+
+import numpy as np
+import pytest
+
+from engine.optim import AdamW, AdamWConfig, ShardSpec, lr_at
+from engine.params import decays
+
+
+def _setup(seed=0):
+    rng = np.random.default_rng(seed)
+    params = {
+        "backbone.layers.0.mixer.in_proj.weight": rng.standard_normal((4, 3)).astype(np.float32),
+        "backbone.layers.0.mixer.A_log": rng.standard_normal((4, 2)).astype(np.float32),
+        "backbone.layers.0.mixer.D": rng.standard_normal(4).astype(np.float32),
+        "backbone.layers.0.mixer.conv1d.bias": rng.standard_normal(4).astype(np.float32),
+        "backbone.norm_f.weight": rng.standard_normal(3).astype(np.float32),
+        "backbone.layers.0.mixer.out_proj.weight": rng.standard_normal((3, 4)).astype(np.float32),
+    }
+    grads = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in params.items()}
+    return params, grads
+
+
+def test_decay_mask_skips_A_log_D_biases_norms_embeddings():
+    assert decays("backbone.layers.0.mixer.in_proj.weight")
+    assert decays("backbone.layers.3.mixer.x_proj.weight")
+    for name in ("backbone.layers.0.mixer.A_log", "backbone.layers.0.mixer.D",
+                 "backbone.layers.0.mixer.conv1d.bias", "backbone.layers.0.mixer.dt_proj.bias",
+                 "backbone.layers.0.norm.weight", "backbone.norm_f.weight",
+                 "backbone.embeddings.weight"):
+        assert not decays(name), name
+
+
+def test_adamw_matches_written_formula_over_three_steps():
+    params, grads = _setup()
+    cfg = AdamWConfig(lr=1e-2, weight_decay=0.1, max_grad_norm=0.0)
+    opt = AdamW(params, list(params), cfg)
+    ref = {k: v.astype(np.float64) for k, v in params.items()}
+    m = {k: np.zeros_like(v) for k, v in ref.items()}
+    v = {k: np.zeros_like(x) for k, x in ref.items()}
+    for t in range(1, 4):
+        opt.step(params, grads)
+        for k in ref:
+            g = grads[k].astype(np.float64)
+            m[k] = 0.9 * m[k] + 0.1 * g
+            v[k] = 0.999 * v[k] + 0.001 * g * g
+            s = 1e-2 * (m[k] / (1 - 0.9**t)) / (np.sqrt(v[k] / (1 - 0.999**t)) + 1e-8)
+            wd = 0.1 if decays(k) else 0.0
+            ref[k] = ref[k] * (1 - 1e-2 * wd) - s
+    for k in ref:
+        np.testing.assert_allclose(params[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_global_clip_and_trust_region():
+    params, grads = _setup()
+    before = {k: v.copy() for k, v in params.items()}
+    total = math.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads.values()))
+    opt = AdamW(params, list(params), AdamWConfig(lr=10.0, weight_decay=0.0, max_grad_norm=0.5,
+                                                   max_delta=0.05))
+    stats = opt.step(params, grads)
+    assert stats.grad_norm == pytest.approx(total, rel=1e-6)
+    assert stats.clip_scale == pytest.approx(0.5 / total, rel=1e-6)
+    for k in params:
+        assert np.abs(params[k] - before[k]).max() <= 0.05 + 1e-6
+
+
+def test_nan_guard_skips_tensor_and_keeps_moments_finite():
+    params, grads = _setup()
+    opt = AdamW(params, list(params), AdamWConfig(lr=1e-2))
+    opt.step(params, grads)
+    bad = "backbone.layers.0.mixer.A_log"
+    grads[bad][0, 0] = np.nan
+    w_before = params[bad].copy()
+    m_before, v_before = opt.m[bad].copy(), opt.v[bad].copy()
+    other = "backbone.layers.0.mixer.D"
+    o_before = params[other].copy()
+    stats = opt.step(params, grads)
+    assert stats.skipped == [bad]
+    np.testing.assert_array_equal(params[bad], w_before)
+    np.testing.assert_array_equal(opt.m[bad], m_before)
+    np.testing.assert_array_equal(opt.v[bad], v_before)
+    assert math.isfinite(stats.grad_norm)
+    assert not np.array_equal(params[other], o_before)
+    grads[bad][0, 0] = 0.1  # recovers on the next finite step
+    opt.step(params, grads)
+    assert not np.array_equal(params[bad], w_before)
+    assert all(np.isfinite(a).all() for a in opt.m.values())
+
+
+def test_shards_union_equals_unsharded_step_bit_for_bit():
+    params, grads = _setup()
+    full = {k: v.copy() for k, v in params.items()}
+    opt = AdamW(full, list(full), AdamWConfig(lr=1e-2, max_grad_norm=1.0))
+    count = 3
+    shards = [{k: v.copy() for k, v in params.items()} for _ in range(count)]
+    opts = [AdamW(s, list(s), AdamWConfig(lr=1e-2, max_grad_norm=1.0), ShardSpec(i, count))
+            for i, s in enumerate(shards)]
+    for _ in range(3):
+        opt.step(full, grads)
+        for o, s in zip(opts, shards, strict=True):
+            o.step(s, grads)
+        merged = {k: next(s[k] for o, s in zip(opts, shards, strict=True) if k in o.owned)
+                  for k in full}  # the all-gather a multi-process backend would do
+        for s in shards:
+            for k in s:
+                s[k][...] = merged[k]
+    for k in full:
+        np.testing.assert_array_equal(merged[k], full[k])
+    assert sum(o.state_bytes() for o in opts) == opt.state_bytes()
+    assert sorted(sum((o.owned for o in opts), [])) == sorted(full)
+    with pytest.raises(ValueError):
+        ShardSpec(3, 3)
+
+
+def test_warmup_then_cosine():
+    assert lr_at(0, 100, 1.0, 10) == pytest.approx(0.1)
+    assert lr_at(9, 100, 1.0, 10) == pytest.approx(1.0)
+    assert lr_at(10, 100, 1.0, 10) == pytest.approx(1.0)
+    assert lr_at(100, 100, 1.0, 10, 0.1) == pytest.approx(0.1)
+    assert lr_at(55, 100, 1.0, 10, 0.0) == pytest.approx(0.5)

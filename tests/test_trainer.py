@@ -1,0 +1,118 @@
+import numpy as np
+import pytest
+
+from engine import MambaLM, TrainConfig, TrainControl, Trainer
+from engine.data import make_rows
+from engine.errors import CorpusError, TrainingError
+from engine.tokenizer import ByteTokenizer
+from tests.helpers import tiny_config
+
+
+def _lm(seed=0):
+    return MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=seed)
+
+
+def _ids(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 16, size=8)
+    return np.tile(base, n // 8 + 1)[:n] + rng.integers(0, 2, size=n)  # learnable pattern
+
+
+@pytest.mark.parametrize("n", [17, 33, 40, 41])
+def test_rows_cover_every_target_exactly_once(n):
+    ids = np.arange(n)
+    inputs, targets = make_rows(ids, 8)
+    got = np.sort(targets[targets >= 0])
+    np.testing.assert_array_equal(got, ids[1:])
+    keep = targets >= 0
+    np.testing.assert_array_equal(targets[keep], inputs[keep] + 1)  # target = next token
+
+
+def test_grad_accumulation_equals_big_batch():
+    ids = _ids(600)
+    a = Trainer(_lm(), ids, ids[:0], TrainConfig(batch_size=4, grad_accum=1, seq_len=16,
+                                                  shuffle=False, epochs=1, max_steps=3))
+    b = Trainer(_lm(), ids, ids[:0], TrainConfig(batch_size=2, grad_accum=2, seq_len=16,
+                                                  shuffle=False, epochs=1, max_steps=3))
+    a.run()
+    b.run()
+    for x, y in zip(a.history, b.history, strict=True):
+        assert x.loss == pytest.approx(y.loss, rel=1e-6)
+        assert x.grad_norm == pytest.approx(y.grad_norm, rel=1e-5)
+    for name in a.lm.params:
+        np.testing.assert_allclose(a.lm.params[name], b.lm.params[name], rtol=1e-4, atol=1e-6)
+
+
+def test_resume_continues_exactly(tmp_path):
+    ids = _ids(800)
+    cfg = TrainConfig(batch_size=3, seq_len=16, epochs=2, lr=5e-3, seed=3)
+    full = Trainer(_lm(), ids, ids[:100], cfg)
+    full.run()
+    part = Trainer(_lm(), ids, ids[:100], cfg)
+    control = TrainControl()
+
+    def stop_at(report):  # noqa: ANN001
+        if report.step == 7:
+            control.stop()
+
+    part.run(on_step=stop_at, control=control)
+    assert part.cursor.step == 7
+    part.save(tmp_path / "ck")
+    resumed = Trainer.resume(tmp_path / "ck", ids, ids[:100])
+    resumed.run()
+    assert [r.loss for r in resumed.history] == [r.loss for r in full.history]
+    for name in full.lm.params:
+        np.testing.assert_array_equal(resumed.lm.params[name], full.lm.params[name])
+
+
+def test_training_lowers_heldout_loss():
+    ids = _ids(2000)
+    tr = Trainer(_lm(), ids[:1600], ids[1600:], TrainConfig(batch_size=4, seq_len=32, epochs=3,
+                                                             lr=1e-2))
+    epochs = tr.run()
+    assert epochs[-1].val is not None
+    first = tr.history[0].loss
+    assert epochs[-1].val.loss < 0.7 * first, (first, epochs[-1].val.loss)
+    assert 0 <= epochs[-1].val.accuracy <= 1
+    assert epochs[-1].val.perplexity == pytest.approx(np.exp(epochs[-1].val.loss))
+
+
+def test_pause_and_stop_between_steps():
+    import threading
+    import time
+
+    ids = _ids(3000)
+    tr = Trainer(_lm(), ids, ids[:0], TrainConfig(batch_size=2, seq_len=16, epochs=50))
+    control = TrainControl()
+    seen = []
+    t = threading.Thread(target=tr.run, kwargs={"on_step": seen.append, "control": control})
+    t.start()
+    while len(seen) < 2:
+        time.sleep(0.01)
+    control.pause()
+    time.sleep(0.3)
+    n_paused = len(seen)
+    time.sleep(0.3)
+    assert len(seen) <= n_paused + 1
+    control.resume()
+    time.sleep(0.3)
+    control.stop()
+    t.join(10)
+    assert not t.is_alive()
+    assert tr.cursor.step == len(seen) and len(seen) > n_paused
+
+
+def test_nan_loss_is_reported_and_aborts_after_limit():
+    ids = _ids(400)
+    lm = _lm()
+    lm.params["backbone.norm_f.weight"][0] = np.nan
+    tr = Trainer(lm, ids, ids[:0], TrainConfig(batch_size=2, seq_len=16, max_bad_steps=3))
+    seen = []
+    with pytest.raises(TrainingError, match="NaN"):
+        tr.run(on_step=seen.append)
+    assert len(seen) == 3 and all(r.nonfinite for r in seen)
+
+
+def test_corpus_shorter_than_one_sequence_is_a_clear_error():
+    with pytest.raises(CorpusError, match="shorter than one sequence"):
+        Trainer(_lm(), np.arange(10), np.arange(0), TrainConfig(seq_len=16))
