@@ -4,8 +4,10 @@ Importing ``engine`` sets two process-wide defaults before NumPy/Numba load (onl
 * ``NUMBA_CACHE_DIR`` -> ``<checkout>/.numba-cache/<hash of the kernel sources>``: Numba keys its
   cache on each file's timestamp only, so a change to a helper in another file (``_jit.py``) would
   otherwise be served stale; hashing every kernel source makes the cache correct by construction.
-* ``OMP_WAIT_POLICY=PASSIVE``: Numba's OpenMP workers and OpenBLAS's threads otherwise spin-wait
-  against each other on small machines (measured 3x slower training steps on 2 cores).
+* ``OMP_WAIT_POLICY=PASSIVE`` and ``OPENBLAS_THREAD_TIMEOUT=4``: Numba's OpenMP workers and
+  OpenBLAS's threads otherwise spin-wait against each other after every kernel/GEMM (measured 3x
+  slower training steps on 2 cores). OpenBLAS reads its variable when NumPy loads, so this works
+  only when ``engine`` is imported before NumPy (the CLI, app and tests do so).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ def _set_runtime_defaults() -> None:
             digest.update(src.read_bytes())
         os.environ["NUMBA_CACHE_DIR"] = str(here.parent / ".numba-cache" / digest.hexdigest()[:12])
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 
 _set_runtime_defaults()
