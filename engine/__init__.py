@@ -30,6 +30,7 @@ def _set_runtime_defaults() -> None:
 
 _set_runtime_defaults()
 
+from .adapt import AdaptReport, FastAdapter  # noqa: E402
 from .checkpoint import atomic_write_bytes  # noqa: E402
 from .config import PRESETS, MambaConfig, preset  # noqa: E402
 from .data import Corpus, CorpusFile, encode_corpus, load_corpus, split_holdout  # noqa: E402
@@ -56,7 +57,7 @@ from .trainer import (  # noqa: E402
 )
 
 __all__ = [
-    "LORA_TARGETS", "PEFT_REFUSES", "PRESETS", "AdamWConfig", "BPETokenizer", "ByteTokenizer",
+    "LORA_TARGETS", "PEFT_REFUSES", "PRESETS", "AdaptReport", "AdamWConfig", "FastAdapter", "BPETokenizer", "ByteTokenizer",
     "CheckpointError", "Corpus", "CorpusError", "CorpusFile", "EpochReport", "EvalReport",
     "LoRAConfig", "LoRATrainable", "MambaConfig", "MambaLM", "MambaStudioError", "SamplingConfig",
     "ShardSpec", "StepReport", "TokenizerError", "TrainConfig", "TrainControl", "Trainer",

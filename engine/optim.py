@@ -4,8 +4,8 @@ sharding of the optimizer state.
 
 Update for one tensor at step t (g already multiplied by the clip factor):
     m = b1 m + (1 - b1) g;   v = b2 v + (1 - b2) g^2
-    s = lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps);   s = clamp(s, +-max_delta) if max_delta > 0
-    p = p * (1 - lr * wd) - s            (wd only where ``decays(name)``)
+    step = -lr * wd * p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)   (wd where ``decays``)
+    p = p + clamp(step, +-max_delta)     (the trust region bounds the whole change, decay included)
 A tensor whose gradient holds a NaN/Inf is skipped whole: its weights *and* moments stay as they
 were (the seed library updated the moments first and so froze such elements forever).
 
@@ -40,10 +40,10 @@ def _adamw_kernel(p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2, gscale, max_delta):
         vi = b2 * v[i] + (1.0 - b2) * gi * gi
         m[i] = mi
         v[i] = vi
-        s = lr * (mi / bc1) / (math.sqrt(vi / bc2) + eps)
+        step = p[i] * (decay - 1.0) - lr * (mi / bc1) / (math.sqrt(vi / bc2) + eps)
         if max_delta > 0.0:
-            s = min(max(s, -max_delta), max_delta)
-        p[i] = p[i] * decay - s
+            step = min(max(step, -max_delta), max_delta)
+        p[i] = p[i] + step
     return True
 
 

@@ -1,0 +1,134 @@
+import json
+
+import numpy as np
+import pytest
+
+from engine import LoRAConfig, LoRATrainable, MambaLM, TrainConfig, Trainer, load_adapter
+from engine import reference as ref
+from engine.model import loss_and_grad
+from engine.params import short_name, zeros_like
+from engine.tokenizer import ByteTokenizer
+from tests.gradcheck import numeric_grad
+from tests.helpers import random_batch, random_params, tiny_config
+
+ALL = ("in_proj", "x_proj", "dt_proj", "out_proj", "conv1d", "A_log", "embeddings")
+
+
+def test_step_zero_leaves_outputs_unchanged():
+    cfg = tiny_config()
+    p = random_params(cfg, dtype=np.float32)
+    tokens, _ = random_batch(cfg)
+    before = ref.mamba_forward(p, tokens, cfg)
+    lt = LoRATrainable(p, LoRAConfig(ALL, rank=4))
+    lt.merge()
+    np.testing.assert_array_equal(ref.mamba_forward(p, tokens, cfg), before)
+
+
+def test_adapter_gradients_match_finite_differences_through_the_model():
+    cfg = tiny_config()
+    p = random_params(cfg, seed=2)
+    tokens, targets = random_batch(cfg, seed=3)
+    lt = LoRATrainable(p, LoRAConfig(ALL, rank=2, alpha=3.0))
+    rng = np.random.default_rng(0)
+    for ad in lt.adapters.values():  # B = 0 would make dA identically zero
+        ad.B[...] = 0.1 * rng.standard_normal(ad.B.shape)
+    lt.merge()
+    g = zeros_like(p)
+    loss_and_grad(p, tokens, targets, cfg, g, 1.0 / targets.size)
+    grads = lt.grads(g)
+
+    def loss() -> float:
+        lt.merge()
+        return ref.mamba_loss(p, tokens, targets, cfg)
+
+    for name, tensor in lt.tensors.items():
+        idx, num = numeric_grad(loss, tensor, eps=1e-6, max_points=4, rng=rng)
+        assert np.abs(grads[name]).max() > 0, name
+        np.testing.assert_allclose(grads[name].reshape(-1)[idx], num, rtol=1e-5, atol=1e-9,
+                                   err_msg=name)
+
+
+def _lm():
+    return MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=4)
+
+
+def _ids(n=600):
+    return np.tile(np.frombuffer(b"hello lora world, ", np.uint8).astype(np.int64), n // 18 + 1)[:n]
+
+
+def test_training_freezes_every_base_tensor_and_reports_before_training():
+    lm = _lm()
+    frozen = {k: v.copy() for k, v in lm.params.items()}
+    tr = Trainer(lm, _ids(), _ids()[:0], TrainConfig(batch_size=2, seq_len=16, max_steps=5,
+                                                      lora=LoRAConfig(("in_proj", "dt_proj"), 8)))
+    lt = tr.trainable
+    assert isinstance(lt, LoRATrainable)
+    assert len(lt.adapters) == 4  # 2 layers x 2 targets
+    assert tr.trainable_count() == sum(a.size for a in lt.tensors.values())
+    assert tr.optimizer.state_bytes() == 2 * 4 * tr.trainable_count()
+    assert any("rank clamped to 1" in n for n in lt.notices)  # dt_proj is (32, 1)
+    assert "LoRA r=8: 4 modules adapted" in lt.describe()
+    tr.run()
+    lt.unmerge()
+    for k in lm.params:
+        np.testing.assert_array_equal(lm.params[k], frozen[k], err_msg=k)
+    lt.merge()
+    changed = [k for k in lm.params if not np.array_equal(lm.params[k], frozen[k])]
+    assert changed and all(short_name(k) in ("in_proj", "dt_proj") for k in changed)
+
+
+def test_unknown_target_is_an_error():
+    with pytest.raises(ValueError, match="unknown LoRA target"):
+        LoRAConfig(("q_proj",))
+
+
+def test_peft_export_merged_export_and_unmerge(tmp_path):
+    lm = _lm()
+    base = {k: v.copy() for k, v in lm.params.items()}
+    tr = Trainer(lm, _ids(), _ids()[:0], TrainConfig(
+        batch_size=2, seq_len=16, max_steps=4, lr=1e-2,
+        lora=LoRAConfig(("in_proj", "x_proj", "out_proj", "embeddings"), 4, alpha=8.0)))
+    tr.run()
+    lt = tr.trainable
+    warnings = lt.save_adapter(tmp_path / "adapter", base_model="base")
+    assert any("out_proj" in w for w in warnings)
+    conf = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert conf["peft_type"] == "LORA" and conf["r"] == 4 and conf["lora_alpha"] == 8.0
+    from safetensors.numpy import load_file
+
+    keys = load_file(str(tmp_path / "adapter" / "adapter_model.safetensors"))
+    a = keys["base_model.model.backbone.layers.0.mixer.in_proj.lora_A.weight"]
+    b = keys["base_model.model.backbone.layers.0.mixer.in_proj.lora_B.weight"]
+    assert a.shape == (4, 16) and b.shape == (64, 4)
+    assert keys["base_model.model.backbone.embeddings.lora_embedding_A"].shape == (4, 264)
+    assert keys["base_model.model.backbone.embeddings.lora_embedding_B"].shape == (16, 4)
+    lm.save(tmp_path / "merged")  # merged full checkpoint
+    merged = MambaLM.load(tmp_path / "merged").params
+    name = "backbone.layers.0.mixer.in_proj.weight"
+    np.testing.assert_allclose(merged[name], base[name] + 2.0 * (b @ a), rtol=1e-6, atol=1e-7)
+    fresh = {k: v.copy() for k, v in base.items()}  # load the adapter onto the base
+    loaded = load_adapter(fresh, tmp_path / "adapter")
+    for k in merged:
+        np.testing.assert_allclose(fresh[k], merged[k], rtol=1e-6, atol=1e-7, err_msg=k)
+    loaded.unmerge()
+    for k in base:
+        np.testing.assert_array_equal(fresh[k], base[k])
+
+
+def test_lora_training_checkpoint_resumes_exactly(tmp_path):
+    cfg = TrainConfig(batch_size=2, seq_len=16, epochs=1, lr=1e-2,
+                      lora=LoRAConfig(("x_proj", "out_proj"), 4))
+    full = Trainer(_lm(), _ids(), _ids()[:0], cfg)
+    full.run()
+    part = Trainer(_lm(), _ids(), _ids()[:0], cfg)
+    part.cfg = cfg
+    from engine import TrainControl
+
+    c = TrainControl()
+    part.run(on_step=lambda r: c.stop() if r.step == 5 else None, control=c)
+    part.save(tmp_path)
+    resumed = Trainer.resume(tmp_path, _ids(), _ids()[:0])
+    resumed.run()
+    assert [r.loss for r in resumed.history] == [r.loss for r in full.history]
+    for k in full.lm.params:
+        np.testing.assert_array_equal(resumed.lm.params[k], full.lm.params[k])
