@@ -57,7 +57,8 @@ from .trainer import (  # noqa: E402
 )
 
 __all__ = [
-    "LORA_TARGETS", "PEFT_REFUSES", "PRESETS", "AdaptReport", "AdamWConfig", "FastAdapter", "BPETokenizer", "ByteTokenizer",
+    "LORA_TARGETS", "PEFT_REFUSES", "PRESETS", "AdaptReport", "AdamWConfig", "FastAdapter",
+    "BPETokenizer", "ByteTokenizer",
     "CheckpointError", "Corpus", "CorpusError", "CorpusFile", "EpochReport", "EvalReport",
     "LoRAConfig", "LoRATrainable", "MambaConfig", "MambaLM", "MambaStudioError", "SamplingConfig",
     "ShardSpec", "StepReport", "TokenizerError", "TrainConfig", "TrainControl", "Trainer",

@@ -131,6 +131,9 @@ class LoRATrainable:
     def refresh(self) -> None:
         self.merge()
 
+    def needs(self) -> list[str]:
+        return list(self.adapters)
+
     def decays(self, name: str) -> bool:
         return True
 

@@ -83,39 +83,49 @@ def layer_backward(
     e, n, r = cfg.d_inner, cfg.d_state, cfg.dt_rank
     dout2 = dout.reshape(-1, d)
     W_out = p[mx + "out_proj.weight"]
-    grads[mx + "out_proj.weight"] += dout2.T @ c.y
+    if mx + "out_proj.weight" in grads:
+        grads[mx + "out_proj.weight"] += dout2.T @ c.y
     dy = (dout2 @ W_out).reshape(b, length, e)
     B = c.x_dbl[:, r : r + n].reshape(b, length, n)
     C = c.x_dbl[:, r + n :].reshape(b, length, n)
     du, ddelta, dA_log, dB, dC, dD, dz = selective_scan_backward(
         dy, c.u, c.delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], c.z
     )
-    grads[mx + "A_log"] += dA_log
-    grads[mx + "D"] += dD
+    if mx + "A_log" in grads:
+        grads[mx + "A_log"] += dA_log
+    if mx + "D" in grads:
+        grads[mx + "D"] += dD
     ddt_pre, dbias = softplus_backward(ddelta.reshape(-1, e), c.dt_pre, p[mx + "dt_proj.bias"])
-    grads[mx + "dt_proj.bias"] += dbias
+    if mx + "dt_proj.bias" in grads:
+        grads[mx + "dt_proj.bias"] += dbias
     W_dt = p[mx + "dt_proj.weight"]
-    grads[mx + "dt_proj.weight"] += ddt_pre.T @ c.x_dbl[:, :r]
+    if mx + "dt_proj.weight" in grads:
+        grads[mx + "dt_proj.weight"] += ddt_pre.T @ c.x_dbl[:, :r]
     dx_dbl = np.empty_like(c.x_dbl)
     dx_dbl[:, :r] = ddt_pre @ W_dt
     dx_dbl[:, r : r + n] = dB.reshape(-1, n)
     dx_dbl[:, r + n :] = dC.reshape(-1, n)
     W_x = p[mx + "x_proj.weight"]
     u2 = c.u.reshape(-1, e)
-    grads[mx + "x_proj.weight"] += dx_dbl.T @ u2
+    if mx + "x_proj.weight" in grads:
+        grads[mx + "x_proj.weight"] += dx_dbl.T @ u2
     du = du.reshape(-1, e) + dx_dbl @ W_x
     dxb, dconv_w, dconv_b = conv1d_backward(du.reshape(b, length, e), c.xb, p[mx + "conv1d.weight"], c.xc)
-    grads[mx + "conv1d.weight"] += dconv_w
-    grads[mx + "conv1d.bias"] += dconv_b
+    if mx + "conv1d.weight" in grads:
+        grads[mx + "conv1d.weight"] += dconv_w
+    if mx + "conv1d.bias" in grads:
+        grads[mx + "conv1d.bias"] += dconv_b
     W_in = p[mx + "in_proj.weight"]
     dxb2 = dxb.reshape(-1, e)
     dz2 = dz.reshape(-1, e)
-    g_in = grads[mx + "in_proj.weight"]
-    g_in[:e] += dxb2.T @ c.xn
-    g_in[e:] += dz2.T @ c.xn
+    if mx + "in_proj.weight" in grads:
+        g_in = grads[mx + "in_proj.weight"]
+        g_in[:e] += dxb2.T @ c.xn
+        g_in[e:] += dz2.T @ c.xn
     dxn = dxb2 @ W_in[:e] + dz2 @ W_in[e:]
     dh, dnorm = rmsnorm_backward(dxn.reshape(b, length, d), c.h_in, p[pre + "norm.weight"], c.rstd)
-    grads[pre + "norm.weight"] += dnorm
+    if pre + "norm.weight" in grads:
+        grads[pre + "norm.weight"] += dnorm
     return dout + dh
 
 
@@ -152,7 +162,9 @@ def loss_and_grad(
     """Forward + backward for one micro-batch.
 
     tokens, targets (b, l); targets < 0 are ignored. Adds ``scale * d(sum of losses)/dparam`` into
-    ``grads`` (skipped when None). Returns (sum of per-position losses, number of valid targets).
+    ``grads`` (skipped when None); parameters absent from ``grads`` get no gradient computed
+    (frozen under LoRA/WSLA), which skips their weight-gradient GEMMs.
+    Returns (sum of per-position losses, number of valid targets).
     With ``checkpoint`` only each layer's input is kept and the layer is re-run during backward:
     the same gradients, with one layer's activations alive at a time.
     """
@@ -172,15 +184,18 @@ def loss_and_grad(
     n_valid = int(np.count_nonzero(targets >= 0))
     if grads is None:
         return float(losses.sum()), n_valid
-    grads[EMBEDDINGS] += dlogits.T @ hf2
+    if EMBEDDINGS in grads:
+        grads[EMBEDDINGS] += dlogits.T @ hf2
     dhf = (dlogits @ emb).reshape(b, length, cfg.d_model)
     del dlogits, logits
     dh, dnf = rmsnorm_backward(dhf, h, p[NORM_F], rstd_f)
-    grads[NORM_F] += dnf
+    if NORM_F in grads:
+        grads[NORM_F] += dnf
     for i in reversed(range(cfg.n_layer)):
         item = saved.pop()
         c = layer_forward(p, i, item, cfg)[1] if isinstance(item, np.ndarray) else item
         dh = layer_backward(p, i, c, dh, grads, cfg)
         del c, item
-    embedding_backward(tokens, dh, grads[EMBEDDINGS])
+    if EMBEDDINGS in grads:
+        embedding_backward(tokens, dh, grads[EMBEDDINGS])
     return float(losses.sum()), n_valid

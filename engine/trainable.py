@@ -4,6 +4,7 @@
 * ``effective()``   the parameter dict the model runs with
 * ``grads(g)``      model gradients (every parameter) -> gradients of ``tensors``
 * ``refresh()``     called after each optimizer step (LoRA re-merges its targets here)
+* ``needs()``       the model parameters whose gradient must be computed (the rest are skipped)
 
 ``FullTrainable`` trains every parameter or a named subset (WSLA trains only each layer's x_proj);
 ``engine.lora.LoRATrainable`` trains low-rank adapters over a frozen base.
@@ -22,6 +23,7 @@ class Trainable(Protocol):
     def effective(self) -> Params: ...
     def grads(self, model_grads: Params) -> Params: ...
     def refresh(self) -> None: ...
+    def needs(self) -> list[str]: ...
     def decays(self, name: str) -> bool: ...
     def describe(self) -> str: ...
 
@@ -42,6 +44,9 @@ class FullTrainable:
 
     def grads(self, model_grads: Params) -> Params:
         return {n: model_grads[n] for n in self.tensors}
+
+    def needs(self) -> list[str]:
+        return list(self.tensors)
 
     def refresh(self) -> None:
         return None

@@ -201,7 +201,8 @@ class Trainer:
         self.cursor = _Cursor()
         self.history: list[StepReport] = []
         self.epochs: list[EpochReport] = []
-        self._grads = {n: np.zeros_like(a) for n, a in self.lm.params.items()}
+        needed = self.trainable.needs() if hasattr(self.trainable, "needs") else list(self.lm.params)
+        self._grads = {n: np.zeros_like(self.lm.params[n]) for n in needed}
 
     def _default_trainable(self) -> Trainable:
         c = self.cfg
