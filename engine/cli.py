@@ -150,8 +150,20 @@ def cmd_eval(a: argparse.Namespace) -> int:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
-    from .bench import run
+    import json
 
+    from .bench import bench_generate, run
+
+    if a.generate:
+        for name in a.configs.split(","):
+            for backend in a.generate.split(","):
+                res = bench_generate(name, backend, threads=a.threads)
+                print(json.dumps(res) if a.json else
+                      f"{name:7s} {backend:5s} {res.get('tokens_per_s', 0):>9,.1f} tok/s  "
+                      f"({res.get('median_ms_per_token', '-')} ms/token, prefill "
+                      f"{res.get('prefill_ms', '-')} ms) {res.get('device', res.get('error'))}",
+                      flush=True)
+        return 0
     run(a.configs.split(","), a.json, a.steps, a.modes.split(","), a.threads)
     return 0
 
@@ -208,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--modes", default="full")
     b.add_argument("--steps", type=int, default=10)
     b.add_argument("--threads", type=int, default=2)
+    b.add_argument("--generate", help="decode throughput instead, e.g. cpu,wgpu")
     b.set_defaults(fn=cmd_bench)
     return p
 

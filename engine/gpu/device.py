@@ -1,0 +1,78 @@
+"""Acquire a wgpu adapter and device, or say precisely why not.
+
+Never raises for a missing GPU: returns ``GpuUnavailable(kind, detail)`` so callers fall back to
+the CPU step and can show the reason. ``MAMBA_STUDIO_GPU=off`` disables the GPU path.
+Kinds: "disabled", "no-wgpu" (package missing), "no-adapter" (no Vulkan/GL driver),
+"limits" (the adapter cannot bind enough storage buffers), "device" (device creation failed).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+NEEDED_STORAGE_BUFFERS = 9  # selective_scan_step.wgsl binds 9 storage buffers
+
+
+@dataclass(frozen=True)
+class GpuUnavailable:
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"GPU preview unavailable ({self.kind}): {self.detail}"
+
+
+@dataclass
+class GpuDevice:
+    device: Any
+    adapter_summary: str
+    backend: str
+    adapter_type: str
+
+
+def _enumerate() -> list[Any]:
+    import wgpu
+
+    return list(wgpu.gpu.enumerate_adapters_sync())
+
+
+def acquire_device() -> GpuDevice | GpuUnavailable:
+    if os.environ.get("MAMBA_STUDIO_GPU", "").lower() in ("0", "off", "false", "no"):
+        return GpuUnavailable("disabled", "MAMBA_STUDIO_GPU=off")
+    try:
+        import wgpu  # noqa: F401
+    except Exception as exc:  # ImportError or a broken native library
+        return GpuUnavailable("no-wgpu", f"the wgpu package cannot be imported ({exc})")
+    try:
+        adapters = _enumerate()
+    except Exception as exc:
+        return GpuUnavailable("no-adapter", f"adapter enumeration failed ({exc})")
+    if not adapters:
+        return GpuUnavailable(
+            "no-adapter", "no Vulkan or OpenGL adapter (install mesa-vulkan-drivers for lavapipe)"
+        )
+
+    def rank(a: Any) -> tuple[int, int]:
+        info = a.info
+        backend = str(info.get("backend_type", ""))
+        kind = str(info.get("adapter_type", ""))
+        return (0 if "Vulkan" in backend else 1, 0 if "Discrete" in kind else 1)
+
+    adapter = sorted(adapters, key=rank)[0]
+    limit = int(adapter.limits.get("max-storage-buffers-per-shader-stage", 8))
+    if limit < NEEDED_STORAGE_BUFFERS:
+        return GpuUnavailable(
+            "limits", f"{adapter.summary}: {limit} storage buffers per stage, "
+            f"{NEEDED_STORAGE_BUFFERS} needed"
+        )
+    try:
+        device = adapter.request_device_sync(
+            required_limits={"max-storage-buffers-per-shader-stage": NEEDED_STORAGE_BUFFERS}
+        )
+    except Exception as exc:
+        return GpuUnavailable("device", f"{adapter.summary}: device creation failed ({exc})")
+    info = adapter.info
+    return GpuDevice(device, adapter.summary, str(info.get("backend_type", "?")),
+                     str(info.get("adapter_type", "?")))

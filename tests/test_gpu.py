@@ -1,0 +1,88 @@
+"""wgpu path vs the CPU step. Runs on Mesa lavapipe in CI; skips only where no adapter exists,
+and fails instead when MAMBA_STUDIO_REQUIRE_GPU=1 (set by scripts/test.sh, which installs it)."""
+
+import os
+
+import numpy as np
+import pytest
+
+from engine import MambaLM, SamplingConfig, TrainConfig, Trainer
+from engine.gpu import GpuUnavailable, acquire_device, open_stepper
+from engine.inference import prefill, step
+from engine.tokenizer import ByteTokenizer
+from tests.helpers import random_params, tiny_config
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    got = acquire_device()
+    if isinstance(got, GpuUnavailable):
+        if os.environ.get("MAMBA_STUDIO_REQUIRE_GPU") == "1":
+            pytest.fail(f"a wgpu adapter is required here: {got}")
+        pytest.skip(str(got))
+    return got
+
+
+def _lm(seed, **kw):
+    cfg = tiny_config(vocab_size=264, **kw)
+    return MambaLM(cfg, random_params(cfg, seed=seed, dtype=np.float32), ByteTokenizer())
+
+
+@pytest.mark.parametrize("seed,kw", [(0, {}), (1, {"d_model": 32, "n_layer": 3, "d_state": 16}),
+                                     (2, {"d_model": 48, "d_state": 8, "d_conv": 3})])
+def test_gpu_logits_match_cpu_step(gpu, seed, kw):
+    from engine.gpu.stepper import GpuStepper
+
+    lm = _lm(seed, **kw)
+    st = GpuStepper(lm, gpu)
+    rng = np.random.default_rng(seed)
+    for prompt_len in (1, 6):
+        ids = rng.integers(0, 256, size=prompt_len + 8)
+        g = st.prefill(ids[:prompt_len])
+        c, state = prefill(lm.params, ids[None, :prompt_len], lm.config)
+        np.testing.assert_allclose(g, c[0], rtol=1e-4, atol=1e-4 * np.abs(c).max())
+        for t in range(prompt_len, len(ids)):
+            g = st.step(int(ids[t]))
+            c = step(lm.params, ids[t : t + 1], state, lm.config)
+            np.testing.assert_allclose(g, c[0], rtol=1e-4, atol=1e-4 * np.abs(c).max())
+
+
+def test_greedy_generation_is_identical(gpu):
+    from engine.gpu.stepper import GpuStepper
+
+    lm = _lm(3)
+    st = GpuStepper(lm, gpu)
+    s = SamplingConfig(temperature=0.0, max_new_tokens=40)
+    cpu = list(lm.generate_ids(np.array([72, 105]), s))
+    gpu_ids = list(lm.generate_ids(np.array([72, 105]), s, backend=st))
+    assert cpu == gpu_ids and len(cpu) == 40
+
+
+def test_gpu_serves_weights_updated_by_training(gpu):
+    from engine.gpu.stepper import GpuStepper
+
+    lm = _lm(4)
+    st = GpuStepper(lm, gpu)
+    before = st.prefill(np.array([1, 2, 3]))
+    ids = np.tile(np.arange(40), 10)
+    Trainer(lm, ids, ids[:0], TrainConfig(batch_size=2, seq_len=16, max_steps=2, lr=1e-2)).run()
+    changed = st.sync()
+    assert changed and len(changed) == len(lm.params)
+    assert st.sync() == []  # nothing changed since: nothing re-uploaded
+    after = st.prefill(np.array([1, 2, 3]))
+    assert not np.allclose(before, after)
+    c, _ = prefill(lm.params, np.array([[1, 2, 3]]), lm.config)
+    np.testing.assert_allclose(after, c[0], rtol=1e-4, atol=1e-4 * np.abs(c).max())
+
+
+def test_fallback_when_no_adapter(monkeypatch):
+    import engine.gpu.device as device
+
+    monkeypatch.setattr(device, "_enumerate", lambda: [])
+    st, reason = open_stepper(_lm(5))
+    assert st is None and "no-adapter" in reason
+    monkeypatch.setenv("MAMBA_STUDIO_GPU", "off")
+    st, reason = open_stepper(_lm(5))
+    assert st is None and "disabled" in reason
+    lm = _lm(5)  # the CPU path still generates
+    assert len(list(lm.generate_ids(np.array([1]), SamplingConfig(max_new_tokens=5)))) == 5
