@@ -41,8 +41,16 @@ from .errors import (  # noqa: E402
     TokenizerError,
     TrainingError,
 )
+from .gpu import GpuUnavailable, open_stepper  # noqa: E402
 from .lm import MambaLM  # noqa: E402
-from .lora import LORA_TARGETS, PEFT_REFUSES, LoRAConfig, LoRATrainable, load_adapter  # noqa: E402
+from .lora import (  # noqa: E402
+    LORA_TARGETS,
+    PEFT_REFUSES,
+    LoRAConfig,
+    LoRATrainable,
+    count_trainable,
+    load_adapter,
+)
 from .optim import AdamWConfig, ShardSpec  # noqa: E402
 from .sampling import SamplingConfig  # noqa: E402
 from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer  # noqa: E402
@@ -62,6 +70,7 @@ __all__ = [
     "CheckpointError", "Corpus", "CorpusError", "CorpusFile", "EpochReport", "EvalReport",
     "LoRAConfig", "LoRATrainable", "MambaConfig", "MambaLM", "MambaStudioError", "SamplingConfig",
     "ShardSpec", "StepReport", "TokenizerError", "TrainConfig", "TrainControl", "Trainer",
-    "TrainingError", "atomic_write_bytes", "encode_corpus", "evaluate", "load_adapter",
+    "TrainingError", "atomic_write_bytes", "count_trainable", "GpuUnavailable",
+    "open_stepper", "encode_corpus", "evaluate", "load_adapter",
     "load_corpus", "load_tokenizer", "preset", "split_holdout",
 ]

@@ -29,6 +29,8 @@ from .errors import CheckpointError
 from .params import Params, param_shapes
 
 LM_HEAD = "lm_head.weight"
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -37,6 +39,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file normal permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

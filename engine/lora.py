@@ -247,3 +247,19 @@ def load_adapter(params: Params, folder: str | Path) -> LoRATrainable:
             float(conf["lora_alpha"]) / r)
     lt.merge()
     return lt
+
+
+def count_trainable(cfg, lora: LoRAConfig | None = None, wsla: bool = False) -> int:  # type: ignore[no-untyped-def]
+    """Trainable parameters of a run, from the config alone (for a live GUI readout)."""
+    from .params import param_shapes
+
+    shapes = param_shapes(cfg)
+    if lora is None:
+        names = [n for n in shapes if not wsla or short_name(n) == "x_proj"]
+        return int(sum(int(np.prod(shapes[n])) for n in names))
+    total = 0
+    for name, shape in shapes.items():
+        if short_name(name) in lora.targets:
+            rows, cols = _matrix_shape(shape)
+            total += min(lora.rank, rows, cols) * (rows + cols)
+    return total

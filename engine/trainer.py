@@ -404,8 +404,10 @@ class Trainer:
 
     @classmethod
     def resume(cls, folder: str | Path, train_ids: np.ndarray, val_ids: np.ndarray,
-               cfg: TrainConfig | None = None) -> Trainer:
-        """Rebuild a trainer from a training checkpoint; ``cfg`` defaults to the saved one."""
+               cfg: TrainConfig | None = None, **overrides: Any) -> Trainer:
+        """Rebuild a trainer from a training checkpoint; ``cfg`` defaults to the saved one, with
+        ``overrides`` (e.g. ``epochs=10, max_steps=None``) applied. Without overrides the run
+        continues exactly as if it had never stopped."""
         folder = Path(folder)
         state = json.loads((folder / "trainer_state.json").read_text())
         saved = dict(state["train_config"])
@@ -414,7 +416,7 @@ class Trainer:
             from .lora import LoRAConfig
 
             saved["lora"] = LoRAConfig.from_dict(lora_cfg)
-        cfg = cfg or TrainConfig(**saved)
+        cfg = replace(cfg or TrainConfig(**saved), **overrides)
         lm = MambaLM.load(folder)
         if cfg.lora is not None:
             base = ckpt.read_tensors(folder / "optimizer.safetensors")

@@ -1,0 +1,80 @@
+"""Generation preview: editable prompts (one per line; edits apply at the next preview), sampling
+knobs, the latest samples, and which backend produced them."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (
+    QDoubleSpinBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+import engine
+
+from .. import settings
+
+
+class PreviewPanel(QWidget):
+    def __init__(self) -> None:
+        super().__init__()
+        self.prompts = QPlainTextEdit(settings.load("preview/prompts", "The "))
+        self.prompts.setMaximumHeight(60)
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 5.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setValue(settings.load("preview/temperature", 0.8))
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 100000)
+        self.top_k.setValue(settings.load("preview/top_k", 40))
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(settings.load("preview/top_p", 0.95))
+        self.length = QSpinBox()
+        self.length.setRange(1, 4000)
+        self.length.setValue(settings.load("preview/length", 160))
+        self.output = QPlainTextEdit()
+        self.output.setReadOnly(True)
+        self.output.setPlaceholderText("Samples appear at step 0 and after every epoch.")
+        self.tag = QLabel("no preview yet")
+        self.backend = QLabel("backend: —")
+        self.backend.setWordWrap(True)
+        knobs = QFormLayout()
+        knobs.addRow("Prompts (one per line)", self.prompts)
+        row = QHBoxLayout()
+        for label, w in (("temperature", self.temperature), ("top-k", self.top_k),
+                         ("top-p", self.top_p), ("tokens", self.length)):
+            row.addWidget(QLabel(label))
+            row.addWidget(w)
+        lay = QVBoxLayout(self)
+        lay.addLayout(knobs)
+        lay.addLayout(row)
+        lay.addWidget(self.tag)
+        lay.addWidget(self.output, 1)
+        lay.addWidget(self.backend)
+
+    def prompt_list(self) -> list[str]:
+        lines = [p for p in self.prompts.toPlainText().split("\n") if p.strip()]
+        return lines or ["The "]
+
+    def sampling(self) -> engine.SamplingConfig:
+        return engine.SamplingConfig(temperature=self.temperature.value(), top_k=self.top_k.value(),
+                                     top_p=self.top_p.value(), max_new_tokens=self.length.value(),
+                                     seed=0)
+
+    def show_preview(self, tag: str, text: str, backend: str) -> None:
+        self.tag.setText(f"sample — {tag}")
+        self.output.setPlainText(text)
+        self.backend.setText(f"backend: {backend}")
+
+    def remember(self) -> None:
+        settings.save("preview/prompts", self.prompts.toPlainText())
+        settings.save("preview/temperature", self.temperature.value())
+        settings.save("preview/top_k", self.top_k.value())
+        settings.save("preview/top_p", self.top_p.value())
+        settings.save("preview/length", self.length.value())

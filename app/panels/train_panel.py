@@ -1,0 +1,198 @@
+"""Model and training settings: preset or custom sizes, tokenizer, hyper-parameters, LoRA targets
+(with a live trainable-parameter count) and the WSLA fast-adapt toggle."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QLabel,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+import engine
+
+from .. import settings
+
+
+def _spin(lo: int, hi: int, value: int, step: int = 1) -> QSpinBox:
+    s = QSpinBox()
+    s.setRange(lo, hi)
+    s.setSingleStep(step)
+    s.setValue(value)
+    return s
+
+
+def _dspin(lo: float, hi: float, value: float, decimals: int, step: float) -> QDoubleSpinBox:
+    s = QDoubleSpinBox()
+    s.setRange(lo, hi)
+    s.setDecimals(decimals)
+    s.setSingleStep(step)
+    s.setValue(value)
+    return s
+
+
+class TrainPanel(QWidget):
+    changed = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        # --- model
+        self.preset = QComboBox()
+        self.preset.addItems(["tiny", "small", "medium", "custom"])
+        self.d_model = _spin(16, 2048, 128, 16)
+        self.n_layer = _spin(1, 48, 4)
+        self.d_state = _spin(1, 64, 16)
+        self.tokenizer = QComboBox()
+        self.tokenizer.addItems(["bytes", "bpe"])
+        self.bpe_vocab = _spin(300, 32000, 2048, 256)
+        self.model_source = QLabel("new model")
+        model = QGroupBox("Model")
+        mf = QFormLayout(model)
+        mf.addRow("Preset", self.preset)
+        mf.addRow("d_model", self.d_model)
+        mf.addRow("Layers", self.n_layer)
+        mf.addRow("d_state", self.d_state)
+        mf.addRow("Tokenizer", self.tokenizer)
+        mf.addRow("BPE vocab", self.bpe_vocab)
+        mf.addRow("Start from", self.model_source)
+        # --- training
+        self.epochs = _spin(1, 1000, 3)
+        self.lr = _dspin(1e-5, 1.0, 3e-3, 5, 1e-3)
+        self.batch = _spin(1, 256, 8)
+        self.seq_len = _spin(8, 4096, 256, 32)
+        self.accum = _spin(1, 64, 1)
+        self.weight_decay = _dspin(0.0, 1.0, 0.01, 3, 0.01)
+        self.clip = _dspin(0.0, 100.0, 1.0, 2, 0.1)
+        self.seed = _spin(0, 2**31 - 1, 0)
+        self.max_steps = _spin(0, 10**7, 0)
+        self.max_steps.setSpecialValueText("no limit")
+        self.checkpointing = QCheckBox("activation checkpointing")
+        train = QGroupBox("Training")
+        tf = QFormLayout(train)
+        for label, w in (("Epochs", self.epochs), ("Learning rate", self.lr), ("Batch", self.batch),
+                         ("Sequence length", self.seq_len), ("Grad. accumulation", self.accum),
+                         ("Weight decay", self.weight_decay), ("Grad-norm clip", self.clip),
+                         ("Seed", self.seed), ("Max steps", self.max_steps)):
+            tf.addRow(label, w)
+        tf.addRow(self.checkpointing)
+        # --- LoRA / WSLA
+        self.lora = QCheckBox("LoRA adapters (base frozen)")
+        self.targets = {t: QCheckBox(t) for t in engine.LORA_TARGETS}
+        for t in ("in_proj", "x_proj", "out_proj"):
+            self.targets[t].setChecked(True)
+        self.rank = _spin(1, 256, 8)
+        self.alpha = _dspin(0.1, 1024.0, 8.0, 1, 1.0)
+        self.wsla = QCheckBox("WSLA fast-adapt (only x_proj trains, max_delta 0.05)")
+        self.trainable = QLabel()
+        adapt = QGroupBox("Adaptation")
+        grid = QGridLayout(adapt)
+        grid.addWidget(self.lora, 0, 0, 1, 4)
+        for i, cb in enumerate(self.targets.values()):
+            grid.addWidget(cb, 1 + i // 4, i % 4)
+        grid.addWidget(QLabel("rank"), 3, 0)
+        grid.addWidget(self.rank, 3, 1)
+        grid.addWidget(QLabel("alpha"), 3, 2)
+        grid.addWidget(self.alpha, 3, 3)
+        grid.addWidget(self.wsla, 4, 0, 1, 4)
+        grid.addWidget(self.trainable, 5, 0, 1, 4)
+        lay = QVBoxLayout(self)
+        lay.addWidget(model)
+        lay.addWidget(train)
+        lay.addWidget(adapt)
+        lay.addStretch(1)
+        self.vocab_hint = 257
+        self._restore()
+        for w in (self.preset, self.tokenizer):
+            w.currentIndexChanged.connect(self._update)
+        for w in (self.d_model, self.n_layer, self.d_state, self.rank):
+            w.valueChanged.connect(self._update)
+        for cb in (self.lora, self.wsla, *self.targets.values()):
+            cb.toggled.connect(self._update)
+        self._update()
+
+    # ---------------------------------------------------------------- config out
+    def model_config(self) -> engine.MambaConfig:
+        if self.preset.currentText() == "custom":
+            return engine.MambaConfig(vocab_size=self.vocab_hint, d_model=self.d_model.value(),
+                                      n_layer=self.n_layer.value(), d_state=self.d_state.value())
+        return engine.preset(self.preset.currentText(), self.vocab_hint)
+
+    def custom_dims(self) -> dict[str, int] | None:
+        if self.preset.currentText() != "custom":
+            return None
+        return {"d_model": self.d_model.value(), "n_layer": self.n_layer.value(),
+                "d_state": self.d_state.value()}
+
+    def lora_config(self) -> engine.LoRAConfig | None:
+        if not self.lora.isChecked():
+            return None
+        targets = tuple(t for t, cb in self.targets.items() if cb.isChecked())
+        if self.wsla.isChecked():
+            targets = ("x_proj",)
+        return engine.LoRAConfig(targets or ("x_proj",), rank=self.rank.value(),
+                                 alpha=self.alpha.value())
+
+    def train_config(self) -> engine.TrainConfig:
+        return engine.TrainConfig(
+            epochs=self.epochs.value(), lr=self.lr.value(), batch_size=self.batch.value(),
+            seq_len=self.seq_len.value(), grad_accum=self.accum.value(),
+            weight_decay=self.weight_decay.value(), max_grad_norm=self.clip.value(),
+            seed=self.seed.value(), max_steps=self.max_steps.value() or None,
+            activation_checkpointing=self.checkpointing.isChecked(),
+            wsla=self.wsla.isChecked(), lora=self.lora_config(),
+        )
+
+    # ---------------------------------------------------------------- live readout
+    def _update(self) -> None:
+        custom = self.preset.currentText() == "custom"
+        for w in (self.d_model, self.n_layer, self.d_state):
+            w.setEnabled(custom)
+        if not custom:
+            c = engine.preset(self.preset.currentText(), 257)
+            for w, v in ((self.d_model, c.d_model), (self.n_layer, c.n_layer),
+                         (self.d_state, c.d_state)):
+                w.blockSignals(True)
+                w.setValue(v)
+                w.blockSignals(False)
+        self.bpe_vocab.setEnabled(self.tokenizer.currentText() == "bpe")
+        lora_on = self.lora.isChecked()
+        for t, cb in self.targets.items():
+            cb.setEnabled(lora_on and (not self.wsla.isChecked() or t == "x_proj"))
+        cfg = self.model_config()
+        lc = self.lora_config()
+        n = engine.count_trainable(cfg, lc, self.wsla.isChecked())
+        total = engine.count_trainable(cfg)
+        warn = ""
+        if lc is not None and set(lc.targets) & set(engine.PEFT_REFUSES):
+            warn = " — PEFT refuses out_proj/conv1d/A_log on Mamba: use merged export"
+        self.trainable.setText(f"trainable parameters: {n:,} of {total:,}{warn}")
+        self.changed.emit()
+
+    # ---------------------------------------------------------------- QSettings
+    _KEYS = ("epochs", "lr", "batch", "seq_len", "accum", "weight_decay", "clip", "seed",
+             "max_steps", "rank", "alpha", "d_model", "n_layer", "d_state", "bpe_vocab")
+
+    def _restore(self) -> None:
+        for k in self._KEYS:
+            w = getattr(self, k)
+            w.setValue(settings.load(f"train/{k}", w.value()))
+        self.preset.setCurrentText(settings.load("train/preset", "small"))
+        self.tokenizer.setCurrentText(settings.load("train/tokenizer", "bytes"))
+        self.lora.setChecked(settings.load("train/lora", False))
+        self.wsla.setChecked(settings.load("train/wsla", False))
+
+    def remember(self) -> None:
+        for k in self._KEYS:
+            settings.save(f"train/{k}", getattr(self, k).value())
+        settings.save("train/preset", self.preset.currentText())
+        settings.save("train/tokenizer", self.tokenizer.currentText())
+        settings.save("train/lora", self.lora.isChecked())
+        settings.save("train/wsla", self.wsla.isChecked())
