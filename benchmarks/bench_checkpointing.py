@@ -9,9 +9,9 @@ import json
 import time
 import tracemalloc
 
-import engine  # noqa: F401
 import numpy as np
 
+import engine  # noqa: F401
 from engine.config import preset
 from engine.model import loss_and_grad
 from engine.params import init_params, zeros_like

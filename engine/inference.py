@@ -43,7 +43,7 @@ def prefill(p: Params, tokens: np.ndarray, cfg: MambaConfig) -> tuple[np.ndarray
     h = embedding_forward(tokens, p[EMBEDDINGS])
     for i in range(cfg.n_layer):
         h, c = layer_forward(p, i, h, cfg)
-        tail = c.xb[:, -k:, :].transpose(0, 2, 1)  # (b, e, min(l, k))
+        tail = c.xz[:, -k:, : cfg.d_inner].transpose(0, 2, 1)  # (b, e, min(l, k))
         state.conv[i][:, :, k - tail.shape[2] :] = tail
         state.ssm[i][...] = c.h_last
     hf, _ = rmsnorm_forward(h[:, -1:, :], p[NORM_F], cfg.norm_eps)

@@ -2,8 +2,8 @@
 
 Per layer (h is the residual stream, m = b * l rows):
     xn = rmsnorm(h)                        (m, d)
-    xb, z = xn @ W_in[:e].T, xn @ W_in[e:].T   (m, e) each: the column split of in_proj
-    u = silu(conv1d(xb))                   (b, l, e)
+    xz = xn @ W_in.T                       (m, 2e): columns [:e] -> x branch, [e:] -> gate z
+    u = silu(conv1d(xz[:, :e]))            (b, l, e)   (kernels read xz in place, no split copy)
     x_dbl = u @ W_x.T                      (m, r + 2n) -> dt (m, r), B (m, n), C (m, n)
     delta = softplus(dt @ W_dt.T + b_dt)   (m, e)
     y = selective_scan(u, delta, A, B, C, D) * silu(z)   (b, l, e)
@@ -35,8 +35,7 @@ class LayerCache:
     h_in: np.ndarray  # (b, l, d) residual input
     rstd: np.ndarray  # (b, l)
     xn: np.ndarray  # (m, d) normed input
-    xb: np.ndarray  # (b, l, e) conv input
-    z: np.ndarray  # (b, l, e) gate
+    xz: np.ndarray  # (b, l, 2e) in_proj output: conv input [..., :e], gate z [..., e:]
     xc: np.ndarray  # (b, l, e) conv output before SiLU
     u: np.ndarray  # (b, l, e) scan input
     x_dbl: np.ndarray  # (m, r + 2n)
@@ -57,20 +56,19 @@ def layer_forward(
     W_in = p[mx + "in_proj.weight"]
     xn, rstd = rmsnorm_forward(h, p[pre + "norm.weight"], cfg.norm_eps)
     xn = xn.reshape(-1, d)
-    xb = (xn @ W_in[:e].T).reshape(b, length, e)
-    z = (xn @ W_in[e:].T).reshape(b, length, e)
-    u, xc = conv1d_forward(xb, p[mx + "conv1d.weight"], p[mx + "conv1d.bias"])
+    xz = (xn @ W_in.T).reshape(b, length, 2 * e)
+    u, xc = conv1d_forward(xz, p[mx + "conv1d.weight"], p[mx + "conv1d.bias"])
     x_dbl = u.reshape(-1, e) @ p[mx + "x_proj.weight"].T
     dt_pre = x_dbl[:, :r] @ p[mx + "dt_proj.weight"].T
     delta = softplus_forward(dt_pre, p[mx + "dt_proj.bias"])
     B = x_dbl[:, r : r + n].reshape(b, length, n)
     C = x_dbl[:, r + n :].reshape(b, length, n)
     y, h_last = selective_scan_forward(
-        u, delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], z
+        u, delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], xz, z_offset=e
     )
     y = y.reshape(-1, e)
     out = h + (y @ p[mx + "out_proj.weight"].T).reshape(b, length, d)
-    return out, LayerCache(h, rstd, xn, xb, z, xc, u, x_dbl, dt_pre, delta, y, h_last)
+    return out, LayerCache(h, rstd, xn, xz, xc, u, x_dbl, dt_pre, delta, y, h_last)
 
 
 def layer_backward(
@@ -88,8 +86,10 @@ def layer_backward(
     dy = (dout2 @ W_out).reshape(b, length, e)
     B = c.x_dbl[:, r : r + n].reshape(b, length, n)
     C = c.x_dbl[:, r + n :].reshape(b, length, n)
-    du, ddelta, dA_log, dB, dC, dD, dz = selective_scan_backward(
-        dy, c.u, c.delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], c.z
+    dxz = np.empty_like(c.xz)  # (b, l, 2e): conv-input grads [..., :e], gate grads [..., e:]
+    du, ddelta, dA_log, dB, dC, dD, _ = selective_scan_backward(
+        dy, c.u, c.delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], c.xz,
+        z_offset=e, dz=dxz,
     )
     if mx + "A_log" in grads:
         grads[mx + "A_log"] += dA_log
@@ -110,19 +110,16 @@ def layer_backward(
     if mx + "x_proj.weight" in grads:
         grads[mx + "x_proj.weight"] += dx_dbl.T @ u2
     du = du.reshape(-1, e) + dx_dbl @ W_x
-    dxb, dconv_w, dconv_b = conv1d_backward(du.reshape(b, length, e), c.xb, p[mx + "conv1d.weight"], c.xc)
+    _, dconv_w, dconv_b = conv1d_backward(du.reshape(b, length, e), c.xz, p[mx + "conv1d.weight"],
+                                          c.xc, dx=dxz)
     if mx + "conv1d.weight" in grads:
         grads[mx + "conv1d.weight"] += dconv_w
     if mx + "conv1d.bias" in grads:
         grads[mx + "conv1d.bias"] += dconv_b
-    W_in = p[mx + "in_proj.weight"]
-    dxb2 = dxb.reshape(-1, e)
-    dz2 = dz.reshape(-1, e)
+    dxz2 = dxz.reshape(-1, 2 * e)
     if mx + "in_proj.weight" in grads:
-        g_in = grads[mx + "in_proj.weight"]
-        g_in[:e] += dxb2.T @ c.xn
-        g_in[e:] += dz2.T @ c.xn
-    dxn = dxb2 @ W_in[:e] + dz2 @ W_in[e:]
+        grads[mx + "in_proj.weight"] += dxz2.T @ c.xn
+    dxn = dxz2 @ p[mx + "in_proj.weight"]
     dh, dnorm = rmsnorm_backward(dxn.reshape(b, length, d), c.h_in, p[pre + "norm.weight"], c.rstd)
     if pre + "norm.weight" in grads:
         grads[pre + "norm.weight"] += dnorm

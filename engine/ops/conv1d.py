@@ -3,8 +3,10 @@
     xc[b, t, c] = bias[c] + sum_j weight[c, 0, j] * x[b, t - (k - 1) + j, c]     (x = 0 for t < 0)
     u = silu(xc)
 
-Shapes: x (b, l, e), weight (e, 1, k), bias (e,) -> u (b, l, e); cache xc (b, l, e).
-Backward: du (b, l, e) -> dx (b, l, e), dweight (e, 1, k), dbias (e,).
+Shapes: x (b, l, c) with c >= e (the first e columns are read, so ``x`` may be in_proj's whole
+(b, l, 2e) output), weight (e, 1, k), bias (e,) -> u (b, l, e); cache xc (b, l, e).
+Backward: du (b, l, e) -> dx written into the first e columns of ``dx`` (b, l, c),
+dweight (e, 1, k), dbias (e,).
 Step: a window (b, e, k) of the last k inputs -> u (b, e).  Reference: engine/reference.py::conv1d.
 """
 
@@ -18,9 +20,9 @@ from .._jit import parallel_kernel, sigmoid
 
 @parallel_kernel
 def _conv1d_silu_forward_kernel(x, wT, bias, xc, u):  # type: ignore[no-untyped-def]
-    """x (b, l, e), wT (k, e), bias (e,) -> xc, u (b, l, e)."""
-    nb, nl, ne = x.shape
-    nk = wT.shape[0]
+    """x (b, l, >= e), wT (k, e), bias (e,) -> xc, u (b, l, e)."""
+    nb, nl = x.shape[0], x.shape[1]
+    nk, ne = wT.shape
     for job in prange(nb * nl):
         b = job // nl
         t = job % nl
@@ -41,9 +43,9 @@ def _conv1d_silu_forward_kernel(x, wT, bias, xc, u):  # type: ignore[no-untyped-
 
 @parallel_kernel
 def _conv1d_silu_backward_kernel(du, x, wT, xc, dx, dwT_part, db_part):  # type: ignore[no-untyped-def]
-    """du, x, xc (b, l, e), wT (k, e) -> dx (b, l, e); dwT_part (b, k, e); db_part (b, e)."""
-    nb, nl, ne = x.shape
-    nk = wT.shape[0]
+    """du, xc (b, l, e), x (b, l, >= e), wT (k, e) -> dx[..., :e]; dwT_part (b, k, e); db_part (b, e)."""
+    nb, nl = x.shape[0], x.shape[1]
+    nk, ne = wT.shape
     for b in prange(nb):
         g = np.empty(ne, x.dtype)
         dwb = dwT_part[b]
@@ -74,24 +76,28 @@ def _conv1d_silu_backward_kernel(du, x, wT, xc, dx, dwT_part, db_part):  # type:
 def conv1d_forward(
     x: np.ndarray, weight: np.ndarray, bias: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """x (b, l, e) -> (u (b, l, e), xc (b, l, e))."""
+    """x (b, l, >= e) -> (u (b, l, e), xc (b, l, e))."""
     x = np.ascontiguousarray(x)
     wT = np.ascontiguousarray(weight[:, 0, :].T)
-    xc = np.empty_like(x)
-    u = np.empty_like(x)
+    shape = (x.shape[0], x.shape[1], weight.shape[0])
+    xc = np.empty(shape, dtype=x.dtype)
+    u = np.empty(shape, dtype=x.dtype)
     _conv1d_silu_forward_kernel(x, wT, bias, xc, u)
     return u, xc
 
 
 def conv1d_backward(
-    du: np.ndarray, x: np.ndarray, weight: np.ndarray, xc: np.ndarray
+    du: np.ndarray, x: np.ndarray, weight: np.ndarray, xc: np.ndarray,
+    dx: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """du (b, l, e) -> (dx (b, l, e), dweight (e, 1, k), dbias (e,))."""
+    """du (b, l, e) -> (dx, dweight (e, 1, k), dbias (e,)); dx is (b, l, e) or, when given,
+    ``dx`` (b, l, c >= e) with its first e columns overwritten."""
     x = np.ascontiguousarray(x)
-    nb, _, ne = x.shape
-    nk = weight.shape[2]
+    nb = x.shape[0]
+    ne, _, nk = weight.shape
     wT = np.ascontiguousarray(weight[:, 0, :].T)
-    dx = np.empty_like(x)
+    if dx is None:
+        dx = np.empty(du.shape, dtype=x.dtype)
     dwT = np.zeros((nb, nk, ne), dtype=x.dtype)
     db = np.zeros((nb, ne), dtype=x.dtype)
     _conv1d_silu_backward_kernel(np.ascontiguousarray(du), x, wT, np.ascontiguousarray(xc), dx, dwT, db)

@@ -33,9 +33,9 @@ CHUNK = 64
 
 
 @parallel_kernel
-def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, out, h_last):  # type: ignore[no-untyped-def]
-    """u, delta, z (b, l, e); At (n, e) = A.T; Bm, Cm (b, l, n); D (e,) -> out (b, l, e),
-    h_last (b, e, n)."""
+def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, out, h_last):  # type: ignore[no-untyped-def]
+    """u, delta (b, l, e); z (b, l, >= zoff + e), read at columns zoff..zoff+e; At (n, e) = A.T;
+    Bm, Cm (b, l, n); D (e,) -> out (b, l, e), h_last (b, e, n)."""
     nb, nl, ne = u.shape
     nn_ = At.shape[0]
     nch = (ne + CHUNK - 1) // CHUNK
@@ -65,7 +65,7 @@ def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, out, h_last):  # type: igno
                     hv = fast_exp(dt[k] * As[k]) * hs[k] + dbu[k] * bs
                     hs[k] = hv
                     y[k] += cs * hv
-            zt = z[b, t, c0 : c0 + cw]
+            zt = z[b, t, zoff + c0 : zoff + c0 + cw]
             ot = out[b, t, c0 : c0 + cw]
             for k in range(cw):
                 ot[k] = y[k] * zt[k] * sigmoid(zt[k])
@@ -76,10 +76,11 @@ def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, out, h_last):  # type: igno
 
 @parallel_kernel
 def _scan_backward_kernel(  # type: ignore[no-untyped-def]
-    dout, u, delta, At, Bm, Cm, D, z, du, ddelta, dz, dA_part, dB_part, dC_part, dD_part
+    dout, u, delta, At, Bm, Cm, D, z, zoff, du, ddelta, dz, dA_part, dB_part, dC_part, dD_part
 ):
-    """dout (b, l, e) + forward inputs -> du, ddelta, dz (b, l, e); dA_part (b, n, e);
-    dB_part, dC_part (chunks, b, l, n); dD_part (b, e)."""
+    """dout (b, l, e) + forward inputs -> du, ddelta (b, l, e); dz written at the same columns of
+    ``dz`` as z is read (zoff..zoff+e); dA_part (b, n, e); dB_part, dC_part (chunks, b, l, n);
+    dD_part (b, e)."""
     nb, nl, ne = u.shape
     nn_ = At.shape[0]
     nch = (ne + CHUNK - 1) // CHUNK
@@ -124,9 +125,9 @@ def _scan_backward_kernel(  # type: ignore[no-untyped-def]
         for t in range(nl - 1, -1, -1):
             ut = u[b, t, c0 : c0 + cw]
             dt = delta[b, t, c0 : c0 + cw]
-            zt = z[b, t, c0 : c0 + cw]
+            zt = z[b, t, zoff + c0 : zoff + c0 + cw]
             got = dout[b, t, c0 : c0 + cw]
-            dzt = dz[b, t, c0 : c0 + cw]
+            dzt = dz[b, t, zoff + c0 : zoff + c0 + cw]
             yt = ys[t]
             for k in range(cw):
                 sg = sigmoid(zt[k])
@@ -187,18 +188,21 @@ def selective_scan_forward(
     C: np.ndarray,
     D: np.ndarray,
     z: np.ndarray,
+    z_offset: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """-> out (b, l, e), h_last (b, e, n). See the module docstring."""
+    """-> out (b, l, e), h_last (b, e, n). See the module docstring. ``z`` may be wider than e
+    (e.g. in_proj's whole (b, l, 2e) output) and is read at columns z_offset..z_offset+e."""
     nb, nl, ne = u.shape
     n = A_log.shape[1]
-    if delta.shape != u.shape or z.shape != u.shape:
-        raise ValueError(f"u, delta, z must share a shape, got {u.shape}, {delta.shape}, {z.shape}")
+    if delta.shape != u.shape or z.shape[:2] != u.shape[:2] or z.shape[2] < z_offset + ne:
+        raise ValueError(f"u, delta, z shapes do not fit: {u.shape}, {delta.shape}, {z.shape}")
     if B.shape != (nb, nl, n) or C.shape != (nb, nl, n):
         raise ValueError(f"B, C must be {(nb, nl, n)}, got {B.shape}, {C.shape}")
     u, delta, B, C, D, z = _contig(u, delta, B, C, D, z)
     out = np.empty_like(u)
     h_last = np.empty((nb, ne, n), dtype=u.dtype)
-    _scan_forward_kernel(u, delta, _A_transposed(A_log).astype(u.dtype), B, C, D, z, out, h_last)
+    _scan_forward_kernel(u, delta, _A_transposed(A_log).astype(u.dtype), B, C, D, z, z_offset,
+                         out, h_last)
     return out, h_last
 
 
@@ -211,8 +215,11 @@ def selective_scan_backward(
     C: np.ndarray,
     D: np.ndarray,
     z: np.ndarray,
+    z_offset: int = 0,
+    dz: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
-    """-> (du, ddelta, dA_log, dB, dC, dD, dz); shapes as the corresponding inputs."""
+    """-> (du, ddelta, dA_log, dB, dC, dD, dz); shapes as the corresponding inputs. With ``dz``
+    given (shaped like z), the gate gradient is written into its columns z_offset..z_offset+e."""
     nb, nl, ne = u.shape
     n = A_log.shape[1]
     dout, u, delta, B, C, D, z = _contig(dout, u, delta, B, C, D, z)
@@ -220,13 +227,15 @@ def selective_scan_backward(
     nch = (ne + CHUNK - 1) // CHUNK
     du = np.empty_like(u)
     ddelta = np.empty_like(u)
-    dz = np.empty_like(u)
+    if dz is None:
+        dz = np.empty_like(z)
     dA_part = np.empty((nb, n, ne), dtype=u.dtype)
     dB_part = np.empty((nch, nb, nl, n), dtype=u.dtype)
     dC_part = np.empty((nch, nb, nl, n), dtype=u.dtype)
     dD_part = np.empty((nb, ne), dtype=u.dtype)
     _scan_backward_kernel(
-        dout, u, delta, At, B, C, D, z, du, ddelta, dz, dA_part, dB_part, dC_part, dD_part
+        dout, u, delta, At, B, C, D, z, z_offset, du, ddelta, dz, dA_part, dB_part, dC_part,
+        dD_part,
     )
     dA = dA_part.sum(axis=0).T  # (e, n)
     dA_log = dA * At.T
