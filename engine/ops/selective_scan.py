@@ -180,6 +180,16 @@ def _contig(*arrays: np.ndarray) -> list[np.ndarray]:
     return [np.ascontiguousarray(a) for a in arrays]
 
 
+def _check_shapes(u: np.ndarray, delta: np.ndarray, A_log: np.ndarray, B: np.ndarray,
+                  C: np.ndarray, z: np.ndarray, z_offset: int) -> None:
+    nb, nl, ne = u.shape
+    n = A_log.shape[1]
+    if delta.shape != u.shape or z.shape[:2] != u.shape[:2] or z.shape[2] < z_offset + ne:
+        raise ValueError(f"u, delta, z shapes do not fit: {u.shape}, {delta.shape}, {z.shape}")
+    if B.shape != (nb, nl, n) or C.shape != (nb, nl, n):
+        raise ValueError(f"B, C must be {(nb, nl, n)}, got {B.shape}, {C.shape}")
+
+
 def selective_scan_forward(
     u: np.ndarray,
     delta: np.ndarray,
@@ -192,12 +202,9 @@ def selective_scan_forward(
 ) -> tuple[np.ndarray, np.ndarray]:
     """-> out (b, l, e), h_last (b, e, n). See the module docstring. ``z`` may be wider than e
     (e.g. in_proj's whole (b, l, 2e) output) and is read at columns z_offset..z_offset+e."""
+    _check_shapes(u, delta, A_log, B, C, z, z_offset)
     nb, nl, ne = u.shape
     n = A_log.shape[1]
-    if delta.shape != u.shape or z.shape[:2] != u.shape[:2] or z.shape[2] < z_offset + ne:
-        raise ValueError(f"u, delta, z shapes do not fit: {u.shape}, {delta.shape}, {z.shape}")
-    if B.shape != (nb, nl, n) or C.shape != (nb, nl, n):
-        raise ValueError(f"B, C must be {(nb, nl, n)}, got {B.shape}, {C.shape}")
     u, delta, B, C, D, z = _contig(u, delta, B, C, D, z)
     out = np.empty_like(u)
     h_last = np.empty((nb, ne, n), dtype=u.dtype)
@@ -220,6 +227,9 @@ def selective_scan_backward(
 ) -> tuple[np.ndarray, ...]:
     """-> (du, ddelta, dA_log, dB, dC, dD, dz); shapes as the corresponding inputs. With ``dz``
     given (shaped like z), the gate gradient is written into its columns z_offset..z_offset+e."""
+    _check_shapes(u, delta, A_log, B, C, z, z_offset)
+    if dout.shape != u.shape:
+        raise ValueError(f"dout {dout.shape} must match u {u.shape}")
     nb, nl, ne = u.shape
     n = A_log.shape[1]
     dout, u, delta, B, C, D, z = _contig(dout, u, delta, B, C, D, z)

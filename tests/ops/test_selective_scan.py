@@ -63,3 +63,13 @@ def test_backward_float32_close_to_float64():
     g32 = selective_scan_backward(dout.astype(np.float32), *[a.astype(np.float32) for a in args64])
     for a, b in zip(g32, g64, strict=True):
         np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3 * np.abs(b).max())
+
+
+def test_shape_errors_are_clear():
+    args = _inputs(np.float32)
+    bad = list(args)
+    bad[3] = bad[3][:, :-1]  # B one step short
+    with pytest.raises(ValueError, match="B, C must be"):
+        selective_scan_forward(*bad)
+    with pytest.raises(ValueError, match="dout"):
+        selective_scan_backward(args[0][:, :-1], *args)
