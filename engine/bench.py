@@ -17,6 +17,8 @@ import numpy as np
 BENCH_CONFIGS: dict[str, dict[str, int]] = {
     "small": {"d_model": 128, "n_layer": 4, "batch": 4, "seq_len": 256, "vocab": 256},
     "medium": {"d_model": 256, "n_layer": 6, "batch": 8, "seq_len": 256, "vocab": 256},
+    # generation only: a mamba-130m-sized stack (vocab kept at 256), where GPUs start to pay off
+    "large": {"d_model": 768, "n_layer": 24, "batch": 1, "seq_len": 256, "vocab": 256},
 }
 
 

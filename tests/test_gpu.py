@@ -28,13 +28,16 @@ def _lm(seed, **kw):
     return MambaLM(cfg, random_params(cfg, seed=seed, dtype=np.float32), ByteTokenizer())
 
 
+@pytest.mark.parametrize("matvec", ["rows", "workgroup"])
 @pytest.mark.parametrize("seed,kw", [(0, {}), (1, {"d_model": 32, "n_layer": 3, "d_state": 16}),
                                      (2, {"d_model": 48, "d_state": 8, "d_conv": 3})])
-def test_gpu_logits_match_cpu_step(gpu, seed, kw):
+def test_gpu_logits_match_cpu_step(gpu, seed, kw, matvec, monkeypatch):
     from engine.gpu.stepper import GpuStepper
 
+    monkeypatch.setenv("MAMBA_STUDIO_GPU_MATVEC", matvec)
     lm = _lm(seed, **kw)
     st = GpuStepper(lm, gpu)
+    assert st.matvec == matvec
     rng = np.random.default_rng(seed)
     for prompt_len in (1, 6):
         ids = rng.integers(0, 256, size=prompt_len + 8)

@@ -14,6 +14,7 @@ submission (an ``advance`` dispatch moves the token cursor) and reads back only 
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 from typing import Any
 
@@ -27,6 +28,16 @@ MAX_TOKENS = 4096
 
 def _shader(name: str) -> str:
     return resources.files("engine.gpu").joinpath("shaders", f"{name}.wgsl").read_text()
+
+
+def matvec_mode(gpu: GpuDevice) -> str:
+    """"workgroup" (one workgroup per row) on real GPUs, "rows" (one invocation per row) on CPU
+    adapters such as lavapipe, where workgroup barriers are expensive. MAMBA_STUDIO_GPU_MATVEC
+    overrides it."""
+    forced = os.environ.get("MAMBA_STUDIO_GPU_MATVEC")
+    if forced in ("rows", "workgroup"):
+        return forced
+    return "rows" if "CPU" in gpu.adapter_type else "workgroup"
 
 
 class GpuStepper:
@@ -64,9 +75,13 @@ class GpuStepper:
         self.conv = [buf(e * k * 4) for _ in range(cfg.n_layer)]
         self.ssm = [buf(e * n * 4) for _ in range(cfg.n_layer)]
         self._pipes: dict[str, Any] = {}
+        self.matvec = matvec_mode(gpu)
+        if self.matvec == "workgroup" and max(v, 2 * e) > 65535:
+            self.matvec = "rows"  # one dispatch dimension holds at most 65535 workgroups
         for name in ("matvec", "rmsnorm", "embedding", "advance", "conv1d_step",
                      "selective_scan_step"):
-            module = self.dev.create_shader_module(code=_shader(name))
+            src = "matvec_wg" if name == "matvec" and self.matvec == "workgroup" else name
+            module = self.dev.create_shader_module(code=_shader(src))
             self._pipes[name] = self.dev.create_compute_pipeline(
                 layout="auto", compute={"module": module, "entry_point": "main"}
             )
@@ -89,7 +104,12 @@ class GpuStepper:
         return self.dev.create_bind_group(layout=p.get_bind_group_layout(0), entries=entries)
 
     def _add(self, pipe: str, buffers: list[Any], threads: int) -> None:
-        groups = 1 if pipe in ("rmsnorm", "advance") else -(-threads // 64)
+        if pipe in ("rmsnorm", "advance"):
+            groups = 1
+        elif pipe == "matvec" and self.matvec == "workgroup":
+            groups = threads  # one workgroup per output row
+        else:
+            groups = -(-threads // 64)
         self._steps.append((pipe, self._bind(pipe, buffers), groups))
 
     def _build(self) -> None:
@@ -175,7 +195,7 @@ class GpuStepper:
 
     @property
     def description(self) -> str:
-        return f"wgpu: {self.gpu.adapter_summary}"
+        return f"wgpu: {self.gpu.adapter_summary} (matvec: {self.matvec})"
 
 
 def open_stepper(lm: Any) -> tuple[GpuStepper | None, str]:
