@@ -51,6 +51,7 @@ class TrainConfig:
     wsla: bool = False
     lora: Any = None  # engine.lora.LoRAConfig or None
     max_bad_steps: int = 20  # abort after this many consecutive non-finite losses
+    eval_every: int = 0  # also measure held-out loss every N optimizer steps (0: per epoch only)
 
     def adamw(self) -> AdamWConfig:
         max_delta = self.max_delta if (self.max_delta > 0 or not self.wsla) else 0.05
@@ -76,6 +77,7 @@ class StepReport:
     elapsed_s: float
     nonfinite: bool = False
     skipped_tensors: tuple[str, ...] = ()
+    val_loss: float | None = None  # held-out loss, on steps where ``eval_every`` asks for it
 
 
 @dataclass(frozen=True)
@@ -306,11 +308,14 @@ class Trainer:
                 rate = tokens_done / elapsed if elapsed > 0 else 0.0
                 step_rate = ntok / max(time.perf_counter() - ts, 1e-9)
                 remaining = (total - self.cursor.step) * self.rows_per_step * c.seq_len
+                val_loss = None
+                if c.eval_every > 0 and self.cursor.step % c.eval_every == 0 and len(self.val_ids) >= 2:
+                    val_loss = evaluate(self.lm, self.val_ids, c.seq_len).loss
                 report = StepReport(
                     self.cursor.step, self.cursor.epoch, total, loss, norm,
                     lr_at(self.cursor.step - 1, total, c.lr, c.warmup_steps, c.min_lr_ratio),
                     step_rate, remaining / rate if rate > 0 else float("inf"), elapsed,
-                    bad, skipped,
+                    bad, skipped, val_loss,
                 )
                 self.history.append(report)
                 if bad:

@@ -89,3 +89,25 @@ def test_fallback_when_no_adapter(monkeypatch):
     assert st is None and "disabled" in reason
     lm = _lm(5)  # the CPU path still generates
     assert len(list(lm.generate_ids(np.array([1]), SamplingConfig(max_new_tokens=5)))) == 5
+
+
+def test_generation_loop_allocates_no_gpu_objects(gpu):
+    """Every buffer, bind group and pipeline is made once in __init__; steps only write/read."""
+    from engine.gpu.stepper import GpuStepper
+
+    lm = _lm(6)
+    st = GpuStepper(lm, gpu)
+    real = st.dev
+
+    class NoAllocDevice:
+        def __getattr__(self, name):  # noqa: ANN001, ANN204
+            if name.startswith("create_") and name != "create_command_encoder":
+                raise AssertionError(f"{name} called during generation")
+            return getattr(real, name)
+
+    st.dev = NoAllocDevice()
+    s = SamplingConfig(temperature=0.7, max_new_tokens=10, seed=1)
+    out = list(lm.generate_ids(np.array([1, 2, 3]), s, backend=st))
+    assert len(out) == 10
+    lm.params["backbone.norm_f.weight"] *= 1.01
+    assert st.sync() == ["backbone.norm_f.weight"]  # only the changed tensor is re-uploaded

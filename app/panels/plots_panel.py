@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pyqtgraph as pg
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 import engine
@@ -28,6 +28,8 @@ class PlotsPanel(QWidget):
                                               symbolSize=7, symbolBrush="#1f5fa8", name="train (epoch)")
         self.val_loss = self.loss_plot.plot(pen=pg.mkPen("#d2691e", width=2), symbol="s",
                                             symbolSize=7, symbolBrush="#d2691e", name="held-out (epoch)")
+        dashed = pg.mkPen("#f0b27a", width=1, style=Qt.PenStyle.DashLine)
+        self.val_step = self.loss_plot.plot(pen=dashed, name="held-out (step)")
         self.nan_marks = self.loss_plot.plot(pen=None, symbol="x", symbolSize=10,
                                              symbolBrush="r", symbolPen="r", name="NaN step")
         self.step_norm = self.norm_plot.plot(pen=pg.mkPen("#e0a3a3", width=1), name="step")
@@ -53,6 +55,8 @@ class PlotsPanel(QWidget):
         self.epoch_norms: list[float] = []
         self.val_x: list[float] = []
         self.val_losses: list[float] = []
+        self.val_step_x: list[float] = []
+        self.val_step_losses: list[float] = []
         self._dirty = True
 
     def add_step(self, r: engine.StepReport) -> None:
@@ -63,6 +67,9 @@ class PlotsPanel(QWidget):
             self.steps.append(r.step)
             self.losses.append(r.loss)
             self.norms.append(r.grad_norm)
+        if r.val_loss is not None and math.isfinite(r.val_loss):
+            self.val_step_x.append(r.step)
+            self.val_step_losses.append(r.val_loss)
         self._dirty = True
 
     def add_epoch(self, e: engine.EpochReport, step: int) -> None:
@@ -83,4 +90,5 @@ class PlotsPanel(QWidget):
         self.epoch_loss.setData(self.epoch_x, self.epoch_losses)
         self.epoch_norm.setData(self.epoch_x, self.epoch_norms)
         self.val_loss.setData(self.val_x, self.val_losses)
+        self.val_step.setData(self.val_step_x, self.val_step_losses)
         self.nan_marks.setData(self.nan_steps, self.nan_y)

@@ -74,13 +74,16 @@ class TrainPanel(QWidget):
         self.seed = _spin(0, 2**31 - 1, 0)
         self.max_steps = _spin(0, 10**7, 0)
         self.max_steps.setSpecialValueText("no limit")
+        self.eval_every = _spin(0, 100000, 10)
+        self.eval_every.setSpecialValueText("per epoch only")
         self.checkpointing = QCheckBox("activation checkpointing")
         train = QGroupBox("Training")
         tf = QFormLayout(train)
         for label, w in (("Epochs", self.epochs), ("Learning rate", self.lr), ("Batch", self.batch),
                          ("Sequence length", self.seq_len), ("Grad. accumulation", self.accum),
                          ("Weight decay", self.weight_decay), ("Grad-norm clip", self.clip),
-                         ("Seed", self.seed), ("Max steps", self.max_steps)):
+                         ("Seed", self.seed), ("Max steps", self.max_steps),
+                         ("Held-out eval every", self.eval_every)):
             tf.addRow(label, w)
         tf.addRow(self.checkpointing)
         # --- LoRA / WSLA
@@ -148,6 +151,7 @@ class TrainPanel(QWidget):
             seed=self.seed.value(), max_steps=self.max_steps.value() or None,
             activation_checkpointing=self.checkpointing.isChecked(),
             wsla=self.wsla.isChecked(), lora=self.lora_config(),
+            eval_every=self.eval_every.value(),
         )
 
     # ---------------------------------------------------------------- live readout
@@ -178,7 +182,7 @@ class TrainPanel(QWidget):
 
     # ---------------------------------------------------------------- QSettings
     _KEYS = ("epochs", "lr", "batch", "seq_len", "accum", "weight_decay", "clip", "seed",
-             "max_steps", "rank", "alpha", "d_model", "n_layer", "d_state", "bpe_vocab")
+             "max_steps", "eval_every", "rank", "alpha", "d_model", "n_layer", "d_state", "bpe_vocab")
 
     def _restore(self) -> None:
         for k in self._KEYS:

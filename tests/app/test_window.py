@@ -94,6 +94,7 @@ def test_lora_and_wsla_toggles_reach_the_trainer_config(win):
 
 def test_train_pause_resume_stop_preview_and_checkpoint(win, qtbot, tmp_path):
     win.train.epochs.setValue(30)
+    win.train.eval_every.setValue(2)
     win.start_training()
     qtbot.waitUntil(lambda: "step 0" in win.preview.tag.text(), timeout=120000)
     assert win.preview.output.toPlainText().startswith("The")
@@ -108,7 +109,7 @@ def test_train_pause_resume_stop_preview_and_checkpoint(win, qtbot, tmp_path):
     assert len(win.plots.steps) <= n + 1  # at most the step in flight
     win.resume()
     qtbot.waitUntil(lambda: len(win.plots.steps) > n + 1, timeout=60000)
-    assert win.plots.losses and win.plots.norms
+    assert win.plots.losses and win.plots.norms and win.plots.val_step_losses
     win.stop()
     qtbot.waitUntil(lambda: win.state == "idle", timeout=60000)
     run = Path(win.run_dir)
@@ -162,3 +163,16 @@ def test_many_qt_calls_do_not_crash(qtbot, win):
         win.progress.setValue(i % 100)
         win.status.setText(str(i))
     assert win.status.text() == "5999"
+
+
+def test_lora_run_exports_peft_adapter_and_merged_model(win, qtbot, tmp_path):
+    win.train.lora.setChecked(True)
+    win.train.max_steps.setValue(3)
+    win.start_training()
+    qtbot.waitUntil(lambda: win.state == "idle", timeout=120000)
+    assert any("modules adapted" in line for line in win.log.toPlainText().splitlines())
+    win.export("adapter", str(tmp_path / "adapter"))
+    win.export("merged", str(tmp_path / "merged"))
+    qtbot.waitUntil(lambda: (tmp_path / "adapter" / "adapter_config.json").exists()
+                    and (tmp_path / "merged" / "model.safetensors").exists(), timeout=30000)
+    assert not win.errors, win.errors
