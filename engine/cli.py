@@ -52,12 +52,13 @@ def cmd_train(a: argparse.Namespace) -> int:
     print(f"corpus: {len(corpus.files)} files, {corpus.n_bytes:,} bytes", file=sys.stderr)
     lora = None
     if a.lora:
-        lora = LoRAConfig(tuple(a.lora.split(",")), rank=a.lora_rank, alpha=a.lora_alpha)
+        lora = LoRAConfig(tuple(a.lora.split(",")), rank=a.lora_rank, alpha=a.lora_alpha,
+                          dropout=a.lora_dropout)
     cfg = TrainConfig(
         epochs=a.epochs, batch_size=a.batch, seq_len=a.seq_len, grad_accum=a.accum, lr=a.lr,
         weight_decay=a.weight_decay, max_grad_norm=a.clip, seed=a.seed, max_steps=a.max_steps,
         activation_checkpointing=a.checkpointing, wsla=a.wsla, lora=lora,
-        warmup_steps=a.warmup,
+        warmup_steps=a.warmup, eval_every=a.eval_every,
     )
     if a.resume:
         lm = MambaLM.load(a.resume)
@@ -190,11 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--max-steps", type=int)
     t.add_argument("--holdout", type=float, default=0.1)
+    t.add_argument("--eval-every", type=int, default=0, help="held-out loss every N steps")
     t.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
     t.add_argument("--wsla", action="store_true", help="WSLA fast-adapt: train only x_proj")
     t.add_argument("--lora", help="comma-separated LoRA targets, e.g. in_proj,x_proj,out_proj")
     t.add_argument("--lora-rank", type=int, default=8)
     t.add_argument("--lora-alpha", type=float)
+    t.add_argument("--lora-dropout", type=float, default=0.0)
     t.add_argument("--export-adapter", help="with --lora: write the PEFT adapter here")
     t.add_argument("--prompt", default="The ")
     t.add_argument("--sample-tokens", type=int, default=160)

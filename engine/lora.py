@@ -7,7 +7,12 @@ Shapes: for a target viewed as a (rows, cols) matrix, A (r, cols) ~ U(+-1/sqrt(c
 Gradients are exact: the model runs on the merged weights, and with G = dL/dW (rows, cols)
     dB = s * G @ A.T,   dA = s * B.T @ G           (s = alpha / r)
 Every base tensor stays bit-identical (only A and B are optimizer state).
-Dropout on the adapter input is not implemented (see README limitations); ``dropout`` must be 0.
+
+Dropout (PEFT semantics, on the four projections): y = x W0.T + s * drop(x) A.T B.T, computed as
+the merged product plus a correction s * ((m - 1) * x) A.T B.T through ``engine.model``'s linear
+hooks, with m the inverted-dropout mask; masks are a pure function of (seed, step, micro-batch,
+tensor), so activation checkpointing recomputes the same ones. conv1d, A_log and embeddings
+adapters get no dropout (as in PEFT's embedding LoRA). Evaluation and generation use no dropout.
 
 PEFT export: ``adapter_config.json`` + ``adapter_model.safetensors`` with keys
 ``base_model.model.<module>.lora_A.weight`` (r, in) / ``lora_B.weight`` (out, r); embeddings use
@@ -17,6 +22,7 @@ PEFT export: ``adapter_config.json`` + ``adapter_model.safetensors`` with keys
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,8 +54,8 @@ class LoRAConfig:
             raise ValueError("LoRA needs at least one target")
         if self.rank < 1:
             raise ValueError("LoRA rank must be >= 1")
-        if self.dropout != 0.0:
-            raise ValueError("LoRA dropout is not supported by this engine (use 0)")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -88,6 +94,7 @@ class LoRATrainable:
     notices: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self._extra: dict[str, np.ndarray] = {}
         rng = np.random.default_rng(self.cfg.seed)
         for name, w in self.params.items():
             sn = short_name(name)
@@ -120,13 +127,24 @@ class LoRATrainable:
         return self.params
 
     def grads(self, model_grads: Params) -> Params:
+        """Adapter gradients from the merged-weight gradients (+ the dropout-correction terms
+        gathered by ``dropout_hooks`` since the last call)."""
         out: Params = {}
         for name, ad in self.adapters.items():
             G = model_grads[name].reshape(ad.B.shape[0], ad.A.shape[1])
-            s = np.float32(ad.scale)
+            s = ad.B.dtype.type(ad.scale)
             out[name + "::lora_A"] = (ad.B.T @ G) * s
             out[name + "::lora_B"] = (G @ ad.A.T) * s
+        for key, g in self._extra.items():
+            out[key] = out[key] + g
+        self._extra = {}
         return out
+
+    def dropout_hooks(self, step: int, micro: int) -> _DropoutHooks | None:
+        """Linear hooks applying adapter-input dropout for one micro-batch (None if dropout=0)."""
+        if self.cfg.dropout <= 0.0:
+            return None
+        return _DropoutHooks(self, step, micro)
 
     def refresh(self) -> None:
         self.merge()
@@ -210,6 +228,45 @@ class LoRATrainable:
         ckpt.atomic_write_json(folder / "adapter_config.json", config)
         ckpt.atomic_write_bytes(folder / "adapter_model.safetensors", ckpt.tensors_to_bytes(tensors))
         return [m for m in self.notices if "PEFT" in m]
+
+
+_DROPOUT_TARGETS = ("in_proj", "x_proj", "dt_proj", "out_proj")
+
+
+class _DropoutHooks:
+    """engine.model.LinearHooks for LoRA dropout over one micro-batch (see the module docstring)."""
+
+    def __init__(self, lt: LoRATrainable, step: int, micro: int) -> None:
+        self.lt = lt
+        self.step = step
+        self.micro = micro
+        self.cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def forward(self, name: str, x: np.ndarray) -> np.ndarray | None:
+        ad = self.lt.adapters.get(name)
+        if ad is None or short_name(name) not in _DROPOUT_TARGETS:
+            return None
+        p = self.lt.cfg.dropout
+        rng = np.random.default_rng([self.lt.cfg.seed, self.step, self.micro,
+                                     zlib.crc32(name.encode())])
+        keep = rng.random(x.shape) >= p
+        mm = (keep / (1.0 - p) - 1.0).astype(x.dtype)  # m - 1
+        xp = x * mm  # (M, in)
+        h = xp @ ad.A.T  # (M, r)
+        self.cache[name] = (mm, xp, h)
+        return (h @ ad.B.T) * x.dtype.type(ad.scale)
+
+    def backward(self, name: str, dy: np.ndarray) -> np.ndarray | None:
+        if name not in self.cache:
+            return None
+        ad = self.lt.adapters[name]
+        mm, xp, h = self.cache.pop(name)
+        s = dy.dtype.type(ad.scale)
+        dyB = dy @ ad.B  # (M, r)
+        extra = self.lt._extra
+        for key, g in ((name + "::lora_B", (dy.T @ h) * s), (name + "::lora_A", (dyB.T @ xp) * s)):
+            extra[key] = extra[key] + g if key in extra else g
+        return (dyB @ ad.A) * mm * s
 
 
 def load_adapter(params: Params, folder: str | Path) -> LoRATrainable:

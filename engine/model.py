@@ -15,6 +15,7 @@ Reference: engine/reference.py::mamba_forward (float64, the source of truth).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -45,8 +46,27 @@ class LayerCache:
     h_last: np.ndarray  # (b, e, n) SSM state after the last position
 
 
+class LinearHooks(Protocol):
+    """Extra terms on the four projections (LoRA dropout uses this): ``forward(name, x)`` returns
+    an addition to ``x @ W.T`` or None; ``backward(name, dy)`` returns the matching addition to
+    the input gradient (or None) and keeps any parameter gradients itself."""
+
+    def forward(self, name: str, x: np.ndarray) -> np.ndarray | None: ...
+    def backward(self, name: str, dy: np.ndarray) -> np.ndarray | None: ...
+
+
+def _hook_fwd(hooks: LinearHooks | None, name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    extra = hooks.forward(name, x) if hooks is not None else None
+    return y if extra is None else y + extra
+
+
+def _hook_bwd(hooks: LinearHooks | None, name: str, dy: np.ndarray, dx: np.ndarray) -> np.ndarray:
+    extra = hooks.backward(name, dy) if hooks is not None else None
+    return dx if extra is None else dx + extra
+
+
 def layer_forward(
-    p: Params, i: int, h: np.ndarray, cfg: MambaConfig
+    p: Params, i: int, h: np.ndarray, cfg: MambaConfig, hooks: LinearHooks | None = None
 ) -> tuple[np.ndarray, LayerCache]:
     """h (b, l, d) -> (h + mixer(norm(h)) (b, l, d), cache)."""
     pre = layer_prefix(i)
@@ -56,10 +76,12 @@ def layer_forward(
     W_in = p[mx + "in_proj.weight"]
     xn, rstd = rmsnorm_forward(h, p[pre + "norm.weight"], cfg.norm_eps)
     xn = xn.reshape(-1, d)
-    xz = (xn @ W_in.T).reshape(b, length, 2 * e)
+    xz = _hook_fwd(hooks, mx + "in_proj.weight", xn, xn @ W_in.T).reshape(b, length, 2 * e)
     u, xc = conv1d_forward(xz, p[mx + "conv1d.weight"], p[mx + "conv1d.bias"])
-    x_dbl = u.reshape(-1, e) @ p[mx + "x_proj.weight"].T
-    dt_pre = x_dbl[:, :r] @ p[mx + "dt_proj.weight"].T
+    u2 = u.reshape(-1, e)
+    x_dbl = _hook_fwd(hooks, mx + "x_proj.weight", u2, u2 @ p[mx + "x_proj.weight"].T)
+    dt_low = x_dbl[:, :r]
+    dt_pre = _hook_fwd(hooks, mx + "dt_proj.weight", dt_low, dt_low @ p[mx + "dt_proj.weight"].T)
     delta = softplus_forward(dt_pre, p[mx + "dt_proj.bias"])
     B = x_dbl[:, r : r + n].reshape(b, length, n)
     C = x_dbl[:, r + n :].reshape(b, length, n)
@@ -67,12 +89,14 @@ def layer_forward(
         u, delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], xz, z_offset=e
     )
     y = y.reshape(-1, e)
-    out = h + (y @ p[mx + "out_proj.weight"].T).reshape(b, length, d)
+    out = h + _hook_fwd(hooks, mx + "out_proj.weight", y, y @ p[mx + "out_proj.weight"].T
+                        ).reshape(b, length, d)
     return out, LayerCache(h, rstd, xn, xz, xc, u, x_dbl, dt_pre, delta, y, h_last)
 
 
 def layer_backward(
-    p: Params, i: int, c: LayerCache, dout: np.ndarray, grads: Params, cfg: MambaConfig
+    p: Params, i: int, c: LayerCache, dout: np.ndarray, grads: Params, cfg: MambaConfig,
+    hooks: LinearHooks | None = None,
 ) -> np.ndarray:
     """dout (b, l, d) -> dh_in (b, l, d); adds this layer's parameter gradients into ``grads``."""
     pre = layer_prefix(i)
@@ -83,7 +107,7 @@ def layer_backward(
     W_out = p[mx + "out_proj.weight"]
     if mx + "out_proj.weight" in grads:
         grads[mx + "out_proj.weight"] += dout2.T @ c.y
-    dy = (dout2 @ W_out).reshape(b, length, e)
+    dy = _hook_bwd(hooks, mx + "out_proj.weight", dout2, dout2 @ W_out).reshape(b, length, e)
     B = c.x_dbl[:, r : r + n].reshape(b, length, n)
     C = c.x_dbl[:, r + n :].reshape(b, length, n)
     dxz = np.empty_like(c.xz)  # (b, l, 2e): conv-input grads [..., :e], gate grads [..., e:]
@@ -102,14 +126,14 @@ def layer_backward(
     if mx + "dt_proj.weight" in grads:
         grads[mx + "dt_proj.weight"] += ddt_pre.T @ c.x_dbl[:, :r]
     dx_dbl = np.empty_like(c.x_dbl)
-    dx_dbl[:, :r] = ddt_pre @ W_dt
+    dx_dbl[:, :r] = _hook_bwd(hooks, mx + "dt_proj.weight", ddt_pre, ddt_pre @ W_dt)
     dx_dbl[:, r : r + n] = dB.reshape(-1, n)
     dx_dbl[:, r + n :] = dC.reshape(-1, n)
     W_x = p[mx + "x_proj.weight"]
     u2 = c.u.reshape(-1, e)
     if mx + "x_proj.weight" in grads:
         grads[mx + "x_proj.weight"] += dx_dbl.T @ u2
-    du = du.reshape(-1, e) + dx_dbl @ W_x
+    du = du.reshape(-1, e) + _hook_bwd(hooks, mx + "x_proj.weight", dx_dbl, dx_dbl @ W_x)
     _, dconv_w, dconv_b = conv1d_backward(du.reshape(b, length, e), c.xz, p[mx + "conv1d.weight"],
                                           c.xc, dx=dxz)
     if mx + "conv1d.weight" in grads:
@@ -119,7 +143,7 @@ def layer_backward(
     dxz2 = dxz.reshape(-1, 2 * e)
     if mx + "in_proj.weight" in grads:
         grads[mx + "in_proj.weight"] += dxz2.T @ c.xn
-    dxn = dxz2 @ p[mx + "in_proj.weight"]
+    dxn = _hook_bwd(hooks, mx + "in_proj.weight", dxz2, dxz2 @ p[mx + "in_proj.weight"])
     dh, dnorm = rmsnorm_backward(dxn.reshape(b, length, d), c.h_in, p[pre + "norm.weight"], c.rstd)
     if pre + "norm.weight" in grads:
         grads[pre + "norm.weight"] += dnorm
@@ -155,6 +179,7 @@ def loss_and_grad(
     grads: Params | None,
     scale: float,
     checkpoint: bool = False,
+    hooks: LinearHooks | None = None,
 ) -> tuple[float, int]:
     """Forward + backward for one micro-batch.
 
@@ -170,7 +195,7 @@ def loss_and_grad(
     h = embedding_forward(tokens, emb)
     saved: list[np.ndarray | LayerCache] = []
     for i in range(cfg.n_layer):
-        h_next, c = layer_forward(p, i, h, cfg)
+        h_next, c = layer_forward(p, i, h, cfg, hooks)
         saved.append(h if checkpoint else c)
         del c
         h = h_next
@@ -190,8 +215,8 @@ def loss_and_grad(
         grads[NORM_F] += dnf
     for i in reversed(range(cfg.n_layer)):
         item = saved.pop()
-        c = layer_forward(p, i, item, cfg)[1] if isinstance(item, np.ndarray) else item
-        dh = layer_backward(p, i, c, dh, grads, cfg)
+        c = layer_forward(p, i, item, cfg, hooks)[1] if isinstance(item, np.ndarray) else item
+        dh = layer_backward(p, i, c, dh, grads, cfg, hooks)
         del c, item
     if EMBEDDINGS in grads:
         embedding_backward(tokens, dh, grads[EMBEDDINGS])

@@ -255,11 +255,13 @@ class Trainer:
             g.fill(0.0)
         n_valid = int(np.count_nonzero(self.targets[rows] >= 0))
         loss_sum = 0.0
-        for s in range(0, len(rows), c.batch_size):
+        dropout = getattr(self.trainable, "dropout_hooks", None)
+        for micro, s in enumerate(range(0, len(rows), c.batch_size)):
             mb = rows[s : s + c.batch_size]
             ls, _ = loss_and_grad(
                 params, self.inputs[mb], self.targets[mb], self.lm.config, self._grads,
                 1.0 / n_valid, checkpoint=c.activation_checkpointing,
+                hooks=dropout(self.cursor.step, micro) if dropout is not None else None,
             )
             loss_sum += ls
         loss = loss_sum / n_valid

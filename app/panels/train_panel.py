@@ -93,6 +93,7 @@ class TrainPanel(QWidget):
             self.targets[t].setChecked(True)
         self.rank = _spin(1, 256, 8)
         self.alpha = _dspin(0.1, 1024.0, 8.0, 1, 1.0)
+        self.lora_dropout = _dspin(0.0, 0.9, 0.0, 2, 0.05)
         self.wsla = QCheckBox("WSLA fast-adapt (only x_proj trains, max_delta 0.05)")
         self.trainable = QLabel()
         adapt = QGroupBox("Adaptation")
@@ -104,8 +105,10 @@ class TrainPanel(QWidget):
         grid.addWidget(self.rank, 3, 1)
         grid.addWidget(QLabel("alpha"), 3, 2)
         grid.addWidget(self.alpha, 3, 3)
-        grid.addWidget(self.wsla, 4, 0, 1, 4)
-        grid.addWidget(self.trainable, 5, 0, 1, 4)
+        grid.addWidget(QLabel("dropout"), 4, 0)
+        grid.addWidget(self.lora_dropout, 4, 1)
+        grid.addWidget(self.wsla, 5, 0, 1, 4)
+        grid.addWidget(self.trainable, 6, 0, 1, 4)
         lay = QVBoxLayout(self)
         lay.addWidget(model)
         lay.addWidget(train)
@@ -141,7 +144,7 @@ class TrainPanel(QWidget):
         if self.wsla.isChecked():
             targets = ("x_proj",)
         return engine.LoRAConfig(targets or ("x_proj",), rank=self.rank.value(),
-                                 alpha=self.alpha.value())
+                                 alpha=self.alpha.value(), dropout=self.lora_dropout.value())
 
     def train_config(self) -> engine.TrainConfig:
         return engine.TrainConfig(
@@ -182,7 +185,8 @@ class TrainPanel(QWidget):
 
     # ---------------------------------------------------------------- QSettings
     _KEYS = ("epochs", "lr", "batch", "seq_len", "accum", "weight_decay", "clip", "seed",
-             "max_steps", "eval_every", "rank", "alpha", "d_model", "n_layer", "d_state", "bpe_vocab")
+             "max_steps", "eval_every", "rank", "alpha", "lora_dropout", "d_model", "n_layer",
+             "d_state", "bpe_vocab")
 
     def _restore(self) -> None:
         for k in self._KEYS:

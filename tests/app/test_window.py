@@ -79,8 +79,10 @@ def test_lora_and_wsla_toggles_reach_the_trainer_config(win):
     for t, cb in win.train.targets.items():
         cb.setChecked(t in ("x_proj", "dt_proj", "embeddings"))
     win.train.rank.setValue(4)
+    win.train.lora_dropout.setValue(0.1)
     cfg = win.make_job().train
     assert cfg.lora.targets == ("x_proj", "dt_proj", "embeddings") and cfg.lora.rank == 4
+    assert cfg.lora.dropout == pytest.approx(0.1)
     assert "trainable parameters:" in win.train.trainable.text()
     n_lora = win.train.trainable.text()
     win.train.wsla.setChecked(True)
