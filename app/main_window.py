@@ -57,6 +57,7 @@ class MainWindow(QMainWindow):
         self.state = "idle"
         self.thread: QThread | None = None
         self.worker: TrainWorker | None = None
+        self._finished_worker: TrainWorker | None = None  # the last run, for save/export
         self.init_dir: str | None = None
         self.resume_dir: str | None = None
         self.last_checkpoint: str | None = None
@@ -265,7 +266,7 @@ class MainWindow(QMainWindow):
         if self.worker is not None:
             self.worker.request("save", path)
             return
-        src = getattr(self, "_finished_worker", None)
+        src = self._finished_worker
         if src is None or src.trainer is None:
             self._error("Nothing to save yet: train first or open a model.")
             return
@@ -277,12 +278,12 @@ class MainWindow(QMainWindow):
         if self.worker is not None:
             self.worker.request(kind, path)
             return
-        src = getattr(self, "_finished_worker", None)
+        src = self._finished_worker
         if src is None or src.trainer is None:
             self._error("Nothing to export yet: train first.")
             return
         src.request(kind, path)
-        run_in_thread(src._serve_requests, lambda _: None, self._error)
+        run_in_thread(src.serve_requests, lambda _: None, self._error)
 
     def open_model(self, path: str) -> None:
         """Use a model folder (ours, or a local HF Mamba folder) as the starting point."""

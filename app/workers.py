@@ -61,7 +61,7 @@ class TrainWorker(QObject):
         """Queue 'save' / 'adapter' / 'merged' to run between two steps."""
         self._requests.put((kind, path))
 
-    def _serve_requests(self) -> None:
+    def serve_requests(self) -> None:
         while not self._requests.empty():
             kind, path = self._requests.get()
             self._do(kind, path)
@@ -145,7 +145,7 @@ class TrainWorker(QObject):
             self._backend = reason if self._stepper is not None else f"CPU step — {reason}"
             self._preview("step 0")
             tr.run(on_step=self._on_step, on_epoch=self._on_epoch, control=self.control)
-            self._serve_requests()
+            self.serve_requests()
             tr.save(self.job.run_dir)
             self.saved.emit(f"checkpoint saved to {self.job.run_dir}")
             self.finished.emit(self.job.run_dir)
@@ -161,7 +161,7 @@ class TrainWorker(QObject):
 
     def _on_step(self, report: engine.StepReport) -> None:
         self.step_finished.emit(report)
-        self._serve_requests()
+        self.serve_requests()
 
     def _on_epoch(self, report: engine.EpochReport) -> None:
         assert self.trainer is not None

@@ -24,6 +24,7 @@ from . import checkpoint as ckpt
 from .data import make_rows
 from .errors import CheckpointError, CorpusError, TrainingError
 from .lm import MambaLM
+from .lora import LoRAConfig, LoRATrainable
 from .model import logits_forward, loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, lr_at
 from .trainable import FullTrainable, Trainable, wsla_names
@@ -49,7 +50,7 @@ class TrainConfig:
     activation_checkpointing: bool = False
     max_steps: int | None = None  # stop after this many optimizer steps (all epochs)
     wsla: bool = False
-    lora: Any = None  # engine.lora.LoRAConfig or None
+    lora: LoRAConfig | None = None
     max_bad_steps: int = 20  # abort after this many consecutive non-finite losses
     eval_every: int = 0  # also measure held-out loss every N optimizer steps (0: per epoch only)
 
@@ -209,8 +210,6 @@ class Trainer:
     def _default_trainable(self) -> Trainable:
         c = self.cfg
         if c.lora is not None:
-            from .lora import LoRATrainable
-
             targets = c.lora.targets
             if c.wsla:
                 bad = set(targets) - {"x_proj"}
@@ -358,8 +357,6 @@ class Trainer:
         folder = Path(folder)
         hashes = self.lm.save(folder)
         extra: dict[str, np.ndarray] = dict(self.optimizer.state_tensors())
-        from .lora import LoRATrainable
-
         if isinstance(self.trainable, LoRATrainable):
             extra.update(self.trainable.state_tensors())
         ckpt.atomic_write_bytes(folder / "optimizer.safetensors", ckpt.tensors_to_bytes(extra))
@@ -397,8 +394,6 @@ class Trainer:
                 "corpus and tokenizer (or start a new run from these weights)"
             )
         tensors = ckpt.read_tensors(folder / "optimizer.safetensors")
-        from .lora import LoRATrainable
-
         if isinstance(self.trainable, LoRATrainable):
             self.trainable.load_state_tensors(tensors)
         try:
@@ -420,8 +415,6 @@ class Trainer:
         saved = dict(state["train_config"])
         lora_cfg = saved.pop("lora")
         if lora_cfg is not None:
-            from .lora import LoRAConfig
-
             saved["lora"] = LoRAConfig.from_dict(lora_cfg)
         cfg = replace(cfg or TrainConfig(**saved), **overrides)
         lm = MambaLM.load(folder)

@@ -1,0 +1,35 @@
+"""The engine is headless and the app uses only the engine's public API."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_engine_never_imports_qt_or_app():
+    for f in (ROOT / "engine").rglob("*.py"):
+        bad = {n for n in _imports(f) if n.split(".")[0] in ("PySide6", "pyqtgraph", "app")}
+        assert not bad, f"{f}: {bad}"
+    out = subprocess.run([sys.executable, "-c", "import sys, engine, engine.gpu; "
+                          "print(any(m.startswith('PySide6') for m in sys.modules))"],
+                         capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_app_uses_only_the_public_engine_api():
+    for f in (ROOT / "app").rglob("*.py"):
+        for name in _imports(f):
+            assert not name.startswith("engine."), f"{f} imports {name}; use `import engine`"
+            assert name.split(".")[0] not in ("numba", "wgpu"), f"{f} imports {name}"
