@@ -289,9 +289,6 @@ class Trainer:
         bad_run = 0
         while self.cursor.step < total and self.cursor.epoch < c.epochs:
             order = self._order(self.cursor.epoch)
-            ep_losses: list[float] = []
-            ep_norms: list[float] = []
-            ep_bad = 0
             while self.cursor.group < self.steps_per_epoch and self.cursor.step < total:
                 if control is not None:
                     control.wait_if_paused()
@@ -319,13 +316,7 @@ class Trainer:
                     bad, skipped, val_loss,
                 )
                 self.history.append(report)
-                if bad:
-                    ep_bad += 1
-                    bad_run += 1
-                else:
-                    bad_run = 0
-                    ep_losses.append(loss)
-                    ep_norms.append(norm)
+                bad_run = bad_run + 1 if bad else 0
                 if on_step is not None:
                     on_step(report)
                 if bad_run >= c.max_bad_steps:
@@ -335,11 +326,14 @@ class Trainer:
                     )
             if self.cursor.group >= self.steps_per_epoch:
                 val = evaluate(self.lm, self.val_ids, c.seq_len) if len(self.val_ids) >= 2 else None
+                # from the history, so an epoch interrupted by a save/resume reports the same
+                mine = [h for h in self.history if h.epoch == self.cursor.epoch]
+                good = [h for h in mine if not h.nonfinite]
                 rep = EpochReport(
                     self.cursor.epoch,
-                    float(np.mean(ep_losses)) if ep_losses else float("nan"),
-                    float(np.mean(ep_norms)) if ep_norms else float("nan"),
-                    val, len(ep_losses) + ep_bad, ep_bad,
+                    float(np.mean([h.loss for h in good])) if good else float("nan"),
+                    float(np.mean([h.grad_norm for h in good])) if good else float("nan"),
+                    val, len(mine), len(mine) - len(good),
                 )
                 self.epochs.append(rep)
                 finished.append(rep)
@@ -403,6 +397,8 @@ class Trainer:
         self.cursor = _Cursor(state["step"], state["epoch"], state["group"])
         self.history = [StepReport(**{**h, "skipped_tensors": tuple(h["skipped_tensors"])})
                         for h in state.get("history", [])]
+        self.epochs = [EpochReport(**{**e, "val": EvalReport(**e["val"]) if e["val"] else None})
+                       for e in state.get("epochs", [])]
 
     @classmethod
     def resume(cls, folder: str | Path, train_ids: np.ndarray, val_ids: np.ndarray,

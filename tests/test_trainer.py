@@ -61,6 +61,9 @@ def test_resume_continues_exactly(tmp_path):
     resumed = Trainer.resume(tmp_path / "ck", ids, ids[:100])
     resumed.run()
     assert [r.loss for r in resumed.history] == [r.loss for r in full.history]
+    assert [(e.train_loss, e.grad_norm, e.val.loss) for e in resumed.epochs] == [
+        (e.train_loss, e.grad_norm, e.val.loss) for e in full.epochs]
+    assert len(resumed.epochs) == 2
     for name in full.lm.params:
         np.testing.assert_array_equal(resumed.lm.params[name], full.lm.params[name])
 
