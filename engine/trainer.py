@@ -364,7 +364,7 @@ class Trainer:
             "train_config": self.cfg.to_dict(),
             "data_fingerprint": _fingerprint(self.train_ids),
             "history": [asdict(h) for h in self.history[-5000:]],
-            "epochs": [json.loads(json.dumps(asdict(e))) for e in self.epochs],
+            "epochs": [asdict(e) for e in self.epochs],
             "files": hashes,
         }
         ckpt.atomic_write_json(folder / "trainer_state.json", state)
