@@ -118,7 +118,7 @@ def bench_generate(name: str, backend: str, tokens: int = 64, prompt_len: int = 
                    threads: int = 2) -> dict[str, Any]:
     """Decode throughput of the recurrent step: ``backend`` in cpu | wgpu (batch 1)."""
     from .config import MambaConfig
-    from .inference import prefill, step
+    from .inference import CpuStepper
     from .lm import MambaLM
 
     set_threads(threads)
@@ -128,34 +128,24 @@ def bench_generate(name: str, backend: str, tokens: int = 64, prompt_len: int = 
     ids = np.random.default_rng(0).integers(0, c["vocab"], size=prompt_len)
     out: dict[str, Any] = {"bench": "generate", "config": name, "backend": backend}
     if backend == "cpu":
-        _, state = prefill(lm.params, ids[None], lm.config)
-        step(lm.params, ids[:1], state, lm.config)
-        t0 = time.perf_counter()
-        pre, state = prefill(lm.params, ids[None], lm.config)
-        t_pre = time.perf_counter() - t0
-        times = []
-        for i in range(tokens):
-            t = time.perf_counter()
-            step(lm.params, ids[i % prompt_len : i % prompt_len + 1], state, lm.config)
-            times.append(time.perf_counter() - t)
-        out["device"] = "cpu (numpy)"
+        st: Any = CpuStepper(lm.params, lm.config)
     else:
         from .gpu import open_stepper
 
         st, reason = open_stepper(lm)
         if st is None:
             return {**out, "error": reason}
-        st.prefill(ids)
-        st.step(1)
-        t0 = time.perf_counter()
-        st.prefill(ids)
-        t_pre = time.perf_counter() - t0
-        times = []
-        for i in range(tokens):
-            t = time.perf_counter()
-            st.step(int(ids[i % prompt_len]))
-            times.append(time.perf_counter() - t)
-        out["device"] = st.description
+    st.prefill(ids)
+    st.step(1)
+    t0 = time.perf_counter()
+    st.prefill(ids)
+    t_pre = time.perf_counter() - t0
+    times = []
+    for i in range(tokens):
+        t = time.perf_counter()
+        st.step(int(ids[i % prompt_len]))
+        times.append(time.perf_counter() - t)
+    out["device"] = st.description
     med = float(np.median(times))
     return {**out, "median_ms_per_token": round(med * 1e3, 3), "tokens_per_s": round(1 / med, 1),
             "prefill_ms": round(t_pre * 1e3, 2), "prompt_len": prompt_len, "tokens": tokens,

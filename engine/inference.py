@@ -72,3 +72,23 @@ def step(p: Params, token: np.ndarray, state: InferenceState, cfg: MambaConfig) 
         h = h + (y * silu(z)) @ p[mx + "out_proj.weight"].T
     hf, _ = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
     return hf @ p[EMBEDDINGS].T
+
+
+class CpuStepper:
+    """The CPU backend of ``MambaLM.generate``: the same interface as ``engine.gpu.GpuStepper``
+    (``prefill(ids) -> logits``, ``step(token) -> logits``) over ``prefill``/``step``."""
+
+    description = "cpu (numpy)"
+
+    def __init__(self, p: Params, cfg: MambaConfig) -> None:
+        self.p = p
+        self.cfg = cfg
+        self.state = InferenceState.zeros(cfg, 1, p[EMBEDDINGS].dtype)
+
+    def prefill(self, ids: np.ndarray) -> np.ndarray:
+        """ids (l,) -> logits (v,) of the last position; resets the state."""
+        logits, self.state = prefill(self.p, np.asarray(ids).reshape(1, -1), self.cfg)
+        return logits[0]
+
+    def step(self, token: int) -> np.ndarray:
+        return step(self.p, np.array([token]), self.state, self.cfg)[0]

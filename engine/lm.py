@@ -9,16 +9,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from . import checkpoint as ckpt
 from .config import MambaConfig
-from .inference import prefill, step
+from .inference import CpuStepper
 from .model import logits_forward
 from .params import Params, count, init_params
 from .sampling import SamplingConfig, sample
 from .tokenizer import ByteTokenizer, Tokenizer, load_tokenizer
+
+
+class Stepper(Protocol):
+    """A recurrent decoding backend: CpuStepper or engine.gpu.GpuStepper."""
+
+    def prefill(self, ids: np.ndarray) -> np.ndarray: ...
+    def step(self, token: int) -> np.ndarray: ...
 
 
 @dataclass
@@ -43,29 +51,26 @@ class MambaLM:
         return logits_forward(self.params, np.atleast_2d(tokens), self.config)
 
     def generate_ids(
-        self, prompt_ids: np.ndarray, sampling: SamplingConfig, backend=None  # type: ignore[no-untyped-def]
+        self, prompt_ids: np.ndarray, sampling: SamplingConfig, backend: Stepper | None = None
     ) -> Iterator[int]:
-        """Yield new token ids one at a time (recurrent step; ``backend`` may be a GPU stepper)."""
+        """Yield new token ids one at a time with the recurrent step of ``backend`` (a
+        ``GpuStepper``; the CPU step when None)."""
+        stepper = backend if backend is not None else CpuStepper(self.params, self.config)
         rng = np.random.default_rng(sampling.seed)
-        ids = np.asarray(prompt_ids, dtype=np.int64).reshape(1, -1)
+        ids = np.asarray(prompt_ids, dtype=np.int64).reshape(-1)
         if ids.size == 0:
-            ids = np.array([[self.tokenizer.eos_id]], dtype=np.int64)
-        if backend is not None:
-            logits = backend.prefill(ids[0])
-        else:
-            logits, state = prefill(self.params, ids, self.config)
-            logits = logits[0]
+            ids = np.array([self.tokenizer.eos_id], dtype=np.int64)
+        logits = stepper.prefill(ids)
         for _ in range(sampling.max_new_tokens):
             tok = sample(logits, sampling, rng)
             if sampling.stop_token is not None and tok == sampling.stop_token:
                 return
             yield tok
-            if backend is not None:
-                logits = backend.step(tok)
-            else:
-                logits = step(self.params, np.array([tok]), state, self.config)[0]
+            logits = stepper.step(tok)
 
-    def generate(self, prompt: str, sampling: SamplingConfig | None = None, backend=None) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    def generate(
+        self, prompt: str, sampling: SamplingConfig | None = None, backend: Stepper | None = None
+    ) -> Iterator[str]:
         """Stream decoded text pieces; multi-byte characters are emitted once complete."""
         sampling = sampling or SamplingConfig()
         ids: list[int] = []
