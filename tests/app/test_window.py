@@ -180,17 +180,12 @@ def test_lora_run_exports_peft_adapter_and_merged_model(win, qtbot, tmp_path):
     assert not win.errors, win.errors
 
 
-def test_ui_stays_responsive_while_training_and_close_saves(qtbot, tmp_path):
+def test_ui_stays_responsive_while_training_and_close_saves(win, qtbot):
     from PySide6.QtCore import QTimer
 
-    w = MainWindow(run_dir=str(tmp_path / "run"))
-    qtbot.addWidget(w)
-    w.show()
-    w.train.preset.setCurrentText("tiny")
-    w.train.seq_len.setValue(64)
-    w.train.epochs.setValue(200)
-    w.start_training()
-    qtbot.waitUntil(lambda: len(w.plots.steps) >= 2, timeout=120000)
+    win.train.epochs.setValue(200)
+    win.start_training()
+    qtbot.waitUntil(lambda: len(win.plots.steps) >= 2, timeout=120000)
     ticks = []
     timer = QTimer()
     timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
@@ -199,6 +194,6 @@ def test_ui_stays_responsive_while_training_and_close_saves(qtbot, tmp_path):
     timer.stop()
     assert len(ticks) >= 20, f"the GUI thread ran only {len(ticks)} timer ticks in 1 s"
     assert max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) < 0.5
-    w.close()  # stops the run cooperatively and waits for its checkpoint
-    assert w.worker is None or not w.thread.isRunning()
-    assert (tmp_path / "run" / "trainer_state.json").exists()
+    win.close()  # stops the run cooperatively and waits for its checkpoint
+    assert not win.thread.isRunning()
+    assert (Path(win.run_dir) / "trainer_state.json").exists()
