@@ -78,6 +78,10 @@ def read_tensors(path: Path) -> dict[str, np.ndarray]:
         raise CheckpointError(f"{path}: file not found")
     try:
         return load_file(str(path))
+    except TypeError as exc:  # e.g. "data type 'bfloat16' not understood" (NumPy has no bf16)
+        raise CheckpointError(
+            f"{path}: unsupported tensor dtype ({exc}); convert the weights to float32 or float16"
+        ) from exc
     except Exception as exc:  # SafetensorError is a plain Exception subclass
         raise CheckpointError(f"{path}: corrupt or truncated safetensors file ({exc})") from exc
 

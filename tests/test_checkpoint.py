@@ -103,3 +103,15 @@ def test_training_checkpoint_detects_mixed_files(tmp_path):
     MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=9).save(tmp_path)
     with pytest.raises(CheckpointError, match="do not match trainer_state"):
         Trainer.resume(tmp_path, ids, ids[:0])
+
+
+def test_bfloat16_weights_get_a_clear_error(tmp_path):
+    import struct
+
+    from engine.checkpoint import read_tensors
+
+    hdr = json.dumps({"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}}).encode()
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(struct.pack("<Q", len(hdr)) + hdr + b"\x00\x00\x80\x3f")
+    with pytest.raises(CheckpointError, match="unsupported tensor dtype"):
+        read_tensors(path)
