@@ -63,16 +63,22 @@ def read_text_file(path: Path) -> CorpusFile:
 
 
 def load_corpus(paths: list[str | Path], strict: bool = False) -> Corpus:
-    """Read files and folders (recursively, text-like suffixes). Bad files are collected in
-    ``rejected`` (or raise with ``strict``). Raises CorpusError when nothing usable remains."""
+    """Read files and folders (recursively: text-like suffixes are read, other files are listed as
+    rejected, hidden ones ignored). Bad files are collected in ``rejected`` (or raise with
+    ``strict``). Raises CorpusError when nothing usable remains."""
     corpus = Corpus()
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            candidates = sorted(
-                f for f in p.rglob("*")
-                if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES and not f.name.startswith(".")
-            )
+            candidates = []
+            for f in sorted(p.rglob("*")):
+                rel = f.relative_to(p).parts
+                if not f.is_file() or any(part.startswith(".") for part in rel):
+                    continue  # hidden files and folders (.git, .venv, ...) are not corpus
+                if f.suffix.lower() in TEXT_SUFFIXES:
+                    candidates.append(f)
+                else:
+                    corpus.rejected.append((f, f"not a text file type ({f.suffix})"))
         elif p.exists():
             candidates = [p]
         else:

@@ -11,12 +11,17 @@ def test_bad_files_are_rejected_with_reasons_and_good_ones_kept(tmp_path):
     (tmp_path / "blank.md").write_text("   \n\n")
     (tmp_path / "binary.txt").write_bytes(b"abc\x00\x01\x02def")
     (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (tmp_path / "image.png").write_bytes(b"\x89PNG")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]")
     corpus = load_corpus([tmp_path])
     assert [f.path.name for f in corpus.files] == ["good.txt"]
     reasons = {p.name: r for p, r in corpus.rejected}
     assert "empty" in reasons["empty.txt"] and "empty" in reasons["blank.md"]
     assert "binary" in reasons["binary.txt"]
     assert "UTF-8" in reasons["latin1.txt"] and "offset 3" in reasons["latin1.txt"]
+    assert "not a text file type" in reasons["image.png"]
+    assert "config" not in reasons  # hidden folders are ignored
 
 
 @pytest.mark.parametrize("content", [b"", b"\x00\x00", b"\xff\xfe\xfa"])

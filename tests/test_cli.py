@@ -1,0 +1,58 @@
+import json
+
+from engine.cli import main
+
+
+def _corpus(tmp_path):
+    d = tmp_path / "corpus"
+    d.mkdir()
+    (d / "a.txt").write_text("the cat sat on the mat and looked at the hat. " * 30)
+    (d / "b.bin").write_bytes(b"\x00\x01binary")
+    return d
+
+
+def test_train_generate_eval_resume(tmp_path, capsys):
+    out = tmp_path / "run"
+    corpus = _corpus(tmp_path)
+    args = ["train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
+            "--max-steps", "3", "--out", str(out), "--sample-tokens", "8"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "skipped" in err and "b.bin" in err  # the binary file is reported, the rest trains
+    assert "sample before training" in err and "saved" in err
+    assert (out / "model.safetensors").exists() and (out / "trainer_state.json").exists()
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["step"] == 3
+    assert main(["train", str(corpus), "--resume", str(out), "--seq-len", "32",
+                 "--out", str(out), "--sample-tokens", "0"]) == 0
+    assert json.loads((out / "trainer_state.json").read_text())["step"] == 3  # max_steps kept
+    assert main(["generate", str(out), "--prompt", "the ", "--max-new-tokens", "5"]) == 0
+    assert capsys.readouterr().out.startswith("the ")
+    assert main(["eval", str(out), str(corpus), "--seq-len", "32"]) == 0
+    assert "perplexity" in capsys.readouterr().out
+
+
+def test_lora_bpe_and_adapter_export(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--tokenizer", "bpe",
+                 "--bpe-vocab", "300", "--seq-len", "16", "--batch", "2", "--max-steps", "2",
+                 "--lora", "in_proj,out_proj", "--export-adapter", str(tmp_path / "ad"),
+                 "--out", str(out), "--sample-tokens", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "LoRA r=8: 4 modules adapted" in err and "PEFT" in err
+    assert (tmp_path / "ad" / "adapter_model.safetensors").exists()
+
+
+def test_bad_input_exits_with_a_clear_error(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert main(["train", str(empty), "--out", str(tmp_path / "r")]) == 2
+    assert "error: no usable text" in capsys.readouterr().err
+    assert main(["generate", str(tmp_path / "nope")]) == 2
+    assert "no config.json" in capsys.readouterr().err
+
+
+def test_bench_json_line(capsys):
+    assert main(["bench", "--json", "--configs", "small", "--steps", "1"]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["config"] == "small" and line["tokens_per_s"] > 0 and "blas_kernel" in line
