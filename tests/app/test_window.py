@@ -197,3 +197,13 @@ def test_ui_stays_responsive_while_training_and_close_saves(win, qtbot):
     win.close()  # stops the run cooperatively and waits for its checkpoint
     assert not win.thread.isRunning()
     assert (Path(win.run_dir) / "trainer_state.json").exists()
+
+
+def test_corpus_shorter_than_a_sequence_shows_an_error_and_returns_to_idle(win, qtbot, tmp_path):
+    short = tmp_path / "short.txt"
+    short.write_text("only a few words")
+    win.corpus.files.clear()
+    win.corpus.add_paths([str(short)], sync=True)
+    win.start_training()
+    qtbot.waitUntil(lambda: win.state == "idle", timeout=60000)
+    assert win.errors and "shorter than one sequence" in win.errors[-1]
