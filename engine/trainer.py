@@ -244,6 +244,11 @@ class Trainer:
             return np.arange(n)
         return np.random.default_rng([self.cfg.seed, epoch]).permutation(n)
 
+    def current_lr(self) -> float:
+        """The learning rate of the next optimizer step (warmup + cosine)."""
+        c = self.cfg
+        return lr_at(self.cursor.step, self.total_steps, c.lr, c.warmup_steps, c.min_lr_ratio)
+
     # ------------------------------------------------------------------ one step
     def train_step(self, rows: np.ndarray) -> tuple[float, float, bool, tuple[str, ...]]:
         """One optimizer step over ``rows`` (indices into the row table), in micro-batches."""
@@ -264,11 +269,10 @@ class Trainer:
             )
             loss_sum += ls
         loss = loss_sum / n_valid
+        grads = self.trainable.grads(self._grads)  # also consumes LoRA-dropout terms
         if not math.isfinite(loss):
             return loss, float("nan"), True, ()
-        grads = self.trainable.grads(self._grads)
-        lr = lr_at(self.cursor.step, self.total_steps, c.lr, c.warmup_steps, c.min_lr_ratio)
-        stats = self.optimizer.step(self.trainable.tensors, grads, lr)
+        stats = self.optimizer.step(self.trainable.tensors, grads, self.current_lr())
         self.trainable.refresh()
         return loss, stats.grad_norm, False, tuple(stats.skipped)
 
@@ -297,6 +301,7 @@ class Trainer:
                 g = self.cursor.group
                 rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
                 ts = time.perf_counter()
+                lr = self.current_lr()
                 loss, norm, bad, skipped = self.train_step(rows)
                 self.cursor.group += 1
                 self.cursor.step += 1
@@ -311,7 +316,7 @@ class Trainer:
                     val_loss = evaluate(self.lm, self.val_ids, c.seq_len).loss
                 report = StepReport(
                     self.cursor.step, self.cursor.epoch, total, loss, norm,
-                    lr_at(self.cursor.step - 1, total, c.lr, c.warmup_steps, c.min_lr_ratio),
+                    lr,
                     step_rate, remaining / rate if rate > 0 else float("inf"), elapsed,
                     bad, skipped, val_loss,
                 )
