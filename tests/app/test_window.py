@@ -207,3 +207,15 @@ def test_corpus_shorter_than_a_sequence_shows_an_error_and_returns_to_idle(win, 
     win.start_training()
     qtbot.waitUntil(lambda: win.state == "idle", timeout=60000)
     assert win.errors and "shorter than one sequence" in win.errors[-1]
+
+
+def test_preview_falls_back_to_cpu_and_says_why(win, qtbot, monkeypatch):
+    monkeypatch.setenv("MAMBA_STUDIO_GPU", "off")  # as if no adapter could be used
+    win.train.max_steps.setValue(1)
+    win.start_training()
+    qtbot.waitUntil(lambda: win.state == "idle", timeout=120000)
+    assert "CPU step" in win.preview.backend.text() and "disabled" in win.preview.backend.text()
+    win.use_gpu.setChecked(False)
+    win.start_training()
+    qtbot.waitUntil(lambda: win.state == "idle", timeout=120000)
+    assert "switched off" in win.preview.backend.text()
