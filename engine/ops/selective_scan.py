@@ -20,6 +20,7 @@ walks back in time with the reverse recurrence (anchors-field.md §1.7):
     dA = sum_t g_t delta_t exp(delta_t A) h_{t-1};    dA_log = dA * A
 Per-job partial sums (dB, dC over channel chunks; dA, dD over batch) are reduced afterwards in NumPy,
 so results are deterministic. Reference: engine/reference.py::selective_scan.
+Derivation: docs/derivations/selective_scan_backward.md.
 """
 
 from __future__ import annotations
