@@ -27,7 +27,10 @@ def _set_runtime_defaults() -> None:
         digest = hashlib.sha1()
         for src in sorted(here.rglob("*.py")):
             digest.update(src.read_bytes())
-        os.environ["NUMBA_CACHE_DIR"] = str(here.parent / ".numba-cache" / digest.hexdigest()[:12])
+        base = here.parent / ".numba-cache"
+        if not os.access(here.parent, os.W_OK):  # installed read-only: use the user's cache
+            base = Path.home() / ".cache" / "mamba-studio" / "numba"
+        os.environ["NUMBA_CACHE_DIR"] = str(base / digest.hexdigest()[:12])
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
