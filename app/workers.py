@@ -1,8 +1,10 @@
 """Worker objects that run engine work off the GUI thread.
 
 ``TrainWorker`` lives in its own QThread for a whole run: it builds the tokenizer, model and
-trainer, trains with cooperative pause/stop, autosaves after every epoch and on stop, and makes
-generation previews (step-0 baseline, then every epoch) on the wgpu path with a CPU fallback.
+trainer, trains with cooperative pause/stop and autosaves after every epoch and on stop.
+Generation previews (step-0 baseline, then every epoch) run on a second, single preview thread
+from a snapshot of the weights, on the wgpu path with a CPU fallback, so training never waits
+for them; that thread alone owns the GPU device.
 Signals carry immutable engine reports or plain strings, never live arrays.
 ``run_in_thread`` runs one short job (load/save/export) on the thread pool.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import queue
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,8 +56,10 @@ class TrainWorker(QObject):
         self.sampling = sampling
         self.trainer: engine.Trainer | None = None
         self._requests: queue.Queue[tuple[str, str]] = queue.Queue()
-        self._stepper: Any = None
+        self._stepper: Any = None  # created and used only on the preview thread
+        self._preview_lm: engine.MambaLM | None = None
         self._backend = "cpu"
+        self._previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preview")
 
     # ---------------------------------------------------------------- requests from the GUI
     def request(self, kind: str, path: str) -> None:
@@ -114,17 +119,39 @@ class TrainWorker(QObject):
         return engine.Trainer(lm, tr_ids, va_ids, j.train)
 
     def _preview(self, tag: str) -> None:
+        """Queue a preview of the current weights on the preview thread; training goes on."""
         tr = self.trainer
         assert tr is not None
-        if self._stepper is not None:
-            self._stepper.sync()
-        texts = []
-        for prompt in self.prompts:
-            try:
-                texts.append(prompt + "".join(tr.lm.generate(prompt, self.sampling, self._stepper)))
-            except FloatingPointError as exc:
-                texts.append(f"{prompt} [generation failed: {exc}]")
-        self.preview_ready.emit(tag, "\n\n".join(texts), self._backend)
+        snapshot = {k: v.copy() for k, v in tr.lm.params.items()}
+        self._previews.submit(self._render, tag, snapshot)
+
+    def _render(self, tag: str, snapshot: dict) -> None:
+        """Runs on the single preview thread, which alone owns the GPU stepper."""
+        try:
+            tr = self.trainer
+            assert tr is not None
+            if self._preview_lm is None:
+                self._preview_lm = engine.MambaLM(tr.lm.config, snapshot, tr.lm.tokenizer)
+                if self.job.use_gpu:
+                    self._stepper, reason = engine.open_stepper(self._preview_lm)
+                else:
+                    self._stepper, reason = None, "GPU preview switched off"
+                self._backend = reason if self._stepper is not None else f"CPU step — {reason}"
+            else:
+                for k, v in snapshot.items():
+                    self._preview_lm.params[k][...] = v
+            if self._stepper is not None:
+                self._stepper.sync()
+            texts = []
+            for prompt in self.prompts:
+                try:
+                    pieces = self._preview_lm.generate(prompt, self.sampling, self._stepper)
+                    texts.append(prompt + "".join(pieces))
+                except FloatingPointError as exc:
+                    texts.append(f"{prompt} [generation failed: {exc}]")
+            self.preview_ready.emit(tag, "\n\n".join(texts), self._backend)
+        except Exception:
+            self.info.emit(f"preview failed: {traceback.format_exc()}")
 
     @Slot()
     def run(self) -> None:
@@ -138,18 +165,15 @@ class TrainWorker(QObject):
             )
             for note in getattr(tr.trainable, "notices", []):
                 self.info.emit(f"note: {note}")
-            if self.job.use_gpu:
-                self._stepper, reason = engine.open_stepper(tr.lm)
-            else:
-                self._stepper, reason = None, "GPU preview switched off"
-            self._backend = reason if self._stepper is not None else f"CPU step — {reason}"
             self._preview("step 0")
             tr.run(on_step=self._on_step, on_epoch=self._on_epoch, control=self.control)
             self.serve_requests()
             tr.save(self.job.run_dir)
             self.saved.emit(f"checkpoint saved to {self.job.run_dir}")
+            self._previews.shutdown(wait=True)  # pending previews land before `finished`
             self.finished.emit(self.job.run_dir)
         except Exception as exc:
+            self._previews.shutdown(wait=True)
             if self.trainer is not None:
                 try:  # never lose a run: keep the last state (training stops between steps)
                     self.trainer.save(self.job.run_dir)
