@@ -118,7 +118,7 @@ class TrainPanel(QWidget):
         self._restore()
         for w in (self.preset, self.tokenizer):
             w.currentIndexChanged.connect(self._update)
-        for w in (self.d_model, self.n_layer, self.d_state, self.rank):
+        for w in (self.d_model, self.n_layer, self.d_state, self.rank, self.bpe_vocab):
             w.valueChanged.connect(self._update)
         for cb in (self.lora, self.wsla, *self.targets.values()):
             cb.toggled.connect(self._update)
@@ -169,7 +169,9 @@ class TrainPanel(QWidget):
                 w.blockSignals(True)
                 w.setValue(v)
                 w.blockSignals(False)
-        self.bpe_vocab.setEnabled(self.tokenizer.currentText() == "bpe")
+        bpe = self.tokenizer.currentText() == "bpe"
+        self.bpe_vocab.setEnabled(bpe)
+        self.vocab_hint = self.bpe_vocab.value() if bpe else engine.ByteTokenizer.vocab_size
         lora_on = self.lora.isChecked()
         for t, cb in self.targets.items():
             cb.setEnabled(lora_on and (not self.wsla.isChecked() or t == "x_proj"))

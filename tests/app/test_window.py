@@ -92,6 +92,11 @@ def test_lora_and_wsla_toggles_reach_the_trainer_config(win):
     assert win.train.trainable.text() != n_lora
     win.train.lora.setChecked(False)
     assert win.make_job().train.lora is None
+    win.train.wsla.setChecked(False)
+    full_bytes = win.train.trainable.text()
+    win.train.tokenizer.setCurrentText("bpe")
+    win.train.bpe_vocab.setValue(4096)
+    assert win.train.trainable.text() != full_bytes  # the embedding grows with the vocabulary
 
 
 def test_train_pause_resume_stop_preview_and_checkpoint(win, qtbot, tmp_path):
