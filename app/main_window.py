@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QThread, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QIcon
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
@@ -113,6 +113,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(body)
         self._menus()
         self.corpus.rejected.connect(self._notice)
+        self.setAcceptDrops(True)  # files dropped anywhere on the window join the corpus
         self.corpus.load_sample()
         self._set_state("idle")
         geom = settings.load("window/geometry", None)
@@ -331,6 +332,15 @@ class MainWindow(QMainWindow):
         path = QFileDialog.getExistingDirectory(self, f"Export {kind} into folder")
         if path:
             self.export(kind, path)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
+        if self.state == "idle":
+            self.corpus.drop.dragEnterEvent(event)
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
+        self.corpus.drop.dropEvent(event)
 
     # ---------------------------------------------------------------- shutdown
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802

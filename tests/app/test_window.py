@@ -65,6 +65,13 @@ def test_drop_good_and_bad_files(win, qtbot, tmp_path):
     assert "UTF-8" in msg and "binary" in msg
 
 
+def test_drop_anywhere_on_the_window(win, qtbot, tmp_path):
+    f = tmp_path / "code.py"
+    f.write_text("def f(x):\n    return x + 1\n" * 10)
+    _drop(win, [f])
+    qtbot.waitUntil(lambda: str(f) in win.corpus.paths())
+
+
 def test_text_only_drag_is_rejected(win):
     mime = QMimeData()
     mime.setText("just text")
