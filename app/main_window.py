@@ -113,6 +113,10 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(body)
         self._menus()
         self.corpus.rejected.connect(self._notice)
+        self.preview.prompts.textChanged.connect(self._push_preview_settings)
+        for knob in (self.preview.temperature, self.preview.top_k, self.preview.top_p,
+                     self.preview.length):
+            knob.valueChanged.connect(self._push_preview_settings)
         self.setAcceptDrops(True)  # files dropped anywhere on the window join the corpus
         self.corpus.load_sample()
         self._set_state("idle")
@@ -199,7 +203,6 @@ class MainWindow(QMainWindow):
         self.worker.preview_ready.connect(self.preview.show_preview)
         self.worker.failed.connect(self._error)
         self.worker.finished.connect(self._on_finished)
-        self.preview.prompts.textChanged.connect(self._push_preview_settings)
         self._set_state("running")
         self.status.setText("preparing (tokenizer, model, kernels)…")
         self.thread.start()

@@ -112,6 +112,9 @@ def test_train_pause_resume_stop_preview_and_checkpoint(win, qtbot, tmp_path):
     win.start_training()
     qtbot.waitUntil(lambda: "step 0" in win.preview.tag.text(), timeout=120000)
     assert win.preview.output.toPlainText().startswith("The")
+    win.preview.prompts.setPlainText("Once")  # edits reach the running worker
+    win.preview.temperature.setValue(0.0)
+    assert win.worker.prompts == ["Once"] and win.worker.sampling.temperature == 0.0
     assert "backend:" in win.preview.backend.text()
     qtbot.waitUntil(lambda: len(win.plots.steps) >= 3, timeout=60000)
     win.pause()
