@@ -163,7 +163,7 @@ class TrainWorker(QObject):
                 f"{tr.optimizer.state_bytes():,} bytes; {len(tr.train_ids):,} training / "
                 f"{len(tr.val_ids):,} held-out tokens; {tr.total_steps} steps"
             )
-            for note in getattr(tr.trainable, "notices", []):
+            for note in tr.trainable.notices:
                 self.info.emit(f"note: {note}")
             self._preview("step 0")
             tr.run(on_step=self._on_step, on_epoch=self._on_epoch, control=self.control)

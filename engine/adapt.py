@@ -71,9 +71,8 @@ class FastAdapter:
 
     def _snapshot(self) -> _Snapshot:
         opt = self.optimizer
-        adapters = {}
-        if self.trainable is not None and hasattr(self.trainable, "state_tensors"):
-            adapters = {k: v.copy() for k, v in self.trainable.state_tensors().items()}
+        extra = self.trainable.state_tensors() if self.trainable is not None else {}
+        adapters = {k: v.copy() for k, v in extra.items()}
         return _Snapshot(
             {k: v.copy() for k, v in self.lm.params.items()},
             {k: v.copy() for k, v in opt.m.items()} if opt else {},
@@ -95,7 +94,7 @@ class FastAdapter:
                     self.optimizer.v[k].fill(0)
             self.optimizer.t = snap.t
         if snap.adapters and self.trainable is not None:
-            self.trainable.load_state_tensors(snap.adapters)  # type: ignore[attr-defined]
+            self.trainable.load_state_tensors(snap.adapters)
 
     def adapt(self, text: str, holdout: str | None = None) -> AdaptReport:
         ids = self.lm.tokenizer.encode(text)

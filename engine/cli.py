@@ -81,7 +81,7 @@ def cmd_train(a: argparse.Namespace) -> int:
     print(f"model: {lm.n_params:,} parameters; {trainer.trainable.describe()}; optimizer state "
           f"{trainer.optimizer.state_bytes():,} bytes; {len(train_ids):,} train / "
           f"{len(val_ids):,} held-out tokens", file=sys.stderr)
-    for note in getattr(trainer.trainable, "notices", []):
+    for note in trainer.trainable.notices:
         print(f"note: {note}", file=sys.stderr)
     sampling = SamplingConfig(max_new_tokens=a.sample_tokens, seed=a.seed)
 

@@ -5,6 +5,9 @@
 * ``grads(g)``      model gradients (every parameter) -> gradients of ``tensors``
 * ``refresh()``     called after each optimizer step (LoRA re-merges its targets here)
 * ``needs()``       the model parameters whose gradient must be computed (the rest are skipped)
+* ``dropout_hooks(step, micro)``  linear hooks for one micro-batch (LoRA dropout) or None
+* ``state_tensors()`` / ``load_state_tensors(t)``  extra state a checkpoint or rollback must keep
+* ``notices``       messages for the user (rank clamps, PEFT warnings)
 
 ``FullTrainable`` trains every parameter or a named subset (WSLA trains only each layer's x_proj);
 ``engine.lora.LoRATrainable`` trains low-rank adapters over a frozen base.
@@ -14,16 +17,23 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .params import Params, short_name
+import numpy as np
+
+from .model import LinearHooks
+from .params import Params, decays, short_name
 
 
 class Trainable(Protocol):
     tensors: Params
+    notices: list[str]
 
     def effective(self) -> Params: ...
     def grads(self, model_grads: Params) -> Params: ...
     def refresh(self) -> None: ...
     def needs(self) -> list[str]: ...
+    def dropout_hooks(self, step: int, micro: int) -> LinearHooks | None: ...
+    def state_tensors(self) -> dict[str, np.ndarray]: ...
+    def load_state_tensors(self, tensors: dict[str, np.ndarray]) -> None: ...
     def decays(self, name: str) -> bool: ...
     def describe(self) -> str: ...
 
@@ -32,12 +42,10 @@ class FullTrainable:
     """Train ``names`` of ``params`` directly (all of them by default)."""
 
     def __init__(self, params: Params, names: list[str] | None = None, label: str = "full") -> None:
-        from .params import decays
-
         self.params = params
         self.tensors = {n: params[n] for n in (names if names is not None else list(params))}
-        self._decays = decays
         self.label = label
+        self.notices: list[str] = []
 
     def effective(self) -> Params:
         return self.params
@@ -51,8 +59,17 @@ class FullTrainable:
     def refresh(self) -> None:
         return None
 
+    def dropout_hooks(self, step: int, micro: int) -> LinearHooks | None:
+        return None
+
+    def state_tensors(self) -> dict[str, np.ndarray]:
+        return {}  # everything lives in the weights and the optimizer
+
+    def load_state_tensors(self, tensors: dict[str, np.ndarray]) -> None:
+        return None
+
     def decays(self, name: str) -> bool:
-        return bool(self._decays(name))
+        return bool(decays(name))
 
     def describe(self) -> str:
         n = sum(a.size for a in self.tensors.values())

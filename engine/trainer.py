@@ -204,8 +204,7 @@ class Trainer:
         self.cursor = _Cursor()
         self.history: list[StepReport] = []
         self.epochs: list[EpochReport] = []
-        needed = self.trainable.needs() if hasattr(self.trainable, "needs") else list(self.lm.params)
-        self._grads = {n: np.zeros_like(self.lm.params[n]) for n in needed}
+        self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
 
     def _default_trainable(self) -> Trainable:
         c = self.cfg
@@ -259,13 +258,12 @@ class Trainer:
             g.fill(0.0)
         n_valid = int(np.count_nonzero(self.targets[rows] >= 0))
         loss_sum = 0.0
-        dropout = getattr(self.trainable, "dropout_hooks", None)
         for micro, s in enumerate(range(0, len(rows), c.batch_size)):
             mb = rows[s : s + c.batch_size]
             ls, _ = loss_and_grad(
                 params, self.inputs[mb], self.targets[mb], self.lm.config, self._grads,
                 1.0 / n_valid, checkpoint=c.activation_checkpointing,
-                hooks=dropout(self.cursor.step, micro) if dropout is not None else None,
+                hooks=self.trainable.dropout_hooks(self.cursor.step, micro),
             )
             loss_sum += ls
         loss = loss_sum / n_valid
@@ -355,9 +353,8 @@ class Trainer:
         """Atomically write a resumable training checkpoint (weights + optimizer + cursor)."""
         folder = Path(folder)
         hashes = self.lm.save(folder)
-        extra: dict[str, np.ndarray] = dict(self.optimizer.state_tensors())
-        if isinstance(self.trainable, LoRATrainable):
-            extra.update(self.trainable.state_tensors())
+        assert self.trainable is not None
+        extra = {**self.optimizer.state_tensors(), **self.trainable.state_tensors()}
         ckpt.atomic_write_bytes(folder / "optimizer.safetensors", ckpt.tensors_to_bytes(extra))
         hashes["optimizer.safetensors"] = ckpt.sha256_file(folder / "optimizer.safetensors")
         state = {
@@ -393,8 +390,8 @@ class Trainer:
                 "corpus and tokenizer (or start a new run from these weights)"
             )
         tensors = ckpt.read_tensors(folder / "optimizer.safetensors")
-        if isinstance(self.trainable, LoRATrainable):
-            self.trainable.load_state_tensors(tensors)
+        assert self.trainable is not None
+        self.trainable.load_state_tensors(tensors)
         try:
             self.optimizer.load_state_tensors(tensors, state["optimizer_t"])
         except ValueError as exc:
