@@ -37,13 +37,6 @@ SAMPLE_CORPUS = ROOT / "assets" / "sample_corpus"
 ICON = ROOT / "assets" / "icon.svg"
 
 
-def _fmt_eta(s: float) -> str:
-    if s != s or s == float("inf"):
-        return "--:--"
-    s = int(s)
-    return f"{s // 60:02d}:{s % 60:02d}" if s < 3600 else f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
 class MainWindow(QMainWindow):
     state_changed = Signal(str)  # idle | running | paused | stopping
 
@@ -236,7 +229,7 @@ class MainWindow(QMainWindow):
             self.status.setText(
                 f"step {r.step}/{r.total_steps} · epoch {r.epoch + 1} · loss {r.loss:.4f} · "
                 f"grad norm {r.grad_norm:.3f} · lr {r.lr:.2e} · {r.tokens_per_s:,.0f} tok/s · "
-                f"ETA {_fmt_eta(r.eta_s)}{nan}"
+                f"ETA {engine.format_duration(r.eta_s)}{nan}"
             )
 
     def _on_epoch(self, e: engine.EpochReport) -> None:

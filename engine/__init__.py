@@ -85,6 +85,7 @@ from .trainer import (  # noqa: E402
     TrainControl,
     Trainer,
     evaluate,
+    format_duration,
 )
 
 __all__ = [
@@ -94,6 +95,6 @@ __all__ = [
     "LoRAConfig", "LoRATrainable", "MambaConfig", "MambaLM", "MambaStudioError", "SamplingConfig",
     "ShardSpec", "StepReport", "TokenizerError", "TrainConfig", "TrainControl", "Trainer",
     "TrainingError", "atomic_write_bytes", "count_trainable", "GpuUnavailable",
-    "open_stepper", "encode_corpus", "evaluate", "load_adapter",
+    "open_stepper", "encode_corpus", "evaluate", "format_duration", "load_adapter",
     "load_corpus", "load_tokenizer", "preset", "split_holdout",
 ]

@@ -8,15 +8,9 @@ import time
 from pathlib import Path
 
 from .errors import MambaStudioError
+from .trainer import format_duration
 
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
-
-
-def _fmt_time(s: float) -> str:
-    if s != s or s == float("inf"):
-        return "--:--"
-    s = int(s)
-    return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
 
 
 def _progress(report) -> None:  # type: ignore[no-untyped-def]
@@ -26,7 +20,7 @@ def _progress(report) -> None:  # type: ignore[no-untyped-def]
     sys.stderr.write(
         f"\r[{bar}] {report.step}/{report.total_steps} ep {report.epoch + 1} loss {report.loss:.4f} "
         f"gnorm {report.grad_norm:.3f} lr {report.lr:.2e} {report.tokens_per_s:,.0f} tok/s "
-        f"ETA {_fmt_time(report.eta_s)}{flag}   "
+        f"ETA {format_duration(report.eta_s)}{flag}   "
     )
     sys.stderr.flush()
 

@@ -81,6 +81,14 @@ class StepReport:
     val_loss: float | None = None  # held-out loss, on steps where ``eval_every`` asks for it
 
 
+def format_duration(seconds: float) -> str:
+    """ETA text for progress displays: "MM:SS", "H:MM:SS" from an hour on, "--:--" if unknown."""
+    if not math.isfinite(seconds):
+        return "--:--"
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
+
+
 @dataclass(frozen=True)
 class EvalReport:
     loss: float

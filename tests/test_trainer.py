@@ -121,3 +121,11 @@ def test_nan_loss_is_reported_and_aborts_after_limit():
 def test_corpus_shorter_than_one_sequence_is_a_clear_error():
     with pytest.raises(CorpusError, match="shorter than one sequence"):
         Trainer(_lm(), np.arange(10), np.arange(0), TrainConfig(seq_len=16))
+
+
+def test_format_duration():
+    from engine import format_duration
+
+    assert format_duration(65.9) == "01:05"
+    assert format_duration(3725) == "1:02:05"
+    assert format_duration(float("inf")) == format_duration(float("nan")) == "--:--"
