@@ -258,26 +258,18 @@ class MainWindow(QMainWindow):
 
     # ---------------------------------------------------------------- checkpoints
     def save_checkpoint(self, path: str) -> None:
-        """Save a resumable checkpoint: queued between steps while training, else from the
-        last run folder."""
-        if self.worker is not None:
-            self.worker.request("save", path)
-            return
-        src = self._finished_worker
-        if src is None or src.trainer is None:
-            self._error("Nothing to save yet: train first or open a model.")
-            return
-        trainer = src.trainer
-        run_in_thread(lambda: trainer.save(path), lambda _: self._on_saved(f"saved to {path}"),
-                      self._error)
+        """Save a resumable checkpoint of the running or the last run."""
+        self.export("save", path)
 
     def export(self, kind: str, path: str) -> None:
+        """'save' | 'adapter' | 'merged' into ``path``: queued between steps while training,
+        else done on the thread pool from the last run's trainer."""
         if self.worker is not None:
             self.worker.request(kind, path)
             return
         src = self._finished_worker
         if src is None or src.trainer is None:
-            self._error("Nothing to export yet: train first.")
+            self._error(f"Nothing to {'save' if kind == 'save' else 'export'} yet: train first.")
             return
         src.request(kind, path)
         run_in_thread(src.serve_requests, lambda _: None, self._error)
