@@ -5,13 +5,12 @@ for 2048^3: the ceiling the training-step numbers should be read against.
 """
 
 import json
-import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 import engine  # noqa: F401  (same thread settings as training)
-from engine.bench import blas_info
+from engine.bench import blas_info, time_calls
 
 SHAPES = [(2048, 2048, 2048), (1024, 128, 512), (1024, 256, 128), (2048, 256, 1024),
           (2048, 512, 256)]
@@ -23,13 +22,7 @@ if __name__ == "__main__":
             for m, k, n in SHAPES:
                 a = rng.random((m, k), dtype=np.float32)
                 b = rng.random((k, n), dtype=np.float32)
-                a @ b
-                times = []
-                for _ in range(20):
-                    t = time.perf_counter()
-                    a @ b
-                    times.append(time.perf_counter() - t)
-                med = float(np.median(times))
+                med = float(np.median(time_calls(lambda _, a=a, b=b: a @ b, 20)))
                 print(json.dumps({"bench": "sgemm", "threads": threads, "m": m, "k": k, "n": n,
                                   "median_gflops": round(2 * m * k * n / med / 1e9, 1),
                                   **blas_info()}))

@@ -6,12 +6,12 @@ without activation checkpointing, preset medium (batch 8 x 256). Gradients are i
 """
 
 import json
-import time
 import tracemalloc
 
 import numpy as np
 
 import engine  # noqa: F401
+from engine.bench import time_calls
 from engine.config import preset
 from engine.model import loss_and_grad
 from engine.params import init_params, zeros_like
@@ -24,12 +24,8 @@ if __name__ == "__main__":
     tg = rng.integers(0, 256, (8, 256))
     for ck in (False, True):
         g = zeros_like(p)
-        loss_and_grad(p, tok, tg, cfg, g, 1 / tg.size, checkpoint=ck)
-        times = []
-        for _ in range(5):
-            t = time.perf_counter()
-            loss_and_grad(p, tok, tg, cfg, g, 1 / tg.size, checkpoint=ck)
-            times.append(time.perf_counter() - t)
+        times = time_calls(lambda _, g=g, ck=ck: loss_and_grad(p, tok, tg, cfg, g, 1 / tg.size,
+                                                               checkpoint=ck), 5)
         tracemalloc.start()
         loss_and_grad(p, tok, tg, cfg, g, 1 / tg.size, checkpoint=ck)
         _, peak = tracemalloc.get_traced_memory()

@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,19 @@ def blas_info() -> dict[str, Any]:
         "blas_kernel": i.get("architecture"),
         "blas_threads": i.get("num_threads"),
     }
+
+
+def time_calls(fn: Callable[[int], object], repeats: int, warmup: int = 1) -> list[float]:
+    """Seconds taken by ``fn(i)`` for i = warmup .. warmup + repeats - 1, after ``warmup``
+    untimed calls (which also pay for Numba compilation)."""
+    for i in range(warmup):
+        fn(i)
+    times = []
+    for i in range(warmup, warmup + repeats):
+        t = time.perf_counter()
+        fn(i)
+        times.append(time.perf_counter() - t)
+    return times
 
 
 def set_threads(n: int) -> None:
@@ -67,13 +81,8 @@ def bench_train_step(name: str, steps: int = 10, warmup: int = 3, mode: str = "f
         wsla=mode == "wsla",
     )
     tr = Trainer(lm, ids, ids[:0], tc)
-    times = []
-    for s in range(warmup + steps):
-        rows = np.arange(s * c["batch"], (s + 1) * c["batch"])
-        t = time.perf_counter()
-        tr.train_step(rows)
-        if s >= warmup:
-            times.append(time.perf_counter() - t)
+    times = time_calls(lambda s: tr.train_step(np.arange(s * c["batch"], (s + 1) * c["batch"])),
+                       steps, warmup)
     med = float(np.median(times))
     tokens = c["batch"] * c["seq_len"]
     return {
@@ -135,16 +144,10 @@ def bench_generate(name: str, backend: str, tokens: int = 64, prompt_len: int = 
         st, reason = open_stepper(lm)
         if st is None:
             return {**out, "error": reason}
-    st.prefill(ids)
+    st.prefill(ids)  # warm-up: compilation, pipelines
     st.step(1)
-    t0 = time.perf_counter()
-    st.prefill(ids)
-    t_pre = time.perf_counter() - t0
-    times = []
-    for i in range(tokens):
-        t = time.perf_counter()
-        st.step(int(ids[i % prompt_len]))
-        times.append(time.perf_counter() - t)
+    t_pre = time_calls(lambda _: st.prefill(ids), 1, warmup=0)[0]
+    times = time_calls(lambda i: st.step(int(ids[i % prompt_len])), tokens, warmup=0)
     out["device"] = st.description
     med = float(np.median(times))
     return {**out, "median_ms_per_token": round(med * 1e3, 3), "tokens_per_s": round(1 / med, 1),
