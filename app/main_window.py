@@ -53,7 +53,6 @@ class MainWindow(QMainWindow):
         self._finished_worker: TrainWorker | None = None  # the last run, for save/export
         self.init_dir: str | None = None
         self.resume_dir: str | None = None
-        self.last_checkpoint: str | None = None
 
         self.corpus = CorpusPanel(SAMPLE_CORPUS)
         self.train = TrainPanel()
@@ -240,7 +239,6 @@ class MainWindow(QMainWindow):
                      f"{e.grad_norm:.3f}{val}")
 
     def _on_saved(self, msg: str) -> None:
-        self.last_checkpoint = self.run_dir
         self._notice(msg)
 
     def _on_finished(self, run_dir: str) -> None:
@@ -248,7 +246,6 @@ class MainWindow(QMainWindow):
             self.thread.quit()
             self.thread.wait()
         if run_dir:
-            self.last_checkpoint = run_dir
             self.resume_dir = None
             self.init_dir = None
         self.thread = None
