@@ -189,7 +189,7 @@ class MainWindow(QMainWindow):
         self.worker.moveToThread(self.thread)
         self.thread.started.connect(self.worker.run)
         self.worker.info.connect(self._notice)
-        self.worker.saved.connect(self._on_saved)
+        self.worker.saved.connect(self._notice)
         self.worker.step_finished.connect(self._on_step)
         self.worker.epoch_finished.connect(self._on_epoch)
         self.worker.preview_ready.connect(self.preview.show_preview)
@@ -237,9 +237,6 @@ class MainWindow(QMainWindow):
         val = f", held-out {e.val.loss:.4f} (ppl {e.val.perplexity:.2f})" if e.val else ""
         self._notice(f"epoch {e.epoch + 1}: train {e.train_loss:.4f}, grad norm "
                      f"{e.grad_norm:.3f}{val}")
-
-    def _on_saved(self, msg: str) -> None:
-        self._notice(msg)
 
     def _on_finished(self, run_dir: str) -> None:
         if self.thread is not None:

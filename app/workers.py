@@ -95,8 +95,7 @@ class TrainWorker(QObject):
         for p, why in corpus.rejected:
             self.info.emit(f"skipped {p}: {why}")
         if j.resume_dir:
-            lm = engine.MambaLM.load(j.resume_dir)
-            ids = engine.encode_corpus(corpus.texts, lm.tokenizer)
+            ids = engine.encode_corpus(corpus.texts, engine.load_tokenizer(j.resume_dir))
             tr_ids, va_ids = engine.split_holdout(ids, j.holdout, j.train.seq_len)
             trainer = engine.Trainer.resume(j.resume_dir, tr_ids, va_ids, epochs=j.train.epochs,
                                             max_steps=j.train.max_steps)

@@ -36,6 +36,7 @@ def cmd_train(a: argparse.Namespace) -> int:
         Trainer,
         encode_corpus,
         load_corpus,
+        load_tokenizer,
         preset,
         split_holdout,
     )
@@ -55,8 +56,7 @@ def cmd_train(a: argparse.Namespace) -> int:
         warmup_steps=a.warmup, eval_every=a.eval_every,
     )
     if a.resume:
-        lm = MambaLM.load(a.resume)
-        ids = encode_corpus(corpus.texts, lm.tokenizer)
+        ids = encode_corpus(corpus.texts, load_tokenizer(a.resume))
         train_ids, val_ids = split_holdout(ids, a.holdout, a.seq_len)
         trainer = Trainer.resume(a.resume, train_ids, val_ids)
         lm = trainer.lm
