@@ -52,7 +52,6 @@ class GpuStepper:
         cfg = self.cfg
         d, e, n, r, k, v = cfg.d_model, cfg.d_inner, cfg.d_state, cfg.dt_rank, cfg.d_conv, cfg.vocab_size
         S = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
-        self._usage = S
 
         def buf(nbytes: int) -> Any:
             return self.dev.create_buffer(size=max(16, nbytes), usage=S)
