@@ -67,6 +67,15 @@ class LoRAConfig:
         return cls(**{**d, "targets": tuple(d["targets"])})
 
 
+def _peft_keys(name: str) -> tuple[str, str]:
+    """PEFT's (A key, B key) for a parameter; the embedding uses lora_embedding_A/B, which store
+    our B.T (r, v) and A.T (d, r)."""
+    module = "base_model.model." + (name.rsplit(".", 1)[0] if name.endswith(".weight") else name)
+    if name == EMBEDDINGS:
+        return module + ".lora_embedding_A", module + ".lora_embedding_B"
+    return module + ".lora_A.weight", module + ".lora_B.weight"
+
+
 def _matrix_shape(shape: tuple[int, ...]) -> tuple[int, int]:
     return (shape[0], int(np.prod(shape[1:])))
 
@@ -117,6 +126,10 @@ class LoRATrainable:
                 f"PEFT refuses LoRA on {bad} for Mamba models: the PEFT export cannot be loaded by "
                 "PEFT for those targets; use the merged export to share the model"
             )
+        self._index_tensors()
+
+    def _index_tensors(self) -> None:
+        """``tensors`` (what AdamW updates) are the adapters' own A and B arrays."""
         self.tensors = {}
         for name, ad in self.adapters.items():
             self.tensors[name + "::lora_A"] = ad.A
@@ -196,14 +209,11 @@ class LoRATrainable:
         folder = Path(folder)
         tensors: dict[str, np.ndarray] = {}
         for n, ad in self.adapters.items():
-            module = "base_model.model." + n.rsplit(".", 1)[0] if n.endswith(".weight") else (
-                "base_model.model." + n)
+            a_key, b_key = _peft_keys(n)
             if n == EMBEDDINGS:
-                tensors[module + ".lora_embedding_A"] = ad.B.T.copy()  # (r, v)
-                tensors[module + ".lora_embedding_B"] = ad.A.T.copy()  # (d, r)
+                tensors[a_key], tensors[b_key] = ad.B.T.copy(), ad.A.T.copy()
             else:
-                tensors[module + ".lora_A.weight"] = ad.A
-                tensors[module + ".lora_B.weight"] = ad.B
+                tensors[a_key], tensors[b_key] = ad.A, ad.B
         ranks = {ad.A.shape[0] for ad in self.adapters.values()}
         config = {
             "peft_type": "LORA",
@@ -281,16 +291,12 @@ def load_adapter(params: Params, folder: str | Path) -> LoRATrainable:
     cfg = LoRAConfig(tuple(conf["target_modules"]), int(conf["r"]), float(conf["lora_alpha"]))
     lt = LoRATrainable(params, cfg)
     for n, ad in lt.adapters.items():
-        module = "base_model.model." + (n.rsplit(".", 1)[0] if n.endswith(".weight") else n)
+        a_key, b_key = _peft_keys(n)
+        if a_key not in tensors or b_key not in tensors:
+            raise CheckpointError(f"{folder}: adapter tensor {a_key} missing")
         if n == EMBEDDINGS:
-            a_key, b_key = module + ".lora_embedding_A", module + ".lora_embedding_B"
-            if a_key not in tensors or b_key not in tensors:
-                raise CheckpointError(f"{folder}: adapter for {n} missing")
             B, A = tensors[a_key].T, tensors[b_key].T
         else:
-            a_key, b_key = module + ".lora_A.weight", module + ".lora_B.weight"
-            if a_key not in tensors or b_key not in tensors:
-                raise CheckpointError(f"{folder}: adapter tensor {a_key} missing")
             A, B = tensors[a_key], tensors[b_key]
         if A.shape[1] != ad.A.shape[1] or B.shape[0] != ad.B.shape[0]:
             raise CheckpointError(
@@ -300,8 +306,8 @@ def load_adapter(params: Params, folder: str | Path) -> LoRATrainable:
         r = A.shape[0]
         ad.A = np.ascontiguousarray(A, np.float32)
         ad.B = np.ascontiguousarray(B, np.float32)
-        ad.scale = float(conf["lora_alpha"]) / r if not conf.get("rank_pattern") else (
-            float(conf["lora_alpha"]) / r)
+        ad.scale = float(conf["lora_alpha"]) / r  # r per tensor: rank_pattern clamps are honoured
+    lt._index_tensors()  # the loaded arrays replaced the freshly initialised ones
     lt.merge()
     return lt
 

@@ -108,6 +108,8 @@ def test_peft_export_merged_export_and_unmerge(tmp_path):
     np.testing.assert_allclose(merged[name], base[name] + 2.0 * (b @ a), rtol=1e-6, atol=1e-7)
     fresh = {k: v.copy() for k, v in base.items()}  # load the adapter onto the base
     loaded = load_adapter(fresh, tmp_path / "adapter")
+    for name, ad in loaded.adapters.items():  # what an optimizer would update is what was loaded
+        assert loaded.tensors[name + "::lora_A"] is ad.A and loaded.tensors[name + "::lora_B"] is ad.B
     for k in merged:
         np.testing.assert_allclose(fresh[k], merged[k], rtol=1e-6, atol=1e-7, err_msg=k)
     loaded.unmerge()
