@@ -1,7 +1,8 @@
 """Mamba Studio engine: a headless Mamba-1 language model trainer for the CPU.
 
-Importing ``engine`` sets two process-wide defaults before NumPy/Numba load (only when unset):
-* ``NUMBA_CACHE_DIR`` -> ``<checkout>/.numba-cache/<hash of the kernel sources>``: Numba keys its
+Importing ``engine`` sets process-wide defaults before NumPy/Numba load (only when unset):
+* ``NUMBA_CACHE_DIR`` -> ``<checkout>/.numba-cache/<hash of the kernel sources>`` (``~/.cache`` when
+  the checkout is read-only): Numba keys its
   cache on each file's timestamp only, so a change to a helper in another file (``_jit.py``) would
   otherwise be served stale; hashing every kernel source makes the cache correct by construction.
 * ``OMP_WAIT_POLICY=PASSIVE`` and ``OPENBLAS_THREAD_TIMEOUT=4``: Numba's OpenMP workers and
