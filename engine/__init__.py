@@ -1,10 +1,10 @@
 """Mamba Studio engine: a headless Mamba-1 language model trainer for the CPU.
 
 Importing ``engine`` sets process-wide defaults before NumPy/Numba load (only when unset):
-* ``NUMBA_CACHE_DIR`` -> ``<checkout>/.numba-cache/<hash of the kernel sources>`` (``~/.cache`` when
-  the checkout is read-only): Numba keys its
-  cache on each file's timestamp only, so a change to a helper in another file (``_jit.py``) would
-  otherwise be served stale; hashing every kernel source makes the cache correct by construction.
+* ``NUMBA_CACHE_DIR`` -> ``<checkout>/.numba-cache/<hash of the kernel sources>`` (under
+  ``~/.cache`` when the checkout is read-only): Numba keys its cache on each file's timestamp
+  only, so a change to a helper in another file (``_jit.py``) would otherwise be served stale;
+  hashing every kernel source makes the cache correct by construction.
 * ``OMP_WAIT_POLICY=PASSIVE`` and ``OPENBLAS_THREAD_TIMEOUT=4``: Numba's OpenMP workers and
   OpenBLAS's threads otherwise spin-wait against each other after every kernel/GEMM (measured 3x
   slower training steps on 2 cores). OpenBLAS reads its variable when NumPy loads, so this works
