@@ -1,0 +1,102 @@
+"""Bounded, regular-file-only reads for everything the engine opens from a user.
+
+Every file the engine reads (corpus text, config.json, tokenizer.json, trainer state, manifests)
+goes through here so that a FIFO, a device (``/dev/zero``), a socket or a huge/sparse file is
+refused with one line naming the file, before any byte is read; reads never exceed ``limit``
+bytes; and a name taken from a run folder's own files never resolves outside that folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from .errors import MambaStudioError
+
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+# Limits for the small structured files we read (generous: real ones are far smaller).
+JSON_LIMIT = 64 * MiB  # config.json, trainer_state.json, manifests
+TOKENIZER_LIMIT = 256 * MiB  # a 250k-token BPE tokenizer.json is ~20 MB
+
+
+class UnsafeFileError(MambaStudioError):
+    """A path is not a regular file, is too large, or escapes its folder."""
+
+
+def _human(n: int) -> str:
+    for unit, size in (("GB", GiB), ("MB", MiB), ("KB", KiB)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def check_regular(path: str | Path, what: str = "file", limit: int | None = None) -> int:
+    """Return the size of ``path`` or raise: not found, not a regular file (FIFO, device, socket,
+    folder), or larger than ``limit`` bytes. Never opens the file."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise UnsafeFileError(f"{p}: no such {what}") from None
+    except OSError as exc:
+        raise UnsafeFileError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UnsafeFileError(f"{p}: is a folder, expected a {what}")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise UnsafeFileError(f"{p}: is {kind}; give a regular {what}")
+    if limit is not None and st.st_size > limit:
+        raise UnsafeFileError(
+            f"{p}: {_human(st.st_size)} is larger than the {_human(limit)} allowed for a {what}"
+        )
+    return int(st.st_size)
+
+
+def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
+    """Read a regular file of at most ``limit`` bytes (checked before and while reading)."""
+    check_regular(path, what, limit)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise UnsafeFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > limit:  # grew while we read it
+        raise UnsafeFileError(f"{path}: larger than the {_human(limit)} allowed for a {what}")
+    return data
+
+
+def read_json(path: str | Path, limit: int = JSON_LIMIT, what: str = "JSON file") -> Any:
+    """Parse a bounded JSON file; a parse error names the file and the position."""
+    data = read_bytes(path, limit, what)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UnsafeFileError(f"{path}: not UTF-8 text (byte {exc.start}); is it a {what}?") from None
+    except json.JSONDecodeError as exc:
+        raise UnsafeFileError(
+            f"{path}: corrupt JSON at line {exc.lineno} column {exc.colno} ({exc.msg})"
+        ) from None
+    except RecursionError:
+        raise UnsafeFileError(f"{path}: JSON nested too deeply") from None
+
+
+def inside(folder: str | Path, name: str) -> Path:
+    """``folder / name`` when it stays inside ``folder`` (no ``..``, absolute paths or symlinks
+    leading out); raise otherwise. Use for every file name read from a run folder's own files."""
+    base = Path(folder).resolve()
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise UnsafeFileError(f"{folder}: invalid file name {name!r} in its state files")
+    target = (base / name).resolve()
+    if target != base and base not in target.parents:
+        raise UnsafeFileError(
+            f"{folder}: its state files name {name!r}, which is outside the folder; refusing"
+        )
+    return target
