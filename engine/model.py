@@ -9,6 +9,8 @@ Per layer (h is the residual stream, m = b * l rows):
     y = selective_scan(u, delta, A, B, C, D) * silu(z)   (b, l, e)
     h = h + y @ W_out.T                    (m, d)
 then norm_f, the tied head (logits = hf @ E.T) and cross-entropy.
+Packed rows: an optional ``reset`` (b, l) mask, True at the first position of each document, stops
+conv1d and the scan from carrying anything across a document boundary (None: one document per row).
 Reference: engine/reference.py::mamba_forward (float64, the source of truth).
 """
 
@@ -44,6 +46,7 @@ class LayerCache:
     delta: np.ndarray  # (m, e)
     y: np.ndarray  # (m, e) gated scan output (out_proj input)
     h_last: np.ndarray  # (b, e, n) SSM state after the last position
+    reset: np.ndarray | None = None  # (b, l) document starts, or None
 
 
 class LinearHooks(Protocol):
@@ -66,9 +69,11 @@ def _hook_bwd(hooks: LinearHooks | None, name: str, dy: np.ndarray, dx: np.ndarr
 
 
 def layer_forward(
-    p: Params, i: int, h: np.ndarray, cfg: MambaConfig, hooks: LinearHooks | None = None
+    p: Params, i: int, h: np.ndarray, cfg: MambaConfig, hooks: LinearHooks | None = None,
+    reset: np.ndarray | None = None,
 ) -> tuple[np.ndarray, LayerCache]:
-    """h (b, l, d) -> (h + mixer(norm(h)) (b, l, d), cache)."""
+    """h (b, l, d) -> (h + mixer(norm(h)) (b, l, d), cache); ``reset`` (b, l) marks document
+    starts."""
     pre = layer_prefix(i)
     mx = pre + "mixer."
     b, length, d = h.shape
@@ -77,7 +82,7 @@ def layer_forward(
     xn, rstd = rmsnorm_forward(h, p[pre + "norm.weight"], cfg.norm_eps)
     xn = xn.reshape(-1, d)
     xz = _hook_fwd(hooks, mx + "in_proj.weight", xn, xn @ W_in.T).reshape(b, length, 2 * e)
-    u, xc = conv1d_forward(xz, p[mx + "conv1d.weight"], p[mx + "conv1d.bias"])
+    u, xc = conv1d_forward(xz, p[mx + "conv1d.weight"], p[mx + "conv1d.bias"], reset)
     u2 = u.reshape(-1, e)
     x_dbl = _hook_fwd(hooks, mx + "x_proj.weight", u2, u2 @ p[mx + "x_proj.weight"].T)
     dt_low = x_dbl[:, :r]
@@ -86,12 +91,13 @@ def layer_forward(
     B = x_dbl[:, r : r + n].reshape(b, length, n)
     C = x_dbl[:, r + n :].reshape(b, length, n)
     y, h_last = selective_scan_forward(
-        u, delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], xz, z_offset=e
+        u, delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], xz, z_offset=e,
+        reset=reset,
     )
     y = y.reshape(-1, e)
     out = h + _hook_fwd(hooks, mx + "out_proj.weight", y, y @ p[mx + "out_proj.weight"].T
                         ).reshape(b, length, d)
-    return out, LayerCache(h, rstd, xn, xz, xc, u, x_dbl, dt_pre, delta, y, h_last)
+    return out, LayerCache(h, rstd, xn, xz, xc, u, x_dbl, dt_pre, delta, y, h_last, reset)
 
 
 def layer_backward(
@@ -113,7 +119,7 @@ def layer_backward(
     dxz = np.empty_like(c.xz)  # (b, l, 2e): conv-input grads [..., :e], gate grads [..., e:]
     du, ddelta, dA_log, dB, dC, dD, _ = selective_scan_backward(
         dy, c.u, c.delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], c.xz,
-        z_offset=e, dz=dxz,
+        z_offset=e, dz=dxz, reset=c.reset,
     )
     if mx + "A_log" in grads:
         grads[mx + "A_log"] += dA_log
@@ -135,7 +141,7 @@ def layer_backward(
         grads[mx + "x_proj.weight"] += dx_dbl.T @ u2
     du = du.reshape(-1, e) + _hook_bwd(hooks, mx + "x_proj.weight", dx_dbl, dx_dbl @ W_x)
     _, dconv_w, dconv_b = conv1d_backward(du.reshape(b, length, e), c.xz, p[mx + "conv1d.weight"],
-                                          c.xc, dx=dxz)
+                                          c.xc, dx=dxz, reset=c.reset)
     if mx + "conv1d.weight" in grads:
         grads[mx + "conv1d.weight"] += dconv_w
     if mx + "conv1d.bias" in grads:
@@ -162,11 +168,13 @@ def hidden_forward(
     return h, caches
 
 
-def logits_forward(p: Params, tokens: np.ndarray, cfg: MambaConfig) -> np.ndarray:
-    """tokens (b, l) -> logits (b, l, v). Keeps no caches."""
+def logits_forward(p: Params, tokens: np.ndarray, cfg: MambaConfig,
+                   reset: np.ndarray | None = None) -> np.ndarray:
+    """tokens (b, l) -> logits (b, l, v). Keeps no caches. ``reset`` (b, l) marks document
+    starts."""
     h = embedding_forward(tokens, p[EMBEDDINGS])
     for i in range(cfg.n_layer):
-        h, _ = layer_forward(p, i, h, cfg)
+        h, _ = layer_forward(p, i, h, cfg, reset=reset)
     hf, _ = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
     return hf @ p[EMBEDDINGS].T
 
@@ -180,6 +188,7 @@ def loss_and_grad(
     scale: float,
     checkpoint: bool = False,
     hooks: LinearHooks | None = None,
+    reset: np.ndarray | None = None,
 ) -> tuple[float, int]:
     """Forward + backward for one micro-batch.
 
@@ -189,13 +198,15 @@ def loss_and_grad(
     Returns (sum of per-position losses, number of valid targets).
     With ``checkpoint`` only each layer's input is kept and the layer is re-run during backward:
     the same gradients, with one layer's activations alive at a time.
+    ``reset`` (b, l), True at the first position of each document of a packed row: no state
+    crosses a document boundary (None: one document per row).
     """
     emb = p[EMBEDDINGS]
     b, length = tokens.shape
     h = embedding_forward(tokens, emb)
     saved: list[np.ndarray | LayerCache] = []
     for i in range(cfg.n_layer):
-        h_next, c = layer_forward(p, i, h, cfg, hooks)
+        h_next, c = layer_forward(p, i, h, cfg, hooks, reset)
         saved.append(h if checkpoint else c)
         del c
         h = h_next
@@ -215,7 +226,7 @@ def loss_and_grad(
         grads[NORM_F] += dnf
     for i in reversed(range(cfg.n_layer)):
         item = saved.pop()
-        c = layer_forward(p, i, item, cfg, hooks)[1] if isinstance(item, np.ndarray) else item
+        c = layer_forward(p, i, item, cfg, hooks, reset)[1] if isinstance(item, np.ndarray) else item
         dh = layer_backward(p, i, c, dh, grads, cfg, hooks)
         del c, item
     if EMBEDDINGS in grads:

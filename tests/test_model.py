@@ -97,3 +97,61 @@ def test_activation_checkpointing_gives_identical_gradients_and_less_memory():
     for name in p:
         np.testing.assert_array_equal(results[True][1][name], results[False][1][name])
     assert results[True][2] < 0.75 * results[False][2], (results[True][2], results[False][2])
+
+
+def test_packed_documents_with_reset_equal_separate_runs_float64():
+    """A row [doc A | doc B] with a reset at B's start: the same loss and gradients as A and B run
+    on their own (to float64 rounding: the weight-gradient sums run in a different order)."""
+    cfg = tiny_config()
+    p = random_params(cfg, seed=7)
+    tok_a, tgt_a = random_batch(cfg, b=1, length=6, seed=8)
+    tok_b, tgt_b = random_batch(cfg, b=1, length=5, seed=9)
+    tokens, targets = np.concatenate([tok_a, tok_b], 1), np.concatenate([tgt_a, tgt_b], 1)
+    reset = np.zeros(tokens.shape, bool)
+    reset[0, 6] = True
+    g_packed, g_sep, g_leak = zeros_like(p), zeros_like(p), zeros_like(p)
+    loss_packed, n_packed = loss_and_grad(p, tokens, targets, cfg, g_packed, 1.0, reset=reset)
+    loss_a, n_a = loss_and_grad(p, tok_a, tgt_a, cfg, g_sep, 1.0)
+    loss_b, n_b = loss_and_grad(p, tok_b, tgt_b, cfg, g_sep, 1.0)
+    loss_leak, _ = loss_and_grad(p, tokens, targets, cfg, g_leak, 1.0)
+    assert n_packed == n_a + n_b
+    assert abs(loss_packed - (loss_a + loss_b)) <= 1e-12 * abs(loss_packed)
+    assert abs(loss_leak - (loss_a + loss_b)) > 1e-6, "without the reset, state must leak"
+    for name in p:
+        np.testing.assert_allclose(g_packed[name], g_sep[name], rtol=1e-11, atol=1e-13,
+                                   err_msg=name)
+    logits = logits_forward(p, tokens, cfg, reset=reset)
+    np.testing.assert_allclose(logits[:, 6:], logits_forward(p, tok_b, cfg), rtol=1e-12, atol=1e-12)
+
+
+def test_gradients_with_reset_match_finite_differences_float64():
+    cfg = tiny_config()
+    p = random_params(cfg, seed=11)
+    tokens, targets = random_batch(cfg, b=2, length=7, seed=12)
+    reset = np.zeros(tokens.shape, bool)
+    reset[0, [2, 3]] = reset[1, 5] = True
+    n = targets.size
+    grads = zeros_like(p)
+    loss_sum, _ = loss_and_grad(p, tokens, targets, cfg, grads, 1.0 / n, reset=reset)
+    assert abs(loss_sum / n - ref.mamba_loss(p, tokens, targets, cfg, reset)) < 1e-12
+    rng = np.random.default_rng(1)
+    for name, a in p.items():
+        idx, num = numeric_grad(lambda: ref.mamba_loss(p, tokens, targets, cfg, reset), a,
+                                eps=1e-6, max_points=6, rng=rng)
+        assert np.abs(grads[name]).max() > 0, f"{name}: gradient is identically zero"
+        np.testing.assert_allclose(grads[name].reshape(-1)[idx], num, rtol=1e-5, atol=1e-9,
+                                   err_msg=name)
+
+
+def test_checkpointing_keeps_the_reset():
+    cfg = tiny_config()
+    p = random_params(cfg, seed=13)
+    tokens, targets = random_batch(cfg, b=2, length=9, seed=14)
+    reset = np.zeros(tokens.shape, bool)
+    reset[:, 4] = True
+    g0, g1 = zeros_like(p), zeros_like(p)
+    l0, _ = loss_and_grad(p, tokens, targets, cfg, g0, 1.0, reset=reset)
+    l1, _ = loss_and_grad(p, tokens, targets, cfg, g1, 1.0, checkpoint=True, reset=reset)
+    assert l0 == l1
+    for name in p:
+        np.testing.assert_array_equal(g0[name], g1[name])

@@ -8,6 +8,10 @@ Shapes: x (b, l, c) with c >= e (the first e columns are read, so ``x`` may be i
 Backward: du (b, l, e) -> dx written into the first e columns of ``dx`` (b, l, c),
 dweight (e, 1, k), dbias (e,).
 Step: a window (b, e, k) of the last k inputs -> u (b, e).  Reference: engine/reference.py::conv1d.
+
+Document boundaries: an optional ``reset`` (b, l) mask, True at the first position of each document
+of a packed row; the window of position t then stops at its document's start (earlier positions
+count as the zero padding before t = 0). ``reset=None`` is the plain causal conv.
 """
 
 from __future__ import annotations
@@ -15,12 +19,25 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._jit import parallel_kernel, sigmoid
+from .._jit import kernel, parallel_kernel, sigmoid
+from ._common import reset_mask
+
+
+@kernel
+def _window_start(reset, b, t, nk):  # type: ignore[no-untyped-def]
+    """First position the causal window of (b, t) may read: max(t - k + 1, 0), or the latest
+    document start in (t - k + 1, t] when ``reset`` (b, l) (or (b, 0) for none) has one."""
+    first = max(t - (nk - 1), 0)
+    if reset.shape[1] > 0:
+        for s in range(t, first, -1):
+            if reset[b, s]:
+                return s
+    return first
 
 
 @parallel_kernel
-def _conv1d_silu_forward_kernel(x, wT, bias, xc, u):  # type: ignore[no-untyped-def]
-    """x (b, l, >= e), wT (k, e), bias (e,) -> xc, u (b, l, e)."""
+def _conv1d_silu_forward_kernel(x, wT, bias, reset, xc, u):  # type: ignore[no-untyped-def]
+    """x (b, l, >= e), wT (k, e), bias (e,), reset (b, l) or (b, 0) -> xc, u (b, l, e)."""
     nb, nl = x.shape[0], x.shape[1]
     nk, ne = wT.shape
     for job in prange(nb * nl):
@@ -29,9 +46,10 @@ def _conv1d_silu_forward_kernel(x, wT, bias, xc, u):  # type: ignore[no-untyped-
         acc = xc[b, t]
         for c in range(ne):
             acc[c] = bias[c]
+        first = _window_start(reset, b, t, nk)
         for j in range(nk):
             ts = t - (nk - 1) + j
-            if ts >= 0:
+            if ts >= first:
                 xs = x[b, ts]
                 wj = wT[j]
                 for c in range(ne):
@@ -42,8 +60,9 @@ def _conv1d_silu_forward_kernel(x, wT, bias, xc, u):  # type: ignore[no-untyped-
 
 
 @parallel_kernel
-def _conv1d_silu_backward_kernel(du, x, wT, xc, dx, dwT_part, db_part):  # type: ignore[no-untyped-def]
-    """du, xc (b, l, e), x (b, l, >= e), wT (k, e) -> dx[..., :e]; dwT_part (b, k, e); db_part (b, e)."""
+def _conv1d_silu_backward_kernel(du, x, wT, xc, reset, dx, dwT_part, db_part):  # type: ignore[no-untyped-def]
+    """du, xc (b, l, e), x (b, l, >= e), wT (k, e), reset (b, l) or (b, 0) -> dx[..., :e];
+    dwT_part (b, k, e); db_part (b, e)."""
     nb, nl = x.shape[0], x.shape[1]
     nk, ne = wT.shape
     for b in prange(nb):
@@ -61,9 +80,10 @@ def _conv1d_silu_backward_kernel(du, x, wT, xc, dx, dwT_part, db_part):  # type:
                 sg = sigmoid(xct[c])
                 g[c] = dut[c] * sg * (1 + xct[c] * (1 - sg))
                 dbb[c] += g[c]
+            first = _window_start(reset, b, t, nk)
             for j in range(nk):
                 ts = t - (nk - 1) + j
-                if ts >= 0:
+                if ts >= first:
                     xs = x[b, ts]
                     dxs = dx[b, ts]
                     wj = wT[j]
@@ -74,24 +94,26 @@ def _conv1d_silu_backward_kernel(du, x, wT, xc, dx, dwT_part, db_part):  # type:
 
 
 def conv1d_forward(
-    x: np.ndarray, weight: np.ndarray, bias: np.ndarray
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray, reset: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """x (b, l, >= e) -> (u (b, l, e), xc (b, l, e))."""
+    """x (b, l, >= e) -> (u (b, l, e), xc (b, l, e)). ``reset`` (b, l): True at document starts."""
+    rm = reset_mask(reset, x.shape[0], x.shape[1])
     x = np.ascontiguousarray(x)
     wT = np.ascontiguousarray(weight[:, 0, :].T)
     shape = (x.shape[0], x.shape[1], weight.shape[0])
     xc = np.empty(shape, dtype=x.dtype)
     u = np.empty(shape, dtype=x.dtype)
-    _conv1d_silu_forward_kernel(x, wT, bias, xc, u)
+    _conv1d_silu_forward_kernel(x, wT, bias, rm, xc, u)
     return u, xc
 
 
 def conv1d_backward(
     du: np.ndarray, x: np.ndarray, weight: np.ndarray, xc: np.ndarray,
-    dx: np.ndarray | None = None,
+    dx: np.ndarray | None = None, reset: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """du (b, l, e) -> (dx, dweight (e, 1, k), dbias (e,)); dx is (b, l, e) or, when given,
-    ``dx`` (b, l, c >= e) with its first e columns overwritten."""
+    ``dx`` (b, l, c >= e) with its first e columns overwritten. ``reset`` as in the forward."""
+    rm = reset_mask(reset, x.shape[0], x.shape[1])
     x = np.ascontiguousarray(x)
     nb = x.shape[0]
     ne, _, nk = weight.shape
@@ -100,7 +122,8 @@ def conv1d_backward(
         dx = np.empty(du.shape, dtype=x.dtype)
     dwT = np.zeros((nb, nk, ne), dtype=x.dtype)
     db = np.zeros((nb, ne), dtype=x.dtype)
-    _conv1d_silu_backward_kernel(np.ascontiguousarray(du), x, wT, np.ascontiguousarray(xc), dx, dwT, db)
+    _conv1d_silu_backward_kernel(np.ascontiguousarray(du), x, wT, np.ascontiguousarray(xc), rm, dx,
+                                 dwT, db)
     return dx, dwT.sum(axis=0).T[:, None, :].copy(), db.sum(axis=0)
 
 

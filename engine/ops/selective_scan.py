@@ -8,6 +8,10 @@ Shapes: u, delta, z (b, l, e); A_log (e, n) with A = -exp(A_log); B, C (b, l, n)
         -> out (b, l, e), h_last (b, e, n) (the state after the last step, for the recurrent cache).
 Backward returns du, ddelta, dz (b, l, e); dA_log (e, n); dB, dC (b, l, n); dD (e,).
 
+Document boundaries: an optional ``reset`` (b, l) mask (bool or uint8), True at the first position
+of each document of a packed row, zeroes the state before that position: h_t = delta_t B_t u_t, so
+no state (and no gradient) crosses a boundary. ``reset=None`` is the plain scan.
+
 Kernels run in parallel over jobs = (batch row, chunk of ``CHUNK`` channels); time is sequential and
 the (n, CHUNK) state lives in a small local buffer. The forward stores nothing but its outputs; the
 backward recomputes each job's states into a private (l + 1, n, CHUNK) buffer (1 MiB at l=256), then
@@ -29,15 +33,18 @@ import numpy as np
 from numba import prange
 
 from .._jit import fast_exp, parallel_kernel, sigmoid
+from ._common import reset_mask
 
 CHUNK = 64
 
 
 @parallel_kernel
-def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, out, h_last):  # type: ignore[no-untyped-def]
+def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last):  # type: ignore[no-untyped-def]
     """u, delta (b, l, e); z (b, l, >= zoff + e), read at columns zoff..zoff+e; At (n, e) = A.T;
-    Bm, Cm (b, l, n); D (e,) -> out (b, l, e), h_last (b, e, n)."""
+    Bm, Cm (b, l, n); D (e,); reset (b, l) uint8 or (b, 0) for none -> out (b, l, e),
+    h_last (b, e, n)."""
     nb, nl, ne = u.shape
+    has_reset = reset.shape[1] > 0
     nn_ = At.shape[0]
     nch = (ne + CHUNK - 1) // CHUNK
     for job in prange(nb * nch):
@@ -50,6 +57,8 @@ def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, out, h_last):  # type
         dbu = np.empty(cw, u.dtype)
         y = np.empty(cw, u.dtype)
         for t in range(nl):
+            if has_reset and reset[b, t]:
+                h[:] = 0
             ut = u[b, t, c0 : c0 + cw]
             dt = delta[b, t, c0 : c0 + cw]
             Bt = Bm[b, t]
@@ -77,12 +86,14 @@ def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, out, h_last):  # type
 
 @parallel_kernel
 def _scan_backward_kernel(  # type: ignore[no-untyped-def]
-    dout, u, delta, At, Bm, Cm, D, z, zoff, du, ddelta, dz, dA_part, dB_part, dC_part, dD_part
+    dout, u, delta, At, Bm, Cm, D, z, zoff, reset, du, ddelta, dz, dA_part, dB_part, dC_part,
+    dD_part,
 ):
     """dout (b, l, e) + forward inputs -> du, ddelta (b, l, e); dz written at the same columns of
     ``dz`` as z is read (zoff..zoff+e); dA_part (b, n, e); dB_part, dC_part (chunks, b, l, n);
-    dD_part (b, e)."""
+    dD_part (b, e). A reset at t makes h_{t-1} count as zero (``hz``) and cuts the carry g."""
     nb, nl, ne = u.shape
+    has_reset = reset.shape[1] > 0
     nn_ = At.shape[0]
     nch = (ne + CHUNK - 1) // CHUNK
     zero = np.zeros(1, u.dtype)[0]
@@ -94,10 +105,12 @@ def _scan_backward_kernel(  # type: ignore[no-untyped-def]
         Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
         Dj = D[c0 : c0 + cw]
         hist = np.zeros((nl + 1, nn_, cw), u.dtype)
+        hz = np.zeros((nn_, cw), u.dtype)
         ys = np.empty((nl, cw), u.dtype)
         dbu = np.empty(cw, u.dtype)
         # -- recompute the forward states
         for t in range(nl):
+            rs = has_reset and reset[b, t] != 0
             ut = u[b, t, c0 : c0 + cw]
             dt = delta[b, t, c0 : c0 + cw]
             Bt = Bm[b, t]
@@ -106,8 +119,9 @@ def _scan_backward_kernel(  # type: ignore[no-untyped-def]
             for k in range(cw):
                 dbu[k] = dt[k] * ut[k]
                 yt[k] = Dj[k] * ut[k]
+            hprev = hz if rs else hist[t]
             for s in range(nn_):
-                hp = hist[t, s]
+                hp = hprev[s]
                 hn = hist[t + 1, s]
                 As = Aj[s]
                 bs = Bt[s]
@@ -124,6 +138,7 @@ def _scan_backward_kernel(  # type: ignore[no-untyped-def]
         du_acc = np.empty(cw, u.dtype)
         dd_acc = np.empty(cw, u.dtype)
         for t in range(nl - 1, -1, -1):
+            rs = has_reset and reset[b, t] != 0
             ut = u[b, t, c0 : c0 + cw]
             dt = delta[b, t, c0 : c0 + cw]
             zt = z[b, t, zoff + c0 : zoff + c0 + cw]
@@ -139,9 +154,10 @@ def _scan_backward_kernel(  # type: ignore[no-untyped-def]
                 dd_acc[k] = zero
             Bt = Bm[b, t]
             Ct = Cm[b, t]
+            hprev = hz if rs else hist[t]
             for s in range(nn_):
                 hn = hist[t + 1, s]
-                hp = hist[t, s]
+                hp = hprev[s]
                 As = Aj[s]
                 gs = gh[s]
                 dAs = dA_acc[s]
@@ -161,6 +177,8 @@ def _scan_backward_kernel(  # type: ignore[no-untyped-def]
                     gs[k] = g * ea
                 dB_part[ch, b, t, s] = sB
                 dC_part[ch, b, t, s] = sC
+            if rs:
+                gh[:] = 0
             dut = du[b, t, c0 : c0 + cw]
             ddt = ddelta[b, t, c0 : c0 + cw]
             for k in range(cw):
@@ -200,17 +218,20 @@ def selective_scan_forward(
     D: np.ndarray,
     z: np.ndarray,
     z_offset: int = 0,
+    reset: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """-> out (b, l, e), h_last (b, e, n). See the module docstring. ``z`` may be wider than e
-    (e.g. in_proj's whole (b, l, 2e) output) and is read at columns z_offset..z_offset+e."""
+    (e.g. in_proj's whole (b, l, 2e) output) and is read at columns z_offset..z_offset+e.
+    ``reset`` (b, l): True where a new document starts (the state is zeroed before it)."""
     _check_shapes(u, delta, A_log, B, C, z, z_offset)
     nb, nl, ne = u.shape
     n = A_log.shape[1]
+    rm = reset_mask(reset, nb, nl)
     u, delta, B, C, D, z = _contig(u, delta, B, C, D, z)
     out = np.empty_like(u)
     h_last = np.empty((nb, ne, n), dtype=u.dtype)
     _scan_forward_kernel(u, delta, _A_transposed(A_log).astype(u.dtype), B, C, D, z, z_offset,
-                         out, h_last)
+                         rm, out, h_last)
     return out, h_last
 
 
@@ -225,14 +246,17 @@ def selective_scan_backward(
     z: np.ndarray,
     z_offset: int = 0,
     dz: np.ndarray | None = None,
+    reset: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """-> (du, ddelta, dA_log, dB, dC, dD, dz); shapes as the corresponding inputs. With ``dz``
-    given (shaped like z), the gate gradient is written into its columns z_offset..z_offset+e."""
+    given (shaped like z), the gate gradient is written into its columns z_offset..z_offset+e.
+    ``reset`` as in the forward."""
     _check_shapes(u, delta, A_log, B, C, z, z_offset)
     if dout.shape != u.shape:
         raise ValueError(f"dout {dout.shape} must match u {u.shape}")
     nb, nl, ne = u.shape
     n = A_log.shape[1]
+    rm = reset_mask(reset, nb, nl)
     dout, u, delta, B, C, D, z = _contig(dout, u, delta, B, C, D, z)
     At = _A_transposed(A_log).astype(u.dtype)
     nch = (ne + CHUNK - 1) // CHUNK
@@ -245,7 +269,7 @@ def selective_scan_backward(
     dC_part = np.empty((nch, nb, nl, n), dtype=u.dtype)
     dD_part = np.empty((nb, ne), dtype=u.dtype)
     _scan_backward_kernel(
-        dout, u, delta, At, B, C, D, z, z_offset, du, ddelta, dz, dA_part, dB_part, dC_part,
+        dout, u, delta, At, B, C, D, z, z_offset, rm, du, ddelta, dz, dA_part, dB_part, dC_part,
         dD_part,
     )
     dA = dA_part.sum(axis=0).T  # (e, n)

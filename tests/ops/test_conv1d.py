@@ -53,3 +53,58 @@ def test_step_matches_full_forward():
     window = np.zeros((2, 6, 4))
     for t in range(9):
         np.testing.assert_allclose(conv1d_step(window, x[:, t], w, bias), u[:, t], atol=1e-12)
+
+
+def test_reference_reset_equals_separate_documents():
+    x, w, bias = _inputs(np.float64, b=1, length=12)
+    reset = np.zeros((1, 12), bool)
+    reset[0, [5, 6, 9]] = True
+    xc = ref.conv1d(x, w, bias, reset)
+    for lo, hi in ((0, 5), (5, 6), (6, 9), (9, 12)):
+        np.testing.assert_allclose(xc[:, lo:hi], ref.conv1d(x[:, lo:hi], w, bias), atol=1e-13)
+
+
+def _reset_mask(b, length, seed=0):
+    rng = np.random.default_rng(seed)
+    reset = rng.random((b, length)) < 0.3
+    reset[0, 3] = reset[0, 4] = True  # a one-position document
+    return reset
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.float32, 1e-5)])
+def test_forward_with_reset_matches_reference(dtype, tol):
+    x, w, bias = _inputs(dtype)
+    reset = _reset_mask(2, 11)
+    u, xc = conv1d_forward(x, w, bias, reset)
+    expect = ref.conv1d(x.astype(np.float64), w.astype(np.float64), bias.astype(np.float64), reset)
+    np.testing.assert_allclose(xc, expect, rtol=tol, atol=tol)
+    np.testing.assert_allclose(u, ref.silu(expect), rtol=tol, atol=tol)
+    assert not np.allclose(xc, conv1d_forward(x, w, bias)[1]), "the reset mask had no effect"
+
+
+def test_reset_none_is_bit_identical_to_no_starts():
+    x, w, bias = _inputs(np.float32)
+    du = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
+    no_starts = np.zeros((2, 11), bool)
+    u0, xc0 = conv1d_forward(x, w, bias)
+    u1, xc1 = conv1d_forward(x, w, bias, no_starts)
+    np.testing.assert_array_equal(u0, u1)
+    np.testing.assert_array_equal(xc0, xc1)
+    for a, b in zip(conv1d_backward(du, x, w, xc0), conv1d_backward(du, x, w, xc0, reset=no_starts),
+                    strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_backward_with_reset_finite_differences_float64():
+    x, w, bias = _inputs(np.float64, seed=4)
+    reset = _reset_mask(2, 11, seed=2)
+    du = np.random.default_rng(5).standard_normal(x.shape)
+    _, xc = conv1d_forward(x, w, bias, reset)
+    dx, dw, db = conv1d_backward(du, x, w, xc, reset=reset)
+
+    def loss() -> float:
+        return float((ref.silu(ref.conv1d(x, w, bias, reset)) * du).sum())
+
+    assert_grad_close(dx, loss, x)
+    assert_grad_close(dw, loss, w)
+    assert_grad_close(db, loss, bias)

@@ -73,3 +73,70 @@ def test_shape_errors_are_clear():
         selective_scan_forward(*bad)
     with pytest.raises(ValueError, match="dout"):
         selective_scan_backward(args[0][:, :-1], *args)
+
+
+def _reset_mask(b, length, seed=0):
+    """Random document starts, including a length-1 document and starts at t = 0."""
+    rng = np.random.default_rng(seed)
+    reset = rng.random((b, length)) < 0.25
+    reset[0, 3] = reset[0, 4] = True  # a one-position document
+    reset[-1, 0] = True
+    return reset
+
+
+def test_reference_reset_equals_separate_documents():
+    u, delta, A_log, B, C, D, _ = _inputs(np.float64, b=1, length=12)
+    reset = np.zeros((1, 12), bool)
+    reset[0, [5, 6, 9]] = True
+    y, h = ref.selective_scan(u, delta, -np.exp(A_log), B, C, D, reset)
+    for lo, hi in ((0, 5), (5, 6), (6, 9), (9, 12)):
+        part = [a[:, lo:hi] for a in (u, delta)]
+        ys, hs = ref.selective_scan(*part, -np.exp(A_log), B[:, lo:hi], C[:, lo:hi], D)
+        np.testing.assert_allclose(y[:, lo:hi], ys, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(h, hs, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-4)])
+def test_forward_with_reset_matches_reference(dtype, tol):
+    args = _inputs(dtype)
+    reset = _reset_mask(2, 9)
+    out, h_last = selective_scan_forward(*args, reset=reset)
+    u, delta, A_log, B, C, D, z = [a.astype(np.float64) for a in args]
+    y, h = ref.selective_scan(u, delta, -np.exp(A_log), B, C, D, reset)
+    np.testing.assert_allclose(out, y * ref.silu(z), rtol=tol, atol=tol)
+    np.testing.assert_allclose(h_last, h, rtol=tol, atol=tol)
+    plain, _ = selective_scan_forward(*args)
+    assert not np.allclose(out, plain), "the reset mask had no effect"
+
+
+def test_reset_none_is_bit_identical_to_no_starts():
+    args = _inputs(np.float32)
+    dout = np.random.default_rng(1).standard_normal(args[0].shape).astype(np.float32)
+    no_starts = np.zeros((2, 9), np.uint8)
+    for a, b in zip(selective_scan_forward(*args), selective_scan_forward(*args, reset=no_starts),
+                    strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(selective_scan_backward(dout, *args),
+                    selective_scan_backward(dout, *args, reset=no_starts), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_backward_with_reset_finite_differences_float64():
+    args = _inputs(np.float64, seed=7)
+    reset = _reset_mask(2, 9, seed=1)
+    dout = np.random.default_rng(8).standard_normal(args[0].shape)
+    grads = selective_scan_backward(dout, *args, reset=reset)
+    u, delta, A_log, B, C, D, z = args
+
+    def loss() -> float:
+        y, _ = ref.selective_scan(u, delta, -np.exp(A_log), B, C, D, reset)
+        return float((y * ref.silu(z) * dout).sum())
+
+    for i, x in enumerate(args):
+        assert_grad_close(grads[i], loss, x, rtol=1e-5)
+
+
+def test_reset_mask_shape_is_checked():
+    args = _inputs(np.float32)
+    with pytest.raises(ValueError, match=r"reset: expected shape \(2, 9\)"):
+        selective_scan_forward(*args, reset=np.zeros((2, 8), bool))
