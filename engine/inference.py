@@ -2,7 +2,8 @@
 
 State per layer: ``conv`` (b, e, k) -- the last k inputs of the conv branch (zero-padded), and
 ``ssm`` (b, e, n) -- the selective-scan state h. ``prefill`` runs the full parallel forward over
-the prompt and keeps the final states; ``step`` advances one token in O(1) time and memory.
+the prompt and keeps the final states; ``step`` advances one token in O(1) time and memory by
+composing the ops' recurrent steps (``conv1d_step``, ``selective_scan_step``) and forwards.
 Reference: engine/reference.py (a step must equal the full forward at every position).
 """
 
@@ -14,10 +15,11 @@ import numpy as np
 
 from .config import MambaConfig
 from .model import layer_forward
-from .ops.activations import silu, softplus
+from .ops.activations import softplus_forward
 from .ops.conv1d import conv1d_step
 from .ops.embedding import embedding_forward
 from .ops.rmsnorm import rmsnorm_forward
+from .ops.selective_scan import selective_scan_step
 from .params import EMBEDDINGS, NORM_F, Params, layer_prefix
 
 
@@ -46,30 +48,27 @@ def prefill(p: Params, tokens: np.ndarray, cfg: MambaConfig) -> tuple[np.ndarray
         tail = c.xz[:, -k:, : cfg.d_inner].transpose(0, 2, 1)  # (b, e, min(l, k))
         state.conv[i][:, :, k - tail.shape[2] :] = tail
         state.ssm[i][...] = c.h_last
-    hf, _ = rmsnorm_forward(h[:, -1:, :], p[NORM_F], cfg.norm_eps)
+    hf, _ = rmsnorm_forward(np.ascontiguousarray(h[:, -1:, :]), p[NORM_F], cfg.norm_eps)
     return hf[:, 0, :] @ p[EMBEDDINGS].T, state
 
 
 def step(p: Params, token: np.ndarray, state: InferenceState, cfg: MambaConfig) -> np.ndarray:
     """token (b,) -> logits (b, v); advances ``state`` in place."""
     e, n, r = cfg.d_inner, cfg.d_state, cfg.dt_rank
-    h = p[EMBEDDINGS][token]  # (b, d)
+    h = embedding_forward(token, p[EMBEDDINGS])  # (b, d)
     for i in range(cfg.n_layer):
         pre = layer_prefix(i)
         mx = pre + "mixer."
         xn, _ = rmsnorm_forward(h, p[pre + "norm.weight"], cfg.norm_eps)
         xz = xn @ p[mx + "in_proj.weight"].T  # (b, 2e)
-        x, z = xz[:, :e], xz[:, e:]
+        x, z = np.ascontiguousarray(xz[:, :e]), np.ascontiguousarray(xz[:, e:])
         u = conv1d_step(state.conv[i], x, p[mx + "conv1d.weight"], p[mx + "conv1d.bias"])
         x_dbl = u @ p[mx + "x_proj.weight"].T  # (b, r + 2n)
         dt, B, C = x_dbl[:, :r], x_dbl[:, r : r + n], x_dbl[:, r + n :]
-        delta = softplus(dt @ p[mx + "dt_proj.weight"].T + p[mx + "dt_proj.bias"])  # (b, e)
-        A = -np.exp(p[mx + "A_log"])  # (e, n)
-        hs = state.ssm[i]
-        hs *= np.exp(delta[:, :, None] * A)
-        hs += (delta * u)[:, :, None] * B[:, None, :]
-        y = np.einsum("ben,bn->be", hs, C) + p[mx + "D"] * u
-        h = h + (y * silu(z)) @ p[mx + "out_proj.weight"].T
+        delta = softplus_forward(dt @ p[mx + "dt_proj.weight"].T, p[mx + "dt_proj.bias"])  # (b, e)
+        y = selective_scan_step(state.ssm[i], u, delta, p[mx + "A_log"], np.ascontiguousarray(B),
+                                np.ascontiguousarray(C), p[mx + "D"], z)
+        h = h + y @ p[mx + "out_proj.weight"].T
     hf, _ = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
     return hf @ p[EMBEDDINGS].T
 

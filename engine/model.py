@@ -88,8 +88,8 @@ def layer_forward(
     dt_low = x_dbl[:, :r]
     dt_pre = _hook_fwd(hooks, mx + "dt_proj.weight", dt_low, dt_low @ p[mx + "dt_proj.weight"].T)
     delta = softplus_forward(dt_pre, p[mx + "dt_proj.bias"])
-    B = x_dbl[:, r : r + n].reshape(b, length, n)
-    C = x_dbl[:, r + n :].reshape(b, length, n)
+    B = np.ascontiguousarray(x_dbl[:, r : r + n]).reshape(b, length, n)
+    C = np.ascontiguousarray(x_dbl[:, r + n :]).reshape(b, length, n)
     y, h_last = selective_scan_forward(
         u, delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], xz, z_offset=e,
         reset=reset,
@@ -114,8 +114,8 @@ def layer_backward(
     if mx + "out_proj.weight" in grads:
         grads[mx + "out_proj.weight"] += dout2.T @ c.y
     dy = _hook_bwd(hooks, mx + "out_proj.weight", dout2, dout2 @ W_out).reshape(b, length, e)
-    B = c.x_dbl[:, r : r + n].reshape(b, length, n)
-    C = c.x_dbl[:, r + n :].reshape(b, length, n)
+    B = np.ascontiguousarray(c.x_dbl[:, r : r + n]).reshape(b, length, n)
+    C = np.ascontiguousarray(c.x_dbl[:, r + n :]).reshape(b, length, n)
     dxz = np.empty_like(c.xz)  # (b, l, 2e): conv-input grads [..., :e], gate grads [..., e:]
     du, ddelta, dA_log, dB, dC, dD, _ = selective_scan_backward(
         dy, c.u, c.delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], c.xz,
@@ -154,18 +154,6 @@ def layer_backward(
     if pre + "norm.weight" in grads:
         grads[pre + "norm.weight"] += dnorm
     return dout + dh
-
-
-def hidden_forward(
-    p: Params, tokens: np.ndarray, cfg: MambaConfig
-) -> tuple[np.ndarray, list[LayerCache]]:
-    """tokens (b, l) -> (final residual stream before norm_f (b, l, d), the layer caches)."""
-    h = embedding_forward(tokens, p[EMBEDDINGS])
-    caches = []
-    for i in range(cfg.n_layer):
-        h, c = layer_forward(p, i, h, cfg)
-        caches.append(c)
-    return h, caches
 
 
 def logits_forward(p: Params, tokens: np.ndarray, cfg: MambaConfig,

@@ -31,10 +31,12 @@ def numeric_grad(f: Callable[[], float], x: np.ndarray, eps: float = 1e-6,
 
 def assert_grad_close(analytic: np.ndarray, f: Callable[[], float], x: np.ndarray,
                       rtol: float = 1e-5, atol: float = 1e-8, eps: float = 1e-6,
-                      max_points: int | None = 64) -> None:
-    """Analytic gradient (same shape as x) vs central differences; also rejects all-zero grads."""
-    assert analytic.shape == x.shape, (analytic.shape, x.shape)
+                      max_points: int | None = 64, name: str = "") -> None:
+    """Analytic gradient (same shape as x) vs central differences; also rejects all-zero grads.
+    ``name`` labels a failure."""
+    assert analytic.shape == x.shape, (name, analytic.shape, x.shape)
     idx, num = numeric_grad(f, x, eps, max_points)
     ana = analytic.reshape(-1)[idx]
-    assert np.any(np.abs(num) > 1e-10), "numeric gradient is zero: the test cannot fail"
-    np.testing.assert_allclose(ana, num, rtol=rtol, atol=atol + rtol * np.abs(num).max())
+    assert np.any(np.abs(num) > 1e-10), f"{name}: numeric gradient is zero: the test cannot fail"
+    np.testing.assert_allclose(ana, num, rtol=rtol, atol=atol + rtol * np.abs(num).max(),
+                               err_msg=name)

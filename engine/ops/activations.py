@@ -1,8 +1,9 @@
-"""Softplus (for delta) and SiLU, forward and backward, numerically stable.
+"""Softplus with a bias (delta = softplus(dt + b_dt)), forward and backward, numerically stable.
 
 softplus(x) = max(x, 0) + log1p(exp(-|x|));  d/dx = sigmoid(x).
-silu(x) = x * sigmoid(x);                    d/dx = s (1 + x (1 - s)),  s = sigmoid(x).
-Shapes: elementwise, any shape. Reference: engine/reference.py::softplus, silu.
+Shapes: x (..., e), bias (e,) -> (..., e); the recurrent step calls the same forward on (b, e).
+SiLU, x * sigmoid(x), has no op of its own: it is fused into conv1d and the scan's gate, from the
+same scalar helpers (``engine._jit``). Reference: engine/reference.py::softplus.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from numba import prange
 
 from .._jit import parallel_kernel, sigmoid
 from .._jit import softplus as _softplus
+from ._common import check
 
 
 @parallel_kernel
@@ -45,7 +47,10 @@ def _softplus_backward_kernel(dy, x, bias, dx, db_part):  # type: ignore[no-unty
 
 def softplus_forward(x: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """softplus(x + bias): x (..., e), bias (e,) -> (..., e)."""
-    x2 = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    dt = check("x", x, (..., None))
+    e = x.shape[-1]
+    check("bias", bias, (e,), dt)
+    x2 = x.reshape(-1, e)
     y = np.empty_like(x2)
     _softplus_forward_kernel(x2, bias, y)
     return y.reshape(x.shape)
@@ -54,20 +59,13 @@ def softplus_forward(x: np.ndarray, bias: np.ndarray) -> np.ndarray:
 def softplus_backward(
     dy: np.ndarray, x: np.ndarray, bias: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """-> (dx (..., e), dbias (e,))."""
+    """dy, x (..., e), bias (e,) -> (dx (..., e), dbias (e,))."""
+    dt = check("x", x, (..., None))
     e = x.shape[-1]
-    x2 = np.ascontiguousarray(x).reshape(-1, e)
+    check("dy", dy, x.shape, dt)
+    check("bias", bias, (e,), dt)
+    x2 = x.reshape(-1, e)
     dx = np.empty_like(x2)
     part = np.zeros((min(8, x2.shape[0]) or 1, e), dtype=x.dtype)
-    _softplus_backward_kernel(np.ascontiguousarray(dy).reshape(-1, e), x2, bias, dx, part)
+    _softplus_backward_kernel(dy.reshape(-1, e), x2, bias, dx, part)
     return dx.reshape(x.shape), part.sum(axis=0)
-
-
-def silu(x: np.ndarray) -> np.ndarray:
-    """x * sigmoid(x), NumPy (used by the recurrent step)."""
-    return x / (1.0 + np.exp(-x))
-
-
-def softplus(x: np.ndarray) -> np.ndarray:
-    """Stable softplus, NumPy (used by the recurrent step)."""
-    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))

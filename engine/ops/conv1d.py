@@ -20,7 +20,7 @@ import numpy as np
 from numba import prange
 
 from .._jit import kernel, parallel_kernel, sigmoid
-from ._common import reset_mask
+from ._common import check, check_wider, reset_mask
 
 
 @kernel
@@ -93,12 +93,19 @@ def _conv1d_silu_backward_kernel(du, x, wT, xc, reset, dx, dwT_part, db_part):  
                         dwj[c] += g[c] * xs[c]
 
 
+def _check_weights(weight: np.ndarray, bias: np.ndarray, dt: np.dtype | None = None) -> np.dtype:
+    dt = check("weight", weight, (None, 1, None), dt)
+    check("bias", bias, (weight.shape[0],), dt)
+    return dt
+
+
 def conv1d_forward(
     x: np.ndarray, weight: np.ndarray, bias: np.ndarray, reset: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """x (b, l, >= e) -> (u (b, l, e), xc (b, l, e)). ``reset`` (b, l): True at document starts."""
+    dt = _check_weights(weight, bias)
+    check_wider("x", x, weight.shape[0], dt)
     rm = reset_mask(reset, x.shape[0], x.shape[1])
-    x = np.ascontiguousarray(x)
     wT = np.ascontiguousarray(weight[:, 0, :].T)
     shape = (x.shape[0], x.shape[1], weight.shape[0])
     xc = np.empty(shape, dtype=x.dtype)
@@ -113,25 +120,53 @@ def conv1d_backward(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """du (b, l, e) -> (dx, dweight (e, 1, k), dbias (e,)); dx is (b, l, e) or, when given,
     ``dx`` (b, l, c >= e) with its first e columns overwritten. ``reset`` as in the forward."""
-    rm = reset_mask(reset, x.shape[0], x.shape[1])
-    x = np.ascontiguousarray(x)
-    nb = x.shape[0]
+    dt = check("weight", weight, (None, 1, None))
     ne, _, nk = weight.shape
-    wT = np.ascontiguousarray(weight[:, 0, :].T)
+    check_wider("x", x, ne, dt)
+    nb, nl = x.shape[0], x.shape[1]
+    check("du", du, (nb, nl, ne), dt)
+    check("xc", xc, (nb, nl, ne), dt)
     if dx is None:
         dx = np.empty(du.shape, dtype=x.dtype)
+    else:
+        check_wider("dx", dx, ne, dt)
+        check("dx", dx, (nb, nl, None), dt)
+    rm = reset_mask(reset, nb, nl)
+    wT = np.ascontiguousarray(weight[:, 0, :].T)
     dwT = np.zeros((nb, nk, ne), dtype=x.dtype)
     db = np.zeros((nb, ne), dtype=x.dtype)
-    _conv1d_silu_backward_kernel(np.ascontiguousarray(du), x, wT, np.ascontiguousarray(xc), rm, dx,
-                                 dwT, db)
+    _conv1d_silu_backward_kernel(du, x, wT, xc, rm, dx, dwT, db)
     return dx, dwT.sum(axis=0).T[:, None, :].copy(), db.sum(axis=0)
+
+
+@kernel
+def _conv1d_silu_step_kernel(window, x_new, w, bias, u):  # type: ignore[no-untyped-def]
+    """window (b, e, k) shifted left in place with x_new (b, e) appended; w (e, k), bias (e,)
+    -> u (b, e) = silu(bias + sum_j w[:, j] * window[:, :, j]). Serial: one token is too little
+    work to wake the thread pool for."""
+    nb, ne, nk = window.shape
+    for job in range(nb * ne):
+        b = job // ne
+        c = job % ne
+        win = window[b, c]
+        for j in range(nk - 1):
+            win[j] = win[j + 1]
+        win[nk - 1] = x_new[b, c]
+        acc = bias[c]
+        for j in range(nk):
+            acc += w[c, j] * win[j]
+        u[b, c] = acc * sigmoid(acc)
 
 
 def conv1d_step(
     window: np.ndarray, x_new: np.ndarray, weight: np.ndarray, bias: np.ndarray
 ) -> np.ndarray:
-    """Shift ``window`` (b, e, k) left by one in place, append x_new (b, e); return u (b, e)."""
-    window[:, :, :-1] = window[:, :, 1:]
-    window[:, :, -1] = x_new
-    xc = np.einsum("bek,ek->be", window, weight[:, 0, :]) + bias
-    return xc / (1.0 + np.exp(-xc))
+    """Shift ``window`` (b, e, k) left by one in place, append x_new (b, e); return u (b, e):
+    position t of ``conv1d_forward`` when the window holds inputs t-k+1..t (zeros before 0)."""
+    dt = _check_weights(weight, bias)
+    ne, _, nk = weight.shape
+    check("window", window, (None, ne, nk), dt)
+    check("x_new", x_new, (window.shape[0], ne), dt)
+    u = np.empty_like(x_new)
+    _conv1d_silu_step_kernel(window, x_new, weight.reshape(ne, nk), bias, u)
+    return u

@@ -14,6 +14,7 @@ import numpy as np
 from numba import prange
 
 from .._jit import fast_exp, parallel_kernel
+from ._common import check, check_index
 
 
 @parallel_kernel
@@ -51,10 +52,8 @@ def cross_entropy_forward_backward(
     """logits (m, v), targets (m,) -> (losses (m,) float64, dlogits (m, v) = scale * dloss/dlogits).
 
     With ``inplace`` the gradient overwrites ``logits`` (saves one (m, v) buffer)."""
-    logits = np.ascontiguousarray(logits)
-    targets = np.ascontiguousarray(targets, dtype=np.int64)
-    if targets.shape != logits.shape[:1]:
-        raise ValueError(f"targets {targets.shape} do not match logits {logits.shape}")
+    check("logits", logits, (None, None))
+    targets = check_index("targets", targets, logits.shape[:1])
     if targets.size and targets.max() >= logits.shape[1]:
         raise ValueError(f"target id {int(targets.max())} >= vocab size {logits.shape[1]}")
     losses = np.empty(logits.shape[0], dtype=np.float64)

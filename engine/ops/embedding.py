@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import kernel
+from ._common import check, check_index
 
 
 @kernel
@@ -23,17 +24,20 @@ def _embedding_backward_kernel(tokens, dy, dweight):  # type: ignore[no-untyped-
 
 
 def embedding_forward(tokens: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """tokens (b, l) -> (b, l, d)."""
+    """tokens (...) int, weight (v, d) -> (..., d) (a fresh contiguous array)."""
+    check("weight", weight, (None, None))
+    tokens = check_index("tokens", tokens, (...,))
     if tokens.size and (tokens.min() < 0 or tokens.max() >= weight.shape[0]):
         raise ValueError(f"token id out of range [0, {weight.shape[0]})")
     return weight[tokens]
 
 
 def embedding_backward(tokens: np.ndarray, dy: np.ndarray, dweight: np.ndarray) -> None:
-    """Accumulate dy (b, l, d) into dweight (v, d) in place."""
-    d = dy.shape[-1]
-    _embedding_backward_kernel(
-        np.ascontiguousarray(tokens).reshape(-1).astype(np.int64),
-        np.ascontiguousarray(dy).reshape(-1, d),
-        dweight,
-    )
+    """Accumulate dy (..., d) into dweight (v, d) in place; tokens (...) int."""
+    dt = check("dweight", dweight, (None, None))
+    v, d = dweight.shape
+    idx = check_index("tokens", tokens, (...,))
+    check("dy", dy, (*idx.shape, d), dt)
+    if idx.size and (idx.min() < 0 or idx.max() >= v):
+        raise ValueError(f"token id out of range [0, {v})")
+    _embedding_backward_kernel(idx.reshape(-1), dy.reshape(-1, d), dweight)

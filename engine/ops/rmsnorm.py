@@ -12,7 +12,7 @@ import numpy as np
 from numba import prange
 
 from .._jit import parallel_kernel
-from ._common import n_blocks
+from ._common import check, n_blocks
 
 _ROWS_PER_BLOCK = 64
 
@@ -56,7 +56,10 @@ def _rmsnorm_backward_kernel(dy, x, w, rstd, dx, dw_part):  # type: ignore[no-un
 
 def rmsnorm_forward(x: np.ndarray, weight: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
     """x (..., d), weight (d,) -> (y (..., d), rstd (...,))."""
-    x2 = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    dt = check("x", x, (..., None))
+    d = x.shape[-1]
+    check("weight", weight, (d,), dt)
+    x2 = x.reshape(-1, d)
     y = np.empty_like(x2)
     rstd = np.empty(x2.shape[0], dtype=x.dtype)
     _rmsnorm_forward_kernel(x2, weight, eps, y, rstd)
@@ -67,10 +70,13 @@ def rmsnorm_backward(
     dy: np.ndarray, x: np.ndarray, weight: np.ndarray, rstd: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """dy, x (..., d), rstd (...,) -> (dx (..., d), dweight (d,))."""
+    dt = check("x", x, (..., None))
     d = x.shape[-1]
-    x2 = np.ascontiguousarray(x).reshape(-1, d)
-    dy2 = np.ascontiguousarray(dy).reshape(-1, d)
+    check("dy", dy, x.shape, dt)
+    check("weight", weight, (d,), dt)
+    check("rstd", rstd, x.shape[:-1], dt)
+    x2 = x.reshape(-1, d)
     dx = np.empty_like(x2)
     part = np.zeros((n_blocks(x2.shape[0], _ROWS_PER_BLOCK), d), dtype=x.dtype)
-    _rmsnorm_backward_kernel(dy2, x2, weight, np.ascontiguousarray(rstd).reshape(-1), dx, part)
+    _rmsnorm_backward_kernel(dy.reshape(-1, d), x2, weight, rstd.reshape(-1), dx, part)
     return dx.reshape(x.shape), part.sum(axis=0)

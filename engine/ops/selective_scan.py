@@ -7,6 +7,8 @@
 Shapes: u, delta, z (b, l, e); A_log (e, n) with A = -exp(A_log); B, C (b, l, n); D (e,)
         -> out (b, l, e), h_last (b, e, n) (the state after the last step, for the recurrent cache).
 Backward returns du, ddelta, dz (b, l, e); dA_log (e, n); dB, dC (b, l, n); dD (e,).
+Step (generation): ``selective_scan_step`` advances a state h (b, e, n) by one position with the same
+update and the same scalar helpers (``fast_exp``, ``sigmoid``) as the forward kernel.
 
 Document boundaries: an optional ``reset`` (b, l) mask (bool or uint8), True at the first position
 of each document of a packed row, zeroes the state before that position: h_t = delta_t B_t u_t, so
@@ -32,8 +34,8 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._jit import fast_exp, parallel_kernel, sigmoid
-from ._common import reset_mask
+from .._jit import fast_exp, kernel, parallel_kernel, sigmoid
+from ._common import check, check_wider, reset_mask
 
 CHUNK = 64
 
@@ -195,18 +197,20 @@ def _A_transposed(A_log: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(-np.exp(A_log).T)
 
 
-def _contig(*arrays: np.ndarray) -> list[np.ndarray]:
-    return [np.ascontiguousarray(a) for a in arrays]
-
-
-def _check_shapes(u: np.ndarray, delta: np.ndarray, A_log: np.ndarray, B: np.ndarray,
-                  C: np.ndarray, z: np.ndarray, z_offset: int) -> None:
+def _check(u: np.ndarray, delta: np.ndarray, A_log: np.ndarray, B: np.ndarray, C: np.ndarray,
+           D: np.ndarray, z: np.ndarray, z_offset: int) -> np.dtype:
+    """The door check of the forward and backward; returns the call's dtype."""
+    dt = check("u", u, (None, None, None))
     nb, nl, ne = u.shape
+    check("delta", delta, u.shape, dt)
+    check("A_log", A_log, (ne, None), dt)
     n = A_log.shape[1]
-    if delta.shape != u.shape or z.shape[:2] != u.shape[:2] or z.shape[2] < z_offset + ne:
-        raise ValueError(f"u, delta, z shapes do not fit: {u.shape}, {delta.shape}, {z.shape}")
-    if B.shape != (nb, nl, n) or C.shape != (nb, nl, n):
-        raise ValueError(f"B, C must be {(nb, nl, n)}, got {B.shape}, {C.shape}")
+    check("B", B, (nb, nl, n), dt)
+    check("C", C, (nb, nl, n), dt)
+    check("D", D, (ne,), dt)
+    check_wider("z", z, z_offset + ne, dt)
+    check("z", z, (nb, nl, None), dt)
+    return dt
 
 
 def selective_scan_forward(
@@ -223,15 +227,13 @@ def selective_scan_forward(
     """-> out (b, l, e), h_last (b, e, n). See the module docstring. ``z`` may be wider than e
     (e.g. in_proj's whole (b, l, 2e) output) and is read at columns z_offset..z_offset+e.
     ``reset`` (b, l): True where a new document starts (the state is zeroed before it)."""
-    _check_shapes(u, delta, A_log, B, C, z, z_offset)
+    _check(u, delta, A_log, B, C, D, z, z_offset)
     nb, nl, ne = u.shape
     n = A_log.shape[1]
     rm = reset_mask(reset, nb, nl)
-    u, delta, B, C, D, z = _contig(u, delta, B, C, D, z)
     out = np.empty_like(u)
     h_last = np.empty((nb, ne, n), dtype=u.dtype)
-    _scan_forward_kernel(u, delta, _A_transposed(A_log).astype(u.dtype), B, C, D, z, z_offset,
-                         rm, out, h_last)
+    _scan_forward_kernel(u, delta, _A_transposed(A_log), B, C, D, z, z_offset, rm, out, h_last)
     return out, h_last
 
 
@@ -251,14 +253,14 @@ def selective_scan_backward(
     """-> (du, ddelta, dA_log, dB, dC, dD, dz); shapes as the corresponding inputs. With ``dz``
     given (shaped like z), the gate gradient is written into its columns z_offset..z_offset+e.
     ``reset`` as in the forward."""
-    _check_shapes(u, delta, A_log, B, C, z, z_offset)
-    if dout.shape != u.shape:
-        raise ValueError(f"dout {dout.shape} must match u {u.shape}")
+    dt = _check(u, delta, A_log, B, C, D, z, z_offset)
+    check("dout", dout, u.shape, dt)
+    if dz is not None:
+        check("dz", dz, z.shape, dt)
     nb, nl, ne = u.shape
     n = A_log.shape[1]
     rm = reset_mask(reset, nb, nl)
-    dout, u, delta, B, C, D, z = _contig(dout, u, delta, B, C, D, z)
-    At = _A_transposed(A_log).astype(u.dtype)
+    At = _A_transposed(A_log)
     nch = (ne + CHUNK - 1) // CHUNK
     du = np.empty_like(u)
     ddelta = np.empty_like(u)
@@ -275,3 +277,43 @@ def selective_scan_backward(
     dA = dA_part.sum(axis=0).T  # (e, n)
     dA_log = dA * At.T
     return du, ddelta, dA_log, dB_part.sum(axis=0), dC_part.sum(axis=0), dD_part.sum(axis=0), dz
+
+
+@kernel
+def _scan_step_kernel(h, u, delta, A, Bm, Cm, D, z, out):  # type: ignore[no-untyped-def]
+    """One recurrent step, the forward kernel's update for a single position: h (b, e, n) advanced
+    in place; u, delta, z (b, e); A (e, n); Bm, Cm (b, n); D (e,) -> out (b, e). Serial: one
+    token is too little work to wake the thread pool for."""
+    nb, ne, nn_ = h.shape
+    for b in range(nb):
+        for c in range(ne):
+            hc = h[b, c]
+            dt = delta[b, c]
+            dbu = dt * u[b, c]
+            y = D[c] * u[b, c]
+            for s in range(nn_):
+                hv = fast_exp(dt * A[c, s]) * hc[s] + dbu * Bm[b, s]
+                hc[s] = hv
+                y += Cm[b, s] * hv
+            zc = z[b, c]
+            out[b, c] = y * zc * sigmoid(zc)
+
+
+def selective_scan_step(
+    h: np.ndarray, u: np.ndarray, delta: np.ndarray, A_log: np.ndarray, B: np.ndarray,
+    C: np.ndarray, D: np.ndarray, z: np.ndarray,
+) -> np.ndarray:
+    """Advance the state ``h`` (b, e, n) in place by one position and return the gated output
+    out (b, e): u, delta, z (b, e); A_log (e, n); B, C (b, n); D (e,). Position t of
+    ``selective_scan_forward`` when ``h`` holds the state after t - 1 (its h_last)."""
+    dt = check("h", h, (None, None, None))
+    nb, ne, n = h.shape
+    for name, a in (("u", u), ("delta", delta), ("z", z)):
+        check(name, a, (nb, ne), dt)
+    check("A_log", A_log, (ne, n), dt)
+    check("B", B, (nb, n), dt)
+    check("C", C, (nb, n), dt)
+    check("D", D, (ne,), dt)
+    out = np.empty_like(u)
+    _scan_step_kernel(h, u, delta, -np.exp(A_log), B, C, D, z, out)
+    return out
