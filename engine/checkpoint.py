@@ -163,15 +163,19 @@ def load_model_files(folder: Path) -> tuple[MambaConfig, Params]:
 
 
 def verify_hashes(folder: Path, hashes: dict[str, str]) -> None:
-    from .safeio import check_regular, inside
+    from .safeio import UnsafeFileError, check_regular, inside
 
     if not hashes:
         raise CheckpointError(f"{folder}: trainer_state.json lists no files; cannot verify the checkpoint")
     for name, digest in hashes.items():
-        p = inside(folder, name)  # a name from the folder's own state never leads outside it
+        try:
+            p = inside(folder, name)  # a name from the folder's own state never leads outside it
+            if p.exists():
+                check_regular(p, "checkpoint file")  # a FIFO or device would hang the hash
+        except UnsafeFileError as exc:
+            raise CheckpointError(str(exc)) from None
         if not p.exists():
             raise CheckpointError(f"{p}: missing (the checkpoint is incomplete)")
-        check_regular(p, "checkpoint file")  # a FIFO or device would hang the hash
         if sha256_file(p) != digest:
             raise CheckpointError(
                 f"{p}: contents do not match trainer_state.json (corrupt or from another save)"

@@ -105,10 +105,11 @@ def _open_checked(path: Path):  # type: ignore[no-untyped-def]
         raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def iter_bytes(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
+def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
     """The file's bytes in chunks, a leading UTF-8 BOM dropped, validated as it goes: raises
     CorpusError for an empty/blank, binary or non-UTF-8 file (naming the offset)."""
     path = Path(path)
+    chunk = chunk or CHUNK
     with _open_checked(path) as f:
         dec = codecs.getincrementaldecoder("utf-8")()
         offset = 0
@@ -156,11 +157,12 @@ def _last_cut(pattern: re.Pattern[str], text: str, start: int) -> int | None:
     return cut
 
 
-def iter_text(path: Path, chunk: int = CHUNK) -> Iterator[str]:
+def iter_text(path: Path, chunk: int | None = None) -> Iterator[str]:
     """The file's text in pieces of about ``chunk`` bytes, each cut just after a newline that is
     followed by a non-space character (or, in a line longer than a few chunks, just before a space
     between two words), so tokenising the pieces one by one gives the same ids as tokenising the
     whole text with a byte-level BPE (both cuts are pre-tokeniser boundaries)."""
+    chunk = chunk or CHUNK
     dec = codecs.getincrementaldecoder("utf-8")()
     pending = ""
     for data in iter_bytes(path, chunk):
