@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .config import MambaConfig
-from .errors import CheckpointError
+from .errors import CheckpointError, MambaStudioError
 from .params import Params, param_shapes
 
 LM_HEAD = "lm_head.weight"
@@ -131,10 +131,17 @@ def save_model_files(  # type: ignore[no-untyped-def]
 
 def read_config(folder: Path) -> MambaConfig:
     path = Path(folder) / "config.json"
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise CheckpointError(f"{folder}: no config.json (not a model folder)")
+    from .limits import check_hf_config
+    from .safeio import read_json
+
     try:
-        return MambaConfig.from_hf_dict(json.loads(path.read_text(encoding="utf-8")))
+        d = read_json(path, what="config.json")  # bounded; a FIFO/device is refused
+        check_hf_config(d, str(path))  # types and ranges before any shape is built
+        return MambaConfig.from_hf_dict(d)
+    except MambaStudioError as exc:
+        raise CheckpointError(str(exc)) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"{path}: unusable config ({exc})") from exc
 
@@ -156,8 +163,17 @@ def load_model_files(folder: Path) -> tuple[MambaConfig, Params]:
 
 
 def verify_hashes(folder: Path, hashes: dict[str, str]) -> None:
+    from .safeio import UnsafeFileError, check_regular, inside
+
+    if not hashes:
+        raise CheckpointError(f"{folder}: trainer_state.json lists no files; cannot verify the checkpoint")
     for name, digest in hashes.items():
-        p = Path(folder) / name
+        try:
+            p = inside(folder, name)  # a name from the folder's own state never leads outside it
+            if p.exists():
+                check_regular(p, "checkpoint file")  # a FIFO or device would hang the hash
+        except UnsafeFileError as exc:
+            raise CheckpointError(str(exc)) from None
         if not p.exists():
             raise CheckpointError(f"{p}: missing (the checkpoint is incomplete)")
         if sha256_file(p) != digest:

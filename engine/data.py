@@ -1,4 +1,11 @@
-"""Corpus loading and validation, train/held-out split, and chunking into (input, target) rows.
+"""Corpus loading and validation, streaming tokenisation into a compact id array, the
+train/held-out split, and chunking into (input, target) rows.
+
+Memory: files are validated and tokenised in chunks (``CHUNK`` bytes), never held whole as ``str``
+or as Python lists of ints; the corpus becomes one array of ``id_dtype(vocab)`` (uint8 up to 256
+tokens, uint16 up to 65,536, else uint32) -- 2 bytes per corpus byte for the byte tokenizer, whose
+257th token is the end-of-text id. Rows are views over that array (``RowView``) materialised as
+int64 only for the rows of one batch.
 
 Chunking: a token stream of length T gives rows starting at 0, S, 2S, ... with inputs
 ids[s : s + S] and targets ids[s + 1 : s + S + 1]; the last row is padded with target -1 (ignored).
@@ -8,25 +15,66 @@ targets when T was a multiple of S).
 
 from __future__ import annotations
 
+import codecs
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from .errors import CorpusError
+from .errors import CorpusError, MambaStudioError
+from .safeio import GiB, MiB, check_regular
 
 TEXT_SUFFIXES = {
     ".txt", ".md", ".rst", ".py", ".js", ".ts", ".c", ".h", ".cpp", ".hpp", ".rs", ".go",
     ".java", ".kt", ".swift", ".rb", ".sh", ".toml", ".yaml", ".yml", ".json", ".html",
     ".css", ".tex", ".csv", ".ini", ".cfg", ".sql", ".lua", ".jl", ".r", ".m", ".scala", "",
 }
+FILE_LIMIT = 4 * GiB  # one corpus file; larger ones are refused before any byte is read
+CHUNK = 4 * MiB  # bytes read (and text tokenised) at a time
+SNIFF = 64 * 1024  # a NUL byte in the first SNIFF bytes means binary
+_BOM = b"\xef\xbb\xbf"
+_WS = b" \t\n\r\x0b\x0c"
+
+Progress = Callable[[int, int], None]  # (bytes done, bytes total)
+
+
+def id_dtype(vocab_size: int) -> np.dtype:
+    """The smallest unsigned dtype that holds ids 0 .. vocab_size - 1."""
+    for dt in (np.uint8, np.uint16, np.uint32):
+        if vocab_size <= np.iinfo(dt).max + 1:
+            return np.dtype(dt)
+    raise CorpusError(f"vocabulary of {vocab_size:,} tokens is too large")
 
 
 @dataclass
 class CorpusFile:
+    """A validated UTF-8 text file. Its text is not kept in memory; ``text`` reads it again."""
+
     path: Path
-    text: str
     n_bytes: int
+
+    @property
+    def text(self) -> str:
+        return "".join(iter_text(self.path))
+
+
+class _Texts(Sequence[str]):
+    """``Corpus.texts``: each file's text, read on access (a whole corpus is never one list)."""
+
+    def __init__(self, corpus: Corpus) -> None:
+        self.corpus = corpus
+
+    def __len__(self) -> int:
+        return len(self.corpus.files)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
+        if isinstance(i, slice):
+            return [f.text for f in self.corpus.files[i]]
+        return self.corpus.files[i].text
 
 
 @dataclass
@@ -35,36 +83,120 @@ class Corpus:
     rejected: list[tuple[Path, str]] = field(default_factory=list)  # (path, reason)
 
     @property
-    def texts(self) -> list[str]:
-        return [f.text for f in self.files]
+    def texts(self) -> Sequence[str]:
+        return _Texts(self)
 
     @property
     def n_bytes(self) -> int:
         return sum(f.n_bytes for f in self.files)
 
+    def chunks(self) -> Iterator[str]:
+        """Every file's text in pieces of about ``CHUNK`` bytes cut after a newline that is followed
+        by a non-space character (a cut that byte-level BPE pre-tokenisation never crosses)."""
+        for f in self.files:
+            yield from iter_text(f.path)
+
+
+def _open_checked(path: Path):  # type: ignore[no-untyped-def]
+    check_regular(path, "corpus file", FILE_LIMIT)
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
+    """The file's bytes in chunks, a leading UTF-8 BOM dropped, validated as it goes: raises
+    CorpusError for an empty/blank, binary or non-UTF-8 file (naming the offset)."""
+    path = Path(path)
+    chunk = chunk or CHUNK
+    with _open_checked(path) as f:
+        dec = codecs.getincrementaldecoder("utf-8")()
+        offset = 0
+        content = False
+        first = True
+        while True:
+            try:
+                data = f.read(chunk)
+            except OSError as exc:
+                raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from None
+            final = not data
+            if first:
+                if b"\x00" in data[:SNIFF]:
+                    raise CorpusError(f"{path}: looks binary (contains NUL bytes), not text")
+                while data.startswith(_BOM):
+                    data = data[3:]
+                    offset += 3
+                first = False
+            carried = len(dec.getstate()[0])  # bytes of an incomplete character from before
+            try:
+                dec.decode(data, final)
+            except UnicodeDecodeError as exc:
+                bad = offset - carried + exc.start
+                byte = exc.object[exc.start]
+                raise CorpusError(
+                    f"{path}: not valid UTF-8 (byte 0x{byte:02x} at offset {bad})"
+                ) from None
+            if final:
+                break
+            content = content or bool(data.strip(_WS))
+            offset += len(data)
+            yield data
+        if not content:
+            raise CorpusError(f"{path}: file is empty")
+
+
+_CUT = re.compile(r"\n(?=\S)")  # after a newline followed by a non-space character
+_CUT_SPACE = re.compile(r"(?<=\S)(?= \S)")  # before a single space between two words
+
+
+def _last_cut(pattern: re.Pattern[str], text: str, start: int) -> int | None:
+    cut = None
+    for m in pattern.finditer(text, start):
+        cut = m.end()
+    return cut
+
+
+def iter_text(path: Path, chunk: int | None = None) -> Iterator[str]:
+    """The file's text in pieces of about ``chunk`` bytes, each cut just after a newline that is
+    followed by a non-space character (or, in a line longer than a few chunks, just before a space
+    between two words), so tokenising the pieces one by one gives the same ids as tokenising the
+    whole text with a byte-level BPE (both cuts are pre-tokeniser boundaries)."""
+    chunk = chunk or CHUNK
+    dec = codecs.getincrementaldecoder("utf-8")()
+    pending = ""
+    for data in iter_bytes(path, chunk):
+        pending += dec.decode(data)
+        if len(pending) < chunk:
+            continue
+        cut = _last_cut(_CUT, pending, max(0, len(pending) - chunk))
+        if cut is None and len(pending) >= 4 * chunk:
+            cut = _last_cut(_CUT_SPACE, pending, len(pending) - chunk)
+        if cut is None:  # no boundary yet (a very long line): keep reading
+            continue
+        yield pending[:cut]
+        pending = pending[cut:]
+    pending += dec.decode(b"", True)
+    if pending:
+        yield pending
+
 
 def read_text_file(path: Path) -> CorpusFile:
-    """Read one file as UTF-8 text or raise CorpusError naming the problem."""
+    """Validate one file as non-empty UTF-8 text (streamed, bounded memory) or raise CorpusError."""
+    path = Path(path)
+    n = 0
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    if not data.strip():
-        raise CorpusError(f"{path}: file is empty")
-    if b"\x00" in data[:65536]:
-        raise CorpusError(f"{path}: looks binary (contains NUL bytes), not text")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CorpusError(
-            f"{path}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-        ) from exc
-    return CorpusFile(path, text.lstrip("\ufeff"), len(data))
+        for data in iter_bytes(path):
+            n += len(data)
+    except MambaStudioError as exc:
+        raise CorpusError(str(exc)) from None
+    return CorpusFile(path, n)
 
 
-def load_corpus(paths: list[str | Path], strict: bool = False) -> Corpus:
+def load_corpus(paths: Sequence[str | Path], strict: bool = False) -> Corpus:
     """Read files and folders (recursively: text-like suffixes are read, other files are listed as
-    rejected, hidden ones ignored). Bad files are collected in ``rejected`` (or raise with
+    rejected, hidden ones ignored). FIFOs, devices, sockets and files over ``FILE_LIMIT`` are
+    rejected before anything is read. Bad files are collected in ``rejected`` (or raise with
     ``strict``). Raises CorpusError when nothing usable remains."""
     corpus = Corpus()
     for raw in paths:
@@ -73,13 +205,15 @@ def load_corpus(paths: list[str | Path], strict: bool = False) -> Corpus:
             candidates = []
             for f in sorted(p.rglob("*")):
                 rel = f.relative_to(p).parts
-                if not f.is_file() or any(part.startswith(".") for part in rel):
+                if any(part.startswith(".") for part in rel) or f.is_dir():
                     continue  # hidden files and folders (.git, .venv, ...) are not corpus
-                if f.suffix.lower() in TEXT_SUFFIXES:
+                if not f.is_file() and not f.is_symlink():
+                    corpus.rejected.append((f, "not a regular file (FIFO, device or socket)"))
+                elif f.suffix.lower() in TEXT_SUFFIXES:
                     candidates.append(f)
                 else:
                     corpus.rejected.append((f, f"not a text file type ({f.suffix})"))
-        elif p.exists():
+        elif p.exists() or p.is_symlink():
             candidates = [p]
         else:
             corpus.rejected.append((p, "no such file or folder"))
@@ -97,14 +231,61 @@ def load_corpus(paths: list[str | Path], strict: bool = False) -> Corpus:
     return corpus
 
 
-def encode_corpus(texts: list[str], tokenizer) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Concatenate documents, separated by the tokenizer's end-of-text id -> ids (T,) int64."""
+def encode_files(corpus: Corpus, tokenizer: Any, progress: Progress | None = None) -> np.ndarray:
+    """Tokenise the corpus file by file into one compact array (T,) of ``id_dtype(vocab)``;
+    documents are separated by the tokenizer's end-of-text id. ``progress(done, total)`` is called
+    after each chunk with byte counts."""
+    dtype = id_dtype(int(tokenizer.vocab_size))
+    total = corpus.n_bytes
+    cap = total + len(corpus.files)  # upper bound: byte-level tokenizers give <= 1 id per byte
+    out = np.empty(cap, dtype=dtype)
+    pos = 0
+    done = 0
+    for i, f in enumerate(corpus.files):
+        if i:
+            out, pos = _put(out, pos, np.array([tokenizer.eos_id], dtype=dtype))
+        if tokenizer.kind == "bytes":
+            for data in iter_bytes(f.path):
+                out, pos = _put(out, pos, np.frombuffer(data, dtype=np.uint8))
+                done += len(data)
+                if progress is not None:
+                    progress(done, total)
+        else:
+            for text in iter_text(f.path):
+                ids = tokenizer.encode(text)
+                if len(ids) and int(ids.max()) >= np.iinfo(dtype).max + 1:
+                    raise CorpusError(f"{f.path}: tokenizer produced an id outside its vocabulary")
+                out, pos = _put(out, pos, ids.astype(dtype, copy=False))
+                done += len(text.encode("utf-8"))
+                if progress is not None:
+                    progress(min(done, total), total)
+    out.resize(pos, refcheck=False)  # shrinks in place (realloc), no copy
+    return out
+
+
+def _put(out: np.ndarray, pos: int, ids: np.ndarray) -> tuple[np.ndarray, int]:
+    end = pos + len(ids)
+    if end > len(out):  # a tokenizer that emits more ids than bytes (rare): grow by half
+        out.resize(max(end, len(out) + len(out) // 2 + 1), refcheck=False)
+    out[pos:end] = ids
+    return out, end
+
+
+def encode_corpus(texts: Sequence[str] | Corpus, tokenizer: Any,
+                  progress: Progress | None = None) -> np.ndarray:
+    """Documents separated by the tokenizer's end-of-text id -> ids (T,), compact dtype. A
+    ``Corpus`` (or its ``texts``) is streamed from disk with ``encode_files``."""
+    if isinstance(texts, Corpus):
+        return encode_files(texts, tokenizer, progress)
+    if isinstance(texts, _Texts):
+        return encode_files(texts.corpus, tokenizer, progress)
+    dtype = id_dtype(int(tokenizer.vocab_size))
     parts: list[np.ndarray] = []
     for i, t in enumerate(texts):
         if i:
-            parts.append(np.array([tokenizer.eos_id], dtype=np.int64))
-        parts.append(tokenizer.encode(t))
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            parts.append(np.array([tokenizer.eos_id], dtype=dtype))
+        parts.append(np.asarray(tokenizer.encode(t)).astype(dtype))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
 def split_holdout(ids: np.ndarray, fraction: float, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -117,18 +298,64 @@ def split_holdout(ids: np.ndarray, fraction: float, seq_len: int) -> tuple[np.nd
     return ids[: len(ids) - n_val], ids[len(ids) - n_val :]
 
 
-def make_rows(ids: np.ndarray, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """ids (T,) -> inputs, targets (rows, seq_len); padded targets are -1."""
+class RowView(NDArrayOperatorsMixin):
+    """A (rows, seq_len) int64 table that is never stored: row ``r`` is
+    ``ids[starts[r] + shift : starts[r] + shift + lengths[r]]`` padded with ``fill``. Indexing with
+    an int, slice or index array materialises only those rows; NumPy functions and operators see
+    the full array (for tests and small corpora)."""
+
+    def __init__(self, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seq_len: int,
+                 shift: int, fill: int) -> None:
+        self.ids, self.starts, self.lengths = ids, starts, lengths
+        self.seq_len, self.shift, self.fill = seq_len, shift, fill
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.starts), self.seq_len)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def _rows(self, idx: np.ndarray) -> np.ndarray:
+        col = np.arange(self.seq_len)
+        pos = self.starts[idx, None] + self.shift + col
+        valid = col < self.lengths[idx, None]
+        out = self.ids[np.where(valid, pos, 0)].astype(np.int64)
+        out[~valid] = self.fill
+        return out
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        rest: tuple = ()
+        if isinstance(key, np.ndarray) and key.ndim > 1:  # e.g. a boolean mask of the whole table
+            return np.asarray(self)[key]
+        if isinstance(key, tuple):
+            key, rest = key[0], key[1:]
+        if isinstance(key, (int, np.integer)):
+            out = self._rows(np.array([range(len(self))[int(key)]]))[0]
+        else:
+            out = self._rows(np.atleast_1d(np.arange(len(self))[key]))
+        return out[rest] if rest else out
+
+    def __array__(self, dtype=None, copy=None):  # type: ignore[no-untyped-def]
+        a = self._rows(np.arange(len(self)))
+        return a if dtype is None else a.astype(dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):  # type: ignore[no-untyped-def]
+        args = [np.asarray(x) if isinstance(x, RowView) else x for x in inputs]
+        return getattr(ufunc, method)(*args, **kwargs)
+
+
+def make_rows(ids: np.ndarray, seq_len: int) -> tuple[RowView, RowView]:
+    """ids (T,) -> inputs, targets (rows, seq_len) as ``RowView``s over ``ids`` (no copy);
+    padded targets are -1, padded inputs 0."""
     n = len(ids)
     if n < 2:
         raise CorpusError(f"corpus has {n} token(s); at least 2 are needed to train")
-    rows = -(-(n - 1) // seq_len)
-    inputs = np.zeros((rows, seq_len), dtype=np.int64)
-    targets = np.full((rows, seq_len), -1, dtype=np.int64)
-    for r in range(rows):
-        s = r * seq_len
-        x = ids[s : s + seq_len]
-        y = ids[s + 1 : s + seq_len + 1]
-        inputs[r, : len(x)] = x
-        targets[r, : len(y)] = y
-    return inputs, targets
+    starts = np.arange(0, n - 1, seq_len, dtype=np.int64)
+    lengths = np.minimum(seq_len, n - 1 - starts)
+    return (RowView(ids, starts, lengths, seq_len, 0, 0),
+            RowView(ids, starts, lengths, seq_len, 1, -1))

@@ -19,7 +19,7 @@ from .inference import CpuStepper
 from .model import logits_forward
 from .params import Params, count, init_params
 from .sampling import SamplingConfig, sample
-from .tokenizer import ByteTokenizer, Tokenizer, load_tokenizer
+from .tokenizer import ByteTokenizer, Tokenizer, check_fits, load_tokenizer
 
 
 class Stepper(Protocol):
@@ -71,17 +71,27 @@ class MambaLM:
     def generate(
         self, prompt: str, sampling: SamplingConfig | None = None, backend: Stepper | None = None
     ) -> Iterator[str]:
-        """Stream decoded text pieces; multi-byte characters are emitted once complete."""
+        """Stream decoded text pieces; multi-byte characters are emitted once complete. Decoding is
+        incremental (the tokenizer's ``stream()``), so each token costs the same however long the
+        text already is."""
         sampling = sampling or SamplingConfig()
-        ids: list[int] = []
-        emitted = ""
+        stream = self.tokenizer.stream()
         for tok in self.generate_ids(self.tokenizer.encode(prompt), sampling, backend):
-            ids.append(tok)
-            text = self.tokenizer.decode(ids)
-            if text.endswith("\ufffd"):
-                continue
-            yield text[len(emitted) :]
-            emitted = text
+            piece = stream.step(int(tok))
+            if piece:
+                yield piece
+        tail = stream.flush()
+        if tail:
+            yield tail
+
+    def check_finite(self, source: str | Path = "model") -> None:
+        """Raise CheckpointError naming the first tensor with NaN/Inf (a diverged model)."""
+        for name, a in self.params.items():
+            if not np.isfinite(a).all():
+                raise ckpt.CheckpointError(
+                    f"{source}: weight {name} contains NaN or Inf (training diverged?); use an "
+                    "earlier checkpoint or retrain with a lower learning rate"
+                )
 
     # ---------------------------------------------------------------- save / load
     def save(self, folder: str | Path) -> dict[str, str]:
@@ -93,8 +103,6 @@ class MambaLM:
         + tokenizer.json)."""
         cfg, params = ckpt.load_model_files(Path(folder))
         tok = load_tokenizer(folder)
-        if tok.vocab_size > cfg.vocab_size:
-            raise ckpt.CheckpointError(
-                f"{folder}: tokenizer has {tok.vocab_size} tokens but the model only {cfg.vocab_size}"
-            )
+        check_fits(tok, cfg.vocab_size, Path(folder) / "tokenizer.json")
         return cls(cfg, params, tok)
+

@@ -21,7 +21,6 @@ PEFT export: ``adapter_config.json`` + ``adapter_model.safetensors`` with keys
 
 from __future__ import annotations
 
-import json
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import checkpoint as ckpt
-from .errors import CheckpointError
+from .errors import CheckpointError, MambaStudioError
 from .params import EMBEDDINGS, Params, short_name
 
 LORA_TARGETS = ("in_proj", "x_proj", "dt_proj", "out_proj", "conv1d", "A_log", "embeddings")
@@ -282,13 +281,21 @@ class _DropoutHooks:
 def load_adapter(params: Params, folder: str | Path) -> LoRATrainable:
     """Apply a PEFT-format adapter folder onto ``params`` (merged); ``.unmerge()`` undoes it."""
     folder = Path(folder)
+    from .limits import check_lora
+    from .safeio import read_json
+
     try:
-        conf = json.loads((folder / "adapter_config.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise CheckpointError(f"{folder}: no readable adapter_config.json ({exc})") from exc
+        conf = read_json(folder / "adapter_config.json", what="adapter_config.json")
+        if not isinstance(conf, dict):
+            raise CheckpointError(f"{folder / 'adapter_config.json'}: not a JSON object")
+        cfg = LoRAConfig(tuple(conf["target_modules"]), int(conf["r"]), float(conf["lora_alpha"]))
+        check_lora(cfg, str(folder / "adapter_config.json"))
+    except MambaStudioError as exc:
+        raise CheckpointError(f"{folder}: no usable adapter_config.json ({exc})") from None
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"{folder}: no usable adapter_config.json ({exc!r:.200})") from None
     tensors = {k.replace(".default", ""): v for k, v in
                ckpt.read_tensors(folder / "adapter_model.safetensors").items()}
-    cfg = LoRAConfig(tuple(conf["target_modules"]), int(conf["r"]), float(conf["lora_alpha"]))
     lt = LoRATrainable(params, cfg)
     for n, ad in lt.adapters.items():
         a_key, b_key = _peft_keys(n)

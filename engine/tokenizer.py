@@ -3,16 +3,27 @@
 
 from __future__ import annotations
 
+import codecs
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from .errors import TokenizerError
+from .errors import MambaStudioError, TokenizerError
+from .safeio import TOKENIZER_LIMIT, read_bytes, read_json
 
 EOS = "<|endoftext|>"
+MAX_BPE = 1 << 20
+
+
+class StreamDecoder(Protocol):
+    """Incremental detokenisation: ``step(id)`` returns the text that id completes ("" while a
+    multi-byte character is incomplete); cost per call does not grow with the text so far."""
+
+    def step(self, token: int) -> str: ...
+    def flush(self) -> str: ...
 
 
 class Tokenizer(Protocol):
@@ -22,7 +33,42 @@ class Tokenizer(Protocol):
 
     def encode(self, text: str) -> np.ndarray: ...
     def decode(self, ids: Iterable[int]) -> str: ...
+    def stream(self) -> StreamDecoder: ...
     def save(self, folder: Path) -> None: ...
+
+
+class _ByteStream:
+    def __init__(self) -> None:
+        self._dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def step(self, token: int) -> str:
+        return str(self._dec.decode(bytes([token]))) if 0 <= token < 256 else ""
+
+    def flush(self) -> str:
+        return str(self._dec.decode(b"", True))
+
+
+class _HFStream:
+    def __init__(self, tok, vocab_size: int) -> None:  # type: ignore[no-untyped-def]
+        from tokenizers.decoders import DecodeStream
+
+        self._tok, self._n = tok, vocab_size
+        self._stream = DecodeStream(skip_special_tokens=False)
+
+    def step(self, token: int) -> str:
+        if not 0 <= token < self._n:
+            return ""  # a padded-vocabulary id the tokenizer does not know
+        return self._stream.step(self._tok, int(token)) or ""
+
+    def flush(self) -> str:
+        return ""  # an incomplete character at the very end is dropped (as decode() would garble it)
+
+
+def _chunks(texts: Iterable[str]) -> Iterator[str]:
+    """A Corpus (or its ``texts``) streams bounded chunks from disk; anything else as given."""
+    source = getattr(texts, "corpus", texts)
+    chunks = getattr(source, "chunks", None)
+    yield from (chunks() if callable(chunks) else texts)
 
 
 class ByteTokenizer:
@@ -38,6 +84,9 @@ class ByteTokenizer:
     def decode(self, ids: Iterable[int]) -> str:
         data = bytes(int(i) for i in ids if 0 <= int(i) < 256)
         return data.decode("utf-8", errors="replace")
+
+    def stream(self) -> StreamDecoder:
+        return _ByteStream()
 
     def save(self, folder: Path) -> None:
         spec = {"mamba_studio_tokenizer": "bytes", "eos_token": EOS, "eos_id": self.eos_id}
@@ -60,6 +109,11 @@ class BPETokenizer:
         from tokenizers import Tokenizer as HFTokenizer
         from tokenizers import decoders, models, pre_tokenizers, trainers
 
+        if type(vocab_size) is not int or not 257 <= vocab_size <= MAX_BPE:
+            raise TokenizerError(
+                f"BPE vocabulary size must be an integer in [257, {MAX_BPE}], got {vocab_size!r}"
+            )
+
         tok = HFTokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
@@ -70,33 +124,91 @@ class BPETokenizer:
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         )
-        tok.train_from_iterator(list(texts), trainer=trainer)
+        tok.train_from_iterator(_chunks(texts), trainer=trainer)
         return cls(tok)
 
     def encode(self, text: str) -> np.ndarray:
-        return np.asarray(self._tok.encode(text).ids, dtype=np.int64)
+        return np.asarray(self._tok.encode(text, add_special_tokens=False).ids, dtype=np.int64)
 
     def decode(self, ids: Iterable[int]) -> str:
         return str(self._tok.decode([int(i) for i in ids if 0 <= int(i) < self.vocab_size]))
+
+    def stream(self) -> StreamDecoder:
+        return _HFStream(self._tok, self.vocab_size)
 
     def save(self, folder: Path) -> None:
         self._tok.save(str(Path(folder) / "tokenizer.json"))
 
 
-def load_tokenizer(folder: str | Path) -> Tokenizer:
-    """Load ``folder/tokenizer.json`` (ours or any HF fast-tokenizer file); bytes if absent."""
-    path = Path(folder) / "tokenizer.json"
-    if not path.exists():
-        return ByteTokenizer()
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise TokenizerError(f"{path}: not a readable tokenizer.json ({exc})") from exc
-    if spec.get("mamba_studio_tokenizer") == "bytes":
-        return ByteTokenizer()
-    from tokenizers import Tokenizer as HFTokenizer
+PAD_SLACK = 128  # a model's vocabulary may exceed its tokenizer's by padding: fewer than this many ids
 
+
+def recorded_kind(folder: str | Path) -> str | None:
+    """The tokenizer kind our ``config.json`` records ("bytes"/"bpe"), None if absent/unreadable."""
     try:
-        return BPETokenizer(HFTokenizer.from_file(str(path)))
-    except Exception as exc:  # tokenizers raises plain Exception subclasses
-        raise TokenizerError(f"{path}: HF tokenizers could not load it ({exc})") from exc
+        cfg = read_json(Path(folder) / "config.json", what="config.json")
+    except MambaStudioError:
+        return None
+    block = cfg.get("mamba_studio") if isinstance(cfg, dict) else None
+    kind = block.get("tokenizer") if isinstance(block, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def load_tokenizer(folder: str | Path) -> Tokenizer:
+    """Load ``folder/tokenizer.json`` (ours or any HF fast-tokenizer file). Without one, the byte
+    tokenizer is used only when ``config.json`` does not record another kind (a BPE model folder
+    without its tokenizer.json is refused). Reads are bounded; a FIFO or device is refused."""
+    path = Path(folder) / "tokenizer.json"
+    kind = recorded_kind(folder)
+    if not path.exists() and not path.is_symlink():
+        if kind not in (None, "bytes"):
+            raise TokenizerError(
+                f"{path}: missing, but {Path(folder) / 'config.json'} records a {kind!r} tokenizer; "
+                "copy the tokenizer.json this model was trained with into the folder"
+            )
+        return ByteTokenizer()
+    try:
+        data = read_bytes(path, TOKENIZER_LIMIT, "tokenizer.json")
+        spec = json.loads(data.decode("utf-8"))
+    except MambaStudioError as exc:
+        raise TokenizerError(str(exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise TokenizerError(f"{path}: not a readable tokenizer.json ({str(exc)[:200]})") from None
+    if not isinstance(spec, dict):
+        raise TokenizerError(f"{path}: not a tokenizer.json (a JSON {type(spec).__name__}, not an object)")
+    if spec.get("mamba_studio_tokenizer") == "bytes":
+        tok: Tokenizer = ByteTokenizer()
+    else:
+        from tokenizers import Tokenizer as HFTokenizer
+
+        try:
+            tok = BPETokenizer(HFTokenizer.from_str(data.decode("utf-8")))
+        except BaseException as exc:  # tokenizers raises Exception subclasses, or a pyo3 panic
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise TokenizerError(f"{path}: HF tokenizers could not load it ({why})") from None
+    if kind is not None and kind != tok.kind:
+        raise TokenizerError(
+            f"{path}: a {tok.kind!r} tokenizer, but config.json records {kind!r}; "
+            "this is not the tokenizer the model was trained with"
+        )
+    return tok
+
+
+def check_fits(tok: Tokenizer, model_vocab: int, source: str | Path) -> None:
+    """The rule for a tokenizer and a model's embedding table: the tokenizer may not have more ids
+    than the model (they would index past the table), and the model may exceed the tokenizer only by
+    padding (fewer than ``PAD_SLACK`` extra ids, as HF pads vocabularies to a multiple of 8-128);
+    anything else means the tokenizer is not this model's."""
+    if tok.vocab_size > model_vocab:
+        raise TokenizerError(
+            f"{source}: the tokenizer has {tok.vocab_size:,} tokens but the model only {model_vocab:,}; "
+            "use the tokenizer.json the model was trained with"
+        )
+    if model_vocab - tok.vocab_size >= PAD_SLACK:
+        raise TokenizerError(
+            f"{source}: the tokenizer has {tok.vocab_size:,} tokens but the model {model_vocab:,} "
+            f"(more than padding, < {PAD_SLACK}, explains); use the tokenizer.json the model was "
+            "trained with"
+        )

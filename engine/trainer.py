@@ -9,7 +9,6 @@ to continue exactly as an uninterrupted run would.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import threading
 import time
@@ -23,6 +22,7 @@ import numpy as np
 from . import checkpoint as ckpt
 from .data import make_rows
 from .errors import CheckpointError, CorpusError, TrainingError
+from .limits import read_trainer_state
 from .lm import MambaLM
 from .lora import LoRAConfig, LoRATrainable
 from .model import logits_forward, loss_and_grad
@@ -384,13 +384,7 @@ class Trainer:
         """Restore optimizer moments, cursor and history from ``folder`` (weights must already be
         loaded into ``lm``, e.g. via ``Trainer.resume``)."""
         folder = Path(folder)
-        path = folder / "trainer_state.json"
-        if not path.exists():
-            raise CheckpointError(f"{folder}: no trainer_state.json (not a training checkpoint)")
-        try:
-            state = json.loads(path.read_text())
-        except ValueError as exc:
-            raise CheckpointError(f"{path}: corrupt JSON ({exc})") from exc
+        state = read_trainer_state(folder)  # bounded read, types checked
         ckpt.verify_hashes(folder, state["files"])
         if strict_data and state.get("data_fingerprint") != _fingerprint(self.train_ids):
             raise CheckpointError(
@@ -405,10 +399,13 @@ class Trainer:
         except ValueError as exc:
             raise CheckpointError(f"{folder}: {exc}") from exc
         self.cursor = _Cursor(state["step"], state["epoch"], state["group"])
-        self.history = [StepReport(**{**h, "skipped_tensors": tuple(h["skipped_tensors"])})
-                        for h in state.get("history", [])]
-        self.epochs = [EpochReport(**{**e, "val": EvalReport(**e["val"]) if e["val"] else None})
-                       for e in state.get("epochs", [])]
+        try:
+            self.history = [StepReport(**{**h, "skipped_tensors": tuple(h["skipped_tensors"])})
+                            for h in state.get("history", [])]
+            self.epochs = [EpochReport(**{**e, "val": EvalReport(**e["val"]) if e["val"] else None})
+                           for e in state.get("epochs", [])]
+        except (TypeError, KeyError, ValueError) as exc:
+            raise CheckpointError(f"{folder}: trainer_state.json has a corrupt history ({exc})") from None
 
     @classmethod
     def resume(cls, folder: str | Path, train_ids: np.ndarray, val_ids: np.ndarray,
@@ -417,7 +414,7 @@ class Trainer:
         ``overrides`` (e.g. ``epochs=10, max_steps=None``) applied. Without overrides the run
         continues exactly as if it had never stopped."""
         folder = Path(folder)
-        state = json.loads((folder / "trainer_state.json").read_text())
+        state = read_trainer_state(folder)
         saved = dict(state["train_config"])
         lora_cfg = saved.pop("lora")
         if lora_cfg is not None:

@@ -1,0 +1,382 @@
+"""Validation of every user-supplied setting before anything is allocated, and the memory estimate.
+
+* ``check_hf_config(d, source)``: a ``config.json`` dict (types and ranges) -- runs before
+  ``MambaConfig`` is built, so ``num_hidden_layers: 1e8`` is refused before any shape exists.
+* ``check_model(cfg)``, ``check_train(tc)``, ``check_lora(lc)``: ranges of the dataclasses.
+* ``estimate(spec) -> MemoryEstimate``: bytes for parameters, gradients, AdamW moments,
+  activations (for batch x seq_len, with or without activation checkpointing), logits, the
+  selective-scan backward workspace and the corpus ids; ``check_fits(spec)`` refuses what does not
+  fit in the machine's available memory with the estimate in the message.
+
+The activation model follows ``engine.model.layer_forward``'s ``LayerCache`` (float32, per token
+per layer: h, xn (d each), xz (2e), xc, u, dt_pre, delta, y (e each), x_dbl (r + 2n), rstd (1)) and
+the backward's largest transient (the scan's per-thread state history, (l + 1) x n x 64 floats).
+It is an estimate within about 25 % of the measured peak RSS, not a bound.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import MambaStudioError
+
+F32 = 4
+SCAN_CHUNK = 64  # engine.ops.selective_scan.CHUNK
+BASELINE = 300 * 2**20  # interpreter + NumPy + Numba + compiled kernels
+
+
+class ConfigError(MambaStudioError, ValueError):
+    """A setting is of the wrong type or out of range, or the run cannot fit in memory."""
+
+
+# (min, max) for the model sizes; generous for a CPU trainer, small enough that shapes are cheap.
+MODEL_RANGES: dict[str, tuple[int, int]] = {
+    "vocab_size": (1, 1 << 22),
+    "d_model": (1, 1 << 16),
+    "n_layer": (1, 1024),
+    "d_state": (1, 1024),
+    "d_conv": (1, 64),
+    "expand": (1, 64),
+    "dt_rank": (1, 1 << 16),
+    "pad_vocab_size_multiple": (1, 1 << 12),
+}
+MAX_PARAMS = 1 << 36  # 68 G parameters: no config beyond this is a plausible file
+# HF config.json spellings -> MambaConfig field
+HF_INT_KEYS = {
+    "vocab_size": "vocab_size", "hidden_size": "d_model", "d_model": "d_model",
+    "num_hidden_layers": "n_layer", "n_layer": "n_layer", "state_size": "d_state",
+    "conv_kernel": "d_conv", "expand": "expand", "pad_vocab_size_multiple": "pad_vocab_size_multiple",
+    "intermediate_size": "", "time_step_rank": "dt_rank",
+}
+
+
+def _int(value: Any, name: str, lo: int, hi: int, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{source}: {name} must be an integer, got {value!r:.60}")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise ConfigError(f"{source}: {name} must be an integer, got {value!r}")
+    v = int(value)
+    if not lo <= v <= hi:
+        raise ConfigError(f"{source}: {name} = {v:,} is out of range [{lo:,}, {hi:,}]")
+    return v
+
+
+def _float(value: Any, name: str, lo: float, hi: float, source: str, lo_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{source}: {name} must be a number, got {value!r:.60}")
+    v = float(value)
+    if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo):
+        bracket = "(" if lo_open else "["
+        raise ConfigError(f"{source}: {name} = {v!r} is out of range {bracket}{lo:g}, {hi:g}]")
+    return v
+
+
+def _params_of(d: int, n_layer: int, d_state: int, d_conv: int, expand: int, dt_rank: int,
+               vocab: int) -> int:
+    e = expand * d
+    per_layer = d + 2 * e * d + e * d_conv + e + (dt_rank + 2 * d_state) * e + e * dt_rank + e \
+        + e * d_state + e + d * e
+    return vocab * d + n_layer * per_layer + d
+
+
+def check_hf_config(d: Any, source: str = "config.json") -> None:
+    """Types and ranges of a ``config.json`` dict, before any MambaConfig or shape is built."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"{source}: expected a JSON object, got a JSON {type(d).__name__}")
+    if d.get("hidden_size", d.get("d_model")) is None:
+        raise ConfigError(f"{source}: has neither hidden_size nor d_model (not a Mamba config)")
+    if "vocab_size" not in d:
+        raise ConfigError(f"{source}: has no vocab_size (not a Mamba config)")
+    got: dict[str, int] = {}
+    for key, field in HF_INT_KEYS.items():
+        if key not in d:
+            continue
+        if key == "time_step_rank" and d[key] == "auto":
+            continue
+        lo, hi = MODEL_RANGES.get(field, (1, 1 << 22))
+        v = _int(d[key], key, lo, hi, source)
+        if field:
+            got[field] = v
+    if "layer_norm_epsilon" in d:
+        _float(d["layer_norm_epsilon"], "layer_norm_epsilon", 0.0, 1.0, source, lo_open=True)
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        if d.get(key) is not None:
+            _int(d[key], key, 0, MODEL_RANGES["vocab_size"][1], source)
+    for key in ("use_bias", "use_conv_bias", "tie_word_embeddings", "rms_norm", "residual_in_fp32"):
+        if key in d and not isinstance(d[key], bool):
+            raise ConfigError(f"{source}: {key} must be true or false, got {d[key]!r:.60}")
+    if "model_type" in d and not isinstance(d["model_type"], str):
+        raise ConfigError(f"{source}: model_type must be a string, got {d['model_type']!r:.60}")
+    dm = got.get("d_model", 1)
+    n = _params_of(dm, got.get("n_layer", 1), got.get("d_state", 16), got.get("d_conv", 4),
+                   got.get("expand", 2), got.get("dt_rank", math.ceil(dm / 16)),
+                   got.get("vocab_size", 1))
+    if n > MAX_PARAMS:
+        raise ConfigError(f"{source}: describes {n:,} parameters, more than the {MAX_PARAMS:,} allowed")
+
+
+def check_model(cfg: Any, source: str = "model config") -> None:
+    """Ranges of a ``MambaConfig`` (e.g. custom sizes from the app)."""
+    for name, (lo, hi) in MODEL_RANGES.items():
+        _int(getattr(cfg, name), name, lo, hi, source)
+    _float(cfg.norm_eps, "norm_eps", 0.0, 1.0, source, lo_open=True)
+    n = n_params(cfg)
+    if n > MAX_PARAMS:
+        raise ConfigError(f"{source}: {n:,} parameters, more than the {MAX_PARAMS:,} allowed")
+
+
+def n_params(cfg: Any) -> int:
+    """Parameter count of a MambaConfig from its sizes alone (no shapes are built)."""
+    return _params_of(cfg.d_model, cfg.n_layer, cfg.d_state, cfg.d_conv, cfg.expand, cfg.dt_rank,
+                      cfg.vocab_size)
+
+
+def check_lora(lc: Any, source: str = "LoRA") -> None:
+    from .lora import LORA_TARGETS
+
+    if not lc.targets:
+        raise ConfigError(f"{source}: needs at least one target, from {list(LORA_TARGETS)}")
+    unknown = sorted(set(lc.targets) - set(LORA_TARGETS))
+    if unknown:
+        raise ConfigError(f"{source}: unknown target(s) {unknown}; choose from {list(LORA_TARGETS)}")
+    _int(lc.rank, "rank", 1, 4096, source)
+    if lc.alpha is not None:
+        _float(lc.alpha, "alpha", 0.0, 1e6, source, lo_open=True)
+    _float(lc.dropout, "dropout", 0.0, 0.999, source)
+
+
+def check_train(tc: Any, source: str = "training settings") -> None:
+    """Types and ranges of a ``TrainConfig``."""
+    _int(tc.epochs, "epochs", 1, 1_000_000, source)
+    _int(tc.batch_size, "batch size", 1, 65_536, source)
+    _int(tc.seq_len, "sequence length", 2, 1 << 24, source)
+    _int(tc.grad_accum, "gradient accumulation", 1, 65_536, source)
+    _float(tc.lr, "learning rate", 0.0, 10.0, source, lo_open=True)
+    _float(tc.min_lr_ratio, "min_lr_ratio", 0.0, 1.0, source)
+    _int(tc.warmup_steps, "warmup steps", 0, 1 << 40, source)
+    _float(tc.weight_decay, "weight decay", 0.0, 1e3, source)
+    _float(tc.max_grad_norm, "gradient clip", 0.0, 1e12, source)
+    _float(tc.max_delta, "max_delta", 0.0, 1e12, source)
+    _float(tc.beta1, "beta1", 0.0, 0.999999, source)
+    _float(tc.beta2, "beta2", 0.0, 0.999999999, source)
+    _float(tc.eps, "eps", 0.0, 1.0, source, lo_open=True)
+    _int(tc.seed, "seed", 0, (1 << 63) - 1, source)
+    if tc.max_steps is not None:
+        _int(tc.max_steps, "max steps", 1, 1 << 40, source)
+    _int(tc.eval_every, "eval_every", 0, 1 << 40, source)
+    _int(tc.max_bad_steps, "max_bad_steps", 1, 1 << 20, source)
+    if tc.lora is not None:
+        check_lora(tc.lora)
+        if tc.wsla and set(tc.lora.targets) - {"x_proj"}:
+            raise ConfigError(f"{source}: WSLA + LoRA allows only the x_proj target")
+
+
+# ------------------------------------------------------------------------------ memory
+@dataclass(frozen=True)
+class MemorySpec:
+    """What a run needs memory for. ``trainable`` is the number of trained parameters (None: all;
+    LoRA/WSLA train fewer); ``corpus_tokens``/``id_bytes`` size the token array."""
+
+    config: Any  # MambaConfig
+    batch_size: int = 1
+    seq_len: int = 256
+    activation_checkpointing: bool = False
+    trainable: int | None = None
+    corpus_tokens: int = 0
+    id_bytes: int = 2
+    training: bool = True
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    params: int
+    grads: int
+    optimizer: int
+    activations: int
+    workspace: int
+    corpus: int
+    baseline: int = BASELINE
+
+    @property
+    def total(self) -> int:
+        return (self.params + self.grads + self.optimizer + self.activations + self.workspace
+                + self.corpus + self.baseline)
+
+    def parts(self) -> dict[str, int]:
+        return {"parameters": self.params, "gradients": self.grads, "optimizer": self.optimizer,
+                "activations": self.activations, "workspace": self.workspace,
+                "corpus": self.corpus, "runtime": self.baseline}
+
+    def human(self) -> str:
+        shown = ", ".join(f"{k} {human_bytes(v)}" for k, v in self.parts().items() if v)
+        return f"about {human_bytes(self.total)} ({shown})"
+
+
+def human_bytes(n: float) -> str:
+    for unit, size in (("TB", 2**40), ("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def estimate(spec: MemorySpec) -> MemoryEstimate:
+    """Bytes each part of a run needs at its peak (float32 everywhere, as the engine trains)."""
+    c = spec.config
+    d, e, n, r, v, k = c.d_model, c.d_inner, c.d_state, c.dt_rank, c.vocab_size, c.d_conv
+    p = n_params(c)
+    t = p if spec.trainable is None else spec.trainable
+    tokens = spec.batch_size * spec.seq_len
+    threads = spec.threads or os.cpu_count() or 1
+    per_layer = (2 * d + 7 * e + r + 2 * n + 1) * F32 * tokens  # the LayerCache of one layer
+    head = (v + 3 * d) * F32 * tokens  # logits (dlogits in place) + final norm in/out/grad
+    if not spec.training:
+        # logits_forward keeps one layer's tensors alive at a time
+        return MemoryEstimate(p * F32, 0, 0, per_layer + head, 0,
+                              spec.corpus_tokens * spec.id_bytes)
+    if spec.activation_checkpointing:
+        acts = c.n_layer * d * F32 * tokens + per_layer
+    else:
+        acts = c.n_layer * per_layer
+    # backward of one layer: dxz, du, ddelta, dx_dbl, dy... (~8e floats per token), the scan's
+    # per-thread state history and its dB/dC partial sums
+    chunks = -(-e // SCAN_CHUNK)
+    scan = min(threads, spec.batch_size * chunks) * (spec.seq_len + 1) * n * min(e, SCAN_CHUNK) * F32
+    scan += 2 * chunks * tokens * n * F32
+    workspace = 8 * e * F32 * tokens + scan + k * e * F32 * spec.batch_size
+    lora_weights = p * F32 if spec.trainable is not None and spec.trainable < p else 0
+    return MemoryEstimate(
+        params=p * F32 + lora_weights,  # LoRA also keeps the merged copy of its targets
+        grads=t * F32,
+        optimizer=2 * t * F32,
+        activations=acts + head,
+        workspace=workspace,
+        corpus=spec.corpus_tokens * spec.id_bytes,
+    )
+
+
+def available_memory() -> int:
+    """Bytes the OS can give this process now (MemAvailable; total RAM if unknown)."""
+    env = os.environ.get("MAMBA_STUDIO_MEMORY")
+    if env:
+        try:
+            return int(float(env))
+        except ValueError:
+            pass
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f.read(1 << 16).decode().splitlines():
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def check_fits(spec: MemorySpec, available: int | None = None) -> MemoryEstimate:
+    """Return the estimate, or raise ConfigError (with the estimate) when it exceeds the memory
+    available now. ``MAMBA_STUDIO_MEMORY`` (bytes) overrides what the OS reports."""
+    est = estimate(spec)
+    avail = available_memory() if available is None else available
+    if est.total > avail:
+        hint = ("lower the batch size or sequence length"
+                + ("" if spec.activation_checkpointing or not spec.training
+                   else ", or turn on activation checkpointing")
+                + ", or choose a smaller model")
+        raise ConfigError(
+            f"this run needs {est.human()}, but only {human_bytes(avail)} of memory is available; "
+            + hint
+        )
+    return est
+
+
+def check_run(cfg: Any, tc: Any, corpus_bytes: int = 0, threads: int | None = None) -> MemoryEstimate:
+    """Everything a training run is checked for before it allocates: the model's and the
+    training settings' ranges, then the memory estimate against the memory available now (the
+    corpus counted at its upper bound of one token per byte)."""
+    from .data import id_dtype
+    from .lora import count_trainable
+
+    check_model(cfg)
+    check_train(tc)
+    trainable = count_trainable(cfg, tc.lora, tc.wsla) if (tc.lora is not None or tc.wsla) else None
+    return check_fits(MemorySpec(
+        cfg, tc.batch_size, tc.seq_len, tc.activation_checkpointing, trainable,
+        corpus_tokens=corpus_bytes, id_bytes=id_dtype(cfg.vocab_size).itemsize, threads=threads,
+    ))
+
+
+TRAINER_STATE_KEYS = {"step": int, "epoch": int, "group": int, "optimizer_t": int,
+                      "train_config": dict, "files": dict}
+REQUIRED_FILES = ("config.json", "model.safetensors", "optimizer.safetensors")
+
+
+def check_trainer_state(state: Any, source: str = "trainer_state.json") -> dict[str, Any]:
+    """Types of a ``trainer_state.json`` before anything trusts it: the cursor fields are
+    non-negative ints, ``train_config`` names only TrainConfig fields (and passes ``check_train``),
+    ``files`` maps the checkpoint's own files (at least config.json, model.safetensors and
+    optimizer.safetensors: an empty map would disable the integrity check) to sha256 digests, and
+    history/epochs are lists. Returns ``state``."""
+    from dataclasses import fields
+
+    from .lora import LoRAConfig
+    from .trainer import TrainConfig
+
+    if not isinstance(state, dict):
+        raise ConfigError(f"{source}: expected a JSON object, got a JSON {type(state).__name__}")
+    for key, typ in TRAINER_STATE_KEYS.items():
+        if key not in state:
+            raise ConfigError(f"{source}: has no {key!r} (not a complete training checkpoint)")
+        value = state[key]
+        if typ is int:
+            _int(value, key, 0, 1 << 62, source)
+        elif not isinstance(value, typ):
+            raise ConfigError(f"{source}: {key!r} must be a JSON object")
+    files = state["files"]
+    missing = [n for n in REQUIRED_FILES if n not in files]
+    if missing:
+        raise ConfigError(f"{source}: 'files' lacks {missing}; the checkpoint cannot be verified")
+    for name, digest in files.items():
+        if not isinstance(digest, str) or len(digest) != 64 or not all(
+                ch in "0123456789abcdef" for ch in digest):
+            raise ConfigError(f"{source}: 'files' entry {name!r:.80} has no sha256 digest")
+    for key in ("history", "epochs"):
+        if key in state and not isinstance(state[key], list):
+            raise ConfigError(f"{source}: {key!r} must be a JSON list")
+    tc = dict(state["train_config"])
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(tc) - known)
+    if unknown:
+        raise ConfigError(f"{source}: train_config has unknown settings {unknown[:5]}")
+    try:
+        lora = tc.pop("lora", None)
+        if lora is not None:
+            if not isinstance(lora, dict) or not isinstance(lora.get("targets"), list):
+                raise ConfigError(f"{source}: train_config.lora is not a LoRA setting")
+            tc["lora"] = LoRAConfig.from_dict(lora)
+        check_train(TrainConfig(**tc), source)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: unusable train_config ({exc})") from None
+    return state
+
+
+def read_trainer_state(folder: Any) -> dict[str, Any]:
+    """Bounded read + ``check_trainer_state`` of ``folder/trainer_state.json``."""
+    from pathlib import Path
+
+    from .errors import CheckpointError
+    from .safeio import read_json
+
+    path = Path(folder) / "trainer_state.json"
+    if not path.exists() and not path.is_symlink():
+        raise CheckpointError(f"{folder}: no trainer_state.json (not a training checkpoint)")
+    try:
+        return check_trainer_state(read_json(path, what="trainer_state.json"), str(path))
+    except MambaStudioError as exc:
+        raise CheckpointError(str(exc)) from None

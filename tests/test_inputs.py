@@ -1,0 +1,292 @@
+"""Bad inputs are refused with one line, without hanging or reading unbounded amounts (issue 9)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import BPETokenizer, ByteTokenizer, MambaLM, SamplingConfig, TrainConfig
+from engine import data as data_mod
+from engine.checkpoint import read_config
+from engine.cli import main
+from engine.data import encode_corpus, encode_files, id_dtype, load_corpus, make_rows
+from engine.errors import CheckpointError, CorpusError, MambaStudioError, TokenizerError
+from engine.limits import (
+    ConfigError,
+    MemorySpec,
+    check_fits,
+    check_hf_config,
+    check_train,
+    estimate,
+    read_trainer_state,
+)
+from engine.safeio import read_json
+from engine.tokenizer import check_fits as tokenizer_fits
+from engine.tokenizer import load_tokenizer
+from tests.helpers import tiny_config
+
+MiB = 1 << 20
+
+
+def _peak_bytes(fn) -> int:  # type: ignore[no-untyped-def]
+    """Peak traced allocation (Python objects and NumPy buffers) while ``fn`` runs."""
+    tracemalloc.start()
+    try:
+        with contextlib.suppress(MambaStudioError):
+            fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+# ------------------------------------------------------------------ special files
+def test_fifo_device_and_socket_are_refused_without_opening(tmp_path):
+    fifo = tmp_path / "fifo.txt"
+    os.mkfifo(fifo)  # opening it for reading would block forever
+    for path, kind in ((fifo, "FIFO"), (Path("/dev/zero"), "device")):
+        with pytest.raises(CorpusError, match=kind):
+            load_corpus([path])
+        with pytest.raises(MambaStudioError, match=kind):
+            read_json(path)
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "good.txt").write_text("hello world\n")
+    os.mkfifo(folder / "pipe.txt")
+    corpus = load_corpus([folder])
+    assert [f.path.name for f in corpus.files] == ["good.txt"]
+    assert "not a regular file" in {p.name: r for p, r in corpus.rejected}["pipe.txt"]
+
+
+def test_sparse_1gb_file_is_rejected_after_reading_one_block(tmp_path):
+    sparse = tmp_path / "sparse.txt"
+    with open(sparse, "wb") as f:
+        f.truncate(1 << 30)
+    peak = _peak_bytes(lambda: load_corpus([sparse]))
+    with pytest.raises(CorpusError, match="binary"):
+        load_corpus([sparse])
+    assert peak < 3 * data_mod.CHUNK  # not the 1 GB the old loader read
+
+
+def test_huge_file_is_refused_before_reading(tmp_path, monkeypatch):
+    big = tmp_path / "big.txt"
+    big.write_text("x" * 5000)
+    monkeypatch.setattr(data_mod, "FILE_LIMIT", 4096)
+    with pytest.raises(CorpusError, match="larger than"):
+        load_corpus([big], strict=True)
+
+
+def test_config_json_bad_shapes_and_types_are_one_line_errors(tmp_path):
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer())
+    lm.save(tmp_path)
+    good = json.loads((tmp_path / "config.json").read_text())
+    cases = {
+        "list": [1, 2, 3],
+        "layers": {**good, "num_hidden_layers": 10**8},
+        "pad0": {**good, "pad_vocab_size_multiple": 0},
+        "eps": {**good, "layer_norm_epsilon": -1},
+        "str": {**good, "hidden_size": "64"},
+        "bool": {**good, "state_size": True},
+    }
+    for name, value in cases.items():
+        (tmp_path / "config.json").write_text(json.dumps(value))
+        with pytest.raises(CheckpointError) as info:
+            read_config(tmp_path)
+        assert "\n" not in str(info.value), name
+    (tmp_path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CheckpointError, match="nested"):
+        read_config(tmp_path)
+    (tmp_path / "config.json").unlink()
+    (tmp_path / "config.json").symlink_to("/dev/zero")
+    with pytest.raises(CheckpointError, match="device"):
+        read_config(tmp_path)
+
+
+def test_absurd_layer_count_is_refused_before_any_shape_is_built():
+    d = {"vocab_size": 264, "hidden_size": 64, "num_hidden_layers": 10**8}
+    peak = _peak_bytes(lambda: check_hf_config(d))
+    with pytest.raises(ConfigError, match="num_hidden_layers"):
+        check_hf_config(d)
+    assert peak < MiB
+
+
+# ------------------------------------------------------------------ tokenizers
+def test_tokenizer_file_rules(tmp_path):
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer())
+    lm.save(tmp_path)
+    tok = tmp_path / "tokenizer.json"
+    tok.write_text("[]")
+    with pytest.raises(TokenizerError, match="JSON list"):
+        load_tokenizer(tmp_path)
+    tok.unlink()
+    os.mkfifo(tok)
+    with pytest.raises(TokenizerError, match="FIFO"):
+        load_tokenizer(tmp_path)
+    tok.unlink()
+    assert isinstance(load_tokenizer(tmp_path), ByteTokenizer)  # config records "bytes"
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["mamba_studio"]["tokenizer"] = "bpe"
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(TokenizerError, match="records a 'bpe' tokenizer"):
+        MambaLM.load(tmp_path)
+
+
+def test_tokenizer_and_embedding_table_must_match(tmp_path):
+    bpe = BPETokenizer.train(["the cat sat on the mat. " * 40], vocab_size=300)
+    tokenizer_fits(bpe, bpe.vocab_size + 5, "x")  # padded vocabulary: fine
+    with pytest.raises(TokenizerError, match="only"):
+        tokenizer_fits(bpe, bpe.vocab_size - 1, "x")  # ids would index past the table
+    with pytest.raises(TokenizerError, match="padding"):
+        tokenizer_fits(bpe, bpe.vocab_size + 500, "x")  # not this model's tokenizer
+    lm = MambaLM.create(tiny_config(vocab_size=1024), bpe)
+    lm.save(tmp_path)
+    bpe.save(tmp_path)
+    with pytest.raises(TokenizerError, match="padding"):
+        MambaLM.load(tmp_path)
+
+
+# ------------------------------------------------------------------ streaming corpus
+def test_streamed_encoding_equals_whole_text_encoding(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    words = ["alpha", "beta", "γάμμα", "δ", "🙂", "x\ty", "", "  indented", "end."]
+    text = "\ufeff" + "\n".join(" ".join(rng.choice(words, size=rng.integers(0, 12)))
+                                for _ in range(400)) + "\n\n\nlast line without newline"
+    (tmp_path / "a.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "b.md").write_text("second document ✓\n" * 30, encoding="utf-8")
+    monkeypatch.setattr(data_mod, "CHUNK", 97)  # many cuts, some inside multi-byte characters
+    corpus = load_corpus([tmp_path])
+    whole = [text.lstrip("\ufeff"), "second document ✓\n" * 30]
+    assert list(corpus.texts) == whole
+    bpe = BPETokenizer.train(whole, vocab_size=300)
+    for tok in (ByteTokenizer(), bpe):
+        ids = encode_files(corpus, tok)
+        assert ids.dtype == id_dtype(tok.vocab_size) == np.uint16
+        expect = np.concatenate([tok.encode(whole[0]), [tok.eos_id], tok.encode(whole[1])])
+        np.testing.assert_array_equal(ids, expect)
+        np.testing.assert_array_equal(encode_corpus(corpus.texts, tok), expect)
+    assert BPETokenizer.train(corpus.texts, vocab_size=300).encode(text).tolist() == \
+        bpe.encode(text).tolist()  # BPE trained on the streamed chunks is the same tokenizer
+    assert id_dtype(256) == np.uint8 and id_dtype(65_537) == np.uint32
+
+
+def test_byte_corpus_costs_at_most_two_bytes_per_byte(tmp_path):
+    f = tmp_path / "c.txt"
+    f.write_text("hello world, a line of text\n" * 40_000)  # ~1.1 MB
+    n = f.stat().st_size
+    seen: list[tuple[int, int]] = []
+    corpus = load_corpus([f])
+    tracemalloc.start()
+    ids = encode_files(corpus, ByteTokenizer(), progress=lambda done, total: seen.append((done, total)))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(ids) == n and ids.nbytes == 2 * n
+    assert peak < 2 * n + 2 * data_mod.CHUNK + MiB
+    assert seen[-1] == (n, n)
+
+
+def test_row_views_match_materialised_rows():
+    ids = np.arange(50, dtype=np.uint16) * 7 % 257
+    inputs, targets = make_rows(ids, 8)
+    full_in, full_tg = np.asarray(inputs), np.asarray(targets)
+    assert full_in.shape == (7, 8) and full_in.dtype == np.int64
+    for r in range(7):
+        s = r * 8
+        x, y = ids[s : s + 8], ids[s + 1 : s + 9]
+        np.testing.assert_array_equal(full_in[r, : len(y)], x[: len(y)])  # inputs with a target
+        np.testing.assert_array_equal(full_tg[r, : len(y)], y)
+        assert (full_tg[r, len(y) :] == -1).all()
+    idx = np.array([3, 0, 6])
+    np.testing.assert_array_equal(inputs[idx], full_in[idx])
+    np.testing.assert_array_equal(targets[2:5], full_tg[2:5])
+    np.testing.assert_array_equal(targets[-1], full_tg[-1])
+
+
+# ------------------------------------------------------------------ incremental decoding
+@pytest.mark.parametrize("kind", ["bytes", "bpe"])
+def test_incremental_generation_text_equals_full_decode(kind):
+    texts = ["héllo wörld ✓ 🙂 naïve café " * 30]
+    tok = ByteTokenizer() if kind == "bytes" else BPETokenizer.train(texts, vocab_size=320)
+    lm = MambaLM.create(tiny_config(vocab_size=tok.vocab_size), tok, seed=3)
+    s = SamplingConfig(temperature=1.5, top_k=0, top_p=1.0, max_new_tokens=300, seed=1)
+    ids = list(lm.generate_ids(tok.encode("hé"), s))
+    text = "".join(lm.generate("hé", s))
+    full = tok.decode(ids)
+    assert text == full.rstrip("\ufffd") or text == full  # an incomplete last character is held
+
+
+# ------------------------------------------------------------------ settings and memory
+def test_train_config_ranges():
+    check_train(TrainConfig())
+    for bad in ({"epochs": 0}, {"batch_size": -1}, {"seq_len": 1}, {"lr": float("nan")},
+                {"lr": 0.0}, {"grad_accum": 0}, {"max_steps": 0}, {"beta2": 1.0}):
+        with pytest.raises(ConfigError):
+            check_train(TrainConfig(**bad))
+
+
+def test_memory_estimate_parts_and_refusal():
+    cfg = tiny_config(vocab_size=264, d_model=64, n_layer=8)
+    small = estimate(MemorySpec(cfg, batch_size=2, seq_len=64))
+    big = estimate(MemorySpec(cfg, batch_size=2, seq_len=64 * 1024))
+    ckpt = estimate(MemorySpec(cfg, batch_size=2, seq_len=64 * 1024, activation_checkpointing=True))
+    assert small.params == big.params and small.optimizer == 2 * small.grads
+    assert big.activations > 500 * small.activations
+    assert ckpt.activations < big.activations / 2
+    assert "GB" in big.human() and "activations" in big.human()
+    with pytest.raises(ConfigError, match="needs about"):
+        check_fits(MemorySpec(cfg, batch_size=1, seq_len=1_000_000), available=8 << 30)
+    check_fits(MemorySpec(cfg, batch_size=1, seq_len=64), available=8 << 30)
+
+
+def test_crafted_trainer_state_is_refused(tmp_path):
+    from engine import Trainer
+
+    ids = np.arange(300) % 50
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer())
+    Trainer(lm, ids, ids[:0], TrainConfig(seq_len=16, batch_size=2, max_steps=1)).save(tmp_path)
+    state_path = tmp_path / "trainer_state.json"
+    good = json.loads(state_path.read_text())
+    read_trainer_state(tmp_path)
+    for bad, why in (({**good, "files": {}}, "lacks"),
+                     ({**good, "files": {**good["files"], "../../../../dev/zero": "0" * 64}}, "outside"),
+                     ({**good, "train_config": {**good["train_config"], "bogus": 1}}, "unknown"),
+                     ({k: v for k, v in good.items() if k != "files"}, "no 'files'"),
+                     ([1], "JSON object")):
+        state_path.write_text(json.dumps(bad))
+        with pytest.raises(CheckpointError, match=why):
+            Trainer.resume(tmp_path, ids, ids[:0])
+
+
+# ------------------------------------------------------------------ the CLI
+@pytest.mark.parametrize("argv", [
+    ["train", "--epochs", "0"], ["train", "--batch", "0"], ["train", "--seq-len", "1"],
+    ["train", "--accum", "-1"], ["train", "--lora", "foo"], ["train", "--lora-rank", "0"],
+    ["train", "--lora-dropout", "1.5"], ["train", "--bpe-vocab", "-5"], ["train", "--lr", "nan"],
+    ["generate", "m", "--temperature", "nan"], ["generate", "m", "--prompt", "ab\udcffcd"],
+    ["bench", "--configs", "bogus"], ["bench", "--steps", "0"], ["bench", "--threads", "0"],
+    ["bench", "--modes", "foo"], ["eval", "m", "--seq-len", "x"],
+])
+def test_cli_bad_arguments_are_one_line(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+
+
+def test_cli_bad_files_are_one_line(tmp_path, capsys):
+    os.mkfifo(tmp_path / "fifo.txt")
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer())
+    lm.params["backbone.norm_f.weight"][0] = np.nan
+    lm.save(tmp_path / "nan")
+    for argv in (["train", str(tmp_path / "fifo.txt")], ["eval", str(tmp_path / "nan")],
+                 ["generate", str(tmp_path / "nan")], ["generate", str(tmp_path)],
+                 ["train", "--resume", str(tmp_path / "nan")],
+                 ["train", "--preset", "tiny", "--seq-len", "1000000", "--batch", "64"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("error: "), (argv, err)
