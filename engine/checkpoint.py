@@ -76,6 +76,12 @@ def read_tensors(path: Path) -> dict[str, np.ndarray]:
 
     if not Path(path).exists():
         raise CheckpointError(f"{path}: file not found")
+    from .safeio import UnsafeFileError, check_regular
+
+    try:
+        check_regular(path, "safetensors file")  # a FIFO or device is refused before opening
+    except UnsafeFileError as exc:
+        raise CheckpointError(str(exc)) from None
     try:
         return load_file(str(path))
     except TypeError as exc:  # e.g. "data type 'bfloat16' not understood" (NumPy has no bf16)

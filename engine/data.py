@@ -350,11 +350,13 @@ class RowView(NDArrayOperatorsMixin):
 
 
 def make_rows(ids: np.ndarray, seq_len: int) -> tuple[RowView, RowView]:
-    """ids (T,) -> inputs, targets (rows, seq_len) as ``RowView``s over ``ids`` (no copy);
-    padded targets are -1, padded inputs 0."""
+    """ids (T,) -> inputs, targets (rows, width) as ``RowView``s over ``ids`` (no copy), with
+    width = min(seq_len, T - 1) (a row is never wider than the text); padded targets are -1,
+    padded inputs 0."""
     n = len(ids)
     if n < 2:
         raise CorpusError(f"corpus has {n} token(s); at least 2 are needed to train")
+    seq_len = min(seq_len, n - 1)
     starts = np.arange(0, n - 1, seq_len, dtype=np.int64)
     lengths = np.minimum(seq_len, n - 1 - starts)
     return (RowView(ids, starts, lengths, seq_len, 0, 0),

@@ -62,10 +62,13 @@ def check_regular(path: str | Path, what: str = "file", limit: int | None = None
 
 def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
     """Read a regular file of at most ``limit`` bytes (checked before and while reading)."""
-    check_regular(path, what, limit)
+    size = check_regular(path, what, limit)
     try:
         with open(path, "rb") as f:
-            data = f.read(limit + 1)
+            # read(n) allocates n bytes up front: ask for the file's size (+1 to see growth)
+            data = f.read(size + 1)
+            if len(data) > size and len(data) <= limit:  # it grew since stat: read on, bounded
+                data += f.read(limit + 1 - len(data))
     except OSError as exc:
         raise UnsafeFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if len(data) > limit:  # grew while we read it
