@@ -296,7 +296,7 @@ class MainWindow(QMainWindow):
                 self._measuring = None
                 self.estimate.setText(f"Estimate: {est.human()} (timing failed: {msg[-200:]})")
 
-            run_in_thread(lambda: measure_step_seconds(cfg, tc), done, fail)
+            run_in_thread(lambda: measure_step_seconds(cfg, tc), done, fail, owner=self)
 
     # ---------------------------------------------------------------- training
     def make_job(self) -> TrainJob:
@@ -471,7 +471,7 @@ class MainWindow(QMainWindow):
                 self._notice(f"warning: {w}")
             self._say(f"{kind} written to {path}")
 
-        run_in_thread(lambda: export_run(folder, kind, path), done, self._error)
+        run_in_thread(lambda: export_run(folder, kind, path), done, self._error, owner=self)
 
     def open_model(self, path: str) -> None:
         """Use a model folder (a run, a snapshot, ours or a local HF Mamba folder) as the
@@ -488,7 +488,7 @@ class MainWindow(QMainWindow):
             self._update_next()
             self._say(f"opened {path}: {lm.n_params:,} parameters, {lm.tokenizer.kind} tokenizer")
 
-        run_in_thread(load, done, self._error)
+        run_in_thread(load, done, self._error, owner=self)
 
     def new_model(self) -> None:
         self.init_dir = self.continue_dir = None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
 import engine
@@ -297,18 +298,25 @@ _jobs: set[_Job] = set()
 
 
 def run_in_thread(fn: Callable[[], Any], on_done: Callable[[Any], None],
-                  on_failed: Callable[[str], None]) -> None:
+                  on_failed: Callable[[str], None], owner: QObject | None = None) -> None:
+    """Run ``fn`` on the thread pool; its result goes to ``on_done`` on the GUI thread, unless
+    ``owner`` (the widget the callbacks touch) has been deleted meanwhile."""
     job = _Job(fn)
     job.setAutoDelete(False)
     _jobs.add(job)
 
+    def alive() -> bool:
+        return owner is None or shiboken6.isValid(owner)
+
     def finish(result: Any) -> None:
         _jobs.discard(job)
-        on_done(result)
+        if alive():
+            on_done(result)
 
     def fail(msg: str) -> None:
         _jobs.discard(job)
-        on_failed(msg)
+        if alive():
+            on_failed(msg)
 
     job.signals.done.connect(finish)
     job.signals.failed.connect(fail)

@@ -208,7 +208,7 @@ class CorpusPanel(QWidget):
             self.progress.setVisible(self.pending > 0)
             self.rejected.emit(msg)
 
-        run_in_thread(lambda: _inspect(paths, tok), done, fail)
+        run_in_thread(lambda: _inspect(paths, tok), done, fail, owner=self)
 
     def _accept(self, result: tuple[list[tuple[engine.CorpusFile, int]], list[tuple[str, str]]]) -> None:
         files, rejected = result

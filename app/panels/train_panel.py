@@ -175,8 +175,8 @@ class TrainPanel(QWidget):
         for w in (self.d_model, self.n_layer, self.d_state, self.rank, self.bpe_vocab):
             w.valueChanged.connect(self._update)
         for w in (self.batch, self.seq_len, self.accum, self.epochs):
-            w.valueChanged.connect(self.changed.emit)
-        self.checkpointing.toggled.connect(self.changed.emit)
+            w.valueChanged.connect(lambda _v: self.changed.emit())
+        self.checkpointing.toggled.connect(lambda _v: self.changed.emit())
         for cb in (self.lora, self.wsla, *self.targets.values()):
             cb.toggled.connect(self._update)
         self._update()
