@@ -315,6 +315,9 @@ class MainWindow(QMainWindow):
     def start_training(self) -> None:
         if self.state != "idle":
             return
+        if not self.continue_dir and self.corpus.pending:
+            self._error("The corpus is still being read; Start again when it is done.")
+            return
         if not self.continue_dir and not self.corpus.paths():
             self._error("Add at least one text file to the corpus first.")
             return

@@ -230,9 +230,13 @@ def export_from(run: runapi.Run, kind: str, path: str) -> list[str]:
     raise ValueError(f"unknown export kind {kind!r}")
 
 
+_export_lock = threading.Lock()
+
+
 def export_run(folder: str, kind: str, path: str) -> list[str]:
-    """Export from a run folder that is not training (opens it, exports, closes it)."""
-    with runapi.resume(folder) as run:
+    """Export from a run folder that is not training (opens it, exports, closes it); exports
+    run one at a time, since opening a run takes its writer lock."""
+    with _export_lock, runapi.resume(folder) as run:
         return export_from(run, kind, path)
 
 

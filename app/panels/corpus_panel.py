@@ -80,7 +80,7 @@ def _inspect(paths: list[str], tokenizer: Any) -> tuple[list[tuple[engine.Corpus
     rejected: list[tuple[str, str]] = []
     for p in paths:
         try:
-            c = engine.load_corpus([p])
+            c = engine.load_corpus([p], allow_empty=True)  # every rejected file listed on its own
         except engine.CorpusError as exc:
             rejected.append((p, str(exc)))
             continue
@@ -178,15 +178,30 @@ class CorpusPanel(QWidget):
         self.add_paths([str(self.sample_dir)], sync=True)
 
     def set_tokenizer(self, tokenizer: Any, kind: str) -> None:
-        """Count tokens with an opened model's tokenizer (None: bytes; "bpe" untrained: unknown)."""
+        """Count tokens with an opened model's tokenizer (None: bytes; "bpe" untrained: unknown).
+        The files stay; only their token counts are recomputed (in a worker)."""
         self.tokenizer, self.tokenizer_kind = tokenizer, kind
-        paths = self.paths()
-        self.files.clear()
-        self.tokens.clear()
-        if paths:
-            self.add_paths(paths)
-        else:
+        files = dict(self.files)
+        if not files:
             self._refresh()
+            return
+        self.pending += 1
+        self.progress.setVisible(True)
+
+        def done(counts: dict[str, int]) -> None:
+            self.pending -= 1
+            self.progress.setVisible(self.pending > 0)
+            self.tokens.update({p: n for p, n in counts.items() if p in self.files})
+            self._refresh()
+            self.changed.emit()
+
+        def fail(msg: str) -> None:
+            self.pending -= 1
+            self.progress.setVisible(self.pending > 0)
+            self.rejected.emit(msg)
+
+        run_in_thread(lambda: {p: _count_tokens(f, tokenizer) for p, f in files.items()}, done,
+                      fail, owner=self)
 
     def add_paths(self, paths: list[str], sync: bool = False) -> None:
         """Validate ``paths`` (in a worker unless ``sync``) and add the good files."""
