@@ -38,6 +38,7 @@ _SEPARATORS = {
     "blank-line": re.compile(r"\r?\n(?:[ \t\f\v]*\r?\n)+"),  # one or more blank lines
     "line": re.compile(r"\r?\n"),
 }
+TEXT_CHUNK = 512 << 10  # characters handed to a (non-byte) tokenizer at once: bounds its temporaries
 _CUT_SPACE = re.compile(r"(?<=\S)(?= \S)")  # before a single space between two words
 
 
@@ -149,7 +150,8 @@ def encode_documents(corpus: Corpus, tokenizer: Any, records: str = "file",
                     progress(done, total)
             continue
         fresh = True
-        for text, ends in iter_records(_counted(iter_text(f.path), progress, total, done), records):
+        pieces = _counted(iter_text(f.path, TEXT_CHUNK), progress, total, done)
+        for text, ends in iter_records(pieces, records, 4 * TEXT_CHUNK):
             if fresh:
                 offsets.append(out.n)
                 out.put(eos)
