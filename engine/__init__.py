@@ -68,6 +68,7 @@ from .errors import (  # noqa: E402
     TrainingError,
 )
 from .gpu import GpuUnavailable, open_stepper  # noqa: E402
+from .heldout import RowScore, score_rows  # noqa: E402
 from .lm import MambaLM  # noqa: E402
 from .lora import (  # noqa: E402
     LORA_TARGETS,
@@ -104,5 +105,5 @@ __all__ = [
 ]
 __all__ += [  # documents, packing and their store
     "RECORDS", "Documents", "PackedRows", "encode_documents", "iter_batches", "line_end_table",
-    "load_documents", "pack_spans", "save_documents", "split_documents",
+    "load_documents", "pack_spans", "save_documents", "split_documents", "RowScore", "score_rows",
 ]
