@@ -193,6 +193,13 @@ class LoRATrainable:
             out[f"lora.{n}.B"] = ad.B
         return out
 
+    def state_dict(self) -> dict[str, Any]:
+        """``{"tensors": {lora_base.<name>, lora.<name>.A, lora.<name>.B}}`` (live arrays)."""
+        return {"tensors": self.state_tensors()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.load_state_tensors(state["tensors"])
+
     def load_state_tensors(self, tensors: dict[str, np.ndarray]) -> None:
         for n, ad in self.adapters.items():
             for key, dst in ((f"lora.{n}.A", ad.A), (f"lora.{n}.B", ad.B)):
