@@ -12,11 +12,13 @@
     backbone.layers.{i}.mixer.D                (e,)
     backbone.layers.{i}.mixer.out_proj.weight  (d, e)
     backbone.norm_f.weight                     (d,)
+    lm_head.weight                             (v, d)     only when untied (tie_embeddings=False)
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -26,6 +28,7 @@ Params = dict[str, np.ndarray]
 
 EMBEDDINGS = "backbone.embeddings.weight"
 NORM_F = "backbone.norm_f.weight"
+LM_HEAD = "lm_head.weight"
 MIXER_TENSORS = (
     "in_proj.weight",
     "conv1d.weight",
@@ -64,7 +67,14 @@ def param_shapes(cfg: MambaConfig) -> dict[str, tuple[int, ...]]:
         for name in MIXER_TENSORS:
             shapes[p + "mixer." + name] = mixer[name]
     shapes[NORM_F] = (d,)
+    if not cfg.tie_embeddings:
+        shapes[LM_HEAD] = (cfg.vocab_size, d)
     return shapes
+
+
+def head_name(p: Mapping[str, object]) -> str:
+    """The output projection's parameter: ``lm_head.weight`` when untied, else the embeddings."""
+    return LM_HEAD if LM_HEAD in p else EMBEDDINGS
 
 
 def short_name(name: str) -> str:
@@ -111,6 +121,8 @@ def init_params(cfg: MambaConfig, seed: int = 0, dtype: type = np.float32) -> Pa
         p[m + "D"] = np.ones(e)
         p[m + "out_proj.weight"] = _uniform(rng, 1 / math.sqrt(e), (d, e)) / math.sqrt(cfg.n_layer)
     p[NORM_F] = np.ones(d)
+    if not cfg.tie_embeddings:
+        p[LM_HEAD] = rng.normal(0.0, 0.02, size=(cfg.vocab_size, d))
     shapes = param_shapes(cfg)
     return {name: np.ascontiguousarray(p[name], dtype=dtype) for name in shapes}
 
