@@ -12,6 +12,8 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .defaults import PRESET_DEFAULTS
+
 
 @dataclass(frozen=True)
 class MambaConfig:
@@ -117,11 +119,7 @@ class MambaConfig:
         return replace(self, vocab_size=vocab_size)
 
 
-PRESETS: dict[str, dict[str, int]] = {
-    "tiny": {"d_model": 64, "n_layer": 2},
-    "small": {"d_model": 128, "n_layer": 4},
-    "medium": {"d_model": 256, "n_layer": 6},
-}
+PRESETS: dict[str, dict[str, int]] = {name: d.model() for name, d in PRESET_DEFAULTS.items()}
 
 
 def preset(name: str, vocab_size: int) -> MambaConfig:
