@@ -1,4 +1,4 @@
-"""``python -m engine {train,generate,eval,bench}``: the headless face of Mamba Studio."""
+"""``python -m engine {train,generate,eval,bench,export}``: the headless face of Mamba Studio."""
 
 from __future__ import annotations
 
@@ -193,6 +193,19 @@ def cmd_train(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(a: argparse.Namespace) -> int:
+    from .export import export_gguf, export_merged, export_peft
+
+    fn = {"merged": export_merged, "peft": export_peft, "gguf": export_gguf}[a.kind]
+    for note in fn(a.run, a.out):
+        print(f"note: {note}", file=sys.stderr)
+    loads = {"merged": "AutoModelForCausalLM.from_pretrained (transformers 4.x/5.x)",
+             "peft": "AutoPeftModelForCausalLM.from_pretrained, or PeftModel over OUT/base",
+             "gguf": "llama.cpp (llama-cli -m OUT), Ollama, LM Studio"}[a.kind]
+    print(f"wrote {a.out}: loads with {loads}", file=sys.stderr)
+    return 0
+
+
 def cmd_generate(a: argparse.Namespace) -> int:
     from . import SamplingConfig
     from .run import load_model
@@ -292,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lora-rank", type=_int_in(1, 4096), default=8)
     t.add_argument("--lora-alpha", type=_float_in(0.0, 1e6, lo_open=True))
     t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999), default=0.0)
-    t.add_argument("--export-adapter", help="with --lora: write the PEFT adapter here")
+    t.add_argument("--export-adapter",
+                   help="with --lora: write the PEFT adapter here (+ its unmerged base in ./base)")
     t.add_argument("--prompt", type=_text, default="The ")
     t.add_argument("--sample-tokens", type=_int_in(0, 1_000_000), default=160)
     t.set_defaults(fn=cmd_train)
@@ -321,6 +335,24 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--generate", type=_names(("cpu", "wgpu")),
                    help="decode throughput instead, e.g. cpu,wgpu")
     b.set_defaults(fn=cmd_bench)
+    from .export.peft import LINES, PEFT_SUPPORT
+
+    table = "; ".join(f"{t}: " + "/".join(PEFT_SUPPORT[t][line] for line in LINES)
+                      for t in PEFT_SUPPORT)
+    x = sub.add_parser(
+        "export", help="write a run for other tools: --merged (transformers), --peft, --gguf",
+        description="Export a run folder. PEFT un-merged LoRA per target on transformers "
+                    f"{'/'.join(LINES)}: {table}. Anything not exact: use --merged.")
+    kind = x.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--merged", dest="kind", action="store_const", const="merged",
+                      help="HF MambaForCausalLM folder, LoRA merged in")
+    kind.add_argument("--peft", dest="kind", action="store_const", const="peft",
+                      help="PEFT adapter folder + OUT/base (the unmerged base)")
+    kind.add_argument("--gguf", dest="kind", action="store_const", const="gguf",
+                      help="one .gguf file for llama.cpp / Ollama / LM Studio")
+    x.add_argument("run", help="run folder (written by train)")
+    x.add_argument("out", help="output folder (--merged/--peft) or .gguf file (--gguf)")
+    x.set_defaults(fn=cmd_export)
     return p
 
 
