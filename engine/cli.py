@@ -216,18 +216,22 @@ def cmd_generate(a: argparse.Namespace) -> int:
     lm.check_finite(a.model)
     backend = None
     if a.backend in ("gpu", "auto"):
-        from .gpu import open_stepper
+        from .gpu import pick_backend
 
-        backend, reason = open_stepper(lm)
-        print(f"backend: {'wgpu' if backend else 'cpu'} ({reason})", file=sys.stderr)
+        backend, reason = pick_backend(lm, a.backend)
+        print(f"backend: {reason}", file=sys.stderr)
         if backend is None and a.backend == "gpu":
             return 2
     s = SamplingConfig(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p,
-                       max_new_tokens=a.max_new_tokens, seed=a.seed)
+                       max_new_tokens=a.max_new_tokens, seed=a.seed,
+                       repetition_penalty=a.repetition_penalty)
+    pieces = lm.generate(a.prompt, s, backend=backend)
+    if not a.stream:  # all at once, e.g. for a pipe that wants whole lines
+        pieces = iter(["".join(pieces)])
     sys.stdout.write(a.prompt)
-    for piece in lm.generate(a.prompt, s, backend=backend):
+    for piece in pieces:
         sys.stdout.write(piece)
-        sys.stdout.flush()
+        sys.stdout.flush()  # --stream: each piece as soon as its token is sampled
     sys.stdout.write("\n")
     return 0
 
@@ -324,7 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-k", type=NONNEG, default=40, help="0 = off")
     g.add_argument("--top-p", type=_float_in(0.0, 1.0, lo_open=True), default=0.95)
     g.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=0)
-    g.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"])
+    g.add_argument("--repetition-penalty", type=_float_in(1.0, 100.0), default=1.0,
+                   help="> 1 makes tokens of the last 64 less likely (1 = off)")
+    g.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
+                   help="print each token as it is generated (default) or the text at the end")
+    g.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"],
+                   help="auto: a hardware GPU if any, else the CPU (lavapipe only with gpu)")
     g.set_defaults(fn=cmd_generate)
     e = sub.add_parser("eval", help="held-out metrics of a model on a corpus")
     e.add_argument("model")

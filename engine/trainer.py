@@ -326,7 +326,9 @@ class Trainer:
             order = self._order(self.cursor.epoch)
             while self.cursor.group < self.steps_per_epoch and self.cursor.step < self.total_steps:
                 if control is not None:
+                    tp = time.perf_counter()
                     control.wait_if_paused()
+                    t0 += time.perf_counter() - tp  # paused time counts in neither rate nor ETA
                     if control.stopped:
                         return finished
                 if guard is not None:
