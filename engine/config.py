@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .defaults import PRESET_DEFAULTS
+
 
 @dataclass(frozen=True)
 class MambaConfig:
@@ -124,11 +126,7 @@ def _first_id(value: Any) -> int:
     return int(value or 0)
 
 
-PRESETS: dict[str, dict[str, int]] = {
-    "tiny": {"d_model": 64, "n_layer": 2},
-    "small": {"d_model": 128, "n_layer": 4},
-    "medium": {"d_model": 256, "n_layer": 6},
-}
+PRESETS: dict[str, dict[str, int]] = {name: d.model() for name, d in PRESET_DEFAULTS.items()}
 
 
 def preset(name: str, vocab_size: int) -> MambaConfig:

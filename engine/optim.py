@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -149,6 +150,14 @@ class AdamW:
         out = {f"exp_avg.{n}": a for n, a in self.m.items()}
         out.update({f"exp_avg_sq.{n}": a for n, a in self.v.items()})
         return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"t": int, "tensors": {exp_avg.<name>, exp_avg_sq.<name>}}`` (live arrays, not copies)."""
+        return {"t": self.t, "tensors": self.state_tensors()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Copy a ``state_dict()`` into this optimizer's moments (shapes checked: ValueError)."""
+        self.load_state_tensors(state["tensors"], state["t"])
 
     def load_state_tensors(self, tensors: dict[str, np.ndarray], t: int) -> None:
         for n in self.owned:

@@ -8,38 +8,43 @@ to continue exactly as an uninterrupted run would.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from . import checkpoint as ckpt
 from .data import make_rows
-from .errors import CheckpointError, CorpusError, TrainingError
-from .limits import read_trainer_state
+from .defaults import DEFAULT_PRESET, PRESET_DEFAULTS
+from .errors import CorpusError, TrainingError
 from .lm import MambaLM
-from .lora import LoRAConfig, LoRATrainable
 from .model import logits_forward, loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, lr_at
-from .trainable import FullTrainable, Trainable, wsla_names
+from .trainable import Trainable, TrainableKind, make_trainable, trainable_kind
+
+if TYPE_CHECKING:
+    from .lora import LoRAConfig
+
+_D = PRESET_DEFAULTS[DEFAULT_PRESET]  # the per-preset table (engine/defaults.py) is the one source
 
 
 @dataclass(frozen=True)
 class TrainConfig:
+    """Training settings; the defaults are the default preset's row of ``PRESET_DEFAULTS``
+    (``TrainConfig.for_preset`` picks another row)."""
+
     epochs: int = 3
-    batch_size: int = 4
-    seq_len: int = 256
+    batch_size: int = _D.batch_size
+    seq_len: int = _D.seq_len
     grad_accum: int = 1
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 10
-    weight_decay: float = 0.01
+    lr: float = _D.lr
+    min_lr_ratio: float = _D.min_lr_ratio
+    warmup_steps: int = _D.warmup_steps
+    weight_decay: float = _D.weight_decay
     max_grad_norm: float = 1.0
     max_delta: float = 0.0  # trust region; WSLA defaults it to 0.05
     beta1: float = 0.9
@@ -54,15 +59,37 @@ class TrainConfig:
     max_bad_steps: int = 20  # abort after this many consecutive non-finite losses
     eval_every: int = 0  # also measure held-out loss every N optimizer steps (0: per epoch only)
 
+    @classmethod
+    def for_preset(cls, name: str, **overrides: Any) -> TrainConfig:
+        """The preset's training defaults (``engine.defaults``) with ``overrides`` applied."""
+        if name not in PRESET_DEFAULTS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESET_DEFAULTS)}")
+        return cls(**{**PRESET_DEFAULTS[name].training(), **overrides})
+
     def adamw(self) -> AdamWConfig:
         max_delta = self.max_delta if (self.max_delta > 0 or not self.wsla) else 0.05
         return AdamWConfig(self.lr, self.beta1, self.beta2, self.eps, self.weight_decay,
                            self.max_grad_norm, max_delta)
 
+    @property
+    def trainable(self) -> TrainableKind:
+        return trainable_kind(self.wsla, self.lora)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["lora"] = self.lora.to_dict() if self.lora is not None else None
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        """Inverse of ``to_dict`` (unknown keys: TypeError; ranges are checked by limits.check_train)."""
+        d = dict(d)
+        lora = d.pop("lora", None)
+        if lora is not None:
+            from .lora import LoRAConfig
+
+            d["lora"] = LoRAConfig.from_dict(lora)
+        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -169,15 +196,26 @@ def evaluate(lm: MambaLM, ids: np.ndarray, seq_len: int, batch_size: int = 8) ->
     )
 
 
-def _fingerprint(ids: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(ids, dtype=np.int64).tobytes()).hexdigest()[:16]
-
-
 @dataclass
 class _Cursor:
+    """Where the run is, plus the running sums of the current epoch (so an epoch interrupted by a
+    save and a resume reports the same means as an uninterrupted one)."""
+
     step: int = 0
     epoch: int = 0
     group: int = 0  # optimizer-step index inside the epoch
+    loss_sum: float = 0.0  # over the epoch's finite steps
+    norm_sum: float = 0.0
+    good: int = 0
+    steps: int = 0  # all steps of the epoch, non-finite ones included
+
+
+class StepGuard(Protocol):
+    """Watches every optimizer step (``engine.guard.DivergenceGuard``): ``before`` runs ahead of
+    the step; ``after`` returns True when it rolled the trainer back (the report is then void)."""
+
+    def before(self, trainer: Trainer) -> None: ...
+    def after(self, trainer: Trainer, report: StepReport) -> bool: ...
 
 
 @dataclass
@@ -204,28 +242,16 @@ class Trainer:
             raise CorpusError("token ids exceed the model's vocabulary (tokenizer/model mismatch)")
         self.inputs, self.targets = make_rows(self.train_ids, c.seq_len)
         if self.trainable is None:
-            self.trainable = self._default_trainable()
+            self.trainable = make_trainable(c.trainable, self.lm.params, c.lora)
         self.optimizer = AdamW(
             self.trainable.tensors, list(self.trainable.tensors), c.adamw(), self.shard,
             decay_fn=self.trainable.decays,
         )
         self.cursor = _Cursor()
+        self.lr_scale = 1.0  # halved by each divergence rollback
         self.history: list[StepReport] = []
         self.epochs: list[EpochReport] = []
         self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
-
-    def _default_trainable(self) -> Trainable:
-        c = self.cfg
-        if c.lora is not None:
-            targets = c.lora.targets
-            if c.wsla:
-                bad = set(targets) - {"x_proj"}
-                if bad:
-                    raise ValueError(f"WSLA + LoRA allows only the x_proj target, not {sorted(bad)}")
-            return LoRATrainable(self.lm.params, c.lora)
-        if c.wsla:
-            return FullTrainable(self.lm.params, wsla_names(self.lm.params), label="WSLA (x_proj)")
-        return FullTrainable(self.lm.params)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -254,7 +280,33 @@ class Trainer:
     def current_lr(self) -> float:
         """The learning rate of the next optimizer step (warmup + cosine)."""
         c = self.cfg
-        return lr_at(self.cursor.step, self.total_steps, c.lr, c.warmup_steps, c.min_lr_ratio)
+        return self.lr_scale * lr_at(self.cursor.step, self.total_steps, c.lr, c.warmup_steps,
+                                     c.min_lr_ratio)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """Everything beyond the model weights that an exact resume needs: the cursor (with the
+        current epoch's running sums), the lr scale, finished epochs, and the optimizer's and the
+        trainable's ``state_dict()`` (live arrays under their "tensors" keys, not copies)."""
+        assert self.trainable is not None
+        return {
+            "cursor": asdict(self.cursor),
+            "lr_scale": self.lr_scale,
+            "epochs": [asdict(e) for e in self.epochs],
+            "optimizer": self.optimizer.state_dict(),
+            "trainable": self.trainable.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a ``state_dict()`` (weights must already be in ``lm``). Arrays are copied in."""
+        assert self.trainable is not None
+        self.trainable.load_state_dict(state["trainable"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.cursor = _Cursor(**state["cursor"])
+        self.lr_scale = float(state["lr_scale"])
+        self.epochs = [EpochReport(**{**e, "val": EvalReport(**e["val"]) if e["val"] else None})
+                       for e in state["epochs"]]
+        self.history = [h for h in self.history if h.step <= self.cursor.step]
 
     # ------------------------------------------------------------------ one step
     def train_step(self, rows: np.ndarray) -> tuple[float, float, bool, tuple[str, ...]]:
@@ -288,46 +340,30 @@ class Trainer:
         on_step: Callable[[StepReport], None] | None = None,
         on_epoch: Callable[[EpochReport], None] | None = None,
         control: TrainControl | None = None,
+        guard: StepGuard | None = None,
     ) -> list[EpochReport]:
         """Train until done, ``max_steps``, or ``control.stop()``. Returns the epochs finished
-        in this call. Stopping happens between optimizer steps, so the state is always consistent."""
+        in this call. Stopping happens between optimizer steps, so the state is always consistent.
+        ``guard`` (optional) sees every step and may roll it back (its report is then dropped)."""
         c = self.cfg
-        total = self.total_steps
         t0 = time.perf_counter()
-        tokens_done = 0
+        tokens = [0]
         finished: list[EpochReport] = []
         bad_run = 0
-        while self.cursor.step < total and self.cursor.epoch < c.epochs:
+        while self.cursor.step < self.total_steps and self.cursor.epoch < c.epochs:
             order = self._order(self.cursor.epoch)
-            while self.cursor.group < self.steps_per_epoch and self.cursor.step < total:
+            while self.cursor.group < self.steps_per_epoch and self.cursor.step < self.total_steps:
                 if control is not None:
                     control.wait_if_paused()
                     if control.stopped:
                         return finished
-                g = self.cursor.group
-                rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
-                ts = time.perf_counter()
-                lr = self.current_lr()
-                loss, norm, bad, skipped = self.train_step(rows)
-                self.cursor.group += 1
-                self.cursor.step += 1
-                ntok = int(np.count_nonzero(self.targets[rows] >= 0))
-                tokens_done += ntok
-                elapsed = time.perf_counter() - t0
-                rate = tokens_done / elapsed if elapsed > 0 else 0.0
-                step_rate = ntok / max(time.perf_counter() - ts, 1e-9)
-                remaining = (total - self.cursor.step) * self.rows_per_step * c.seq_len
-                val_loss = None
-                if c.eval_every > 0 and self.cursor.step % c.eval_every == 0 and len(self.val_ids) >= 2:
-                    val_loss = evaluate(self.lm, self.val_ids, c.seq_len).loss
-                report = StepReport(
-                    self.cursor.step, self.cursor.epoch, total, loss, norm,
-                    lr,
-                    step_rate, remaining / rate if rate > 0 else float("inf"), elapsed,
-                    bad, skipped, val_loss,
-                )
-                self.history.append(report)
-                bad_run = bad_run + 1 if bad else 0
+                if guard is not None:
+                    guard.before(self)
+                report = self._step(order, t0, tokens)
+                if guard is not None and guard.after(self, report):
+                    continue  # rolled back: the cursor is where it was before the bad step
+                self._count(report)
+                bad_run = bad_run + 1 if report.nonfinite else 0
                 if on_step is not None:
                     on_step(report)
                 if bad_run >= c.max_bad_steps:
@@ -335,99 +371,74 @@ class Trainer:
                         f"loss was NaN/Inf for {bad_run} steps in a row; lower the learning "
                         "rate (weights were left at the last finite step)"
                     )
-            if self.cursor.group >= self.steps_per_epoch:
-                val = evaluate(self.lm, self.val_ids, c.seq_len) if len(self.val_ids) >= 2 else None
-                # from the history, so an epoch interrupted by a save/resume reports the same
-                mine = [h for h in self.history if h.epoch == self.cursor.epoch]
-                good = [h for h in mine if not h.nonfinite]
-                rep = EpochReport(
-                    self.cursor.epoch,
-                    float(np.mean([h.loss for h in good])) if good else float("nan"),
-                    float(np.mean([h.grad_norm for h in good])) if good else float("nan"),
-                    val, len(mine), len(mine) - len(good),
-                )
-                self.epochs.append(rep)
-                finished.append(rep)
-                self.cursor.epoch += 1
-                self.cursor.group = 0
-                if on_epoch is not None:
-                    on_epoch(rep)
-            else:
+            if self.cursor.group < self.steps_per_epoch:
                 break
+            rep = self._end_epoch()
+            finished.append(rep)
+            if on_epoch is not None:
+                on_epoch(rep)
         return finished
 
-    # ------------------------------------------------------------------ checkpoints
-    def save(self, folder: str | Path) -> Path:
-        """Atomically write a resumable training checkpoint (weights + optimizer + cursor)."""
-        folder = Path(folder)
-        hashes = self.lm.save(folder)
-        assert self.trainable is not None
-        extra = {**self.optimizer.state_tensors(), **self.trainable.state_tensors()}
-        ckpt.atomic_write_bytes(folder / "optimizer.safetensors", ckpt.tensors_to_bytes(extra))
-        hashes["optimizer.safetensors"] = ckpt.sha256_file(folder / "optimizer.safetensors")
-        state = {
-            "format": "mamba-studio-trainer/1",
-            "step": self.cursor.step,
-            "epoch": self.cursor.epoch,
-            "group": self.cursor.group,
-            "optimizer_t": self.optimizer.t,
-            "train_config": self.cfg.to_dict(),
-            "data_fingerprint": _fingerprint(self.train_ids),
-            "history": [asdict(h) for h in self.history[-5000:]],
-            "epochs": [asdict(e) for e in self.epochs],
-            "files": hashes,
-        }
-        ckpt.atomic_write_json(folder / "trainer_state.json", state)
-        return folder
+    def _step(self, order: np.ndarray, t0: float, tokens: list[int]) -> StepReport:
+        """Run the next optimizer step of the epoch whose row order is ``order``; advance the cursor."""
+        c = self.cfg
+        g = self.cursor.group
+        rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
+        ts = time.perf_counter()
+        lr = self.current_lr()
+        loss, norm, bad, skipped = self.train_step(rows)
+        self.cursor.group += 1
+        self.cursor.step += 1
+        ntok = int(np.count_nonzero(self.targets[rows] >= 0))
+        tokens[0] += ntok
+        elapsed = time.perf_counter() - t0
+        rate = tokens[0] / elapsed if elapsed > 0 else 0.0
+        remaining = (self.total_steps - self.cursor.step) * self.rows_per_step * c.seq_len
+        val_loss = None
+        if c.eval_every > 0 and self.cursor.step % c.eval_every == 0 and len(self.val_ids) >= 2:
+            val_loss = evaluate(self.lm, self.val_ids, c.seq_len).loss
+        return StepReport(
+            self.cursor.step, self.cursor.epoch, self.total_steps, loss, norm, lr,
+            ntok / max(time.perf_counter() - ts, 1e-9),
+            remaining / rate if rate > 0 else float("inf"), elapsed, bad, skipped, val_loss,
+        )
 
-    def load_state(self, folder: str | Path, strict_data: bool = True) -> None:
-        """Restore optimizer moments, cursor and history from ``folder`` (weights must already be
-        loaded into ``lm``, e.g. via ``Trainer.resume``)."""
-        folder = Path(folder)
-        state = read_trainer_state(folder)  # bounded read, types checked
-        ckpt.verify_hashes(folder, state["files"])
-        if strict_data and state.get("data_fingerprint") != _fingerprint(self.train_ids):
-            raise CheckpointError(
-                f"{folder}: the checkpoint was trained on different data; resume with the same "
-                "corpus and tokenizer (or start a new run from these weights)"
-            )
-        tensors = ckpt.read_tensors(folder / "optimizer.safetensors")
-        assert self.trainable is not None
-        self.trainable.load_state_tensors(tensors)
-        try:
-            self.optimizer.load_state_tensors(tensors, state["optimizer_t"])
-        except ValueError as exc:
-            raise CheckpointError(f"{folder}: {exc}") from exc
-        self.cursor = _Cursor(state["step"], state["epoch"], state["group"])
-        try:
-            self.history = [StepReport(**{**h, "skipped_tensors": tuple(h["skipped_tensors"])})
-                            for h in state.get("history", [])]
-            self.epochs = [EpochReport(**{**e, "val": EvalReport(**e["val"]) if e["val"] else None})
-                           for e in state.get("epochs", [])]
-        except (TypeError, KeyError, ValueError) as exc:
-            raise CheckpointError(f"{folder}: trainer_state.json has a corrupt history ({exc})") from None
+    def _count(self, report: StepReport) -> None:
+        self.history.append(report)
+        cur = self.cursor
+        cur.steps += 1
+        if not report.nonfinite:
+            cur.good += 1
+            cur.loss_sum += report.loss
+            cur.norm_sum += report.grad_norm
+
+    def _end_epoch(self) -> EpochReport:
+        c, cur = self.cfg, self.cursor
+        val = evaluate(self.lm, self.val_ids, c.seq_len) if len(self.val_ids) >= 2 else None
+        rep = EpochReport(
+            cur.epoch,
+            cur.loss_sum / cur.good if cur.good else float("nan"),
+            cur.norm_sum / cur.good if cur.good else float("nan"),
+            val, cur.steps, cur.steps - cur.good,
+        )
+        self.epochs.append(rep)
+        self.cursor = _Cursor(cur.step, cur.epoch + 1, 0)
+        return rep
+
+    # ------------------------------------------------------------------ legacy checkpoints
+    def save(self, folder: str | Path) -> Path:
+        """Old single-folder checkpoint (trainer_state.json); new code saves through ``engine.run``."""
+        from .legacy import save_trainer
+
+        return save_trainer(self, Path(folder))
 
     @classmethod
     def resume(cls, folder: str | Path, train_ids: np.ndarray, val_ids: np.ndarray,
                cfg: TrainConfig | None = None, **overrides: Any) -> Trainer:
-        """Rebuild a trainer from a training checkpoint; ``cfg`` defaults to the saved one, with
-        ``overrides`` (e.g. ``epochs=10, max_steps=None``) applied. Without overrides the run
-        continues exactly as if it had never stopped."""
-        folder = Path(folder)
-        state = read_trainer_state(folder)
-        saved = dict(state["train_config"])
-        lora_cfg = saved.pop("lora")
-        if lora_cfg is not None:
-            saved["lora"] = LoRAConfig.from_dict(lora_cfg)
-        cfg = replace(cfg or TrainConfig(**saved), **overrides)
-        lm = MambaLM.load(folder)
-        if cfg.lora is not None:
-            base = ckpt.read_tensors(folder / "optimizer.safetensors")
-            lm.params.update({k[len("lora_base."):]: v for k, v in base.items()
-                              if k.startswith("lora_base.")})
-        tr = cls(lm, train_ids, val_ids, cfg)
-        tr.load_state(folder)
-        return tr
+        """Rebuild a trainer from an old trainer_state.json checkpoint (see ``engine.legacy``)."""
+        from .legacy import resume_trainer
+
+        return resume_trainer(cls, Path(folder), train_ids, val_ids, cfg, **overrides)
 
 
 def with_overrides(cfg: TrainConfig, **kw: Any) -> TrainConfig:
