@@ -29,22 +29,49 @@ def _train(folder: Path, lora: LoRAConfig | None = None, steps: int = 4) -> Mamb
     return tr.lm
 
 
+def _start_run(root: Path, lora: LoRAConfig | None, steps: int = 4) -> Path:
+    """A run folder (engine.run: run.json + snapshots), as the CLI and the app write them."""
+    from engine.run import RunSpec, start
+
+    (root / "corpus.txt").write_text(TEXT)
+    spec = RunSpec(model={"d_model": 16, "n_layer": 2, "d_state": 4},
+                   train=TrainConfig(epochs=1, batch_size=2, seq_len=16, max_steps=steps, lr=1e-2,
+                                     warmup_steps=0, lora=lora))
+    with start(spec, [root / "corpus.txt"], out=root / "run") as run:
+        run.train()
+    return root / "run"
+
+
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("run") / "lora"
-    _train(folder, LoRAConfig(("in_proj", "x_proj", "dt_proj"), rank=2))
-    return folder
+    return _start_run(tmp_path_factory.mktemp("run"), LoRAConfig(("in_proj", "x_proj", "dt_proj"), rank=2))
+
+
+def _trained(run: Path) -> MambaLM:
+    from engine.run import load_model
+
+    return load_model(run)
+
+
+def test_legacy_checkpoint_exports_too(tmp_path: Path) -> None:
+    _train(tmp_path / "old", LoRAConfig(("in_proj",), rank=2), steps=2)
+    assert export_peft(tmp_path / "old", tmp_path / "p") == []
+    base = MambaLM.load(tmp_path / "p" / "base")
+    load_adapter(base.params, tmp_path / "p")
+    trained = MambaLM.load(tmp_path / "old")
+    for n, a in trained.params.items():
+        np.testing.assert_allclose(base.params[n], a, rtol=1e-6, atol=1e-6, err_msg=n)
 
 
 def test_merged_export_is_the_trained_model_with_a_card(lora_run: Path, tmp_path: Path) -> None:
     assert export_merged(lora_run, tmp_path / "m") == []
-    a, b = MambaLM.load(lora_run), MambaLM.load(tmp_path / "m")
+    a, b = _trained(lora_run), MambaLM.load(tmp_path / "m")
     for name in a.params:
         np.testing.assert_array_equal(a.params[name], b.params[name])
     assert not (tmp_path / "m" / "optimizer.safetensors").exists()
     card = (tmp_path / "m" / "README.md").read_text()
     for needed in ("LoRA r=2 on in_proj, x_proj, dt_proj", "4 optimizer steps", "Samples (greedy)",
-                   "AutoModelForCausalLM.from_pretrained"):
+                   "AutoModelForCausalLM.from_pretrained", "1 file(s), 2,700 bytes"):
         assert needed in card, needed
 
 
@@ -56,7 +83,7 @@ def test_peft_export_points_at_an_unmerged_base_the_adapter_completes(lora_run: 
     assert conf["base_model_name_or_path"] == str((tmp_path / "p" / "base").resolve())
     assert (tmp_path / "p" / "tokenizer_config.json").exists()
     base = MambaLM.load(tmp_path / "p" / "base")
-    trained = MambaLM.load(lora_run)
+    trained = _trained(lora_run)
     name = "backbone.layers.0.mixer.in_proj.weight"
     assert np.abs(base.params[name] - trained.params[name]).max() > 1e-6  # not the merged weights
     load_adapter(base.params, tmp_path / "p")  # applied once: the trained model again
@@ -65,9 +92,9 @@ def test_peft_export_points_at_an_unmerged_base_the_adapter_completes(lora_run: 
 
 
 def test_peft_export_refuses_what_peft_cannot_apply(tmp_path: Path) -> None:
-    _train(tmp_path / "run", LoRAConfig(("in_proj", "out_proj"), rank=2), steps=2)
+    run = _start_run(tmp_path, LoRAConfig(("in_proj", "out_proj"), rank=2), steps=2)
     with pytest.raises(CheckpointError, match=r"out_proj.*use the merged export"):
-        export_peft(tmp_path / "run", tmp_path / "p")
+        export_peft(run, tmp_path / "p")
     assert not (tmp_path / "p").exists()
 
 
@@ -84,7 +111,7 @@ def test_gguf_export_holds_llama_cpp_names_and_our_values(lora_run: Path, tmp_pa
 
     export_gguf(lora_run, tmp_path / "m.gguf")
     r = gguf.GGUFReader(str(tmp_path / "m.gguf"))
-    lm = MambaLM.load(lora_run)
+    lm = _trained(lora_run)
     t = {x.name: np.asarray(x.data) for x in r.tensors}
     np.testing.assert_array_equal(t["token_embd.weight"], lm.params["backbone.embeddings.weight"])
     np.testing.assert_array_equal(t["blk.1.ssm_conv1d.weight"],

@@ -11,6 +11,8 @@ import pytest
 from engine import MambaLM, SamplingConfig
 from engine.export import export_gguf
 
+from .conftest import model_folder
+
 llama_cpp = pytest.importorskip("llama_cpp")
 
 PROMPT = "The quick"
@@ -35,7 +37,7 @@ def ggufs(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> di
 @pytest.mark.parametrize("name", ["byte", "bpe", "untied"])
 def test_llama_cpp_greedy_continuation_equals_ours(runs: dict[str, Path], ggufs: dict[str, Path],
                                                    name: str) -> None:
-    lm = MambaLM.load(runs[name])
+    lm = MambaLM.load(model_folder(runs[name]))
     prompt = lm.tokenizer.encode(PROMPT).tolist()
     ours = list(lm.generate_ids(np.array(prompt), SamplingConfig(temperature=0.0, max_new_tokens=N)))
     llm = _llama(ggufs[name])
@@ -54,7 +56,7 @@ def test_llama_cpp_greedy_continuation_equals_ours(runs: dict[str, Path], ggufs:
 
 @pytest.mark.parametrize("name", ["byte", "bpe"])
 def test_llama_cpp_tokenizer_equals_ours(runs: dict[str, Path], ggufs: dict[str, Path], name: str) -> None:
-    lm = MambaLM.load(runs[name])
+    lm = MambaLM.load(model_folder(runs[name]))
     llm = _llama(ggufs[name])
     for text in ["The quick brown fox", "  two spaces", "naïve café — 日本語 😀", "tabs\tand\nlines\n"]:
         ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)

@@ -12,7 +12,7 @@ from engine import MambaLM
 from engine.export import PEFT_SUPPORT, export_peft
 from engine.lora import LORA_TARGETS, PEFT_REFUSES, LoRAConfig
 
-from .conftest import LINE, TEXT, torch, train_run
+from .conftest import LINE, TEXT, model_folder, torch, train_run
 
 peft = pytest.importorskip("peft")
 
@@ -24,15 +24,14 @@ def lora_runs(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
     out = {}
     for targets in [(t,) for t in LORA_TARGETS] + [("in_proj", "A_log"), ("in_proj", "x_proj")]:
         name = "+".join(targets)
-        train_run(root / name, MambaLM.load(runs["byte"]).tokenizer, steps=6,
-                  lora=LoRAConfig(targets, rank=4), base=MambaLM.load(runs["byte"]))
-        out[name] = root / name
+        train_run(root / name / "run", steps=6, lora=LoRAConfig(targets, rank=4), init=runs["byte"])
+        out[name] = root / name / "run"
     return out
 
 
 def _ours(run: Path, ids: np.ndarray) -> np.ndarray:
     """Our LoRA forward: the run's weights are the adapted (merged) model."""
-    return MambaLM.load(run).logits(ids[None])[0].astype(np.float64)
+    return MambaLM.load(model_folder(run)).logits(ids[None])[0].astype(np.float64)
 
 
 def _write_adapter(run: Path, out: Path) -> None:
@@ -73,7 +72,7 @@ def _measure(run: Path, out: Path, ids: np.ndarray) -> str:
 @pytest.mark.parametrize("target", LORA_TARGETS)
 def test_peft_support_table_is_what_peft_does(lora_runs: dict[str, Path], tmp_path: Path,
                                                target: str) -> None:
-    ids = MambaLM.load(lora_runs[target]).tokenizer.encode(TEXT[:120])
+    ids = MambaLM.load(model_folder(lora_runs[target])).tokenizer.encode(TEXT[:120])
     measured = _measure(lora_runs[target], tmp_path / "alone", ids)
     if target == "A_log":  # alone it raises; beside another target PEFT silently drops it
         assert measured == "refused"
@@ -102,7 +101,7 @@ def test_peft_merged_equals_our_lora_forward(lora_runs: dict[str, Path], tmp_pat
     from transformers import AutoModelForCausalLM
 
     run = lora_runs[target]
-    ids = MambaLM.load(run).tokenizer.encode(TEXT[:120])
+    ids = MambaLM.load(model_folder(run)).tokenizer.encode(TEXT[:120])
     _write_adapter(run, tmp_path)
     base = AutoModelForCausalLM.from_pretrained(str(tmp_path / "base")).eval()
     merged = PeftModel.from_pretrained(base, str(tmp_path)).merge_and_unload().eval()
@@ -118,7 +117,7 @@ def test_peft_unmerged_equals_our_lora_forward_where_the_table_says_exact(
     if PEFT_SUPPORT[target][LINE] != "exact":
         pytest.skip(f"{target} is {PEFT_SUPPORT[target][LINE]} on transformers {LINE}")
     run = lora_runs[target]
-    ids = MambaLM.load(run).tokenizer.encode(TEXT[:120])
+    ids = MambaLM.load(model_folder(run)).tokenizer.encode(TEXT[:120])
     _write_adapter(run, tmp_path)
     base = AutoModelForCausalLM.from_pretrained(str(tmp_path / "base")).eval()
     y = _logits(PeftModel.from_pretrained(base, str(tmp_path)).eval(), ids)
