@@ -186,12 +186,15 @@ def cmd_train(a: argparse.Namespace) -> int:
         print(f"\n{how}: saved {result.snapshot} after {result.step} steps in "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
         if a.export_adapter:
+            from .export import export_peft
             from .lora import LoRATrainable
 
             if not isinstance(tr.trainable, LoRATrainable):
                 raise ValueError("--export-adapter needs a LoRA run (--lora)")
-            for w in tr.trainable.save_adapter(a.export_adapter):
+            for w in export_peft(run.folder, a.export_adapter):
                 print(f"warning: {w}", file=sys.stderr)
+            print(f"PEFT adapter: {a.export_adapter} (its unmerged base: "
+                  f"{Path(a.export_adapter) / 'base'})", file=sys.stderr)
     return 0
 
 
