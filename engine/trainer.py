@@ -27,6 +27,7 @@ from .lm import MambaLM
 from .lora import LoRAConfig, LoRATrainable
 from .model import logits_forward, loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, lr_at
+from .threads import ThreadTuner
 from .trainable import FullTrainable, Trainable, wsla_names
 
 
@@ -213,6 +214,7 @@ class Trainer:
         self.history: list[StepReport] = []
         self.epochs: list[EpochReport] = []
         self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
+        self.thread_tuner = ThreadTuner()
 
     def _default_trainable(self) -> Trainable:
         c = self.cfg
@@ -308,7 +310,8 @@ class Trainer:
                 rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
                 ts = time.perf_counter()
                 lr = self.current_lr()
-                loss, norm, bad, skipped = self.train_step(rows)
+                with self.thread_tuner.step():  # BLAS threads chosen by measurement
+                    loss, norm, bad, skipped = self.train_step(rows)
                 self.cursor.group += 1
                 self.cursor.step += 1
                 ntok = int(np.count_nonzero(self.targets[rows] >= 0))
