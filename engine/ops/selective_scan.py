@@ -41,7 +41,7 @@ CHUNK = 64
 
 
 @parallel_kernel
-def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last):  # type: ignore[no-untyped-def]
+def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last):
     """u, delta (b, l, e); z (b, l, >= zoff + e), read at columns zoff..zoff+e; At (n, e) = A.T;
     Bm, Cm (b, l, n); D (e,); reset (b, l) uint8 or (b, 0) for none -> out (b, l, e),
     h_last (b, e, n)."""
@@ -87,7 +87,7 @@ def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last): 
 
 
 @parallel_kernel
-def _scan_backward_kernel(  # type: ignore[no-untyped-def]
+def _scan_backward_kernel(
     dout, u, delta, At, Bm, Cm, D, z, zoff, reset, du, ddelta, dz, dA_part, dB_part, dC_part,
     dD_part,
 ):
@@ -280,7 +280,7 @@ def selective_scan_backward(
 
 
 @kernel
-def _scan_step_kernel(h, u, delta, A, Bm, Cm, D, z, out):  # type: ignore[no-untyped-def]
+def _scan_step_kernel(h, u, delta, A, Bm, Cm, D, z, out):
     """One recurrent step, the forward kernel's update for a single position: h (b, e, n) advanced
     in place; u, delta, z (b, e); A (e, n); Bm, Cm (b, n); D (e,) -> out (b, e). Serial: one
     token is too little work to wake the thread pool for."""
