@@ -17,7 +17,7 @@ no state (and no gradient) crosses a boundary. ``reset=None`` is the plain scan.
 Kernels run in parallel over jobs = (batch row, chunk of ``CHUNK`` channels); time is sequential and
 the (n, CHUNK) state lives in a small local buffer. The forward stores nothing but its outputs; the
 backward recomputes each job's states into a private (l + 1, n, CHUNK) buffer (1 MiB at l=256), then
-walks back in time with the reverse recurrence (anchors-field.md §1.7):
+walks back in time with the reverse recurrence (derived in docs/derivations/selective_scan_backward.md):
 
     g_t = dy_t * C_t + exp(delta_{t+1} A) * g_{t+1}
     dC_t = sum_e dy_t h_t     dB_t = sum_e g_t delta_t u_t     dD = sum_t dy_t u_t
