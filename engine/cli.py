@@ -78,7 +78,7 @@ POS = _int_in(1, 1 << 40)
 NONNEG = _int_in(0, 1 << 40)
 
 
-def _progress(report) -> None:  # type: ignore[no-untyped-def]
+def _progress(report) -> None:
     frac = report.step / max(report.total_steps, 1)
     bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
     flag = " NaN-skipped" if report.nonfinite else ""
@@ -100,7 +100,7 @@ _RUN_FLAGS = {"preset": "preset", "tokenizer": "tokenizer", "bpe_vocab": "bpe_vo
               "autosave_minutes": "autosave_minutes"}
 
 
-def _spec(a: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _spec(a: argparse.Namespace):
     """The RunSpec of a new run: RunSpec() defaults, replaced by the flags given."""
     from dataclasses import replace
 
@@ -120,7 +120,7 @@ def _spec(a: argparse.Namespace):  # type: ignore[no-untyped-def]
     return replace(base, train=replace(base.train, **train), **run)
 
 
-def _open_for_training(a: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _open_for_training(a: argparse.Namespace):
     from .run import RESUME_OVERRIDES, resume, start
 
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
@@ -168,7 +168,7 @@ def cmd_train(a: argparse.Namespace) -> int:
                 text = "".join(lm.generate(a.prompt, sampling))
                 print(f"\n--- sample {tag} ---\n{a.prompt}{text}\n", file=sys.stderr)
 
-        def on_epoch(rep) -> None:  # type: ignore[no-untyped-def]
+        def on_epoch(rep) -> None:
             sys.stderr.write("\n")
             val = (f" | held-out loss {rep.val.loss:.4f} ppl {rep.val.perplexity:.2f} "
                    f"bpb {rep.val.bits_per_byte:.3f} acc {rep.val.accuracy:.3f}") if rep.val else ""

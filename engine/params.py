@@ -87,7 +87,7 @@ def short_name(name: str) -> str:
 
 def decays(name: str) -> bool:
     """Decoupled weight decay applies to 2-D projection weights only: never A_log, D, biases,
-    norms or embeddings (mamba_ssm ``_no_weight_decay``; anchors-field §1.4)."""
+    norms or embeddings (as mamba_ssm, which marks A_log and D ``_no_weight_decay``)."""
     return short_name(name) in ("in_proj", "conv1d", "x_proj", "dt_proj", "out_proj")
 
 
@@ -144,10 +144,6 @@ def init_params(cfg: MambaConfig, seed: int = 0, dtype: type = np.float32,
 
 def zeros_like(params: Params) -> Params:
     return {name: np.zeros_like(a) for name, a in params.items()}
-
-
-def cast(params: Params, dtype: type) -> Params:
-    return {name: np.ascontiguousarray(a, dtype=dtype) for name, a in params.items()}
 
 
 def count(params: Params) -> int:

@@ -21,9 +21,14 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
+from engine.runtime import configure
+
+configure(tune_allocator=True)  # same process settings as training
+
 import numpy as np
 
-import engine  # noqa: F401  (thread/cache defaults before NumPy loads)
+import engine.defaults
+import engine.params
 from engine import (
     PRESETS,
     BPETokenizer,
