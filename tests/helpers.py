@@ -16,7 +16,7 @@ def tiny_config(**kw) -> MambaConfig:  # type: ignore[no-untyped-def]
 
 def random_params(cfg: MambaConfig, seed: int = 0, dtype=np.float64, noise: float = 0.1):  # type: ignore[no-untyped-def]
     """Reference init plus noise, so norms/D/biases are not at special values."""
-    p = init_params(cfg, seed=seed, dtype=np.float64)
+    p = init_params(cfg, seed=seed, dtype=np.float64, init="reference")
     rng = np.random.default_rng(seed + 100)
     for a in p.values():
         a += noise * rng.standard_normal(a.shape)
