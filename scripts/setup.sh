@@ -32,6 +32,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.mamba-studio-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,bench]"
   touch "$stamp"
 fi
