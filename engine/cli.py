@@ -115,18 +115,19 @@ def cmd_train(a: argparse.Namespace) -> int:
     if a.lora:
         lora = LoRAConfig(tuple(a.lora.split(",")), rank=a.lora_rank, alpha=a.lora_alpha,
                           dropout=a.lora_dropout)
-    cfg = TrainConfig(
-        epochs=a.epochs, batch_size=a.batch, seq_len=a.seq_len, grad_accum=a.accum, lr=a.lr,
-        weight_decay=a.weight_decay, max_grad_norm=a.clip, seed=a.seed, max_steps=a.max_steps,
-        activation_checkpointing=a.checkpointing, wsla=a.wsla, lora=lora,
-        warmup_steps=a.warmup, eval_every=a.eval_every,
+    given = {"batch_size": a.batch, "seq_len": a.seq_len, "lr": a.lr, "warmup_steps": a.warmup,
+             "weight_decay": a.weight_decay}  # None: the preset's default (engine/defaults.py)
+    cfg = TrainConfig.for_preset(
+        a.preset, epochs=a.epochs, grad_accum=a.accum, max_grad_norm=a.clip, seed=a.seed,
+        max_steps=a.max_steps, activation_checkpointing=a.checkpointing, wsla=a.wsla, lora=lora,
+        eval_every=a.eval_every, **{k: v for k, v in given.items() if v is not None},
     )
     if a.resume:
         from .checkpoint import read_config
 
         check_run(read_config(Path(a.resume)), cfg, corpus.n_bytes)
         ids = encode_corpus(corpus.texts, load_tokenizer(a.resume))
-        train_ids, val_ids = split_holdout(ids, a.holdout, a.seq_len)
+        train_ids, val_ids = split_holdout(ids, a.holdout, cfg.seq_len)
         trainer = Trainer.resume(a.resume, train_ids, val_ids)
         lm = trainer.lm
         print(f"resumed at step {trainer.cursor.step}", file=sys.stderr)
@@ -140,7 +141,7 @@ def cmd_train(a: argparse.Namespace) -> int:
         est = check_run(lm.config, cfg, corpus.n_bytes)
         print(f"memory: {est.human()}", file=sys.stderr)
         ids = encode_corpus(corpus.texts, lm.tokenizer)
-        train_ids, val_ids = split_holdout(ids, a.holdout, a.seq_len)
+        train_ids, val_ids = split_holdout(ids, a.holdout, cfg.seq_len)
         trainer = Trainer(lm, train_ids, val_ids, cfg)
     assert trainer.trainable is not None
     print(f"model: {lm.n_params:,} parameters; {trainer.trainable.describe()}; optimizer state "
@@ -258,12 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--init", help="start from this model folder (ours or a local HF Mamba)")
     t.add_argument("--resume", help="continue this training checkpoint exactly")
     t.add_argument("--epochs", type=_int_in(1, 1_000_000), default=3)
-    t.add_argument("--lr", type=_float_in(0.0, 10.0, lo_open=True), default=3e-3)
-    t.add_argument("--batch", type=_int_in(1, 65_536), default=8)
-    t.add_argument("--seq-len", type=_int_in(2, 1 << 24), default=256)
+    t.add_argument("--lr", type=_float_in(0.0, 10.0, lo_open=True), help="default: the preset's")
+    t.add_argument("--batch", type=_int_in(1, 65_536), help="default: the preset's")
+    t.add_argument("--seq-len", type=_int_in(2, 1 << 24), help="default: the preset's")
     t.add_argument("--accum", type=_int_in(1, 65_536), default=1)
-    t.add_argument("--warmup", type=NONNEG, default=10)
-    t.add_argument("--weight-decay", type=_float_in(0.0, 1e3), default=0.01)
+    t.add_argument("--warmup", type=NONNEG, help="default: the preset's")
+    t.add_argument("--weight-decay", type=_float_in(0.0, 1e3), help="default: the preset's")
     t.add_argument("--clip", type=_float_in(0.0, 1e12), default=1.0)
     t.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=0)
     t.add_argument("--max-steps", type=POS)
