@@ -32,7 +32,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.mamba-studio-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,bench]"
   touch "$stamp"
 fi
 # run logs and settings files (also pinned in pyproject.toml): TensorBoard events via tensorboardX,
