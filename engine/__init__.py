@@ -58,6 +58,8 @@ from .adapt import AdaptReport, FastAdapter  # noqa: E402
 from .checkpoint import atomic_write_bytes  # noqa: E402
 from .config import PRESETS, MambaConfig, preset  # noqa: E402
 from .data import Corpus, CorpusFile, encode_corpus, load_corpus, split_holdout  # noqa: E402
+from .docstore import load_documents, save_documents  # noqa: E402
+from .documents import RECORDS, Documents, encode_documents, split_documents  # noqa: E402
 from .errors import (  # noqa: E402
     CheckpointError,
     CorpusError,
@@ -76,6 +78,7 @@ from .lora import (  # noqa: E402
     load_adapter,
 )
 from .optim import AdamWConfig, ShardSpec  # noqa: E402
+from .packing import PackedRows, iter_batches, line_end_table, pack_spans  # noqa: E402
 from .sampling import SamplingConfig  # noqa: E402
 from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer  # noqa: E402
 from .trainer import (  # noqa: E402
@@ -98,4 +101,8 @@ __all__ = [
     "TrainingError", "atomic_write_bytes", "count_trainable", "GpuUnavailable",
     "open_stepper", "encode_corpus", "evaluate", "format_duration", "load_adapter",
     "load_corpus", "load_tokenizer", "preset", "split_holdout",
+]
+__all__ += [  # documents, packing and their store
+    "RECORDS", "Documents", "PackedRows", "encode_documents", "iter_batches", "line_end_table",
+    "load_documents", "pack_spans", "save_documents", "split_documents",
 ]

@@ -43,12 +43,15 @@ def _int32_bits_as_float32(typingctx, bits):  # type: ignore[no-untyped-def]
 
 
 def fast_exp(x):  # type: ignore[no-untyped-def]
-    """exp(x). float32: Cephes polynomial (max rel. error ~1e-7, vectorisable); float64: math.exp."""
+    """exp(x). float32: Cephes polynomial (max rel. error ~1e-7, vectorisable; exp(+inf) = inf,
+    exp(-inf) = 0, exp(nan) = nan); float64: math.exp."""
     return math.exp(x)
 
 
 _LO = np.float32(-87.33654)
 _HI = np.float32(88.37626)
+_INF = np.float32(np.inf)
+_ZERO = np.float32(0.0)
 _LOG2E = np.float32(1.44269504088896341)
 _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
@@ -67,13 +70,18 @@ def _fast_exp_overload(x):  # type: ignore[no-untyped-def]
     if x == types.float32:
 
         def impl(x):  # type: ignore[no-untyped-def]
-            x = min(max(x, _LO), _HI)
-            fx = np.floor(x * _LOG2E + _HALF)
-            r = x - fx * _C1 - fx * _C2
+            xc = min(max(x, _LO), _HI)
+            fx = np.floor(xc * _LOG2E + _HALF)
+            r = xc - fx * _C1 - fx * _C2
             z = r * r
             p = ((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5
-            y = p * z + r + _ONE
-            return y * _int32_bits_as_float32(np.int32((np.int32(fx) + np.int32(127)) << 23))
+            y = (p * z + r + _ONE) * _int32_bits_as_float32(np.int32((np.int32(fx) + np.int32(127))
+                                                                     << 23))
+            # outside the polynomial's range: overflow is inf, underflow 0, NaN stays NaN (selects,
+            # so the loop still vectorises); the optimizer's non-finite guard must see them
+            y = _INF if x > _HI else y
+            y = _ZERO if x < _LO else y
+            return x if x != x else y
 
         return impl
 
@@ -109,7 +117,6 @@ def softplus(x):  # type: ignore[no-untyped-def]
 
 
 _SQRT2M1 = np.float32(0.41421356)
-_ZERO = np.float32(0.0)
 _LN2_HI = np.float32(0.693359375)
 _LN2_LO = np.float32(-2.12194440e-4)
 _LOGP = tuple(

@@ -86,7 +86,7 @@ class DivergenceGuard:
             return False
         self.restore(trainer)
         self.rollbacks += 1
-        if self.rollbacks > self.max_rollbacks:
+        if self.rollbacks >= self.max_rollbacks:
             raise TrainingError(
                 f"training diverged {self.rollbacks} times (last at step {report.step}: {reason}); "
                 "the model was rolled back to its last good state; lower the learning rate")

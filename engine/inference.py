@@ -20,7 +20,7 @@ from .ops.conv1d import conv1d_step
 from .ops.embedding import embedding_forward
 from .ops.rmsnorm import rmsnorm_forward
 from .ops.selective_scan import selective_scan_step
-from .params import EMBEDDINGS, NORM_F, Params, layer_prefix
+from .params import EMBEDDINGS, NORM_F, Params, head_name, layer_prefix
 
 
 @dataclass
@@ -49,7 +49,7 @@ def prefill(p: Params, tokens: np.ndarray, cfg: MambaConfig) -> tuple[np.ndarray
         state.conv[i][:, :, k - tail.shape[2] :] = tail
         state.ssm[i][...] = c.h_last
     hf, _ = rmsnorm_forward(np.ascontiguousarray(h[:, -1:, :]), p[NORM_F], cfg.norm_eps)
-    return hf[:, 0, :] @ p[EMBEDDINGS].T, state
+    return hf[:, 0, :] @ p[head_name(p)].T, state
 
 
 def step(p: Params, token: np.ndarray, state: InferenceState, cfg: MambaConfig) -> np.ndarray:
@@ -70,7 +70,7 @@ def step(p: Params, token: np.ndarray, state: InferenceState, cfg: MambaConfig) 
                                 np.ascontiguousarray(C), p[mx + "D"], z)
         h = h + y @ p[mx + "out_proj.weight"].T
     hf, _ = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
-    return hf @ p[EMBEDDINGS].T
+    return hf @ p[head_name(p)].T
 
 
 class CpuStepper:

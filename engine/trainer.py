@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from .data import make_rows
+from .defaults import DEFAULT_PRESET, PRESET_DEFAULTS
 from .errors import CorpusError, TrainingError
 from .lm import MambaLM
 from .model import logits_forward, loss_and_grad
@@ -28,17 +29,22 @@ from .trainable import Trainable, TrainableKind, make_trainable, trainable_kind
 if TYPE_CHECKING:
     from .lora import LoRAConfig
 
+_D = PRESET_DEFAULTS[DEFAULT_PRESET]  # the per-preset table (engine/defaults.py) is the one source
+
 
 @dataclass(frozen=True)
 class TrainConfig:
+    """Training settings; the defaults are the default preset's row of ``PRESET_DEFAULTS``
+    (``TrainConfig.for_preset`` picks another row)."""
+
     epochs: int = 3
-    batch_size: int = 4
-    seq_len: int = 256
+    batch_size: int = _D.batch_size
+    seq_len: int = _D.seq_len
     grad_accum: int = 1
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 10
-    weight_decay: float = 0.01
+    lr: float = _D.lr
+    min_lr_ratio: float = _D.min_lr_ratio
+    warmup_steps: int = _D.warmup_steps
+    weight_decay: float = _D.weight_decay
     max_grad_norm: float = 1.0
     max_delta: float = 0.0  # trust region; WSLA defaults it to 0.05
     beta1: float = 0.9
@@ -52,6 +58,13 @@ class TrainConfig:
     lora: LoRAConfig | None = None
     max_bad_steps: int = 20  # abort after this many consecutive non-finite losses
     eval_every: int = 0  # also measure held-out loss every N optimizer steps (0: per epoch only)
+
+    @classmethod
+    def for_preset(cls, name: str, **overrides: Any) -> TrainConfig:
+        """The preset's training defaults (``engine.defaults``) with ``overrides`` applied."""
+        if name not in PRESET_DEFAULTS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESET_DEFAULTS)}")
+        return cls(**{**PRESET_DEFAULTS[name].training(), **overrides})
 
     def adamw(self) -> AdamWConfig:
         max_delta = self.max_delta if (self.max_delta > 0 or not self.wsla) else 0.05
