@@ -283,9 +283,9 @@ def start(spec: RunSpec, corpus_paths: list[str | Path], out: str | Path | None 
         rf.write_data(folder, ids, docs, n_train, rf.file_sources([f.path for f in corpus.files]),
                       {"holdout": spec.holdout, "seq_len_at_split": spec.train.seq_len,
                        "tokenizer": lm.tokenizer.kind})
-        rf.write_run_json(folder, spec.to_dict(), folder.name)
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.save()  # step 0: the folder is a complete, resumable run from the start
+        rf.write_run_json(folder, spec.to_dict(), folder.name)  # last: marks the run complete
     except BaseException:
         lock.release()
         raise

@@ -178,7 +178,7 @@ def read_data(folder: Path) -> RunData:
     if not isinstance(m, dict) or not isinstance(m.get("sha256"), dict) or not isinstance(
             m.get("n_train"), int):
         raise CheckpointError(f"{folder / DATA_MANIFEST}: not a data manifest")
-    ckpt.verify_hashes(folder / DATA, m["sha256"])
+    verify_files(folder / DATA, m["sha256"], DATA_MANIFEST)
     try:
         ids = np.load(folder / IDS, mmap_mode="r", allow_pickle=False)
         docs = np.load(folder / DOCS, allow_pickle=False)
@@ -257,12 +257,29 @@ def read_pointer(folder: Path, which: str = LATEST) -> dict[str, Any] | None:
     return d if ok else None
 
 
+def verify_files(folder: Path, digests: dict[str, Any], manifest: str) -> None:
+    """Every file named in ``digests`` exists inside ``folder``, is regular, and has its sha256."""
+    from .safeio import UnsafeFileError, check_regular, inside
+
+    for name, digest in digests.items():
+        try:
+            p = inside(folder, str(name))
+            if not p.exists():
+                raise CheckpointError(f"{p}: missing (the snapshot is incomplete)")
+            check_regular(p, "run file")
+        except UnsafeFileError as exc:
+            raise CheckpointError(str(exc)) from None
+        if ckpt.sha256_file(p) != digest:
+            raise CheckpointError(f"{p}: contents do not match {manifest} (corrupt or modified); "
+                                  "use another snapshot of the run")
+
+
 def verify_snapshot(path: Path) -> dict[str, Any]:
     """Check every file of a snapshot against its manifest; return its trainer.json."""
     files = _read(path / SNAP_MANIFEST, "snapshot manifest")
     if not isinstance(files, dict) or SNAP_TRAINER not in files or "model.safetensors" not in files:
         raise CheckpointError(f"{path / SNAP_MANIFEST}: not a snapshot manifest")
-    ckpt.verify_hashes(path, files)
+    verify_files(path, files, SNAP_MANIFEST)
     trainer = _read(path / SNAP_TRAINER, "trainer state")
     if not isinstance(trainer, dict):
         raise CheckpointError(f"{path / SNAP_TRAINER}: not a JSON object")
