@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -64,6 +64,8 @@ class DataParallel:
         self.counts = [sum(tensors[n].size for n in group) for group in self.by_owner]
         self.svc = comm.comm.Dup() if self.size > 1 else None
         self.done = False
+        self.finishing = False  # "done" before finish() means rank 0 has failed mid-training
+        self.on_leader_gone: Callable[[], None] | None = None
         if self.rank != 0:
             comm.idle = self.serve
         self.comm_s = 0.0
@@ -150,6 +152,8 @@ class DataParallel:
                 self.svc.Send(self._own_moments(), dest=0, tag=_DATA)
             elif cmd == "done":
                 self.done = True
+                if not self.finishing and self.on_leader_gone is not None:
+                    self.on_leader_gone()
 
     @contextmanager
     def full_optimizer_state(self) -> Iterator[None]:
@@ -186,6 +190,7 @@ class DataParallel:
             for r in range(1, self.size):
                 self.svc.send("done", dest=r, tag=_REQ)
             return
+        self.finishing = True
         while not self.done:
             self.comm.wait(_Pending(self), "rank 0's last snapshot")
 
