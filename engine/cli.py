@@ -96,7 +96,7 @@ _TRAIN_FLAGS = {"epochs": "epochs", "lr": "lr", "batch": "batch_size", "seq_len"
                 "clip": "max_grad_norm", "seed": "seed", "max_steps": "max_steps",
                 "eval_every": "eval_every"}
 _RUN_FLAGS = {"preset": "preset", "tokenizer": "tokenizer", "bpe_vocab": "bpe_vocab",
-              "init": "init", "holdout": "holdout", "autosave_steps": "autosave_steps",
+              "init": "init", "holdout": "holdout", "records": "records", "autosave_steps": "autosave_steps",
               "autosave_minutes": "autosave_minutes"}
 
 
@@ -106,8 +106,10 @@ def _spec(a: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     from .lora import LoRAConfig
     from .run import RunSpec
+    from .trainer import TrainConfig
 
-    base = RunSpec()
+    base = RunSpec(preset=a.preset or RunSpec.preset)
+    base = replace(base, train=TrainConfig.for_preset(base.preset))
     train = {f: getattr(a, k) for k, f in _TRAIN_FLAGS.items() if getattr(a, k) is not None}
     train["activation_checkpointing"] = a.checkpointing
     train["wsla"] = a.wsla
@@ -166,8 +168,8 @@ def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-d
         tr, lm = run.trainer, run.lm
         assert tr.trainable is not None
         print(f"model: {lm.n_params:,} parameters; {tr.trainable.describe()}; optimizer state "
-              f"{tr.optimizer.state_bytes():,} bytes; {len(tr.train_ids):,} train / "
-              f"{len(tr.val_ids):,} held-out tokens", file=sys.stderr)
+              f"{tr.optimizer.state_bytes():,} bytes; {tr.token_counts[0]:,} train / "
+              f"{tr.token_counts[1]:,} held-out tokens ({run.data.records})", file=sys.stderr)
         for note in run.notices:
             print(f"note: {note}", file=sys.stderr)
         if job is not None:
@@ -317,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=_int_in(0, (1 << 63) - 1))
     t.add_argument("--max-steps", type=POS, help="total optimizer steps (with --resume: new total)")
     t.add_argument("--holdout", type=_float_in(0.0, 0.9))
+    t.add_argument("--records", choices=["file", "blank-line", "line", "stream"],
+                   help="documents: each file / blank-line-separated block / line (packed into "
+                        "rows, state reset at each start); stream: one text cut into rows")
     t.add_argument("--eval-every", type=NONNEG, help="held-out loss every N steps")
     t.add_argument("--autosave-steps", type=NONNEG, help="save every N steps (0: off)")
     t.add_argument("--autosave-minutes", type=_float_in(0.0, 1e6), help="save every M minutes")
