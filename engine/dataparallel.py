@@ -103,15 +103,18 @@ class DataParallel:
         params = tr.trainable.effective()
         for g in tr._grads.values():
             g.fill(0.0)
-        n_valid = int(np.count_nonzero(tr.targets[rows] >= 0))
-        mine = partition_rows(rows, tr.cursor.step, c.seed, self.rank, self.size)
+        tokens, targets, reset = tr.rows.batch(rows)
+        n_valid = int(np.count_nonzero(targets >= 0))
+        tr._last_tokens = n_valid
+        mine = partition_rows(len(rows), tr.cursor.step, c.seed, self.rank, self.size)
         loss_sum = 0.0
         for micro, s in enumerate(range(0, len(mine), c.batch_size)):
             mb = mine[s : s + c.batch_size]
             ls, _ = loss_and_grad(
-                params, tr.inputs[mb], tr.targets[mb], tr.lm.config, tr._grads,
+                params, tokens[mb], targets[mb], tr.lm.config, tr._grads,
                 1.0 / n_valid, checkpoint=c.activation_checkpointing,
                 hooks=tr.trainable.dropout_hooks(tr.cursor.step, self.rank + self.size * micro),
+                reset=None if reset is None else reset[mb],
             )
             loss_sum += ls
         grads = tr.trainable.grads(tr._grads)

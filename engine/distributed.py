@@ -63,12 +63,13 @@ def balanced_owners(sizes: Iterable[int], count: int) -> tuple[int, ...]:
     return tuple(owners)
 
 
-def partition_rows(rows: np.ndarray, step: int, seed: int, rank: int, size: int) -> np.ndarray:
-    """The rows (R,) of one global batch that ``rank`` of ``size`` computes: a permutation seeded
-    by (seed, step) cut into ``size`` near-equal parts (the first R % size ranks get one more).
-    The union over ranks is ``rows``; a pure function, so every rank agrees without talking."""
-    perm = np.random.default_rng([seed, step, 0x6D7069]).permutation(len(rows))
-    return rows[np.sort(np.array_split(perm, size)[rank])]
+def partition_rows(n: int, step: int, seed: int, rank: int, size: int) -> np.ndarray:
+    """Which of the ``n`` rows of one global batch ``rank`` of ``size`` computes: positions
+    (sorted, int64) from a permutation seeded by (seed, step), cut into ``size`` near-equal parts
+    (the first n % size ranks get one more). Every position belongs to exactly one rank; a pure
+    function, so the ranks agree without talking."""
+    perm = np.random.default_rng([seed, step, 0x6D7069]).permutation(n)
+    return np.sort(np.array_split(perm, size)[rank])
 
 
 @dataclass

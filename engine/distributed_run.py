@@ -56,7 +56,8 @@ class DistributedJob:
             raise
         tr = run.trainer
         self.comm.bcast_object({"spec": run.spec.to_dict(), "lm": run.lm, "train_ids": tr.train_ids,
-                                "val_ids": tr.val_ids, "state": tr.state_dict()})
+                                "val_ids": tr.val_ids, "rows": tr.rows, "val_rows": tr.val_rows,
+                                "state": tr.state_dict()})
         self._attach(tr)
         save = run.save
 
@@ -88,7 +89,8 @@ class DistributedJob:
         if payload is None:
             return 2
         spec = RunSpec.from_dict(payload["spec"])
-        tr = Trainer(payload["lm"], payload["train_ids"], payload["val_ids"], spec.train)
+        tr = Trainer(payload["lm"], payload["train_ids"], payload["val_ids"], spec.train,
+                     rows=payload["rows"], val_rows=payload["val_rows"])
         tr.load_state_dict(payload["state"])
         self._attach(tr)
         local = TrainControl()

@@ -14,7 +14,7 @@ import numpy as np
 from engine.bench import set_threads
 from engine.dataparallel import DataParallel, gathered_state_bytes
 from engine.distributed import Comm, threads_per_rank
-from tests.dist_setup import STEPS, make_trainer
+from tests.dist_setup import STEPS, make_trainer, ordered_reference
 
 
 def main() -> None:
@@ -25,7 +25,15 @@ def main() -> None:
     ap.add_argument("--hang-at", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--steps", type=int, default=STEPS)
+    ap.add_argument("--ordered-reference", type=int, default=0,
+                    help="no MPI: one process doing what N ranks do, reduced in rank order")
     a = ap.parse_args()
+    if a.ordered_reference:
+        tr = ordered_reference(a.mode, a.ordered_reference)
+        assert tr.trainable is not None
+        np.savez(a.out, losses=[h.loss for h in tr.history], norms=[h.grad_norm for h in tr.history],
+                 **{f"p.{n}": v for n, v in tr.trainable.tensors.items()})
+        return
     comm = Comm(timeout_s=a.timeout)
     threads = threads_per_rank(comm.comm)
     set_threads(threads)
