@@ -144,11 +144,26 @@ def _open_for_training(a: argparse.Namespace):
 
 
 def cmd_train(a: argparse.Namespace) -> int:
+    job = None
+    if a.distributed:
+        from .distributed_run import DistributedJob
+
+        job = DistributedJob(a.rank_timeout)
+        if not job.leader:
+            return job.follow()
+    try:
+        run = job.open(lambda: _open_for_training(a)) if job else _open_for_training(a)
+        return _train(a, run, job)
+    finally:
+        if job is not None:
+            job.finish()
+
+
+def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-def]
     from . import SamplingConfig
     from .run import stop_on_signals
     from .trainer import TrainControl
 
-    run = _open_for_training(a)
     with run:
         tr, lm = run.trainer, run.lm
         assert tr.trainable is not None
@@ -157,6 +172,8 @@ def cmd_train(a: argparse.Namespace) -> int:
               f"{tr.token_counts[1]:,} held-out tokens ({run.data.records})", file=sys.stderr)
         for note in run.notices:
             print(f"note: {note}", file=sys.stderr)
+        if job is not None:
+            print(job.describe(tr), file=sys.stderr)
         if tr.cursor.step >= tr.total_steps:
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
                   "--max-steps or --epochs with a larger total to continue it", file=sys.stderr)
@@ -180,11 +197,16 @@ def cmd_train(a: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         control = TrainControl()
         with stop_on_signals(control):
-            result = run.train(on_step=_progress, on_epoch=on_epoch, control=control,
+            result = run.train(on_step=_progress, on_epoch=on_epoch,
+                               control=job.control(control) if job else control,
                                on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
         how = "stopped" if result.state == "stopped" else "finished"
-        print(f"\n{how}: saved {result.snapshot} after {result.step} steps in "
-              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        took = time.perf_counter() - t0
+        print(f"\n{how}: saved {result.snapshot} after {result.step} steps in {took:.1f} s",
+              file=sys.stderr)
+        if job is not None:
+            print(f"distributed: {100 * job.comm_fraction(took):.1f}% of the time in communication "
+                  "(all-reduce, all-gather, waiting for other ranks)", file=sys.stderr)
         if a.export_adapter:
             from .export import export_peft
             from .lora import LoRATrainable
@@ -321,6 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --lora: write the PEFT adapter here (+ its unmerged base in ./base)")
     t.add_argument("--prompt", type=_text, default="The ")
     t.add_argument("--sample-tokens", type=_int_in(0, 1_000_000), default=160)
+    t.add_argument("--distributed", action="store_true",
+                   help="one rank of a data-parallel job: mpirun -n N python -m engine train ... "
+                        "--distributed (docs/distributed.md)")
+    t.add_argument("--rank-timeout", type=_float_in(1.0, 1e6), default=300.0,
+                   help="with --distributed: seconds without an answer from another rank before "
+                        "the job is ended")
     t.set_defaults(fn=cmd_train)
     g = sub.add_parser("generate", help="generate text from a model folder")
     g.add_argument("model", help="run folder (latest snapshot), snapshot or model folder")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything Mamba Studio needs on Debian/Ubuntu: system libraries (Qt's xcb/EGL libs,
 # Xvfb, Mesa's lavapipe Vulkan driver for wgpu, libgomp for Numba) and a .venv with the package.
+# Distributed training (MPI) is optional: scripts/setup-mpi.sh installs Open MPI and mpi4py.
 # Idempotent: skips apt when every package is present and pip when the venv is up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
