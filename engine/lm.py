@@ -36,11 +36,13 @@ class MambaLM:
     tokenizer: Tokenizer
 
     @classmethod
-    def create(cls, config: MambaConfig, tokenizer: Tokenizer | None = None, seed: int = 0) -> MambaLM:
+    def create(cls, config: MambaConfig, tokenizer: Tokenizer | None = None, seed: int = 0,
+               init: str = "default") -> MambaLM:
+        """A new model; ``init="reference"`` is mamba_ssm's init (``engine.params.EMBEDDING_STD``)."""
         tokenizer = tokenizer or ByteTokenizer()
         if config.vocab_size < tokenizer.vocab_size:
             config = config.with_vocab(tokenizer.vocab_size)
-        return cls(config, init_params(config, seed), tokenizer)
+        return cls(config, init_params(config, seed, init=init), tokenizer)
 
     @property
     def n_params(self) -> int:

@@ -6,6 +6,8 @@ Shapes: for a target viewed as a (rows, cols) matrix, A (r, cols) ~ U(+-1/sqrt(c
 
 Gradients are exact: the model runs on the merged weights, and with G = dL/dW (rows, cols)
     dB = s * G @ A.T,   dA = s * B.T @ G           (s = alpha / r)
+For the four projections G = dy.T @ x is never formed: the model hands (dy, x) of each frozen
+projection to ``_LoRAHooks.weight_grad``, which uses dB = s * dy.T @ (x A.T), dA = s * (dy B).T @ x.
 Every base tensor stays bit-identical (only A and B are optimizer state).
 
 Dropout (PEFT semantics, on the four projections): y = x W0.T + s * drop(x) A.T B.T, computed as
@@ -33,7 +35,11 @@ from .errors import CheckpointError, MambaStudioError
 from .params import EMBEDDINGS, Params, short_name
 
 LORA_TARGETS = ("in_proj", "x_proj", "dt_proj", "out_proj", "conv1d", "A_log", "embeddings")
-PEFT_REFUSES = ("out_proj", "conv1d", "A_log")  # PEFT rejects these on model_type "mamba"
+# Targets no transformers line applies exactly through PEFT un-merged (PEFT refuses out_proj and
+# conv1d on Mamba, drops A_log, adapts embeddings but not the tied head): share those runs with
+# the merged export. Measured per line in engine.export.peft.PEFT_SUPPORT (the interop suite
+# checks both agree).
+PEFT_REFUSES = ("out_proj", "conv1d", "A_log", "embeddings")
 
 
 @dataclass(frozen=True)
@@ -119,12 +125,9 @@ class LoRATrainable:
             self.base[name] = w.copy()
         if not self.adapters:
             raise ValueError(f"LoRA targets {list(self.cfg.targets)} matched no parameter")
-        if any(short_name(n) in PEFT_REFUSES for n in self.adapters):
-            bad = sorted({short_name(n) for n in self.adapters} & set(PEFT_REFUSES))
-            self.notices.append(
-                f"PEFT refuses LoRA on {bad} for Mamba models: the PEFT export cannot be loaded by "
-                "PEFT for those targets; use the merged export to share the model"
-            )
+        from .export.peft import peft_notices  # measured per transformers line
+
+        self.notices.extend(peft_notices(sorted({short_name(n) for n in self.adapters})))
         self._index_tensors()
 
     def _index_tensors(self) -> None:
@@ -139,30 +142,38 @@ class LoRATrainable:
         return self.params
 
     def grads(self, model_grads: Params) -> Params:
-        """Adapter gradients from the merged-weight gradients (+ the dropout-correction terms
-        gathered by ``dropout_hooks`` since the last call)."""
+        """Adapter gradients: projections from the low-rank terms the hooks gathered since the
+        last call (the model never forms their dW); other targets (conv1d, A_log, embeddings),
+        or any target whose merged-weight gradient is in ``model_grads``, by projecting it."""
         out: Params = {}
         for name, ad in self.adapters.items():
+            if name not in model_grads:
+                continue
             G = model_grads[name].reshape(ad.B.shape[0], ad.A.shape[1])
             s = ad.B.dtype.type(ad.scale)
             out[name + "::lora_A"] = (ad.B.T @ G) * s
             out[name + "::lora_B"] = (G @ ad.A.T) * s
         for key, g in self._extra.items():
-            out[key] = out[key] + g
+            out[key] = out[key] + g if key in out else g
+        for key, t in self.tensors.items():  # a target no micro-batch reached
+            if key not in out:
+                out[key] = np.zeros_like(t)
         self._extra = {}
         return out
 
-    def dropout_hooks(self, step: int, micro: int) -> _DropoutHooks | None:
-        """Linear hooks applying adapter-input dropout for one micro-batch (None if dropout=0)."""
-        if self.cfg.dropout <= 0.0:
+    def dropout_hooks(self, step: int, micro: int) -> _LoRAHooks | None:
+        """Linear hooks for one micro-batch: low-rank gradients of the projection adapters and,
+        with dropout > 0, the adapter-input dropout. None when no projection is adapted."""
+        if not any(short_name(n) in _PROJECTIONS for n in self.adapters):
             return None
-        return _DropoutHooks(self, step, micro)
+        return _LoRAHooks(self, step, micro)
 
     def refresh(self) -> None:
         self.merge()
 
     def needs(self) -> list[str]:
-        return list(self.adapters)
+        """Only the non-projection targets need their full merged-weight gradient."""
+        return [n for n in self.adapters if short_name(n) not in _PROJECTIONS]
 
     def decays(self, name: str) -> bool:
         return True
@@ -246,11 +257,13 @@ class LoRATrainable:
         return [m for m in self.notices if "PEFT" in m]
 
 
-_DROPOUT_TARGETS = ("in_proj", "x_proj", "dt_proj", "out_proj")
+_PROJECTIONS = ("in_proj", "x_proj", "dt_proj", "out_proj")
 
 
-class _DropoutHooks:
-    """engine.model.LinearHooks for LoRA dropout over one micro-batch (see the module docstring)."""
+class _LoRAHooks:
+    """engine.model.LinearHooks for one micro-batch (see the module docstring): with
+    G = dy.T @ x never formed, dB = s * dy.T @ (x A.T) and dA = s * (dy B).T @ x, i.e.
+    2 r (rows + cols) flops per row instead of rows * cols; plus LoRA dropout when configured."""
 
     def __init__(self, lt: LoRATrainable, step: int, micro: int) -> None:
         self.lt = lt
@@ -258,11 +271,25 @@ class _DropoutHooks:
         self.micro = micro
         self.cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
+    def _add(self, key: str, g: np.ndarray) -> None:
+        extra = self.lt._extra
+        extra[key] = extra[key] + g if key in extra else g
+
+    def weight_grad(self, name: str, dy: np.ndarray, x: np.ndarray) -> None:
+        ad = self.lt.adapters.get(name)
+        if ad is None:
+            return
+        s = dy.dtype.type(ad.scale)
+        xa = x @ ad.A.T  # (M, r)
+        dyb = dy @ ad.B  # (M, r)
+        self._add(name + "::lora_B", (dy.T @ xa) * s)
+        self._add(name + "::lora_A", (dyb.T @ x) * s)
+
     def forward(self, name: str, x: np.ndarray) -> np.ndarray | None:
         ad = self.lt.adapters.get(name)
-        if ad is None or short_name(name) not in _DROPOUT_TARGETS:
-            return None
         p = self.lt.cfg.dropout
+        if ad is None or p <= 0.0 or short_name(name) not in _PROJECTIONS:
+            return None
         rng = np.random.default_rng([self.lt.cfg.seed, self.step, self.micro,
                                      zlib.crc32(name.encode())])
         keep = rng.random(x.shape) >= p
@@ -279,9 +306,8 @@ class _DropoutHooks:
         mm, xp, h = self.cache.pop(name)
         s = dy.dtype.type(ad.scale)
         dyB = dy @ ad.B  # (M, r)
-        extra = self.lt._extra
-        for key, g in ((name + "::lora_B", (dy.T @ h) * s), (name + "::lora_A", (dyB.T @ xp) * s)):
-            extra[key] = extra[key] + g if key in extra else g
+        self._add(name + "::lora_B", (dy.T @ h) * s)
+        self._add(name + "::lora_A", (dyB.T @ xp) * s)
         return (dyB @ ad.A) * mm * s
 
 
@@ -326,7 +352,7 @@ def load_adapter(params: Params, folder: str | Path) -> LoRATrainable:
     return lt
 
 
-def count_trainable(cfg, lora: LoRAConfig | None = None, wsla: bool = False) -> int:  # type: ignore[no-untyped-def]
+def count_trainable(cfg, lora: LoRAConfig | None = None, wsla: bool = False) -> int:
     """Trainable parameters of a run, from the config alone (for a live GUI readout)."""
     from .params import param_shapes
 

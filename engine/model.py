@@ -28,7 +28,7 @@ from .ops.cross_entropy import cross_entropy_forward_backward
 from .ops.embedding import embedding_backward, embedding_forward
 from .ops.rmsnorm import rmsnorm_backward, rmsnorm_forward
 from .ops.selective_scan import selective_scan_backward, selective_scan_forward
-from .params import EMBEDDINGS, NORM_F, Params, layer_prefix
+from .params import EMBEDDINGS, NORM_F, Params, head_name, layer_prefix
 
 
 @dataclass
@@ -50,12 +50,16 @@ class LayerCache:
 
 
 class LinearHooks(Protocol):
-    """Extra terms on the four projections (LoRA dropout uses this): ``forward(name, x)`` returns
+    """Extra terms on the four projections (LoRA uses this): ``forward(name, x)`` returns
     an addition to ``x @ W.T`` or None; ``backward(name, dy)`` returns the matching addition to
-    the input gradient (or None) and keeps any parameter gradients itself."""
+    the input gradient (or None) and keeps any parameter gradients itself; ``weight_grad`` sees
+    (dy, x) of each frozen projection."""
 
     def forward(self, name: str, x: np.ndarray) -> np.ndarray | None: ...
     def backward(self, name: str, dy: np.ndarray) -> np.ndarray | None: ...
+    def weight_grad(self, name: str, dy: np.ndarray, x: np.ndarray) -> None:
+        """A projection whose weight gets no gradient (absent from ``grads``): dy (m, out) and its
+        input x (m, in), so adapters form their gradients from low-rank products (never dy.T @ x)."""
 
 
 def _hook_fwd(hooks: LinearHooks | None, name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -66,6 +70,15 @@ def _hook_fwd(hooks: LinearHooks | None, name: str, x: np.ndarray, y: np.ndarray
 def _hook_bwd(hooks: LinearHooks | None, name: str, dy: np.ndarray, dx: np.ndarray) -> np.ndarray:
     extra = hooks.backward(name, dy) if hooks is not None else None
     return dx if extra is None else dx + extra
+
+
+def _weight_grad(grads: Params, hooks: LinearHooks | None, name: str, dy: np.ndarray,
+                 x: np.ndarray) -> None:
+    """grads[name] += dy.T @ x for a trained weight; for a frozen one only the hooks see (dy, x)."""
+    if name in grads:
+        grads[name] += dy.T @ x
+    elif hooks is not None:
+        hooks.weight_grad(name, dy, x)
 
 
 def layer_forward(
@@ -102,17 +115,18 @@ def layer_forward(
 
 def layer_backward(
     p: Params, i: int, c: LayerCache, dout: np.ndarray, grads: Params, cfg: MambaConfig,
-    hooks: LinearHooks | None = None,
-) -> np.ndarray:
-    """dout (b, l, d) -> dh_in (b, l, d); adds this layer's parameter gradients into ``grads``."""
+    hooks: LinearHooks | None = None, need_dx: bool = True,
+) -> np.ndarray | None:
+    """dout (b, l, d) -> dh_in (b, l, d); adds this layer's parameter gradients into ``grads``.
+    With ``need_dx`` False (the first layer when the embeddings are frozen) the backward stops
+    after the last gradient it must produce and returns None."""
     pre = layer_prefix(i)
     mx = pre + "mixer."
     b, length, d = dout.shape
     e, n, r = cfg.d_inner, cfg.d_state, cfg.dt_rank
     dout2 = dout.reshape(-1, d)
     W_out = p[mx + "out_proj.weight"]
-    if mx + "out_proj.weight" in grads:
-        grads[mx + "out_proj.weight"] += dout2.T @ c.y
+    _weight_grad(grads, hooks, mx + "out_proj.weight", dout2, c.y)
     dy = _hook_bwd(hooks, mx + "out_proj.weight", dout2, dout2 @ W_out).reshape(b, length, e)
     B = np.ascontiguousarray(c.x_dbl[:, r : r + n]).reshape(b, length, n)
     C = np.ascontiguousarray(c.x_dbl[:, r + n :]).reshape(b, length, n)
@@ -129,16 +143,17 @@ def layer_backward(
     if mx + "dt_proj.bias" in grads:
         grads[mx + "dt_proj.bias"] += dbias
     W_dt = p[mx + "dt_proj.weight"]
-    if mx + "dt_proj.weight" in grads:
-        grads[mx + "dt_proj.weight"] += ddt_pre.T @ c.x_dbl[:, :r]
+    _weight_grad(grads, hooks, mx + "dt_proj.weight", ddt_pre, c.x_dbl[:, :r])
     dx_dbl = np.empty_like(c.x_dbl)
     dx_dbl[:, :r] = _hook_bwd(hooks, mx + "dt_proj.weight", ddt_pre, ddt_pre @ W_dt)
     dx_dbl[:, r : r + n] = dB.reshape(-1, n)
     dx_dbl[:, r + n :] = dC.reshape(-1, n)
     W_x = p[mx + "x_proj.weight"]
     u2 = c.u.reshape(-1, e)
-    if mx + "x_proj.weight" in grads:
-        grads[mx + "x_proj.weight"] += dx_dbl.T @ u2
+    _weight_grad(grads, hooks, mx + "x_proj.weight", dx_dbl, u2)
+    below = (mx + "conv1d.weight", mx + "conv1d.bias", mx + "in_proj.weight", pre + "norm.weight")
+    if not need_dx and hooks is None and not any(k in grads for k in below):
+        return None
     du = du.reshape(-1, e) + _hook_bwd(hooks, mx + "x_proj.weight", dx_dbl, dx_dbl @ W_x)
     _, dconv_w, dconv_b = conv1d_backward(du.reshape(b, length, e), c.xz, p[mx + "conv1d.weight"],
                                           c.xc, dx=dxz, reset=c.reset)
@@ -147,8 +162,11 @@ def layer_backward(
     if mx + "conv1d.bias" in grads:
         grads[mx + "conv1d.bias"] += dconv_b
     dxz2 = dxz.reshape(-1, 2 * e)
-    if mx + "in_proj.weight" in grads:
-        grads[mx + "in_proj.weight"] += dxz2.T @ c.xn
+    _weight_grad(grads, hooks, mx + "in_proj.weight", dxz2, c.xn)
+    if not need_dx and pre + "norm.weight" not in grads:
+        if hooks is not None:
+            hooks.backward(mx + "in_proj.weight", dxz2)  # adapter-side gradients (dropout)
+        return None
     dxn = _hook_bwd(hooks, mx + "in_proj.weight", dxz2, dxz2 @ p[mx + "in_proj.weight"])
     dh, dnorm = rmsnorm_backward(dxn.reshape(b, length, d), c.h_in, p[pre + "norm.weight"], c.rstd)
     if pre + "norm.weight" in grads:
@@ -164,7 +182,7 @@ def logits_forward(p: Params, tokens: np.ndarray, cfg: MambaConfig,
     for i in range(cfg.n_layer):
         h, _ = layer_forward(p, i, h, cfg, reset=reset)
     hf, _ = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
-    return hf @ p[EMBEDDINGS].T
+    return hf @ p[head_name(p)].T
 
 
 def loss_and_grad(
@@ -189,9 +207,9 @@ def loss_and_grad(
     ``reset`` (b, l), True at the first position of each document of a packed row: no state
     crosses a document boundary (None: one document per row).
     """
-    emb = p[EMBEDDINGS]
+    head = head_name(p)  # the embeddings when tied (their gradient gets both contributions)
     b, length = tokens.shape
-    h = embedding_forward(tokens, emb)
+    h = embedding_forward(tokens, p[EMBEDDINGS])
     saved: list[np.ndarray | LayerCache] = []
     for i in range(cfg.n_layer):
         h_next, c = layer_forward(p, i, h, cfg, hooks, reset)
@@ -200,14 +218,14 @@ def loss_and_grad(
         h = h_next
     hf, rstd_f = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
     hf2 = hf.reshape(-1, cfg.d_model)
-    logits = hf2 @ emb.T
+    logits = hf2 @ p[head].T
     losses, dlogits = cross_entropy_forward_backward(logits, targets.reshape(-1), scale, inplace=True)
     n_valid = int(np.count_nonzero(targets >= 0))
     if grads is None:
         return float(losses.sum()), n_valid
-    if EMBEDDINGS in grads:
-        grads[EMBEDDINGS] += dlogits.T @ hf2
-    dhf = (dlogits @ emb).reshape(b, length, cfg.d_model)
+    if head in grads:
+        grads[head] += dlogits.T @ hf2
+    dhf = (dlogits @ p[head]).reshape(b, length, cfg.d_model)
     del dlogits, logits
     dh, dnf = rmsnorm_backward(dhf, h, p[NORM_F], rstd_f)
     if NORM_F in grads:
@@ -215,8 +233,12 @@ def loss_and_grad(
     for i in reversed(range(cfg.n_layer)):
         item = saved.pop()
         c = layer_forward(p, i, item, cfg, hooks, reset)[1] if isinstance(item, np.ndarray) else item
-        dh = layer_backward(p, i, c, dh, grads, cfg, hooks)
+        dh_in = layer_backward(p, i, c, dh, grads, cfg, hooks,
+                               need_dx=i > 0 or EMBEDDINGS in grads)
         del c, item
+        if dh_in is None:
+            break
+        dh = dh_in
     if EMBEDDINGS in grads:
         embedding_backward(tokens, dh, grads[EMBEDDINGS])
     return float(losses.sum()), n_valid

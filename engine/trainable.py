@@ -5,7 +5,8 @@
 * ``grads(g)``      model gradients (every parameter) -> gradients of ``tensors``
 * ``refresh()``     called after each optimizer step (LoRA re-merges its targets here)
 * ``needs()``       the model parameters whose gradient must be computed (the rest are skipped)
-* ``dropout_hooks(step, micro)``  linear hooks for one micro-batch (LoRA dropout) or None
+* ``dropout_hooks(step, micro)``  linear hooks for one micro-batch (LoRA: dropout and the
+  low-rank adapter gradients of frozen projections) or None
 * ``state_dict()`` / ``load_state_dict(d)``  ``{"tensors": {...}}``: extra state a snapshot or a
   rollback must keep beyond the model weights (LoRA: frozen base + adapters; full: nothing)
 * ``notices``       messages for the user (rank clamps, PEFT warnings)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..params import EMBEDDINGS, NORM_F, layer_prefix
+from ..params import EMBEDDINGS, NORM_F, head_name, layer_prefix
 from .device import GpuDevice, GpuUnavailable, acquire_device
 
 MAX_TOKENS = 4096
@@ -133,7 +133,7 @@ class GpuStepper:
             self._add("matvec", [self._uniform(d, e, 1), W[mx + "out_proj.weight"], self.y,
                                  self.h], d)
         self._add("rmsnorm", [self._uniform(d, cfg.norm_eps), self.h, W[NORM_F], self.xn], d)
-        self._add("matvec", [self._uniform(v, d, 0), W[EMBEDDINGS], self.xn, self.logits], v)
+        self._add("matvec", [self._uniform(v, d, 0), W[head_name(W)], self.xn, self.logits], v)
         self._advance = self._bind("advance", [self.cursor])
 
     # ------------------------------------------------------------------ weights
