@@ -117,7 +117,7 @@ class TrainPanel(QWidget):
         self.checkpointing = QCheckBox("activation checkpointing")
         self.patience = _spin(0, 1000, 0)
         self.patience.setSpecialValueText("off")
-        self.target_loss = _dspin(0.0, 100.0, 0.0, 3, 0.05)
+        self.target_loss = _dspin(0.0, 1000.0, 0.0, 3, 0.05)
         self.target_loss.setSpecialValueText("none")
         train = QGroupBox("Training")
         tf = QFormLayout(train)
