@@ -271,6 +271,7 @@ class MainWindow(QMainWindow):
         self._est_timer.start()
 
     def _refresh_estimate(self) -> None:
+        self.corpus.set_split(0.1, self.train.seed.value(), self.train.seq_len.value() + 1)
         try:
             cfg = self.train.model_config()
             tc = self.train.train_config()
