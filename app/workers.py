@@ -272,7 +272,7 @@ class GenerateWorker(QObject):
                 if self._stop.is_set():
                     break
             dt = max(time.perf_counter() - t0, 1e-9)
-            self.done.emit(f"{n} pieces in {dt:.2f} s ({n / dt:,.0f}/s) — {desc}")
+            self.done.emit(f"{n} streamed pieces in {dt:.2f} s ({n / dt:,.0f}/s) — {desc}")
         except Exception as exc:
             self.failed.emit(describe_error(exc))
             self.done.emit("failed")
