@@ -212,7 +212,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
     from . import SamplingConfig
     from .run import load_model
 
-    lm = load_model(a.model)
+    lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     backend = None
     if a.backend in ("gpu", "auto"):
@@ -238,7 +238,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from .limits import MemorySpec, check_fits
     from .run import load_model
 
-    lm = load_model(a.model)
+    lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
     for path, why in corpus.rejected:
