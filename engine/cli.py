@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .errors import MambaStudioError
-from .trainer import format_duration
+from .reports import format_duration
 
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
 
@@ -161,8 +161,8 @@ def cmd_train(a: argparse.Namespace) -> int:
 
 def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-def]
     from . import SamplingConfig
+    from .control import TrainControl
     from .run import stop_on_signals
-    from .trainer import TrainControl
 
     with run:
         tr, lm = run.trainer, run.lm
