@@ -120,7 +120,7 @@ def _pieces(ids: np.ndarray, spans: np.ndarray, seq_len: int,
             pos += n
         cut.append((pos, end - pos))
         parts.append(np.array(cut, dtype=np.int64))
-        prev = i + 1
+        prev = int(i) + 1
     parts.append(spans[prev:])
     return np.concatenate(parts)
 
