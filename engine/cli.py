@@ -146,6 +146,13 @@ def cmd_train(a: argparse.Namespace) -> int:
     from .run import stop_on_signals
     from .trainer import TrainControl
 
+    if a.export_adapter and a.lora:
+        from .lora import PEFT_REFUSES
+
+        bad = sorted(set(a.lora.split(",")) & set(PEFT_REFUSES))
+        if bad:  # say so before training, not after
+            raise ValueError(f"--export-adapter: PEFT does not apply LoRA on {bad} un-merged; drop "
+                             "--export-adapter and use: python -m engine export --merged RUN OUT")
     run = _open_for_training(a)
     with run:
         tr, lm = run.trainer, run.lm
