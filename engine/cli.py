@@ -159,6 +159,13 @@ def _open_for_training(a: argparse.Namespace):
 
 
 def cmd_train(a: argparse.Namespace) -> int:
+    if a.export_adapter and a.lora:
+        from .lora import PEFT_REFUSES
+
+        bad = sorted(set(a.lora.split(",")) & set(PEFT_REFUSES))
+        if bad:  # say so before training, not after
+            raise ValueError(f"--export-adapter: PEFT does not apply LoRA on {bad} un-merged; drop "
+                             "--export-adapter and use: python -m engine export --merged RUN OUT")
     job = None
     if a.distributed:
         from .distributed_run import DistributedJob
