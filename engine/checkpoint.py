@@ -2,10 +2,14 @@
 ``config.json`` that HF ``MambaConfig`` accepts, the tokenizer, and (for training checkpoints)
 optimizer moments + trainer state.
 
-Folder layout:
-    config.json                 HF config (+ "mamba_studio" block)
-    model.safetensors           backbone.* tensors, float32; lm_head omitted (tied)
-    tokenizer.json
+Folder layout (what ``transformers`` 4.x/5.x ``from_pretrained`` and ``AutoTokenizer`` read):
+    config.json                 HF config: architectures, model_type, dtype/torch_dtype, exact
+                                vocab_size, tie_word_embeddings, bos/eos/pad ids (+ "mamba_studio")
+    generation_config.json      bos/eos/pad ids for ``generate``
+    model.safetensors           backbone.* tensors (+ lm_head.weight when untied), float32,
+                                safetensors metadata {"format": "pt"} (transformers 4.x requires it)
+      or model-0000i-of-0000N.safetensors + model.safetensors.index.json above ``max_shard_bytes``
+    tokenizer.json, tokenizer_config.json, special_tokens_map.json
     optimizer.safetensors       exp_avg.<name>, exp_avg_sq.<name>      (training checkpoints)
     trainer_state.json          step, epoch, cursor, configs, sha256 of every file above (written last)
 Every file is written to a temp file in the same folder, fsync'ed, then renamed over the old one;
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,20 +31,33 @@ import numpy as np
 
 from .config import MambaConfig
 from .errors import CheckpointError, MambaStudioError
-from .params import Params, param_shapes
+from .params import EMBEDDINGS, LM_HEAD, Params, param_shapes
 
-LM_HEAD = "lm_head.weight"
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+SINGLE = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+MAX_SHARD_BYTES = 2 << 30  # one file up to 2 GiB; HF writes 5 GB shards, any size loads
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def create_temp(path: Path) -> tuple[int, str]:
+    """Open a new ``.<name>.<random>.tmp`` beside ``path`` for writing; returns (fd, temp path).
+    Created with mode 0666 so the kernel applies the process umask (mkstemp would make 0600),
+    without ever changing the umask."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary file beside {path}")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically; on failure (disk full...) the old file is untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = create_temp(path)
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file normal permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -66,9 +84,12 @@ def sha256_file(path: Path) -> str:
 
 
 def tensors_to_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> bytes:
+    """safetensors bytes with metadata ``{"format": "pt"}`` (plus ``metadata``): transformers 4.x
+    refuses any other format tag, and the tag does not change how the tensors are stored."""
     from safetensors.numpy import save
 
-    return bytes(save({k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata=metadata))
+    meta = {"format": "pt", **(metadata or {})}
+    return bytes(save({k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata=meta))
 
 
 def read_tensors(path: Path) -> dict[str, np.ndarray]:
@@ -93,14 +114,17 @@ def read_tensors(path: Path) -> dict[str, np.ndarray]:
 
 
 def check_params(tensors: dict[str, np.ndarray], cfg: MambaConfig, source: str) -> Params:
-    """Validate names/shapes against ``cfg``; tolerate an absent or tied lm_head."""
+    """Validate names/shapes against ``cfg``. A tied config tolerates an ``lm_head.weight`` equal
+    to the embeddings (HF writes one) and refuses one that differs (set tie_word_embeddings false);
+    an untied config requires it."""
     shapes = param_shapes(cfg)
     out: Params = {}
     for name, shape in shapes.items():
         alt = name.replace("backbone.embeddings.", "backbone.embedding.")
         a = tensors.get(name, tensors.get(alt))
         if a is None:
-            raise CheckpointError(f"{source}: tensor {name} is missing (expected shape {shape})")
+            why = " (the config says tie_word_embeddings false)" if name == LM_HEAD else ""
+            raise CheckpointError(f"{source}: tensor {name} is missing (expected shape {shape}){why}")
         if tuple(a.shape) != shape:
             raise CheckpointError(
                 f"{source}: tensor {name} has shape {tuple(a.shape)}, the config needs {shape}"
@@ -108,31 +132,82 @@ def check_params(tensors: dict[str, np.ndarray], cfg: MambaConfig, source: str) 
         if a.dtype.kind != "f":
             raise CheckpointError(f"{source}: tensor {name} has dtype {a.dtype}, expected float")
         out[name] = np.ascontiguousarray(a, dtype=np.float32)
-    if LM_HEAD in tensors and tensors[LM_HEAD].shape != shapes["backbone.embeddings.weight"]:
-        raise CheckpointError(f"{source}: {LM_HEAD} shape {tensors[LM_HEAD].shape} does not match")
+    if cfg.tie_embeddings and LM_HEAD in tensors:
+        head = tensors[LM_HEAD]
+        if head.shape != shapes[EMBEDDINGS] or not np.array_equal(
+                np.asarray(head, np.float32), out[EMBEDDINGS]):
+            raise CheckpointError(
+                f"{source}: {LM_HEAD} differs from the embeddings but config.json says "
+                "tie_word_embeddings true; set it to false to use the separate head"
+            )
     extra = sorted(set(tensors) - set(shapes) - {LM_HEAD, "backbone.embedding.weight"})
     if extra:
         raise CheckpointError(f"{source}: unexpected tensors {extra[:5]} (not a Mamba-1 checkpoint?)")
     return out
 
 
-def save_model_files(  # type: ignore[no-untyped-def]
-    folder: Path, cfg: MambaConfig, params: Params, tokenizer, extra: dict | None = None
+def _shards(params: Params, max_bytes: int) -> list[dict[str, np.ndarray]]:
+    """Split ``params`` (in order) into groups of at most ``max_bytes`` (a bigger tensor alone)."""
+    groups: list[dict[str, np.ndarray]] = [{}]
+    size = 0
+    for name, a in params.items():
+        if groups[-1] and size + a.nbytes > max_bytes:
+            groups.append({})
+            size = 0
+        groups[-1][name] = a
+        size += a.nbytes
+    return groups
+
+
+def write_weights(folder: Path, params: Params, max_shard_bytes: int = MAX_SHARD_BYTES) -> list[str]:
+    """Write ``model.safetensors``, or above ``max_shard_bytes`` HF-style shards and their
+    ``model.safetensors.index.json``; remove the other layout's stale files. Returns the names."""
+    params = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in params.items()}
+    groups = _shards(params, max_shard_bytes)
+    if len(groups) == 1:
+        atomic_write_bytes(folder / SINGLE, tensors_to_bytes(params))
+        names = [SINGLE]
+    else:
+        names = [f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
+        for name, group in zip(names, groups, strict=True):
+            atomic_write_bytes(folder / name, tensors_to_bytes(group))
+        index = {"metadata": {"total_size": int(sum(a.nbytes for a in params.values()))},
+                 "weight_map": {k: name for name, g in zip(names, groups, strict=True) for k in g}}
+        atomic_write_json(folder / INDEX, index)
+        names.append(INDEX)
+    for stale in folder.glob("model*.safetensors*"):
+        if stale.name not in names:
+            stale.unlink(missing_ok=True)
+    return names
+
+
+def _hf_ids(tokenizer) -> dict[str, int]:
+    """bos/eos/pad ids: our tokenizers have one special token, <|endoftext|>, used for all three."""
+    eos = int(tokenizer.eos_id)
+    return {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos}
+
+
+def save_model_files(
+    folder: Path, cfg: MambaConfig, params: Params, tokenizer, extra: dict | None = None,
+    *, max_shard_bytes: int = MAX_SHARD_BYTES,
 ) -> dict[str, str]:
-    """Write config.json, model.safetensors, tokenizer.json atomically; return their sha256."""
+    """Write config.json, generation_config.json, the weights (one file or shards) and the
+    tokenizer files atomically; return {file name: sha256} of every file written."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    hf = cfg.to_hf_dict()
+    ids = _hf_ids(tokenizer)
+    hf = {**cfg.to_hf_dict(), **ids}
     hf["mamba_studio"] = {"tokenizer": tokenizer.kind, **(extra or {})}
     atomic_write_json(folder / "config.json", hf)
-    atomic_write_bytes(
-        folder / "model.safetensors",
-        tensors_to_bytes(dict(params), metadata={"format": "np", "config": json.dumps(cfg.to_dict())}),
-    )
+    atomic_write_json(folder / "generation_config.json", {**ids, "_from_model_config": False})
+    names = ["config.json", "generation_config.json", *write_weights(folder, params, max_shard_bytes)]
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         tokenizer.save(Path(tmp))
-        atomic_write_bytes(folder / "tokenizer.json", (Path(tmp) / "tokenizer.json").read_bytes())
-    return {n: sha256_file(folder / n) for n in ("config.json", "model.safetensors", "tokenizer.json")}
+        for name in TOKENIZER_FILES:
+            if (Path(tmp) / name).exists():
+                atomic_write_bytes(folder / name, (Path(tmp) / name).read_bytes())
+                names.append(name)
+    return {n: sha256_file(folder / n) for n in names}
 
 
 def read_config(folder: Path) -> MambaConfig:
@@ -152,20 +227,40 @@ def read_config(folder: Path) -> MambaConfig:
         raise CheckpointError(f"{path}: unusable config ({exc})") from exc
 
 
-def find_weights(folder: Path) -> Path:
-    for name in ("model.safetensors", "adapter_model.safetensors"):
-        if (Path(folder) / name).exists():
-            return Path(folder) / name
-    if (Path(folder) / "pytorch_model.bin").exists():
+def find_weights(folder: Path) -> list[Path]:
+    """The weight files of a model folder: model.safetensors, else the shards listed by
+    model.safetensors.index.json (HF's order of preference), else an adapter's weights."""
+    folder = Path(folder)
+    if (folder / SINGLE).exists():
+        return [folder / SINGLE]
+    if (folder / INDEX).exists():
+        from .safeio import inside, read_json
+
+        try:
+            index = read_json(folder / INDEX, what=INDEX)
+            weight_map = index["weight_map"] if isinstance(index, dict) else None
+            if not isinstance(weight_map, dict) or not all(
+                    isinstance(v, str) for v in weight_map.values()):
+                raise CheckpointError(f"{folder / INDEX}: no weight_map of file names")
+            return [inside(folder, name) for name in sorted(set(weight_map.values()))]
+        except (MambaStudioError, KeyError) as exc:
+            raise CheckpointError(f"{folder / INDEX}: unusable shard index ({exc})") from None
+    if (folder / "adapter_model.safetensors").exists():
+        return [folder / "adapter_model.safetensors"]
+    if (folder / "pytorch_model.bin").exists():
         raise CheckpointError(f"{folder}: only pytorch_model.bin found; convert it to safetensors")
-    raise CheckpointError(f"{folder}: no model.safetensors")
+    raise CheckpointError(f"{folder}: no model.safetensors (nor {INDEX})")
 
 
 def load_model_files(folder: Path) -> tuple[MambaConfig, Params]:
+    """Read a model folder (ours or HF's ``save_pretrained``: one file or shards, float32/16)."""
     folder = Path(folder)
     cfg = read_config(folder)
-    path = find_weights(folder)
-    return cfg, check_params(read_tensors(path), cfg, str(path))
+    tensors: dict[str, np.ndarray] = {}
+    paths = find_weights(folder)
+    for path in paths:
+        tensors.update(read_tensors(path))
+    return cfg, check_params(tensors, cfg, str(paths[0] if len(paths) == 1 else folder / INDEX))
 
 
 def verify_hashes(folder: Path, hashes: dict[str, str]) -> None:

@@ -1,4 +1,4 @@
-"""``python -m engine {train,generate,eval,bench}``: the headless face of Mamba Studio."""
+"""``python -m engine {train,generate,eval,bench,export}``: the headless face of Mamba Studio."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ POS = _int_in(1, 1 << 40)
 NONNEG = _int_in(0, 1 << 40)
 
 
-def _progress(report) -> None:  # type: ignore[no-untyped-def]
+def _progress(report) -> None:
     frac = report.step / max(report.total_steps, 1)
     bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
     flag = " NaN-skipped" if report.nonfinite else ""
@@ -90,127 +90,184 @@ def _progress(report) -> None:  # type: ignore[no-untyped-def]
     sys.stderr.flush()
 
 
-def cmd_train(a: argparse.Namespace) -> int:
-    from . import (
-        BPETokenizer,
-        ByteTokenizer,
-        LoRAConfig,
-        MambaLM,
-        SamplingConfig,
-        TrainConfig,
-        Trainer,
-        encode_corpus,
-        load_corpus,
-        load_tokenizer,
-        preset,
-        split_holdout,
-    )
-    from .limits import check_run
+# train flags that map onto RunSpec / TrainConfig fields (their defaults come from RunSpec())
+_TRAIN_FLAGS = {"epochs": "epochs", "lr": "lr", "batch": "batch_size", "seq_len": "seq_len",
+                "accum": "grad_accum", "warmup": "warmup_steps", "weight_decay": "weight_decay",
+                "clip": "max_grad_norm", "seed": "seed", "max_steps": "max_steps",
+                "eval_every": "eval_every"}
+_RUN_FLAGS = {"preset": "preset", "tokenizer": "tokenizer", "bpe_vocab": "bpe_vocab",
+              "init": "init", "holdout": "holdout", "records": "records", "autosave_steps": "autosave_steps",
+              "autosave_minutes": "autosave_minutes"}
 
-    corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
-    for path, why in corpus.rejected:
-        print(f"skipped {path}: {why}", file=sys.stderr)
-    print(f"corpus: {len(corpus.files)} files, {corpus.n_bytes:,} bytes", file=sys.stderr)
-    lora = None
+
+def _spec(a: argparse.Namespace):
+    """The RunSpec of a new run: RunSpec() defaults, replaced by the flags given."""
+    from dataclasses import replace
+
+    from .lora import LoRAConfig
+    from .run import RunSpec
+    from .trainer import TrainConfig
+
+    base = RunSpec(preset=a.preset or RunSpec.preset)
+    base = replace(base, train=TrainConfig.for_preset(base.preset))
+    train = {f: getattr(a, k) for k, f in _TRAIN_FLAGS.items() if getattr(a, k) is not None}
+    train["activation_checkpointing"] = a.checkpointing
+    train["wsla"] = a.wsla
     if a.lora:
-        lora = LoRAConfig(tuple(a.lora.split(",")), rank=a.lora_rank, alpha=a.lora_alpha,
-                          dropout=a.lora_dropout)
-    cfg = TrainConfig(
-        epochs=a.epochs, batch_size=a.batch, seq_len=a.seq_len, grad_accum=a.accum, lr=a.lr,
-        weight_decay=a.weight_decay, max_grad_norm=a.clip, seed=a.seed, max_steps=a.max_steps,
-        activation_checkpointing=a.checkpointing, wsla=a.wsla, lora=lora,
-        warmup_steps=a.warmup, eval_every=a.eval_every,
-    )
-    if a.resume:
-        from .checkpoint import read_config
+        train["lora"] = LoRAConfig(tuple(a.lora.split(",")), rank=a.lora_rank, alpha=a.lora_alpha,
+                                   dropout=a.lora_dropout)
+    run = {f: getattr(a, k) for k, f in _RUN_FLAGS.items() if getattr(a, k) is not None}
+    return replace(base, train=replace(base.train, **train), **run)
 
-        check_run(read_config(Path(a.resume)), cfg, corpus.n_bytes)
-        ids = encode_corpus(corpus.texts, load_tokenizer(a.resume))
-        train_ids, val_ids = split_holdout(ids, a.holdout, a.seq_len)
-        trainer = Trainer.resume(a.resume, train_ids, val_ids)
-        lm = trainer.lm
-        print(f"resumed at step {trainer.cursor.step}", file=sys.stderr)
-    else:
-        if a.init:
-            lm = MambaLM.load(a.init)
-        else:
-            tok = (BPETokenizer.train(corpus.texts, vocab_size=a.bpe_vocab)
-                   if a.tokenizer == "bpe" else ByteTokenizer())
-            lm = MambaLM.create(preset(a.preset, tok.vocab_size), tok, seed=a.seed)
-        est = check_run(lm.config, cfg, corpus.n_bytes)
-        print(f"memory: {est.human()}", file=sys.stderr)
-        ids = encode_corpus(corpus.texts, lm.tokenizer)
-        train_ids, val_ids = split_holdout(ids, a.holdout, a.seq_len)
-        trainer = Trainer(lm, train_ids, val_ids, cfg)
-    assert trainer.trainable is not None
-    print(f"model: {lm.n_params:,} parameters; {trainer.trainable.describe()}; optimizer state "
-          f"{trainer.optimizer.state_bytes():,} bytes; {len(train_ids):,} train / "
-          f"{len(val_ids):,} held-out tokens", file=sys.stderr)
-    for note in trainer.trainable.notices:
-        print(f"note: {note}", file=sys.stderr)
-    sampling = SamplingConfig(max_new_tokens=a.sample_tokens, seed=a.seed)
 
-    def show_sample(tag: str) -> None:
-        if a.sample_tokens > 0:
-            text = "".join(lm.generate(a.prompt, sampling))
-            print(f"\n--- sample {tag} ---\n{a.prompt}{text}\n", file=sys.stderr)
+def _open_for_training(a: argparse.Namespace):
+    from .run import RESUME_OVERRIDES, resume, start
 
-    def on_epoch(rep) -> None:  # type: ignore[no-untyped-def]
-        sys.stderr.write("\n")
-        val = (f" | held-out loss {rep.val.loss:.4f} ppl {rep.val.perplexity:.2f} "
-               f"bpb {rep.val.bits_per_byte:.3f} acc {rep.val.accuracy:.3f}") if rep.val else ""
-        print(f"epoch {rep.epoch + 1}: train loss {rep.train_loss:.4f}, grad norm "
-              f"{rep.grad_norm:.3f}{val}", file=sys.stderr)
-        show_sample(f"after epoch {rep.epoch + 1}")
-        trainer.save(a.out)
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    if not a.resume:
+        run = start(_spec(a), a.corpus or [SAMPLE_CORPUS], out=a.out, force=a.force, progress=say)
+        say(f"run folder: {run.folder}")
+        return run
+    given = {f: getattr(a, k) for k, f in {**_TRAIN_FLAGS, **_RUN_FLAGS}.items()
+             if getattr(a, k) is not None}
+    fixed = sorted(k for k in given if k not in RESUME_OVERRIDES)
+    if fixed or a.lora or a.wsla or a.checkpointing:
+        raise ValueError(f"--resume continues a run with its own settings; {fixed or 'LoRA/WSLA'} "
+                         f"cannot change (only {', '.join(RESUME_OVERRIDES)} can)")
+    if a.out is not None and Path(a.out).resolve() != Path(a.resume).resolve():
+        raise ValueError("--resume writes into the run folder itself; drop --out")
+    if a.corpus:
+        say("note: the corpus arguments are ignored; a resumed run trains on its saved token ids")
+    run = resume(a.resume, **given)
+    say(f"resumed {run.folder} at step {run.step} of {run.trainer.total_steps}")
+    return run
 
-    show_sample("before training")
-    t0 = time.perf_counter()
+
+def cmd_train(a: argparse.Namespace) -> int:
+    job = None
+    if a.distributed:
+        from .distributed_run import DistributedJob
+
+        job = DistributedJob(a.rank_timeout)
+        if not job.leader:
+            return job.follow()
     try:
-        trainer.run(on_step=_progress, on_epoch=on_epoch)
-    except KeyboardInterrupt:
-        print("\ninterrupted: saving a consistent checkpoint", file=sys.stderr)
-    trainer.save(a.out)
-    print(f"\nsaved {a.out} after {trainer.cursor.step} steps in {time.perf_counter() - t0:.1f} s",
-          file=sys.stderr)
-    if lora is not None and a.export_adapter:
-        from .lora import LoRATrainable
+        run = job.open(lambda: _open_for_training(a)) if job else _open_for_training(a)
+        return _train(a, run, job)
+    finally:
+        if job is not None:
+            job.finish()
 
-        assert isinstance(trainer.trainable, LoRATrainable)
-        for w in trainer.trainable.save_adapter(a.export_adapter):
-            print(f"warning: {w}", file=sys.stderr)
+
+def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-def]
+    from . import SamplingConfig
+    from .run import stop_on_signals
+    from .trainer import TrainControl
+
+    with run:
+        tr, lm = run.trainer, run.lm
+        assert tr.trainable is not None
+        print(f"model: {lm.n_params:,} parameters; {tr.trainable.describe()}; optimizer state "
+              f"{tr.optimizer.state_bytes():,} bytes; {tr.token_counts[0]:,} train / "
+              f"{tr.token_counts[1]:,} held-out tokens ({run.data.records})", file=sys.stderr)
+        for note in run.notices:
+            print(f"note: {note}", file=sys.stderr)
+        if job is not None:
+            print(job.describe(tr), file=sys.stderr)
+        if tr.cursor.step >= tr.total_steps:
+            print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
+                  "--max-steps or --epochs with a larger total to continue it", file=sys.stderr)
+            return 0
+        sampling = SamplingConfig(max_new_tokens=a.sample_tokens, seed=tr.cfg.seed)
+
+        def show_sample(tag: str) -> None:
+            if a.sample_tokens > 0:
+                text = "".join(lm.generate(a.prompt, sampling))
+                print(f"\n--- sample {tag} ---\n{a.prompt}{text}\n", file=sys.stderr)
+
+        def on_epoch(rep) -> None:
+            sys.stderr.write("\n")
+            val = (f" | held-out loss {rep.val.loss:.4f} ppl {rep.val.perplexity:.2f} "
+                   f"bpb {rep.val.bits_per_byte:.3f} acc {rep.val.accuracy:.3f}") if rep.val else ""
+            print(f"epoch {rep.epoch + 1}: train loss {rep.train_loss:.4f}, grad norm "
+                  f"{rep.grad_norm:.3f}{val}", file=sys.stderr)
+            show_sample(f"after epoch {rep.epoch + 1}")
+
+        show_sample("before training")
+        t0 = time.perf_counter()
+        control = TrainControl()
+        with stop_on_signals(control):
+            result = run.train(on_step=_progress, on_epoch=on_epoch,
+                               control=job.control(control) if job else control,
+                               on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
+        how = "stopped" if result.state == "stopped" else "finished"
+        took = time.perf_counter() - t0
+        print(f"\n{how}: saved {result.snapshot} after {result.step} steps in {took:.1f} s",
+              file=sys.stderr)
+        if job is not None:
+            print(f"distributed: {100 * job.comm_fraction(took):.1f}% of the time in communication "
+                  "(all-reduce, all-gather, waiting for other ranks)", file=sys.stderr)
+        if a.export_adapter:
+            from .export import export_peft
+            from .lora import LoRATrainable
+
+            if not isinstance(tr.trainable, LoRATrainable):
+                raise ValueError("--export-adapter needs a LoRA run (--lora)")
+            for w in export_peft(run.folder, a.export_adapter):
+                print(f"warning: {w}", file=sys.stderr)
+            print(f"PEFT adapter: {a.export_adapter} (its unmerged base: "
+                  f"{Path(a.export_adapter) / 'base'})", file=sys.stderr)
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from .export import export_gguf, export_merged, export_peft
+
+    fn = {"merged": export_merged, "peft": export_peft, "gguf": export_gguf}[a.kind]
+    for note in fn(a.run, a.out):
+        print(f"note: {note}", file=sys.stderr)
+    loads = {"merged": "AutoModelForCausalLM.from_pretrained (transformers 4.x/5.x)",
+             "peft": "AutoPeftModelForCausalLM.from_pretrained, or PeftModel over OUT/base",
+             "gguf": "llama.cpp (llama-cli -m OUT), Ollama, LM Studio"}[a.kind]
+    print(f"wrote {a.out}: loads with {loads}", file=sys.stderr)
     return 0
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
-    from . import MambaLM, SamplingConfig
+    from . import SamplingConfig
+    from .run import load_model
 
-    lm = MambaLM.load(a.model)
+    lm = load_model(a.model)
     lm.check_finite(a.model)
     backend = None
     if a.backend in ("gpu", "auto"):
-        from .gpu import open_stepper
+        from .gpu import pick_backend
 
-        backend, reason = open_stepper(lm)
-        print(f"backend: {'wgpu' if backend else 'cpu'} ({reason})", file=sys.stderr)
+        backend, reason = pick_backend(lm, a.backend)
+        print(f"backend: {reason}", file=sys.stderr)
         if backend is None and a.backend == "gpu":
             return 2
     s = SamplingConfig(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p,
-                       max_new_tokens=a.max_new_tokens, seed=a.seed)
+                       max_new_tokens=a.max_new_tokens, seed=a.seed,
+                       repetition_penalty=a.repetition_penalty)
+    pieces = lm.generate(a.prompt, s, backend=backend)
+    if not a.stream:  # all at once, e.g. for a pipe that wants whole lines
+        pieces = iter(["".join(pieces)])
     sys.stdout.write(a.prompt)
-    for piece in lm.generate(a.prompt, s, backend=backend):
+    for piece in pieces:
         sys.stdout.write(piece)
-        sys.stdout.flush()
+        sys.stdout.flush()  # --stream: each piece as soon as its token is sampled
     sys.stdout.write("\n")
     return 0
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
-    from . import MambaLM, encode_corpus, evaluate, load_corpus
+    from . import encode_corpus, evaluate, load_corpus
     from .data import id_dtype
     from .limits import MemorySpec, check_fits
+    from .run import load_model
 
-    lm = MambaLM.load(a.model)
+    lm = load_model(a.model)
     lm.check_finite(a.model)
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
     for path, why in corpus.rejected:
@@ -251,24 +308,30 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train on text files/folders (default: bundled sample corpus)")
     t.add_argument("corpus", nargs="*")
-    t.add_argument("--out", default="runs/latest")
-    t.add_argument("--preset", default="small", choices=["tiny", "small", "medium"])
-    t.add_argument("--tokenizer", default="bytes", choices=["bytes", "bpe"])
-    t.add_argument("--bpe-vocab", type=_int_in(257, 1 << 20), default=2048)
-    t.add_argument("--init", help="start from this model folder (ours or a local HF Mamba)")
-    t.add_argument("--resume", help="continue this training checkpoint exactly")
-    t.add_argument("--epochs", type=_int_in(1, 1_000_000), default=3)
-    t.add_argument("--lr", type=_float_in(0.0, 10.0, lo_open=True), default=3e-3)
-    t.add_argument("--batch", type=_int_in(1, 65_536), default=8)
-    t.add_argument("--seq-len", type=_int_in(2, 1 << 24), default=256)
-    t.add_argument("--accum", type=_int_in(1, 65_536), default=1)
-    t.add_argument("--warmup", type=NONNEG, default=10)
-    t.add_argument("--weight-decay", type=_float_in(0.0, 1e3), default=0.01)
-    t.add_argument("--clip", type=_float_in(0.0, 1e12), default=1.0)
-    t.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=0)
-    t.add_argument("--max-steps", type=POS)
-    t.add_argument("--holdout", type=_float_in(0.0, 0.9), default=0.1)
-    t.add_argument("--eval-every", type=NONNEG, default=0, help="held-out loss every N steps")
+    t.add_argument("--out", help="run folder (default: a new runs/<date>-<preset>-<n>)")
+    t.add_argument("--force", action="store_true", help="replace the run already in --out")
+    t.add_argument("--resume", metavar="RUN", help="continue this run folder (no corpus needed)")
+    t.add_argument("--preset", choices=["tiny", "small", "medium"])
+    t.add_argument("--tokenizer", choices=["bytes", "bpe"])
+    t.add_argument("--bpe-vocab", type=_int_in(257, 1 << 20))
+    t.add_argument("--init", help="start from this model folder, run or snapshot (ours or HF)")
+    t.add_argument("--epochs", type=_int_in(1, 1_000_000))
+    t.add_argument("--lr", type=_float_in(0.0, 10.0, lo_open=True))
+    t.add_argument("--batch", type=_int_in(1, 65_536))
+    t.add_argument("--seq-len", type=_int_in(2, 1 << 24))
+    t.add_argument("--accum", type=_int_in(1, 65_536))
+    t.add_argument("--warmup", type=NONNEG)
+    t.add_argument("--weight-decay", type=_float_in(0.0, 1e3))
+    t.add_argument("--clip", type=_float_in(0.0, 1e12))
+    t.add_argument("--seed", type=_int_in(0, (1 << 63) - 1))
+    t.add_argument("--max-steps", type=POS, help="total optimizer steps (with --resume: new total)")
+    t.add_argument("--holdout", type=_float_in(0.0, 0.9))
+    t.add_argument("--records", choices=["file", "blank-line", "line", "stream"],
+                   help="documents: each file / blank-line-separated block / line (packed into "
+                        "rows, state reset at each start); stream: one text cut into rows")
+    t.add_argument("--eval-every", type=NONNEG, help="held-out loss every N steps")
+    t.add_argument("--autosave-steps", type=NONNEG, help="save every N steps (0: off)")
+    t.add_argument("--autosave-minutes", type=_float_in(0.0, 1e6), help="save every M minutes")
     t.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
     t.add_argument("--wsla", action="store_true", help="WSLA fast-adapt: train only x_proj")
     t.add_argument("--lora", type=_names(LORA_TARGETS),
@@ -276,12 +339,19 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lora-rank", type=_int_in(1, 4096), default=8)
     t.add_argument("--lora-alpha", type=_float_in(0.0, 1e6, lo_open=True))
     t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999), default=0.0)
-    t.add_argument("--export-adapter", help="with --lora: write the PEFT adapter here")
+    t.add_argument("--export-adapter",
+                   help="with --lora: write the PEFT adapter here (+ its unmerged base in ./base)")
     t.add_argument("--prompt", type=_text, default="The ")
     t.add_argument("--sample-tokens", type=_int_in(0, 1_000_000), default=160)
+    t.add_argument("--distributed", action="store_true",
+                   help="one rank of a data-parallel job: mpirun -n N python -m engine train ... "
+                        "--distributed (docs/distributed.md)")
+    t.add_argument("--rank-timeout", type=_float_in(1.0, 1e6), default=300.0,
+                   help="with --distributed: seconds without an answer from another rank before "
+                        "the job is ended")
     t.set_defaults(fn=cmd_train)
     g = sub.add_parser("generate", help="generate text from a model folder")
-    g.add_argument("model")
+    g.add_argument("model", help="run folder (latest snapshot), snapshot or model folder")
     g.add_argument("--prompt", type=_text, default="The ")
     g.add_argument("--max-new-tokens", type=_int_in(0, 1 << 40), default=200)
     g.add_argument("--temperature", type=_float_in(0.0, 1e6), default=0.8,
@@ -289,7 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-k", type=NONNEG, default=40, help="0 = off")
     g.add_argument("--top-p", type=_float_in(0.0, 1.0, lo_open=True), default=0.95)
     g.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=0)
-    g.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"])
+    g.add_argument("--repetition-penalty", type=_float_in(1.0, 100.0), default=1.0,
+                   help="> 1 makes tokens of the last 64 less likely (1 = off)")
+    g.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
+                   help="print each token as it is generated (default) or the text at the end")
+    g.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"],
+                   help="auto: a hardware GPU if any, else the CPU (lavapipe only with gpu)")
     g.set_defaults(fn=cmd_generate)
     e = sub.add_parser("eval", help="held-out metrics of a model on a corpus")
     e.add_argument("model")
@@ -305,6 +380,24 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--generate", type=_names(("cpu", "wgpu")),
                    help="decode throughput instead, e.g. cpu,wgpu")
     b.set_defaults(fn=cmd_bench)
+    from .export.peft import LINES, PEFT_SUPPORT
+
+    table = "; ".join(f"{t}: " + "/".join(PEFT_SUPPORT[t][line] for line in LINES)
+                      for t in PEFT_SUPPORT)
+    x = sub.add_parser(
+        "export", help="write a run for other tools: --merged (transformers), --peft, --gguf",
+        description="Export a run folder. PEFT un-merged LoRA per target on transformers "
+                    f"{'/'.join(LINES)}: {table}. Anything not exact: use --merged.")
+    kind = x.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--merged", dest="kind", action="store_const", const="merged",
+                      help="HF MambaForCausalLM folder, LoRA merged in")
+    kind.add_argument("--peft", dest="kind", action="store_const", const="peft",
+                      help="PEFT adapter folder + OUT/base (the unmerged base)")
+    kind.add_argument("--gguf", dest="kind", action="store_const", const="gguf",
+                      help="one .gguf file for llama.cpp / Ollama / LM Studio")
+    x.add_argument("run", help="run folder (written by train)")
+    x.add_argument("out", help="output folder (--merged/--peft) or .gguf file (--gguf)")
+    x.set_defaults(fn=cmd_export)
     return p
 
 

@@ -3,7 +3,8 @@
 Glossary (mamba-minimal):
     b  batch size            l  sequence length       d  d_model
     e  d_inner = expand * d  n  d_state               r  dt_rank = ceil(d / 16) when "auto"
-    k  d_conv                v  vocab_size (padded to a multiple of ``pad_vocab_size_multiple``)
+    k  d_conv                v  vocab_size (exactly the config's; ``preset`` pads new models to a
+                                              multiple of ``pad_vocab_size_multiple``)
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .defaults import PRESET_DEFAULTS
+
 
 @dataclass(frozen=True)
 class MambaConfig:
-    """Frozen Mamba-1 LM config. ``dt_rank`` is resolved to an int at construction."""
+    """Frozen Mamba-1 LM config. ``dt_rank`` is resolved to an int at construction; ``vocab_size``
+    is kept as given (HF never pads a loaded config either). ``tie_embeddings=False`` adds an
+    ``lm_head.weight`` (v, d) of its own."""
 
     vocab_size: int
     d_model: int = 128
@@ -23,7 +28,7 @@ class MambaConfig:
     d_state: int = 16
     d_conv: int = 4
     expand: int = 2
-    dt_rank: int | str = "auto"
+    dt_rank: int = 0  # 0 (or "auto", as in HF config.json): ceil(d_model / 16)
     norm_eps: float = 1e-5
     pad_vocab_size_multiple: int = 8
     tie_embeddings: bool = True
@@ -33,17 +38,14 @@ class MambaConfig:
     d_inner: int = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.dt_rank == "auto":
+        if self.dt_rank == 0 or isinstance(self.dt_rank, str) and self.dt_rank == "auto":
             object.__setattr__(self, "dt_rank", math.ceil(self.d_model / 16))
         for name in ("vocab_size", "d_model", "n_layer", "d_state", "d_conv", "expand", "dt_rank"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"MambaConfig.{name} must be a positive int, got {value!r}")
-        if not self.tie_embeddings:
-            raise ValueError("only tied embeddings are supported (lm_head = embeddings)")
-        m = self.pad_vocab_size_multiple
-        if self.vocab_size % m:
-            object.__setattr__(self, "vocab_size", self.vocab_size + m - self.vocab_size % m)
+        if self.pad_vocab_size_multiple < 1:
+            raise ValueError("MambaConfig.pad_vocab_size_multiple must be >= 1")
         object.__setattr__(self, "d_inner", self.expand * self.d_model)
 
     # ------------------------------------------------------------------ HF config.json
@@ -66,7 +68,7 @@ class MambaConfig:
             "hidden_act": "silu",
             "residual_in_fp32": True,
             "rms_norm": True,
-            "tie_word_embeddings": True,
+            "tie_word_embeddings": self.tie_embeddings,
             "pad_vocab_size_multiple": self.pad_vocab_size_multiple,
             "bos_token_id": self.bos_token_id,
             "eos_token_id": self.eos_token_id,
@@ -76,7 +78,8 @@ class MambaConfig:
             "time_step_floor": 1e-4,
             "time_step_init_scheme": "random",
             "time_step_scale": 1.0,
-            "torch_dtype": "float32",
+            "torch_dtype": "float32",  # transformers 4.x
+            "dtype": "float32",  # transformers 5.x
         }
 
     @classmethod
@@ -88,8 +91,6 @@ class MambaConfig:
             raise ValueError("in_proj/out_proj biases (use_bias=true) are not supported")
         if not d.get("use_conv_bias", True):
             raise ValueError("use_conv_bias=false is not supported")
-        if not d.get("tie_word_embeddings", True):
-            raise ValueError("untied lm_head (tie_word_embeddings=false) is not supported")
         d_model = d.get("hidden_size", d.get("d_model"))
         if d_model is None:
             raise ValueError("config has neither hidden_size nor d_model")
@@ -100,12 +101,13 @@ class MambaConfig:
             d_state=int(d.get("state_size", 16)),
             d_conv=int(d.get("conv_kernel", 4)),
             expand=int(d.get("expand", 2)),
-            dt_rank=d.get("time_step_rank", "auto"),
+            dt_rank=_rank(d.get("time_step_rank", "auto")),
             norm_eps=float(d.get("layer_norm_epsilon", 1e-5)),
             pad_vocab_size_multiple=int(d.get("pad_vocab_size_multiple", 8)),
-            bos_token_id=int(d.get("bos_token_id") or 0),
-            eos_token_id=int(d.get("eos_token_id") or 0),
-            pad_token_id=int(d.get("pad_token_id") or 0),
+            tie_embeddings=bool(d.get("tie_word_embeddings", True)),
+            bos_token_id=_first_id(d.get("bos_token_id")),
+            eos_token_id=_first_id(d.get("eos_token_id")),
+            pad_token_id=_first_id(d.get("pad_token_id")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,15 +119,31 @@ class MambaConfig:
         return replace(self, vocab_size=vocab_size)
 
 
-PRESETS: dict[str, dict[str, int]] = {
-    "tiny": {"d_model": 64, "n_layer": 2},
-    "small": {"d_model": 128, "n_layer": 4},
-    "medium": {"d_model": 256, "n_layer": 6},
-}
+def _first_id(value: Any) -> int:
+    """A token id from config.json: an int, null (-> 0) or a list (HF allows several eos ids)."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return int(value or 0)
+
+
+PRESETS: dict[str, dict[str, Any]] = {name: d.model() for name, d in PRESET_DEFAULTS.items()}
 
 
 def preset(name: str, vocab_size: int) -> MambaConfig:
-    """``preset("small", 257)`` -> MambaConfig(d_model=128, n_layer=4, vocab padded to 264)."""
+    """``preset("small", 257)`` -> MambaConfig(d_model=128, n_layer=4, vocab padded to 264).
+
+    A new model's embedding table is padded to a multiple of 8 (as mamba_ssm does); the config
+    then says 264 and every file we write has exactly 264 rows."""
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
-    return MambaConfig(vocab_size=vocab_size, **PRESETS[name])
+    return MambaConfig(vocab_size=padded_vocab(vocab_size), **PRESETS[name])
+
+
+def _rank(value: Any) -> int:
+    """config.json's ``time_step_rank``: an int, or "auto" (0 here, resolved by MambaConfig)."""
+    return 0 if value == "auto" else value  # anything else is validated by MambaConfig
+
+
+def padded_vocab(vocab_size: int, multiple: int = 8) -> int:
+    """The smallest multiple of ``multiple`` that is >= ``vocab_size``."""
+    return -(-vocab_size // multiple) * multiple

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .config import MambaConfig
 from .model import layer_forward
@@ -20,7 +21,7 @@ from .ops.conv1d import conv1d_step
 from .ops.embedding import embedding_forward
 from .ops.rmsnorm import rmsnorm_forward
 from .ops.selective_scan import selective_scan_step
-from .params import EMBEDDINGS, NORM_F, Params, layer_prefix
+from .params import EMBEDDINGS, NORM_F, Params, head_name, layer_prefix
 
 
 @dataclass
@@ -29,7 +30,7 @@ class InferenceState:
     ssm: list[np.ndarray]  # n_layer x (b, e, n)
 
     @classmethod
-    def zeros(cls, cfg: MambaConfig, batch: int = 1, dtype: type = np.float32) -> InferenceState:
+    def zeros(cls, cfg: MambaConfig, batch: int = 1, dtype: DTypeLike = np.float32) -> InferenceState:
         e, k, n = cfg.d_inner, cfg.d_conv, cfg.d_state
         return cls(
             conv=[np.zeros((batch, e, k), dtype) for _ in range(cfg.n_layer)],
@@ -49,7 +50,7 @@ def prefill(p: Params, tokens: np.ndarray, cfg: MambaConfig) -> tuple[np.ndarray
         state.conv[i][:, :, k - tail.shape[2] :] = tail
         state.ssm[i][...] = c.h_last
     hf, _ = rmsnorm_forward(np.ascontiguousarray(h[:, -1:, :]), p[NORM_F], cfg.norm_eps)
-    return hf[:, 0, :] @ p[EMBEDDINGS].T, state
+    return hf[:, 0, :] @ p[head_name(p)].T, state
 
 
 def step(p: Params, token: np.ndarray, state: InferenceState, cfg: MambaConfig) -> np.ndarray:
@@ -70,7 +71,7 @@ def step(p: Params, token: np.ndarray, state: InferenceState, cfg: MambaConfig) 
                                 np.ascontiguousarray(C), p[mx + "D"], z)
         h = h + y @ p[mx + "out_proj.weight"].T
     hf, _ = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
-    return hf @ p[EMBEDDINGS].T
+    return hf @ p[head_name(p)].T
 
 
 class CpuStepper:

@@ -36,11 +36,13 @@ class MambaLM:
     tokenizer: Tokenizer
 
     @classmethod
-    def create(cls, config: MambaConfig, tokenizer: Tokenizer | None = None, seed: int = 0) -> MambaLM:
+    def create(cls, config: MambaConfig, tokenizer: Tokenizer | None = None, seed: int = 0,
+               init: str = "default") -> MambaLM:
+        """A new model; ``init="reference"`` is mamba_ssm's init (``engine.params.EMBEDDING_STD``)."""
         tokenizer = tokenizer or ByteTokenizer()
         if config.vocab_size < tokenizer.vocab_size:
             config = config.with_vocab(tokenizer.vocab_size)
-        return cls(config, init_params(config, seed), tokenizer)
+        return cls(config, init_params(config, seed, init=init), tokenizer)
 
     @property
     def n_params(self) -> int:
@@ -61,11 +63,14 @@ class MambaLM:
         if ids.size == 0:
             ids = np.array([self.tokenizer.eos_id], dtype=np.int64)
         logits = stepper.prefill(ids)
+        history = list(ids[-sampling.repetition_window:])
         for _ in range(sampling.max_new_tokens):
-            tok = sample(logits, sampling, rng)
+            tok = sample(logits, sampling, rng, np.asarray(history))
             if sampling.stop_token is not None and tok == sampling.stop_token:
                 return
             yield tok
+            history.append(tok)
+            del history[:-sampling.repetition_window]
             logits = stepper.step(tok)
 
     def generate(

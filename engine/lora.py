@@ -35,7 +35,11 @@ from .errors import CheckpointError, MambaStudioError
 from .params import EMBEDDINGS, Params, short_name
 
 LORA_TARGETS = ("in_proj", "x_proj", "dt_proj", "out_proj", "conv1d", "A_log", "embeddings")
-PEFT_REFUSES = ("out_proj", "conv1d", "A_log")  # PEFT rejects these on model_type "mamba"
+# Targets no transformers line applies exactly through PEFT un-merged (PEFT refuses out_proj and
+# conv1d on Mamba, drops A_log, adapts embeddings but not the tied head): share those runs with
+# the merged export. Measured per line in engine.export.peft.PEFT_SUPPORT (the interop suite
+# checks both agree).
+PEFT_REFUSES = ("out_proj", "conv1d", "A_log", "embeddings")
 
 
 @dataclass(frozen=True)
@@ -121,12 +125,9 @@ class LoRATrainable:
             self.base[name] = w.copy()
         if not self.adapters:
             raise ValueError(f"LoRA targets {list(self.cfg.targets)} matched no parameter")
-        if any(short_name(n) in PEFT_REFUSES for n in self.adapters):
-            bad = sorted({short_name(n) for n in self.adapters} & set(PEFT_REFUSES))
-            self.notices.append(
-                f"PEFT refuses LoRA on {bad} for Mamba models: the PEFT export cannot be loaded by "
-                "PEFT for those targets; use the merged export to share the model"
-            )
+        from .export.peft import peft_notices  # measured per transformers line
+
+        self.notices.extend(peft_notices(sorted({short_name(n) for n in self.adapters})))
         self._index_tensors()
 
     def _index_tensors(self) -> None:
@@ -202,6 +203,13 @@ class LoRATrainable:
             out[f"lora.{n}.A"] = ad.A
             out[f"lora.{n}.B"] = ad.B
         return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"tensors": {lora_base.<name>, lora.<name>.A, lora.<name>.B}}`` (live arrays)."""
+        return {"tensors": self.state_tensors()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.load_state_tensors(state["tensors"])
 
     def load_state_tensors(self, tensors: dict[str, np.ndarray]) -> None:
         for n, ad in self.adapters.items():
@@ -344,7 +352,7 @@ def load_adapter(params: Params, folder: str | Path) -> LoRATrainable:
     return lt
 
 
-def count_trainable(cfg, lora: LoRAConfig | None = None, wsla: bool = False) -> int:  # type: ignore[no-untyped-def]
+def count_trainable(cfg, lora: LoRAConfig | None = None, wsla: bool = False) -> int:
     """Trainable parameters of a run, from the config alone (for a live GUI readout)."""
     from .params import param_shapes
 

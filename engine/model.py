@@ -28,7 +28,7 @@ from .ops.cross_entropy import cross_entropy_forward_backward
 from .ops.embedding import embedding_backward, embedding_forward
 from .ops.rmsnorm import rmsnorm_backward, rmsnorm_forward
 from .ops.selective_scan import selective_scan_backward, selective_scan_forward
-from .params import EMBEDDINGS, NORM_F, Params, layer_prefix
+from .params import EMBEDDINGS, NORM_F, Params, head_name, layer_prefix
 
 
 @dataclass
@@ -182,7 +182,7 @@ def logits_forward(p: Params, tokens: np.ndarray, cfg: MambaConfig,
     for i in range(cfg.n_layer):
         h, _ = layer_forward(p, i, h, cfg, reset=reset)
     hf, _ = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
-    return hf @ p[EMBEDDINGS].T
+    return hf @ p[head_name(p)].T
 
 
 def loss_and_grad(
@@ -207,9 +207,9 @@ def loss_and_grad(
     ``reset`` (b, l), True at the first position of each document of a packed row: no state
     crosses a document boundary (None: one document per row).
     """
-    emb = p[EMBEDDINGS]
+    head = head_name(p)  # the embeddings when tied (their gradient gets both contributions)
     b, length = tokens.shape
-    h = embedding_forward(tokens, emb)
+    h = embedding_forward(tokens, p[EMBEDDINGS])
     saved: list[np.ndarray | LayerCache] = []
     for i in range(cfg.n_layer):
         h_next, c = layer_forward(p, i, h, cfg, hooks, reset)
@@ -218,14 +218,14 @@ def loss_and_grad(
         h = h_next
     hf, rstd_f = rmsnorm_forward(h, p[NORM_F], cfg.norm_eps)
     hf2 = hf.reshape(-1, cfg.d_model)
-    logits = hf2 @ emb.T
+    logits = hf2 @ p[head].T
     losses, dlogits = cross_entropy_forward_backward(logits, targets.reshape(-1), scale, inplace=True)
     n_valid = int(np.count_nonzero(targets >= 0))
     if grads is None:
         return float(losses.sum()), n_valid
-    if EMBEDDINGS in grads:
-        grads[EMBEDDINGS] += dlogits.T @ hf2
-    dhf = (dlogits @ emb).reshape(b, length, cfg.d_model)
+    if head in grads:
+        grads[head] += dlogits.T @ hf2
+    dhf = (dlogits @ p[head]).reshape(b, length, cfg.d_model)
     del dlogits, logits
     dh, dnf = rmsnorm_backward(dhf, h, p[NORM_F], rstd_f)
     if NORM_F in grads:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from .params import Params, decays
 
 
 @kernel
-def _adamw_kernel(p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2, gscale, max_delta):  # type: ignore[no-untyped-def]
+def _adamw_kernel(p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2, gscale, max_delta):
     """Flat p, g, m, v (same size). Returns False (and changes nothing) if g is not finite."""
     for i in range(g.size):
         if not np.isfinite(g[i]):
@@ -48,7 +49,7 @@ def _adamw_kernel(p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2, gscale, max_delta):
 
 
 @kernel
-def _sumsq_kernel(g):  # type: ignore[no-untyped-def]
+def _sumsq_kernel(g):
     acc = 0.0
     for i in range(g.size):
         acc += float(g[i]) * float(g[i])
@@ -57,14 +58,23 @@ def _sumsq_kernel(g):  # type: ignore[no-untyped-def]
 
 @dataclass(frozen=True)
 class ShardSpec:
+    """Shard ``index`` of ``count``. ``owners`` (optional) gives the owning shard of each trainable
+    position (``engine.distributed.balanced_owners`` balances them by size); without it position
+    ``i`` belongs to shard ``i % count``."""
+
     index: int
     count: int
+    owners: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.count < 1 or not 0 <= self.index < self.count:
             raise ValueError(f"invalid shard {self.index}/{self.count}")
+        if self.owners is not None and any(not 0 <= o < self.count for o in self.owners):
+            raise ValueError(f"shard owners must lie in [0, {self.count})")
 
     def owns(self, position: int) -> bool:
+        if self.owners is not None:
+            return self.owners[position] == self.index
         return position % self.count == self.index
 
 
@@ -99,6 +109,15 @@ def grad_norm(grads: Params, names: list[str]) -> tuple[float, list[str]]:
     return math.sqrt(total), bad
 
 
+def _flat_view(a: np.ndarray, name: str) -> np.ndarray:
+    """``a`` as a 1-D view that shares its memory: the kernel updates it in place, so a
+    non-contiguous tensor (whose ``reshape(-1)`` would be a copy) is refused, never updated in a
+    temporary."""
+    if not a.flags.c_contiguous:
+        raise ValueError(f"AdamW: {name} is not C-contiguous; pass np.ascontiguousarray({name})")
+    return a.reshape(-1)
+
+
 class AdamW:
     """AdamW over the trainable tensors ``names`` (order fixes shard ownership)."""
 
@@ -108,15 +127,17 @@ class AdamW:
         names: list[str],
         cfg: AdamWConfig,
         shard: ShardSpec | None = None,
-        decay_fn=decays,  # type: ignore[no-untyped-def]
+        decay_fn=decays,
     ) -> None:
         self.cfg = cfg
         self.names = list(names)
         self.shard = shard
         self.decay = {n: bool(decay_fn(n)) for n in self.names}
         self.owned = [n for i, n in enumerate(self.names) if shard is None or shard.owns(i)]
-        self.m = {n: np.zeros_like(params[n]) for n in self.owned}
-        self.v = {n: np.zeros_like(params[n]) for n in self.owned}
+        for n in self.owned:
+            _flat_view(params[n], n)
+        self.m = {n: np.zeros(params[n].shape, params[n].dtype) for n in self.owned}
+        self.v = {n: np.zeros(params[n].shape, params[n].dtype) for n in self.owned}
         self.t = 0
 
     def state_bytes(self) -> int:
@@ -136,8 +157,8 @@ class AdamW:
         skipped = []
         for n in self.owned:
             ok = _adamw_kernel(
-                params[n].reshape(-1), grads[n].reshape(-1), self.m[n].reshape(-1),
-                self.v[n].reshape(-1), lr, c.beta1, c.beta2, c.eps,
+                _flat_view(params[n], n), np.ascontiguousarray(grads[n]).reshape(-1),
+                _flat_view(self.m[n], n), _flat_view(self.v[n], n), lr, c.beta1, c.beta2, c.eps,
                 c.weight_decay if self.decay[n] else 0.0, bc1, bc2, scale, c.max_delta,
             )
             if not ok:
@@ -149,6 +170,14 @@ class AdamW:
         out = {f"exp_avg.{n}": a for n, a in self.m.items()}
         out.update({f"exp_avg_sq.{n}": a for n, a in self.v.items()})
         return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"t": int, "tensors": {exp_avg.<name>, exp_avg_sq.<name>}}`` (live arrays, not copies)."""
+        return {"t": self.t, "tensors": self.state_tensors()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Copy a ``state_dict()`` into this optimizer's moments (shapes checked: ValueError)."""
+        self.load_state_tensors(state["tensors"], state["t"])
 
     def load_state_tensors(self, tensors: dict[str, np.ndarray], t: int) -> None:
         for n in self.owned:

@@ -12,11 +12,13 @@
     backbone.layers.{i}.mixer.D                (e,)
     backbone.layers.{i}.mixer.out_proj.weight  (d, e)
     backbone.norm_f.weight                     (d,)
+    lm_head.weight                             (v, d)     only when untied (tie_embeddings=False)
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -26,6 +28,7 @@ Params = dict[str, np.ndarray]
 
 EMBEDDINGS = "backbone.embeddings.weight"
 NORM_F = "backbone.norm_f.weight"
+LM_HEAD = "lm_head.weight"
 MIXER_TENSORS = (
     "in_proj.weight",
     "conv1d.weight",
@@ -64,7 +67,14 @@ def param_shapes(cfg: MambaConfig) -> dict[str, tuple[int, ...]]:
         for name in MIXER_TENSORS:
             shapes[p + "mixer." + name] = mixer[name]
     shapes[NORM_F] = (d,)
+    if not cfg.tie_embeddings:
+        shapes[LM_HEAD] = (cfg.vocab_size, d)
     return shapes
+
+
+def head_name(p: Mapping[str, object]) -> str:
+    """The output projection's parameter: ``lm_head.weight`` when untied, else the embeddings."""
+    return LM_HEAD if LM_HEAD in p else EMBEDDINGS
 
 
 def short_name(name: str) -> str:
@@ -77,7 +87,7 @@ def short_name(name: str) -> str:
 
 def decays(name: str) -> bool:
     """Decoupled weight decay applies to 2-D projection weights only: never A_log, D, biases,
-    norms or embeddings (mamba_ssm ``_no_weight_decay``; anchors-field §1.4)."""
+    norms or embeddings (as mamba_ssm, which marks A_log and D ``_no_weight_decay``)."""
     return short_name(name) in ("in_proj", "conv1d", "x_proj", "dt_proj", "out_proj")
 
 
@@ -85,16 +95,33 @@ def _uniform(rng: np.random.Generator, bound: float, shape: tuple[int, ...]) -> 
     return rng.uniform(-bound, bound, size=shape)
 
 
-def init_params(cfg: MambaConfig, seed: int = 0, dtype: type = np.float32) -> Params:
-    """Reference Mamba init (mamba_ssm ``Mamba.__init__`` + ``_init_weights``).
+# Standard deviation of the embedding table per init scheme. "default": N(0, 1). With a tied head
+# at widths 64-256 the reference 0.02 leaves every logit near 0 and the token identities nearly
+# equal after norm_f, and the selective-copying task never leaves chance (7% after 2,500 steps);
+# N(0, 1) solves it (benchmarks/learning, docs/learning.md). "reference": mamba_ssm's N(0, 0.02).
+EMBEDDING_STD = {"default": 1.0, "reference": 0.02, "unit-logits": 1.0}
+# norm_f.weight at init: the logit scale of a tied head (logits = norm_f(h) . embeddings, std
+# ~ sqrt(d) * norm_f with unit embeddings). "unit-logits" starts it at 1/sqrt(d) (logits ~ N(0, 1)).
+INITS = tuple(EMBEDDING_STD)
+
+
+def init_params(cfg: MambaConfig, seed: int = 0, dtype: type = np.float32,
+                init: str = "default") -> Params:
+    """Mamba init (mamba_ssm ``Mamba.__init__`` + ``_init_weights``); ``init`` picks the
+    embedding scale (``EMBEDDING_STD``): "reference" is mamba_ssm exactly, "default" differs only
+    in embeddings N(0, 1). Loading a checkpoint never calls this.
 
     Linear weights: PyTorch default U(+-1/sqrt(fan_in)); out_proj additionally / sqrt(n_layer);
-    embeddings N(0, 0.02); A_log = log(1..n) (S4D-real); D = 1; dt_proj.weight U(+-r^-0.5);
-    dt_proj.bias = softplus^-1(dt), dt log-uniform in [1e-3, 0.1] clamped at 1e-4.
+    embeddings N(0, EMBEDDING_STD[init]); A_log = log(1..n) (S4D-real); D = 1;
+    dt_proj.weight U(+-r^-0.5); dt_proj.bias = softplus^-1(dt), dt log-uniform in [1e-3, 0.1]
+    clamped at 1e-4.
     """
+    if init not in EMBEDDING_STD:
+        raise ValueError(f"unknown init {init!r}; choose one of {list(INITS)}")
     rng = np.random.default_rng(seed)
     d, e, n, r, k = cfg.d_model, cfg.d_inner, cfg.d_state, cfg.dt_rank, cfg.d_conv
-    p: dict[str, np.ndarray] = {EMBEDDINGS: rng.normal(0.0, 0.02, size=(cfg.vocab_size, d))}
+    std = EMBEDDING_STD[init]
+    p: dict[str, np.ndarray] = {EMBEDDINGS: rng.normal(0.0, std, size=(cfg.vocab_size, d))}
     for i in range(cfg.n_layer):
         pre = layer_prefix(i)
         dt = np.exp(rng.uniform(size=e) * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3))
@@ -110,17 +137,15 @@ def init_params(cfg: MambaConfig, seed: int = 0, dtype: type = np.float32) -> Pa
         p[m + "A_log"] = np.log(np.tile(np.arange(1, n + 1, dtype=np.float64), (e, 1)))
         p[m + "D"] = np.ones(e)
         p[m + "out_proj.weight"] = _uniform(rng, 1 / math.sqrt(e), (d, e)) / math.sqrt(cfg.n_layer)
-    p[NORM_F] = np.ones(d)
+    p[NORM_F] = np.full(d, d**-0.5 if init == "unit-logits" else 1.0)
+    if not cfg.tie_embeddings:
+        p[LM_HEAD] = rng.normal(0.0, 0.02, size=(cfg.vocab_size, d))
     shapes = param_shapes(cfg)
     return {name: np.ascontiguousarray(p[name], dtype=dtype) for name in shapes}
 
 
 def zeros_like(params: Params) -> Params:
     return {name: np.zeros_like(a) for name, a in params.items()}
-
-
-def cast(params: Params, dtype: type) -> Params:
-    return {name: np.ascontiguousarray(a, dtype=dtype) for name, a in params.items()}
 
 
 def count(params: Params) -> int:

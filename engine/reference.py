@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import MambaConfig
-from .params import EMBEDDINGS, NORM_F, Params, layer_prefix
+from .params import EMBEDDINGS, NORM_F, Params, head_name, layer_prefix
 
 
 def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
@@ -90,7 +90,7 @@ def mamba_forward(p: Params, tokens: np.ndarray, cfg: MambaConfig,
         pre = layer_prefix(i)
         h = h + mixer(p, pre + "mixer.", rmsnorm(h, p[pre + "norm.weight"], cfg.norm_eps), cfg, reset)
     h = rmsnorm(h, p[NORM_F], cfg.norm_eps)
-    return h @ p[EMBEDDINGS].T
+    return h @ p[head_name(p)].T
 
 
 def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> float:

@@ -1,5 +1,8 @@
 """Tokenizers: byte-level (default, no training) and BPE trained on the user's corpus with HF
-``tokenizers``. Both save/load a ``tokenizer.json``-style file in a model folder."""
+``tokenizers``. Both save the Hugging Face way: ``tokenizer.json`` (a real HF fast-tokenizer file;
+the byte tokenizer as a byte-level BPE with the 256 bytes as ids 0..255, no merges, and
+``<|endoftext|>`` as id 256), ``tokenizer_config.json`` and ``special_tokens_map.json``, so
+``AutoTokenizer.from_pretrained(folder)`` gives our ids with eos = pad = bos = ``<|endoftext|>``."""
 
 from __future__ import annotations
 
@@ -49,7 +52,7 @@ class _ByteStream:
 
 
 class _HFStream:
-    def __init__(self, tok, vocab_size: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, tok, vocab_size: int) -> None:
         from tokenizers.decoders import DecodeStream
 
         self._tok, self._n = tok, vocab_size
@@ -71,6 +74,75 @@ def _chunks(texts: Iterable[str]) -> Iterator[str]:
     yield from (chunks() if callable(chunks) else texts)
 
 
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character map (what HF's ByteLevel pre-tokenizer emits)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\xa1"), ord("\xac") + 1),
+            *range(ord("\xae"), ord("\xff") + 1)]
+    extra = iter(range(256, 512))
+    return {b: chr(b) if b in keep else chr(next(extra)) for b in range(256)}
+
+
+def byte_tokenizer_json() -> dict:
+    """The byte tokenizer as an HF ``tokenizer.json``: ByteLevel pre-tokenizer without the split
+    regex, a BPE model whose vocabulary is the 256 byte characters (id = byte value) and no merges,
+    and <|endoftext|> as special token 256."""
+    vocab = {ch: b for b, ch in _bytes_to_unicode().items()}
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                  "use_regex": False}
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [{"id": 256, "content": EOS, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}],
+        "normalizer": None,
+        "pre_tokenizer": byte_level,
+        "post_processor": None,
+        "decoder": {**byte_level, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": []},
+    }
+
+
+def hf_tokenizer_config() -> dict[str, dict]:
+    """``tokenizer_config.json`` and ``special_tokens_map.json``: <|endoftext|> is eos, bos and
+    pad (so AutoTokenizer adds no pad token of its own); nothing is added around encoded text."""
+    special = {"bos_token": EOS, "eos_token": EOS, "pad_token": EOS}
+    return {
+        "tokenizer_config.json": {
+            "tokenizer_class": "PreTrainedTokenizerFast", **special, "unk_token": None,
+            "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False,
+            "model_max_length": 1 << 30,
+            "added_tokens_decoder": {"__EOS_ID__": {
+                "content": EOS, "lstrip": False, "normalized": False, "rstrip": False,
+                "single_word": False, "special": True}},
+        },
+        "special_tokens_map.json": special,
+    }
+
+
+def _save_hf_files(folder: Path, tokenizer_json: str, eos_id: int) -> None:
+    folder = Path(folder)
+    (folder / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    for name, obj in hf_tokenizer_config().items():
+        text = json.dumps(obj, indent=2, ensure_ascii=False).replace("__EOS_ID__", str(eos_id))
+        (folder / name).write_text(text + "\n", encoding="utf-8")
+
+
+def is_byte_tokenizer_json(spec: dict) -> bool:
+    """True for the file ``ByteTokenizer.save`` writes (and the older ``mamba_studio_tokenizer``)."""
+    if spec.get("mamba_studio_tokenizer") == "bytes":
+        return True
+    model = spec.get("model")
+    ref = byte_tokenizer_json()
+    return (isinstance(model, dict) and model.get("type") == "BPE" and not model.get("merges")
+            and model.get("vocab") == ref["model"]["vocab"]
+            and spec.get("added_tokens") == ref["added_tokens"]
+            and spec.get("pre_tokenizer") == ref["pre_tokenizer"])
+
+
 class ByteTokenizer:
     """UTF-8 bytes 0..255 are ids 0..255; id 256 is ``<|endoftext|>``."""
 
@@ -89,8 +161,9 @@ class ByteTokenizer:
         return _ByteStream()
 
     def save(self, folder: Path) -> None:
-        spec = {"mamba_studio_tokenizer": "bytes", "eos_token": EOS, "eos_id": self.eos_id}
-        (Path(folder) / "tokenizer.json").write_text(json.dumps(spec, indent=2))
+        """tokenizer.json (HF byte-level BPE, see ``byte_tokenizer_json``) + the HF config files."""
+        _save_hf_files(Path(folder), json.dumps(byte_tokenizer_json(), indent=2, ensure_ascii=False),
+                       self.eos_id)
 
 
 class BPETokenizer:
@@ -98,7 +171,7 @@ class BPETokenizer:
 
     kind = "bpe"
 
-    def __init__(self, tok) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, tok) -> None:
         self._tok = tok
         self.vocab_size = int(tok.get_vocab_size())
         eos = tok.token_to_id(EOS)
@@ -130,6 +203,11 @@ class BPETokenizer:
     def encode(self, text: str) -> np.ndarray:
         return np.asarray(self._tok.encode(text, add_special_tokens=False).ids, dtype=np.int64)
 
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        """``encode`` of each text, in one call (HF tokenizers runs it in parallel)."""
+        out = self._tok.encode_batch(texts, add_special_tokens=False)
+        return [np.asarray(e.ids, dtype=np.int64) for e in out]
+
     def decode(self, ids: Iterable[int]) -> str:
         return str(self._tok.decode([int(i) for i in ids if 0 <= int(i) < self.vocab_size]))
 
@@ -137,7 +215,8 @@ class BPETokenizer:
         return _HFStream(self._tok, self.vocab_size)
 
     def save(self, folder: Path) -> None:
-        self._tok.save(str(Path(folder) / "tokenizer.json"))
+        """tokenizer.json + tokenizer_config.json + special_tokens_map.json."""
+        _save_hf_files(Path(folder), self._tok.to_str(pretty=True), self.eos_id)
 
 
 PAD_SLACK = 128  # a model's vocabulary may exceed its tokenizer's by padding: fewer than this many ids
@@ -176,7 +255,7 @@ def load_tokenizer(folder: str | Path) -> Tokenizer:
         raise TokenizerError(f"{path}: not a readable tokenizer.json ({str(exc)[:200]})") from None
     if not isinstance(spec, dict):
         raise TokenizerError(f"{path}: not a tokenizer.json (a JSON {type(spec).__name__}, not an object)")
-    if spec.get("mamba_studio_tokenizer") == "bytes":
+    if is_byte_tokenizer_json(spec):
         tok: Tokenizer = ByteTokenizer()
     else:
         from tokenizers import Tokenizer as HFTokenizer

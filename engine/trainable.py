@@ -7,16 +7,18 @@
 * ``needs()``       the model parameters whose gradient must be computed (the rest are skipped)
 * ``dropout_hooks(step, micro)``  linear hooks for one micro-batch (LoRA: dropout and the
   low-rank adapter gradients of frozen projections) or None
-* ``state_tensors()`` / ``load_state_tensors(t)``  extra state a checkpoint or rollback must keep
+* ``state_dict()`` / ``load_state_dict(d)``  ``{"tensors": {...}}``: extra state a snapshot or a
+  rollback must keep beyond the model weights (LoRA: frozen base + adapters; full: nothing)
 * ``notices``       messages for the user (rank clamps, PEFT warnings)
 
 ``FullTrainable`` trains every parameter or a named subset (WSLA trains only each layer's x_proj);
-``engine.lora.LoRATrainable`` trains low-rank adapters over a frozen base.
+``engine.lora.LoRATrainable`` trains low-rank adapters over a frozen base. ``make_trainable``
+picks one of them from a kind name, so the trainer never imports LoRA.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -35,6 +37,8 @@ class Trainable(Protocol):
     def dropout_hooks(self, step: int, micro: int) -> LinearHooks | None: ...
     def state_tensors(self) -> dict[str, np.ndarray]: ...
     def load_state_tensors(self, tensors: dict[str, np.ndarray]) -> None: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
     def decays(self, name: str) -> bool: ...
     def describe(self) -> str: ...
 
@@ -69,6 +73,12 @@ class FullTrainable:
     def load_state_tensors(self, tensors: dict[str, np.ndarray]) -> None:
         return None
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"tensors": {}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        return None
+
     def decays(self, name: str) -> bool:
         return bool(decays(name))
 
@@ -80,3 +90,33 @@ class FullTrainable:
 def wsla_names(params: Params) -> list[str]:
     """WSLA fast-adapt: every layer's x_proj (the delta, B and C rows), nothing else."""
     return [n for n in params if short_name(n) == "x_proj"]
+
+
+TrainableKind = Literal["full", "wsla", "lora", "wsla+lora"]
+
+
+def trainable_kind(wsla: bool, lora: Any) -> TrainableKind:
+    """The kind name of a (wsla flag, LoRA config or None) pair."""
+    if lora is not None:
+        return "wsla+lora" if wsla else "lora"
+    return "wsla" if wsla else "full"
+
+
+def make_trainable(kind: TrainableKind, params: Params, lora: Any = None) -> Trainable:
+    """The trainable for ``kind``: every parameter ("full"), each layer's x_proj ("wsla"), or
+    LoRA adapters (``lora``: a ``LoRAConfig``; "wsla+lora" allows only the x_proj target)."""
+    if kind in ("lora", "wsla+lora"):
+        if lora is None:
+            raise ValueError(f"trainable {kind!r} needs a LoRA config")
+        if kind == "wsla+lora":
+            bad = set(lora.targets) - {"x_proj"}
+            if bad:
+                raise ValueError(f"WSLA + LoRA allows only the x_proj target, not {sorted(bad)}")
+        from .lora import LoRATrainable  # LoRA is loaded only when a run asks for it
+
+        return LoRATrainable(params, lora)
+    if kind == "wsla":
+        return FullTrainable(params, wsla_names(params), label="WSLA (x_proj)")
+    if kind == "full":
+        return FullTrainable(params)
+    raise ValueError(f"unknown trainable kind {kind!r}; choose full, wsla, lora or wsla+lora")

@@ -8,39 +8,45 @@ to continue exactly as an uninterrupted run would.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from . import checkpoint as ckpt
+from .control import TrainControl
 from .data import make_rows
-from .errors import CheckpointError, CorpusError, TrainingError
-from .limits import read_trainer_state
+from .defaults import DEFAULT_PRESET, PRESET_DEFAULTS
+from .errors import CorpusError, TrainingError
+from .evaluation import EvalReport, evaluate
 from .lm import MambaLM
-from .lora import LoRAConfig, LoRATrainable
-from .model import logits_forward, loss_and_grad
+from .model import loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, lr_at
 from .threads import ThreadTuner
-from .trainable import FullTrainable, Trainable, wsla_names
+from .trainable import Trainable, TrainableKind, make_trainable, trainable_kind
+
+if TYPE_CHECKING:
+    from .lora import LoRAConfig
+
+_D = PRESET_DEFAULTS[DEFAULT_PRESET]  # the per-preset table (engine/defaults.py) is the one source
 
 
 @dataclass(frozen=True)
 class TrainConfig:
+    """Training settings; the defaults are the default preset's row of ``PRESET_DEFAULTS``
+    (``TrainConfig.for_preset`` picks another row)."""
+
     epochs: int = 3
-    batch_size: int = 4
-    seq_len: int = 256
+    batch_size: int = _D.batch_size
+    seq_len: int = _D.seq_len
     grad_accum: int = 1
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 10
-    weight_decay: float = 0.01
+    lr: float = _D.lr
+    min_lr_ratio: float = _D.min_lr_ratio
+    warmup_steps: int = _D.warmup_steps
+    weight_decay: float = _D.weight_decay
     max_grad_norm: float = 1.0
     max_delta: float = 0.0  # trust region; WSLA defaults it to 0.05
     beta1: float = 0.9
@@ -55,15 +61,37 @@ class TrainConfig:
     max_bad_steps: int = 20  # abort after this many consecutive non-finite losses
     eval_every: int = 0  # also measure held-out loss every N optimizer steps (0: per epoch only)
 
+    @classmethod
+    def for_preset(cls, name: str, **overrides: Any) -> TrainConfig:
+        """The preset's training defaults (``engine.defaults``) with ``overrides`` applied."""
+        if name not in PRESET_DEFAULTS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESET_DEFAULTS)}")
+        return cls(**{**PRESET_DEFAULTS[name].training(), **overrides})
+
     def adamw(self) -> AdamWConfig:
         max_delta = self.max_delta if (self.max_delta > 0 or not self.wsla) else 0.05
         return AdamWConfig(self.lr, self.beta1, self.beta2, self.eps, self.weight_decay,
                            self.max_grad_norm, max_delta)
 
+    @property
+    def trainable(self) -> TrainableKind:
+        return trainable_kind(self.wsla, self.lora)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["lora"] = self.lora.to_dict() if self.lora is not None else None
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        """Inverse of ``to_dict`` (unknown keys: TypeError; ranges are checked by limits.check_train)."""
+        d = dict(d)
+        lora = d.pop("lora", None)
+        if lora is not None:
+            from .lora import LoRAConfig
+
+            d["lora"] = LoRAConfig.from_dict(lora)
+        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -91,16 +119,6 @@ def format_duration(seconds: float) -> str:
 
 
 @dataclass(frozen=True)
-class EvalReport:
-    loss: float
-    perplexity: float
-    bits_per_token: float
-    bits_per_byte: float
-    accuracy: float
-    tokens: int
-
-
-@dataclass(frozen=True)
 class EpochReport:
     epoch: int
     train_loss: float
@@ -110,80 +128,47 @@ class EpochReport:
     nonfinite_steps: int
 
 
-class TrainControl:
-    """Cooperative stop/pause, checked between optimizer steps (thread-safe)."""
+class _StreamRows:
+    """Stream rows (``data.make_rows``) behind the ``PackedRows.batch`` interface (no reset)."""
 
-    def __init__(self) -> None:
-        self._stop = threading.Event()
-        self._run = threading.Event()
-        self._run.set()
+    def __init__(self, ids: np.ndarray, seq_len: int) -> None:
+        self.inputs, self.targets = make_rows(ids, seq_len)
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._run.set()
+    def __len__(self) -> int:
+        return len(self.inputs)
 
-    def pause(self) -> None:
-        self._run.clear()
-
-    def resume(self) -> None:
-        self._run.set()
-
-    @property
-    def paused(self) -> bool:
-        return not self._run.is_set()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
-    def wait_if_paused(self) -> None:
-        while not self._run.wait(0.1):
-            pass
-
-
-def evaluate(lm: MambaLM, ids: np.ndarray, seq_len: int, batch_size: int = 8) -> EvalReport:
-    """Held-out metrics over the whole stream ``ids`` (T,): every token after the first scored once."""
-    if len(ids) < 2:
-        raise CorpusError("evaluation text has fewer than 2 tokens")
-    inputs, targets = make_rows(ids, seq_len)
-    total, correct, n = 0.0, 0, 0
-    for s in range(0, len(inputs), batch_size):
-        x, y = inputs[s : s + batch_size], targets[s : s + batch_size]
-        logits = logits_forward(lm.params, x, lm.config).astype(np.float64)
-        keep = y >= 0
-        lg = logits[keep]
-        tg = y[keep]
-        mx = lg.max(axis=1, keepdims=True)
-        lse = mx[:, 0] + np.log(np.exp(lg - mx).sum(axis=1))
-        total += float((lse - lg[np.arange(len(tg)), tg]).sum())
-        correct += int((lg.argmax(axis=1) == tg).sum())
-        n += int(keep.sum())
-    loss = total / n
-    n_bytes = len(lm.tokenizer.decode(ids[1:]).encode("utf-8")) or 1
-    return EvalReport(
-        loss=loss,
-        perplexity=math.exp(min(loss, 700.0)),
-        bits_per_token=loss / math.log(2),
-        bits_per_byte=total / math.log(2) / n_bytes,
-        accuracy=correct / n,
-        tokens=n,
-    )
-
-
-def _fingerprint(ids: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(ids, dtype=np.int64).tobytes()).hexdigest()[:16]
+    def batch(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
+        return np.asarray(self.inputs[rows]), np.asarray(self.targets[rows]), None
 
 
 @dataclass
 class _Cursor:
+    """Where the run is, plus the running sums of the current epoch (so an epoch interrupted by a
+    save and a resume reports the same means as an uninterrupted one)."""
+
     step: int = 0
     epoch: int = 0
     group: int = 0  # optimizer-step index inside the epoch
+    loss_sum: float = 0.0  # over the epoch's finite steps
+    norm_sum: float = 0.0
+    good: int = 0
+    steps: int = 0  # all steps of the epoch, non-finite ones included
+
+
+class StepGuard(Protocol):
+    """Watches every optimizer step (``engine.guard.DivergenceGuard``): ``before`` runs ahead of
+    the step; ``after`` returns True when it rolled the trainer back (the report is then void)."""
+
+    def before(self, trainer: Trainer) -> None: ...
+    def after(self, trainer: Trainer, report: StepReport) -> bool: ...
 
 
 @dataclass
 class Trainer:
-    """Trains ``lm`` in place on ``train_ids`` (T,), evaluating on ``val_ids`` after each epoch."""
+    """Trains ``lm`` in place on ``train_ids`` (T,), evaluating on ``val_ids`` after each epoch.
+
+    ``rows`` / ``val_rows`` (optional ``engine.packing.PackedRows``): document-packed rows with a
+    reset mask, used instead of cutting ``train_ids`` / ``val_ids`` into stream rows."""
 
     lm: MambaLM
     train_ids: np.ndarray
@@ -191,43 +176,36 @@ class Trainer:
     cfg: TrainConfig = field(default_factory=TrainConfig)
     shard: ShardSpec | None = None
     trainable: Trainable | None = None
+    rows: Any = None
+    val_rows: Any = None
 
     def __post_init__(self) -> None:
         c = self.cfg
         if c.batch_size < 1 or c.grad_accum < 1 or c.seq_len < 2 or c.epochs < 1:
             raise ValueError("batch_size, grad_accum, epochs must be >= 1 and seq_len >= 2")
-        if len(self.train_ids) < c.seq_len + 1:
+        if self.rows is None and len(self.train_ids) < c.seq_len + 1:
             raise CorpusError(
                 f"the training text has {len(self.train_ids)} tokens, shorter than one sequence "
                 f"(seq_len + 1 = {c.seq_len + 1}); add text or lower the sequence length"
             )
         if self.train_ids.max(initial=0) >= self.lm.config.vocab_size:
             raise CorpusError("token ids exceed the model's vocabulary (tokenizer/model mismatch)")
-        self.inputs, self.targets = make_rows(self.train_ids, c.seq_len)
+        if self.rows is None:
+            self.rows = _StreamRows(self.train_ids, c.seq_len)
+        if len(self.rows) == 0:
+            raise CorpusError("no training rows; add text or lower the sequence length")
         if self.trainable is None:
-            self.trainable = self._default_trainable()
+            self.trainable = make_trainable(c.trainable, self.lm.params, c.lora)
         self.optimizer = AdamW(
             self.trainable.tensors, list(self.trainable.tensors), c.adamw(), self.shard,
             decay_fn=self.trainable.decays,
         )
         self.cursor = _Cursor()
+        self.lr_scale = 1.0  # halved by each divergence rollback
         self.history: list[StepReport] = []
         self.epochs: list[EpochReport] = []
         self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
         self.thread_tuner = ThreadTuner()
-
-    def _default_trainable(self) -> Trainable:
-        c = self.cfg
-        if c.lora is not None:
-            targets = c.lora.targets
-            if c.wsla:
-                bad = set(targets) - {"x_proj"}
-                if bad:
-                    raise ValueError(f"WSLA + LoRA allows only the x_proj target, not {sorted(bad)}")
-            return LoRATrainable(self.lm.params, c.lora)
-        if c.wsla:
-            return FullTrainable(self.lm.params, wsla_names(self.lm.params), label="WSLA (x_proj)")
-        return FullTrainable(self.lm.params)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -236,7 +214,7 @@ class Trainer:
 
     @property
     def steps_per_epoch(self) -> int:
-        return -(-len(self.inputs) // self.rows_per_step)
+        return -(-len(self.rows) // self.rows_per_step)
 
     @property
     def total_steps(self) -> int:
@@ -248,7 +226,7 @@ class Trainer:
         return int(sum(a.size for a in self.trainable.tensors.values()))
 
     def _order(self, epoch: int) -> np.ndarray:
-        n = len(self.inputs)
+        n = len(self.rows)
         if not self.cfg.shuffle:
             return np.arange(n)
         return np.random.default_rng([self.cfg.seed, epoch]).permutation(n)
@@ -256,7 +234,50 @@ class Trainer:
     def current_lr(self) -> float:
         """The learning rate of the next optimizer step (warmup + cosine)."""
         c = self.cfg
-        return lr_at(self.cursor.step, self.total_steps, c.lr, c.warmup_steps, c.min_lr_ratio)
+        return self.lr_scale * lr_at(self.cursor.step, self.total_steps, c.lr, c.warmup_steps,
+                                     c.min_lr_ratio)
+
+    @property
+    def token_counts(self) -> tuple[int, int]:
+        """(training targets per epoch, held-out targets)."""
+        val = (self.val_rows.n_targets if self.val_rows is not None
+               else max(len(self.val_ids) - 1, 0))
+        n = self.rows.n_targets if hasattr(self.rows, "n_targets") else len(self.train_ids) - 1
+        return int(n), int(val)
+
+    @property
+    def has_val(self) -> bool:
+        return len(self.val_rows) > 0 if self.val_rows is not None else len(self.val_ids) >= 2
+
+    def evaluate(self) -> EvalReport:
+        """Held-out metrics of the current weights (packed rows when given, else the stream)."""
+        val = self.val_rows if self.val_rows is not None else self.val_ids
+        return evaluate(self.lm, val, self.cfg.seq_len)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """Everything beyond the model weights that an exact resume needs: the cursor (with the
+        current epoch's running sums), the lr scale, finished epochs, and the optimizer's and the
+        trainable's ``state_dict()`` (live arrays under their "tensors" keys, not copies)."""
+        assert self.trainable is not None
+        return {
+            "cursor": asdict(self.cursor),
+            "lr_scale": self.lr_scale,
+            "epochs": [asdict(e) for e in self.epochs],
+            "optimizer": self.optimizer.state_dict(),
+            "trainable": self.trainable.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a ``state_dict()`` (weights must already be in ``lm``). Arrays are copied in."""
+        assert self.trainable is not None
+        self.trainable.load_state_dict(state["trainable"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.cursor = _Cursor(**state["cursor"])
+        self.lr_scale = float(state["lr_scale"])
+        self.epochs = [EpochReport(**{**e, "val": EvalReport(**e["val"]) if e["val"] else None})
+                       for e in state["epochs"]]
+        self.history = [h for h in self.history if h.step <= self.cursor.step]
 
     # ------------------------------------------------------------------ one step
     def train_step(self, rows: np.ndarray) -> tuple[float, float, bool, tuple[str, ...]]:
@@ -266,14 +287,17 @@ class Trainer:
         params = self.trainable.effective()
         for g in self._grads.values():
             g.fill(0.0)
-        n_valid = int(np.count_nonzero(self.targets[rows] >= 0))
+        tokens, targets, reset = self.rows.batch(rows)
+        n_valid = int(np.count_nonzero(targets >= 0))
+        self._last_tokens = n_valid
         loss_sum = 0.0
         for micro, s in enumerate(range(0, len(rows), c.batch_size)):
-            mb = rows[s : s + c.batch_size]
+            mb = slice(s, s + c.batch_size)
             ls, _ = loss_and_grad(
-                params, self.inputs[mb], self.targets[mb], self.lm.config, self._grads,
+                params, tokens[mb], targets[mb], self.lm.config, self._grads,
                 1.0 / n_valid, checkpoint=c.activation_checkpointing,
                 hooks=self.trainable.dropout_hooks(self.cursor.step, micro),
+                reset=None if reset is None else reset[mb],
             )
             loss_sum += ls
         loss = loss_sum / n_valid
@@ -290,47 +314,32 @@ class Trainer:
         on_step: Callable[[StepReport], None] | None = None,
         on_epoch: Callable[[EpochReport], None] | None = None,
         control: TrainControl | None = None,
+        guard: StepGuard | None = None,
     ) -> list[EpochReport]:
         """Train until done, ``max_steps``, or ``control.stop()``. Returns the epochs finished
-        in this call. Stopping happens between optimizer steps, so the state is always consistent."""
+        in this call. Stopping happens between optimizer steps, so the state is always consistent.
+        ``guard`` (optional) sees every step and may roll it back (its report is then dropped)."""
         c = self.cfg
-        total = self.total_steps
         t0 = time.perf_counter()
-        tokens_done = 0
+        tokens = [0]
         finished: list[EpochReport] = []
         bad_run = 0
-        while self.cursor.step < total and self.cursor.epoch < c.epochs:
+        while self.cursor.step < self.total_steps and self.cursor.epoch < c.epochs:
             order = self._order(self.cursor.epoch)
-            while self.cursor.group < self.steps_per_epoch and self.cursor.step < total:
+            while self.cursor.group < self.steps_per_epoch and self.cursor.step < self.total_steps:
                 if control is not None:
+                    tp = time.perf_counter()
                     control.wait_if_paused()
+                    t0 += time.perf_counter() - tp  # paused time counts in neither rate nor ETA
                     if control.stopped:
                         return finished
-                g = self.cursor.group
-                rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
-                ts = time.perf_counter()
-                lr = self.current_lr()
-                with self.thread_tuner.step():  # BLAS threads chosen by measurement
-                    loss, norm, bad, skipped = self.train_step(rows)
-                self.cursor.group += 1
-                self.cursor.step += 1
-                ntok = int(np.count_nonzero(self.targets[rows] >= 0))
-                tokens_done += ntok
-                elapsed = time.perf_counter() - t0
-                rate = tokens_done / elapsed if elapsed > 0 else 0.0
-                step_rate = ntok / max(time.perf_counter() - ts, 1e-9)
-                remaining = (total - self.cursor.step) * self.rows_per_step * c.seq_len
-                val_loss = None
-                if c.eval_every > 0 and self.cursor.step % c.eval_every == 0 and len(self.val_ids) >= 2:
-                    val_loss = evaluate(self.lm, self.val_ids, c.seq_len).loss
-                report = StepReport(
-                    self.cursor.step, self.cursor.epoch, total, loss, norm,
-                    lr,
-                    step_rate, remaining / rate if rate > 0 else float("inf"), elapsed,
-                    bad, skipped, val_loss,
-                )
-                self.history.append(report)
-                bad_run = bad_run + 1 if bad else 0
+                if guard is not None:
+                    guard.before(self)
+                report = self._step(order, t0, tokens)
+                if guard is not None and guard.after(self, report):
+                    continue  # rolled back: the cursor is where it was before the bad step
+                self._count(report)
+                bad_run = bad_run + 1 if report.nonfinite else 0
                 if on_step is not None:
                     on_step(report)
                 if bad_run >= c.max_bad_steps:
@@ -338,99 +347,75 @@ class Trainer:
                         f"loss was NaN/Inf for {bad_run} steps in a row; lower the learning "
                         "rate (weights were left at the last finite step)"
                     )
-            if self.cursor.group >= self.steps_per_epoch:
-                val = evaluate(self.lm, self.val_ids, c.seq_len) if len(self.val_ids) >= 2 else None
-                # from the history, so an epoch interrupted by a save/resume reports the same
-                mine = [h for h in self.history if h.epoch == self.cursor.epoch]
-                good = [h for h in mine if not h.nonfinite]
-                rep = EpochReport(
-                    self.cursor.epoch,
-                    float(np.mean([h.loss for h in good])) if good else float("nan"),
-                    float(np.mean([h.grad_norm for h in good])) if good else float("nan"),
-                    val, len(mine), len(mine) - len(good),
-                )
-                self.epochs.append(rep)
-                finished.append(rep)
-                self.cursor.epoch += 1
-                self.cursor.group = 0
-                if on_epoch is not None:
-                    on_epoch(rep)
-            else:
+            if self.cursor.group < self.steps_per_epoch:
                 break
+            rep = self._end_epoch()
+            finished.append(rep)
+            if on_epoch is not None:
+                on_epoch(rep)
         return finished
 
-    # ------------------------------------------------------------------ checkpoints
-    def save(self, folder: str | Path) -> Path:
-        """Atomically write a resumable training checkpoint (weights + optimizer + cursor)."""
-        folder = Path(folder)
-        hashes = self.lm.save(folder)
-        assert self.trainable is not None
-        extra = {**self.optimizer.state_tensors(), **self.trainable.state_tensors()}
-        ckpt.atomic_write_bytes(folder / "optimizer.safetensors", ckpt.tensors_to_bytes(extra))
-        hashes["optimizer.safetensors"] = ckpt.sha256_file(folder / "optimizer.safetensors")
-        state = {
-            "format": "mamba-studio-trainer/1",
-            "step": self.cursor.step,
-            "epoch": self.cursor.epoch,
-            "group": self.cursor.group,
-            "optimizer_t": self.optimizer.t,
-            "train_config": self.cfg.to_dict(),
-            "data_fingerprint": _fingerprint(self.train_ids),
-            "history": [asdict(h) for h in self.history[-5000:]],
-            "epochs": [asdict(e) for e in self.epochs],
-            "files": hashes,
-        }
-        ckpt.atomic_write_json(folder / "trainer_state.json", state)
-        return folder
+    def _step(self, order: np.ndarray, t0: float, tokens: list[int]) -> StepReport:
+        """Run the next optimizer step of the epoch whose row order is ``order``; advance the cursor."""
+        c = self.cfg
+        g = self.cursor.group
+        rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
+        ts = time.perf_counter()
+        lr = self.current_lr()
+        with self.thread_tuner.step():  # BLAS threads chosen by measurement
+            loss, norm, bad, skipped = self.train_step(rows)
+        self.cursor.group += 1
+        self.cursor.step += 1
+        ntok = self._last_tokens
+        tokens[0] += ntok
+        elapsed = time.perf_counter() - t0
+        rate = tokens[0] / elapsed if elapsed > 0 else 0.0
+        remaining = (self.total_steps - self.cursor.step) * self.rows_per_step * c.seq_len
+        val_loss = None
+        if c.eval_every > 0 and self.cursor.step % c.eval_every == 0 and self.has_val:
+            val_loss = self.evaluate().loss
+        return StepReport(
+            self.cursor.step, self.cursor.epoch, self.total_steps, loss, norm, lr,
+            ntok / max(time.perf_counter() - ts, 1e-9),
+            remaining / rate if rate > 0 else float("inf"), elapsed, bad, skipped, val_loss,
+        )
 
-    def load_state(self, folder: str | Path, strict_data: bool = True) -> None:
-        """Restore optimizer moments, cursor and history from ``folder`` (weights must already be
-        loaded into ``lm``, e.g. via ``Trainer.resume``)."""
-        folder = Path(folder)
-        state = read_trainer_state(folder)  # bounded read, types checked
-        ckpt.verify_hashes(folder, state["files"])
-        if strict_data and state.get("data_fingerprint") != _fingerprint(self.train_ids):
-            raise CheckpointError(
-                f"{folder}: the checkpoint was trained on different data; resume with the same "
-                "corpus and tokenizer (or start a new run from these weights)"
-            )
-        tensors = ckpt.read_tensors(folder / "optimizer.safetensors")
-        assert self.trainable is not None
-        self.trainable.load_state_tensors(tensors)
-        try:
-            self.optimizer.load_state_tensors(tensors, state["optimizer_t"])
-        except ValueError as exc:
-            raise CheckpointError(f"{folder}: {exc}") from exc
-        self.cursor = _Cursor(state["step"], state["epoch"], state["group"])
-        try:
-            self.history = [StepReport(**{**h, "skipped_tensors": tuple(h["skipped_tensors"])})
-                            for h in state.get("history", [])]
-            self.epochs = [EpochReport(**{**e, "val": EvalReport(**e["val"]) if e["val"] else None})
-                           for e in state.get("epochs", [])]
-        except (TypeError, KeyError, ValueError) as exc:
-            raise CheckpointError(f"{folder}: trainer_state.json has a corrupt history ({exc})") from None
+    def _count(self, report: StepReport) -> None:
+        self.history.append(report)
+        cur = self.cursor
+        cur.steps += 1
+        if not report.nonfinite:
+            cur.good += 1
+            cur.loss_sum += report.loss
+            cur.norm_sum += report.grad_norm
+
+    def _end_epoch(self) -> EpochReport:
+        cur = self.cursor
+        val = self.evaluate() if self.has_val else None
+        rep = EpochReport(
+            cur.epoch,
+            cur.loss_sum / cur.good if cur.good else float("nan"),
+            cur.norm_sum / cur.good if cur.good else float("nan"),
+            val, cur.steps, cur.steps - cur.good,
+        )
+        self.epochs.append(rep)
+        self.cursor = _Cursor(cur.step, cur.epoch + 1, 0)
+        return rep
+
+    # ------------------------------------------------------------------ legacy checkpoints
+    def save(self, folder: str | Path) -> Path:
+        """Old single-folder checkpoint (trainer_state.json); new code saves through ``engine.run``."""
+        from .legacy import save_trainer
+
+        return save_trainer(self, Path(folder))
 
     @classmethod
     def resume(cls, folder: str | Path, train_ids: np.ndarray, val_ids: np.ndarray,
                cfg: TrainConfig | None = None, **overrides: Any) -> Trainer:
-        """Rebuild a trainer from a training checkpoint; ``cfg`` defaults to the saved one, with
-        ``overrides`` (e.g. ``epochs=10, max_steps=None``) applied. Without overrides the run
-        continues exactly as if it had never stopped."""
-        folder = Path(folder)
-        state = read_trainer_state(folder)
-        saved = dict(state["train_config"])
-        lora_cfg = saved.pop("lora")
-        if lora_cfg is not None:
-            saved["lora"] = LoRAConfig.from_dict(lora_cfg)
-        cfg = replace(cfg or TrainConfig(**saved), **overrides)
-        lm = MambaLM.load(folder)
-        if cfg.lora is not None:
-            base = ckpt.read_tensors(folder / "optimizer.safetensors")
-            lm.params.update({k[len("lora_base."):]: v for k, v in base.items()
-                              if k.startswith("lora_base.")})
-        tr = cls(lm, train_ids, val_ids, cfg)
-        tr.load_state(folder)
-        return tr
+        """Rebuild a trainer from an old trainer_state.json checkpoint (see ``engine.legacy``)."""
+        from .legacy import resume_trainer
+
+        return resume_trainer(cls, Path(folder), train_ids, val_ids, cfg, **overrides)
 
 
 def with_overrides(cfg: TrainConfig, **kw: Any) -> TrainConfig:

@@ -4,9 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/setup-mpi.sh  # the distributed tests run under `mpirun -n 2`
+export MAMBA_STUDIO_REQUIRE_MPI=1  # so they must run, not skip
 export QT_QPA_PLATFORM=offscreen
 export MAMBA_STUDIO_REQUIRE_GPU=1  # lavapipe is installed above: GPU tests must run, not skip
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 chmod 700 "$XDG_RUNTIME_DIR"
 .venv/bin/python -m ruff check .
+.venv/bin/python -m mypy  # engine/ and app/ ([tool.mypy] in pyproject.toml)
 .venv/bin/python -m pytest -q "$@"

@@ -19,13 +19,12 @@ def test_train_generate_eval_resume(tmp_path, capsys):
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "skipped" in err and "b.bin" in err  # the binary file is reported, the rest trains
-    assert "sample before training" in err and "saved" in err
-    assert (out / "model.safetensors").exists() and (out / "trainer_state.json").exists()
-    state = json.loads((out / "trainer_state.json").read_text())
-    assert state["step"] == 3
-    assert main(["train", str(corpus), "--resume", str(out), "--seq-len", "32",
-                 "--out", str(out), "--sample-tokens", "0"]) == 0
-    assert json.loads((out / "trainer_state.json").read_text())["step"] == 3  # max_steps kept
+    assert "sample before training" in err and "saved" in err and "step-3" in err
+    assert json.loads((out / "latest.json").read_text())["step"] == 3
+    assert main(["train", "--resume", str(out), "--sample-tokens", "0"]) == 0
+    assert "already at step 3 of 3" in capsys.readouterr().err  # max_steps kept
+    assert main(["train", "--resume", str(out), "--max-steps", "5", "--sample-tokens", "0"]) == 0
+    assert json.loads((out / "latest.json").read_text())["step"] == 5  # --max-steps continues
     assert main(["generate", str(out), "--prompt", "the ", "--max-new-tokens", "5"]) == 0
     assert capsys.readouterr().out.startswith("the ")
     assert main(["eval", str(out), str(corpus), "--seq-len", "32"]) == 0

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..params import EMBEDDINGS, NORM_F, layer_prefix
+from ..params import EMBEDDINGS, NORM_F, head_name, layer_prefix
 from .device import GpuDevice, GpuUnavailable, acquire_device
 
 MAX_TOKENS = 4096
@@ -133,7 +133,7 @@ class GpuStepper:
             self._add("matvec", [self._uniform(d, e, 1), W[mx + "out_proj.weight"], self.y,
                                  self.h], d)
         self._add("rmsnorm", [self._uniform(d, cfg.norm_eps), self.h, W[NORM_F], self.xn], d)
-        self._add("matvec", [self._uniform(v, d, 0), W[EMBEDDINGS], self.xn, self.logits], v)
+        self._add("matvec", [self._uniform(v, d, 0), W[head_name(W)], self.xn, self.logits], v)
         self._advance = self._bind("advance", [self.cursor])
 
     # ------------------------------------------------------------------ weights
@@ -197,9 +197,9 @@ class GpuStepper:
         return f"wgpu: {self.gpu.adapter_summary} (matvec: {self.matvec})"
 
 
-def open_stepper(lm: Any) -> tuple[GpuStepper | None, str]:
+def open_stepper(lm: Any, allow_software: bool = True) -> tuple[GpuStepper | None, str]:
     """(stepper, reason): the stepper, or None with the reason the CPU step will be used."""
-    got = acquire_device()
+    got = acquire_device(allow_software)
     if isinstance(got, GpuUnavailable):
         return None, str(got)
     try:
@@ -207,3 +207,17 @@ def open_stepper(lm: Any) -> tuple[GpuStepper | None, str]:
     except Exception as exc:  # shader/pipeline validation, out of memory
         return None, f"GPU preview unavailable (setup): {exc}"
     return st, st.description
+
+
+BACKENDS = ("auto", "cpu", "gpu")
+
+
+def pick_backend(lm: Any, choice: str) -> tuple[GpuStepper | None, str]:
+    """The decoding backend for ``choice``: "cpu"; "gpu" (any adapter, lavapipe included); "auto"
+    (a hardware GPU if there is one, else the CPU step). Returns (stepper or None, description)."""
+    if choice not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {choice!r}")
+    if choice == "cpu":
+        return None, "CPU step (chosen)"
+    st, reason = open_stepper(lm, allow_software=choice == "gpu")
+    return st, (reason if st is not None else f"CPU step — {reason}")

@@ -22,7 +22,8 @@ The forward stores nothing but its outputs; the
 backward runs each job's forward once keeping only the state at every ``SEG``-th step and y, then,
 segment by segment from the end, recomputes that segment's states and decays exp(delta A) into
 (SEG, n, CHUNK) buffers (64 KiB, cache-resident, instead of an (l + 1, n, CHUNK) history of 1 MiB
-per job) and walks back through it with the reverse recurrence (anchors-field.md §1.7):
+per job) and walks back through it with the reverse recurrence (derived in
+docs/derivations/selective_scan_backward.md):
 
     g_t = dy_t * C_t + exp(delta_{t+1} A) * g_{t+1}
     dC_t = sum_e dy_t h_t     dB_t = sum_e g_t delta_t u_t     dD = sum_t dy_t u_t
@@ -47,7 +48,7 @@ SEG = 16  # backward: time steps per recomputed segment
 
 
 @parallel_kernel
-def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last):  # type: ignore[no-untyped-def]
+def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last):
     """u, delta (b, l, e); z (b, l, >= zoff + e), read at columns zoff..zoff+e; At (n, e) = A.T;
     Bm, Cm (b, l, n); D (e,); reset (b, l) uint8 or (b, 0) for none -> out (b, l, e),
     h_last (b, e, n)."""
@@ -92,7 +93,7 @@ def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last): 
 
 
 @parallel_kernel
-def _scan_backward_kernel(  # type: ignore[no-untyped-def]
+def _scan_backward_kernel(
     dout, u, delta, At, Bm, Cm, D, z, zoff, reset, du, ddelta, dz, dA_part, dB_part, dC_part,
     dD_part,
 ):
@@ -346,7 +347,7 @@ def selective_scan_backward(
 
 
 @kernel
-def _scan_step_kernel(h, u, delta, A, Bm, Cm, D, z, out):  # type: ignore[no-untyped-def]
+def _scan_step_kernel(h, u, delta, A, Bm, Cm, D, z, out):
     """One recurrent step, the forward kernel's update for a single position: h (b, e, n) advanced
     in place; u, delta, z (b, e); A (e, n); Bm, Cm (b, n); D (e,) -> out (b, e). Serial: one
     token is too little work to wake the thread pool for."""

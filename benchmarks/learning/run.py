@@ -1,0 +1,177 @@
+"""Train one task through the engine's public API and write its learning curve as JSON lines.
+
+    python -m benchmarks.learning copy --out benchmarks/results/learning
+    python -m benchmarks.learning text --steps 3000 --set lr=2e-3 --set seq_len=512
+
+The model and training settings are the engine's defaults for ``--preset`` (nothing
+task-specific); ``--set key=value`` overrides a TrainConfig field for a study, ``--init`` picks
+the init scheme. The first line describes the run (settings, n-gram baselines for text); each
+following line is one evaluation: step, tokens, train_s (training time, evaluations excluded),
+wall_s, train loss and the metric (answer ``accuracy`` or held-out ``bpb``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import Any
+
+from engine.runtime import configure
+
+configure(tune_allocator=True)  # same process settings as training
+
+import numpy as np
+
+import engine.defaults
+import engine.params
+from engine import (
+    PRESETS,
+    BPETokenizer,
+    ByteTokenizer,
+    MambaLM,
+    StepReport,
+    TrainConfig,
+    TrainControl,
+    Trainer,
+    evaluate,
+    preset,
+)
+
+from .ngram import baselines
+from .score import answer_accuracy
+from .tasks import TASKS, split_documents, stdlib_documents
+
+TEXT_TRAIN_BYTES = 8_000_000
+TEXT_HELDOUT_BYTES = 300_000
+
+
+def _parse_set(items: list[str]) -> dict[str, Any]:
+    types = {f.name: f.type for f in fields(TrainConfig)}
+    out: dict[str, Any] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        if key not in types:
+            raise SystemExit(f"--set {item}: no TrainConfig field {key!r}")
+        kind = str(types[key])
+        out[key] = float(value) if "float" in kind else int(value) if "int" in kind else value
+    return out
+
+
+def predict_next(lm: MambaLM, ids: np.ndarray, seq_len: int, batch: int = 16) -> np.ndarray:
+    """ids (T,) -> (T,) argmax guess for each position from the logits one step before (the
+    stream cut into rows of ``seq_len`` as in training; entry 0 is -1)."""
+    out = np.full(len(ids), -1, dtype=np.int64)
+    starts = np.arange(0, len(ids) - 1, seq_len)
+    for s in range(0, len(starts), batch):
+        group = starts[s : s + batch]
+        width = int(min(seq_len, len(ids) - 1 - group[0]))
+        rows = [ids[g : g + width] for g in group if g + width < len(ids)]
+        if not rows:
+            rows = [ids[group[0] : group[0] + width]]
+        x = np.stack(rows).astype(np.int64)
+        guess = lm.logits(x).argmax(axis=-1)
+        for r, g in enumerate(group[: len(rows)]):
+            out[g + 1 : g + 1 + width] = guess[r]
+    return out
+
+
+def calibrate(lm: MambaLM, train_ids: np.ndarray, cfg: TrainConfig, steps: int = 20) -> float:
+    """Seconds per optimizer step of ``cfg`` on this machine, from a throwaway copy of ``lm``
+    (this also compiles the kernels, or loads them from Numba's cache, before the clock starts)."""
+    copy = MambaLM(lm.config, {k: v.copy() for k, v in lm.params.items()}, lm.tokenizer)
+    trial = Trainer(copy, train_ids, train_ids[:0], replace(cfg, max_steps=steps + 3, warmup_steps=0))
+    times: list[float] = []
+    trial.run(on_step=lambda r: times.append(r.elapsed_s))
+    return (times[-1] - times[2]) / (len(times) - 3)
+
+
+def load_data(task: str, tokenizer: str, bpe_vocab: int, seed: int):  # type: ignore[no-untyped-def]
+    """-> (tokenizer, train ids, held-out text, held-out ids, baselines dict)."""
+    if task in TASKS:
+        t = TASKS[task]
+        train_text, held_text = t.text(200_000, seed), t.text(1_000, seed + 1)
+        base = {"chance": 1 / 16}
+    else:
+        docs = stdlib_documents()
+        train_text, held_text = split_documents(docs, TEXT_TRAIN_BYTES, TEXT_HELDOUT_BYTES)
+        t0 = time.perf_counter()
+        base = baselines(train_text.encode(), held_text.encode())
+        base["ngram_s"] = round(time.perf_counter() - t0, 1)
+        base["train_bytes"], base["heldout_bytes"] = len(train_text.encode()), len(held_text.encode())
+    tok = BPETokenizer.train([train_text], vocab_size=bpe_vocab) if tokenizer == "bpe" else ByteTokenizer()
+    return tok, tok.encode(train_text), held_text, tok.encode(held_text), base
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.learning", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("task", choices=[*TASKS, "text"])
+    ap.add_argument("--preset", default=engine.defaults.DEFAULT_PRESET, choices=sorted(PRESETS))
+    ap.add_argument("--init", default="default", choices=list(engine.params.INITS))
+    ap.add_argument("--tokenizer", default="bytes", choices=["bytes", "bpe"])
+    ap.add_argument("--bpe-vocab", type=int, default=2048)
+    ap.add_argument("--minutes", type=float, default=10.0, help="training time (evaluations excluded)")
+    ap.add_argument("--steps", type=int, help="optimizer steps, the schedule's length (default: as many "
+                    "as fit in --minutes at the speed measured over the first steps)")
+    ap.add_argument("--evals", type=int, default=12, help="evaluations along the run")
+    ap.add_argument("--target", type=float, help="stop once the metric reaches this")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tag", default="", help="name suffix of the output file")
+    ap.add_argument("--out", default="benchmarks/results/learning")
+    a = ap.parse_args(argv)
+
+    tok, train_ids, held_text, held_ids, base = load_data(a.task, a.tokenizer, a.bpe_vocab, a.seed)
+    cfg = TrainConfig.for_preset(a.preset, epochs=1_000, seed=a.seed, **_parse_set(a.set))
+    lm = MambaLM.create(preset(a.preset, tok.vocab_size), tok, seed=a.seed, init=a.init)
+    steps, speed = a.steps, calibrate(lm, train_ids, cfg)
+    if steps is None:
+        steps = max(1, int(0.97 * a.minutes * 60 / speed))
+    cfg = replace(cfg, max_steps=steps)
+    trainer = Trainer(lm, train_ids, train_ids[:0], cfg)
+    name = f"{a.task}_{a.preset}{'_' + a.tag if a.tag else ''}"
+    out = Path(a.out) / f"{name}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    head = {"run": name, "task": a.task, "preset": a.preset, "init": a.init, "tokenizer": tok.kind,
+            "vocab": lm.config.vocab_size, "params": lm.n_params, "train_tokens": len(train_ids),
+            "train_config": {k: v for k, v in asdict(cfg).items() if k != "lora"},
+            "baselines": base, "s_per_step": round(speed, 4), "cpus": len(os.sched_getaffinity(0))}
+    every = max(1, steps // a.evals)
+    control = TrainControl()
+    state = {"eval_s": 0.0, "t0": time.perf_counter()}
+
+    def measure(rep: StepReport) -> None:
+        te = time.perf_counter()
+        if a.task in TASKS:
+            guess = predict_next(lm, held_ids, cfg.seq_len)
+            metric = {"accuracy": answer_accuracy(held_text, guess, TASKS[a.task].answer_len)}
+        else:
+            metric = {"bpb": evaluate(lm, held_ids, cfg.seq_len).bits_per_byte}
+        state["eval_s"] += time.perf_counter() - te
+        train_s = rep.elapsed_s - (state["eval_s"] - (time.perf_counter() - te))
+        row = {"step": rep.step, "tokens": rep.step * trainer.rows_per_step * cfg.seq_len,
+               "train_s": round(train_s, 1), "wall_s": round(time.perf_counter() - state["t0"], 1),
+               "loss": round(rep.loss, 4), "lr": rep.lr, **{k: round(v, 4) for k, v in metric.items()}}
+        with out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(name, json.dumps(row), file=sys.stderr, flush=True)
+        value = next(iter(metric.values()))
+        if a.target is not None and (value >= a.target if a.task in TASKS else value <= a.target):
+            control.stop()
+        if train_s > a.minutes * 60:
+            control.stop()
+
+    def on_step(rep: StepReport) -> None:
+        overdue = rep.elapsed_s - state["eval_s"] > a.minutes * 60
+        if rep.step % every == 0 or rep.step == trainer.total_steps or overdue:
+            measure(rep)
+
+    out.write_text(json.dumps(head) + "\n")
+    print(name, json.dumps(head), file=sys.stderr, flush=True)
+    trainer.run(on_step=on_step, control=control)
+    return 0

@@ -1,0 +1,140 @@
+"""GGUF export for llama.cpp (and Ollama / LM Studio, which embed it), written with the ``gguf``
+package from the ggml project. Architecture ``mamba``; every tensor float32.
+
+Tensor names (HF -> GGUF, as llama.cpp's own converter maps them):
+    backbone.embeddings.weight (v, d)            token_embd.weight
+    backbone.layers.i.norm.weight (d,)           blk.i.attn_norm.weight
+    mixer.in_proj.weight (2e, d)                 blk.i.ssm_in.weight
+    mixer.conv1d.weight (e, 1, k) -> (e, k)      blk.i.ssm_conv1d.weight   (+ .bias (e,))
+    mixer.x_proj.weight (r+2n, e)                blk.i.ssm_x.weight
+    mixer.dt_proj.weight (e, r) / .bias (e,)     blk.i.ssm_dt.weight / .bias
+    mixer.A_log (e, n) -> A = -exp(A_log)        blk.i.ssm_a
+    mixer.D (e,)                                 blk.i.ssm_d
+    mixer.out_proj.weight (d, e)                 blk.i.ssm_out.weight
+    backbone.norm_f.weight (d,)                  output_norm.weight
+    lm_head.weight (v, d)  (untied only)         output.weight
+Tokenizer: llama.cpp's "gpt2" byte-level BPE with the GPT-2 pre-tokenizer; the byte tokenizer is
+the 256 byte characters with no real merges (the gguf writer cannot store an empty merge list and
+llama.cpp requires the key, so one merge of two bytes that never occur in UTF-8, 0xC0 0xC0, is
+written). Rows past the tokenizer (vocabulary padding) are unused ``[PAD<i>]`` tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .. import checkpoint as ckpt
+from ..errors import CheckpointError
+from ..params import EMBEDDINGS, LM_HEAD, NORM_F
+from ..tokenizer import BPETokenizer, byte_tokenizer_json
+from .source import RunSource, open_run
+
+_MIXER = {"in_proj.weight": "ssm_in.weight", "conv1d.weight": "ssm_conv1d.weight",
+          "conv1d.bias": "ssm_conv1d.bias", "x_proj.weight": "ssm_x.weight",
+          "dt_proj.weight": "ssm_dt.weight", "dt_proj.bias": "ssm_dt.bias", "A_log": "ssm_a",
+          "D": "ssm_d", "out_proj.weight": "ssm_out.weight"}
+NEVER_MERGED = "\u00c0 \u00c0"  # bytes 0xC0 0xC0: never in valid UTF-8
+
+
+def gguf_tensors(params: dict[str, np.ndarray], n_layer: int) -> dict[str, np.ndarray]:
+    """Our parameters under llama.cpp's names and layouts (float32)."""
+    out = {"token_embd.weight": params[EMBEDDINGS]}
+    for i in range(n_layer):
+        pre = f"backbone.layers.{i}."
+        out[f"blk.{i}.attn_norm.weight"] = params[pre + "norm.weight"]
+        for ours, theirs in _MIXER.items():
+            a = params[pre + "mixer." + ours]
+            if ours == "A_log":
+                a = -np.exp(a.astype(np.float64))
+            elif ours == "conv1d.weight":
+                a = a[:, 0, :]
+            out[f"blk.{i}.{theirs}"] = a
+    out["output_norm.weight"] = params[NORM_F]
+    if LM_HEAD in params:
+        out["output.weight"] = params[LM_HEAD]
+    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
+
+
+def _vocab(run: RunSource) -> tuple[list[str], list[int], list[str]]:
+    """(tokens, token types, merges) padded to the model's vocabulary."""
+    import gguf
+
+    tok = run.lm.tokenizer
+    if isinstance(tok, BPETokenizer):
+        spec = json.loads(tok._tok.to_str())
+        vocab = spec["model"]["vocab"]
+        merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
+        added = {t["id"]: t for t in spec.get("added_tokens", [])}
+    else:
+        spec = byte_tokenizer_json()
+        vocab, merges = spec["model"]["vocab"], []
+        added = {t["id"]: t for t in spec["added_tokens"]}
+    by_id = {i: t for t, i in vocab.items()}
+    tokens, types = [], []
+    for i in range(run.lm.config.vocab_size):
+        if i in added:
+            tokens.append(added[i]["content"])
+            types.append(gguf.TokenType.CONTROL if added[i]["special"] else gguf.TokenType.USER_DEFINED)
+        elif i in by_id:
+            tokens.append(by_id[i])
+            types.append(gguf.TokenType.NORMAL)
+        else:
+            tokens.append(f"[PAD{i}]")
+            types.append(gguf.TokenType.UNUSED)
+    return tokens, [int(t) for t in types], merges or [NEVER_MERGED]
+
+
+def export_gguf(src_folder: str | Path, out_path: str | Path) -> list[str]:
+    """Write ``out_path`` (.gguf, float32) from a run folder; returns notices."""
+    try:
+        import gguf
+    except ImportError:
+        raise CheckpointError("the gguf package is not installed; pip install gguf") from None
+    run = open_run(src_folder)
+    cfg = run.lm.config
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = ckpt.create_temp(out_path)
+    os.close(fd)
+    try:
+        w = gguf.GGUFWriter(tmp, "mamba")
+        w.add_name(out_path.stem)
+        w.add_context_length(1 << 20)  # a recurrent model has no context limit; llama.cpp wants one
+        w.add_embedding_length(cfg.d_model)
+        w.add_feed_forward_length(0)
+        w.add_head_count(0)
+        w.add_block_count(cfg.n_layer)
+        w.add_ssm_conv_kernel(cfg.d_conv)
+        w.add_ssm_inner_size(cfg.d_inner)
+        w.add_ssm_state_size(cfg.d_state)
+        w.add_ssm_time_step_rank(int(cfg.dt_rank))
+        w.add_layer_norm_rms_eps(cfg.norm_eps)
+        w.add_ssm_dt_b_c_rms(False)
+        w.add_file_type(gguf.LlamaFileType.ALL_F32)
+        tokens, types, merges = _vocab(run)
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("gpt-2")
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        w.add_token_merges(merges)
+        eos = run.lm.tokenizer.eos_id
+        w.add_bos_token_id(eos)
+        w.add_eos_token_id(eos)
+        w.add_pad_token_id(eos)
+        w.add_add_bos_token(False)
+        w.add_add_eos_token(False)
+        for name, a in gguf_tensors(run.lm.params, cfg.n_layer).items():
+            w.add_tensor(name, a)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        os.replace(tmp, out_path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return []

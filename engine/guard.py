@@ -1,0 +1,118 @@
+"""Divergence guard: a step that blows up is undone in memory, never saved.
+
+Before every optimizer step the guard copies the trainable tensors and the trainer state; after the
+step it calls the step diverged when
+
+* the loss is NaN/Inf,
+* the loss exceeds ``2 ln(vocab) + 1`` (far worse than guessing uniformly) and twice the first
+  step's loss (an init with large logits, e.g. N(0, 1) tied embeddings, starts above the former),
+* the loss exceeds twice the median of the last 20 good steps plus ``loss_margin`` nats,
+* the gradient norm exceeds ``norm_factor`` x the median of the last 20 good steps, or
+* the update moved the trained weights by more than ``max_update`` of their norm
+  (``||W_after - W_before|| / ||W_before||``: a finite step that wrecks the model, e.g. lr 1e3).
+
+A diverged step is rolled back exactly (weights, optimizer moments, cursor), the learning-rate
+scale is halved and ``on_rollback(message)`` is called; after ``max_rollbacks`` rollbacks the
+guard raises ``TrainingError`` with the trainer already back at its last good state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from copy import deepcopy
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import TrainingError
+
+if TYPE_CHECKING:
+    from .trainer import StepReport, Trainer
+
+
+def _copy_state(state: Any) -> Any:
+    """Deep copy of a ``state_dict()`` (arrays copied too)."""
+    return deepcopy(state)
+
+
+@dataclass
+class DivergenceGuard:
+    max_rollbacks: int = 3
+    norm_factor: float = 100.0
+    max_update: float = 0.5
+    on_rollback: Callable[[str], None] | None = None
+    rollbacks: int = 0
+    _weights: dict[str, np.ndarray] = field(default_factory=dict)
+    _state: dict[str, Any] | None = None
+    loss_margin: float = 1.0  # nats
+    _norms: list[float] = field(default_factory=list)
+    _losses: list[float] = field(default_factory=list)
+    _first_loss: float | None = None
+
+    def before(self, trainer: Trainer) -> None:
+        assert trainer.trainable is not None
+        for n, a in trainer.trainable.tensors.items():
+            if n in self._weights:
+                np.copyto(self._weights[n], a)
+            else:
+                self._weights[n] = a.copy()
+        self._state = _copy_state(trainer.state_dict())
+
+    def why(self, trainer: Trainer, report: StepReport) -> str | None:
+        """The reason ``report``'s step diverged, or None."""
+        if not math.isfinite(report.loss):
+            return "the loss is NaN/Inf"
+        if self._first_loss is None:
+            self._first_loss = report.loss
+        limit = max(2 * math.log(trainer.lm.config.vocab_size) + 1, 2 * self._first_loss)
+        if report.loss > limit:
+            return f"the loss {report.loss:.3g} is above {limit:.3g} (worse than guessing)"
+        if len(self._losses) >= 5:
+            limit = 2 * float(np.median(self._losses[-20:])) + self.loss_margin
+            if report.loss > limit:
+                return (f"the loss {report.loss:.3g} jumped above {limit:.3g} "
+                        f"(2x its median + {self.loss_margin:g})")
+        if len(self._norms) >= 5:
+            med = float(np.median(self._norms[-20:]))
+            if report.grad_norm > self.norm_factor * max(med, 1e-12):
+                return f"the gradient norm {report.grad_norm:.3g} is {report.grad_norm / med:.0f}x its median"
+        assert trainer.trainable is not None
+        num = den = 0.0
+        for n, a in trainer.trainable.tensors.items():
+            w = self._weights[n]
+            num += float(np.square(a - w, dtype=np.float64).sum())
+            den += float(np.square(w, dtype=np.float64).sum())
+        if not math.isfinite(num):
+            return "the weights became NaN/Inf"
+        ratio = math.sqrt(num / den) if den > 0 else 0.0
+        if den > 0 and ratio > self.max_update:
+            return f"one step changed the weights by {ratio:.3g} of their norm"
+        return None
+
+    def after(self, trainer: Trainer, report: StepReport) -> bool:
+        reason = self.why(trainer, report)
+        if reason is None:
+            self._norms.append(report.grad_norm)
+            self._losses.append(report.loss)
+            return False
+        self.restore(trainer)
+        self.rollbacks += 1
+        if self.rollbacks >= self.max_rollbacks:
+            raise TrainingError(
+                f"training diverged {self.rollbacks} times (last at step {report.step}: {reason}); "
+                "the model was rolled back to its last good state; lower the learning rate")
+        trainer.lr_scale *= 0.5
+        msg = (f"step {report.step} diverged ({reason}); rolled back to step {trainer.cursor.step} "
+               f"and halved the learning rate (scale {trainer.lr_scale:g})")
+        if self.on_rollback is not None:
+            self.on_rollback(msg)
+        return True
+
+    def restore(self, trainer: Trainer) -> None:
+        """Put the trainer back to its state before the last step."""
+        assert trainer.trainable is not None and self._state is not None
+        for n, a in trainer.trainable.tensors.items():
+            np.copyto(a, self._weights[n])
+        trainer.load_state_dict(_copy_state(self._state))

@@ -1,0 +1,401 @@
+"""A training run: the one object that owns a run folder (format: ``engine.runformat``).
+
+    run = start(RunSpec(preset="small"), ["corpus/"])      # new folder runs/<date>-small-<n>
+    with run, stop_on_signals(control):
+        result = run.train(on_step=..., control=control)    # autosaves; result.snapshot
+    run = resume("runs/2026-12-03-small-1", max_steps=500) # needs no corpus
+    view = open_run("runs/2026-12-03-small-1")             # read-only, checksums verified
+
+``RunSpec`` holds the only copy of every default (the CLI and the app read theirs from it).
+Resume overrides (``RESUME_OVERRIDES``) change the schedule from the saved step on: ``epochs`` and
+``max_steps`` are totals (not "more"), and the warmup + cosine schedule is recomputed over the new
+total, so the learning rate continues from where the new curve is at the saved step.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import checkpoint as ckpt
+from . import runformat as rf
+from .config import MambaConfig, preset
+from .data import encode_corpus, id_dtype, load_corpus, split_holdout
+from .documents import RECORDS, encode_documents, split_documents
+from .errors import CheckpointError, TrainingError
+from .guard import DivergenceGuard
+from .limits import check_run, check_train, n_params
+from .lm import MambaLM
+from .lora import count_trainable
+from .packing import line_end_table, pack_spans
+from .signals import stop_on_signals
+from .tokenizer import BPETokenizer, ByteTokenizer, check_fits
+from .trainer import EpochReport, StepReport, TrainConfig, TrainControl, Trainer
+
+RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
+                    "autosave_steps", "autosave_minutes")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a run is made from (the corpus aside). JSON-able through ``to_dict``."""
+
+    preset: str = "small"  # tiny | small | medium (ignored with ``model`` or ``init``)
+    model: dict[str, int] | None = None  # explicit MambaConfig fields (d_model, n_layer, ...)
+    tokenizer: str = "bytes"  # bytes | bpe
+    bpe_vocab: int = 2048
+    init: str | None = None  # start from this model folder / run / snapshot instead
+    records: str = "file"  # documents: file | blank-line | line (packed, reset); or "stream"
+    holdout: float = 0.1  # fraction held out (whole documents, seeded by train.seed)
+    train: TrainConfig = field(default_factory=TrainConfig)  # TrainConfig.for_preset(preset)
+    autosave_steps: int = 0  # also save every N optimizer steps (0: off)
+    autosave_minutes: float = 5.0  # ... and every M minutes (0: off); always at epoch ends
+    keep: int = rf.KEEP  # most recent snapshots kept, plus the best by held-out loss
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["train"] = self.train.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
+        try:
+            d = dict(d)
+            d["train"] = TrainConfig.from_dict(d["train"])
+            return cls(**d)
+        except (TypeError, KeyError, ValueError) as exc:
+            raise CheckpointError(f"run.json: unusable spec ({exc})") from None
+
+    def check(self) -> None:
+        """Ranges of every setting (non-finite / non-positive values refused before any work)."""
+        check_train(self.train)
+        if self.records not in ("stream", *RECORDS):
+            raise ValueError(f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}")
+        if self.tokenizer not in ("bytes", "bpe"):
+            raise ValueError(f"tokenizer must be 'bytes' or 'bpe', not {self.tokenizer!r}")
+        if not (0.0 <= self.holdout <= 0.9):
+            raise ValueError(f"held-out fraction {self.holdout} is outside [0, 0.9]")
+        if not (self.autosave_steps >= 0 and math.isfinite(self.autosave_minutes)
+                and self.autosave_minutes >= 0 and self.keep >= 1):
+            raise ValueError("autosave_steps/minutes must be >= 0 and finite, keep >= 1")
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    state: str  # finished | stopped
+    step: int
+    snapshot: Path
+
+
+class Run:
+    """An open, locked run folder with its model and trainer. Use as a context manager (or call
+    ``close``) so the lock is released."""
+
+    def __init__(self, folder: Path, spec: RunSpec, lm: MambaLM, data: rf.RunData,
+                 lock: rf.RunLock) -> None:
+        self.folder = folder
+        self.spec = spec
+        self.lm = lm
+        self.data = data
+        self.lock = lock
+        self.trainer = _trainer(lm, data, spec.train)
+        self.notices: list[str] = list(self.trainer.trainable.notices if self.trainer.trainable else [])
+        self.saved_step = -1
+        self.best_val: float | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.lock.release()
+
+    @property
+    def step(self) -> int:
+        return self.trainer.cursor.step
+
+    # ------------------------------------------------------------------ saving
+    def save(self, val_loss: float | None = None) -> Path:
+        """Publish a snapshot of the current state (refused if any weight is NaN/Inf)."""
+        tr = self.trainer
+        try:
+            self.lm.check_finite(self.folder)
+        except CheckpointError as exc:
+            raise TrainingError(f"not saving: {exc}") from None
+        state = tr.state_dict()
+        tensors = {f"optimizer.{k}": v for k, v in state["optimizer"]["tensors"].items()}
+        tensors.update({f"trainable.{k}": v for k, v in state["trainable"]["tensors"].items()})
+        meta = {"cursor": state["cursor"], "lr_scale": state["lr_scale"], "epochs": state["epochs"],
+                "optimizer_t": state["optimizer"]["t"]}
+        path = rf.write_snapshot(
+            self.folder, tr.cursor.step,
+            lambda d: ckpt.save_model_files(d, self.lm.config, self.lm.params, self.lm.tokenizer),
+            tensors, meta, val_loss, self.spec.keep)
+        self.saved_step = tr.cursor.step
+        if val_loss is not None and (self.best_val is None or val_loss < self.best_val):
+            self.best_val = val_loss
+        return path
+
+    def _val_loss(self) -> float | None:
+        return self.trainer.evaluate().loss if self.trainer.has_val else None
+
+    def _status(self, state: str) -> None:
+        rf.write_status(self.folder, state, step=self.step, total_steps=self.trainer.total_steps,
+                        best_val_loss=self.best_val)
+
+    # ------------------------------------------------------------------ training
+    def train(self, on_step: Callable[[StepReport], None] | None = None,
+              on_epoch: Callable[[EpochReport], None] | None = None,
+              control: TrainControl | None = None,
+              on_save: Callable[[Path], None] | None = None,
+              on_notice: Callable[[str], None] | None = None) -> TrainResult:
+        """Train to the end (or until ``control.stop()``), autosaving; always ends with a saved
+        snapshot of a good state. Divergence is rolled back (``on_notice`` hears about it); after
+        three rollbacks the last good state is saved and TrainingError raised."""
+        control = control or TrainControl()
+        spec = self.spec
+        last_save = [time.monotonic()]
+
+        def save(val: float | None = None) -> None:
+            path = self.save(val)
+            last_save[0] = time.monotonic()
+            if on_save is not None:
+                on_save(path)
+
+        def step_hook(r: StepReport) -> None:
+            rf.append_metric(self.folder, {"kind": "step", **asdict(r)})
+            if r.val_loss is not None:
+                rf.append_metric(self.folder, {"kind": "eval", "step": r.step, "epoch": r.epoch,
+                                               "val_loss": r.val_loss})
+            if on_step is not None:
+                on_step(r)
+            due_steps = spec.autosave_steps > 0 and r.step % spec.autosave_steps == 0
+            due_time = (spec.autosave_minutes > 0
+                        and time.monotonic() - last_save[0] >= 60 * spec.autosave_minutes)
+            better = r.val_loss is not None and (self.best_val is None or r.val_loss < self.best_val)
+            if due_steps or due_time or better:
+                save(r.val_loss)
+
+        def epoch_hook(rep: EpochReport) -> None:
+            val = rep.val.loss if rep.val is not None else None
+            if val is not None:
+                rf.append_metric(self.folder, {"kind": "eval", "step": self.step, "epoch": rep.epoch,
+                                               "val_loss": val})
+            if on_epoch is not None:
+                on_epoch(rep)
+            save(val)
+
+        guard = DivergenceGuard(on_rollback=on_notice)
+        self._status("running")
+        try:
+            self.trainer.run(step_hook, epoch_hook, control, guard)
+        except TrainingError as exc:
+            if self.step != self.saved_step:
+                save()
+            self._status("diverged")
+            raise TrainingError(f"{exc}; kept {self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step)}"
+                                ) from None
+        except BaseException:
+            self._status("stopped")
+            raise
+        if self.step != self.saved_step:
+            save(self._val_loss())
+        done = self.step >= self.trainer.total_steps or self.trainer.cursor.epoch >= spec.train.epochs
+        state = "finished" if done else "stopped"
+        self._status(state)
+        return TrainResult(state, self.step, self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step))
+
+
+# ---------------------------------------------------------------------- building blocks
+def _trainer(lm: MambaLM, data: rf.RunData, cfg: TrainConfig) -> Trainer:
+    """A trainer over the saved data: stream rows, or documents packed into rows with resets."""
+    if data.records == "stream":
+        return Trainer(lm, np.asarray(data.train_ids), np.asarray(data.val_ids), cfg)
+    line_end = line_end_table(lm.tokenizer)
+    rows = pack_spans(data.ids, data.train_spans, cfg.seq_len, line_end)
+    val = pack_spans(data.ids, data.val_spans, cfg.seq_len, line_end) if len(data.val_spans) else None
+    return Trainer(lm, data.ids, data.ids[:0], cfg, rows=rows, val_rows=val)
+
+
+def _encode(spec: RunSpec, corpus: Any, tok: Any) -> tuple[dict[str, np.ndarray], int]:
+    """Token ids, document offsets and the held-out split of a new run (``runformat.DATA_FILES``)."""
+    no_spans = np.zeros((0, 2), np.int64)
+    if spec.records == "stream":
+        ids = encode_corpus(corpus, tok)
+        n = len(split_holdout(ids, spec.holdout, spec.train.seq_len)[0])
+        offsets = np.concatenate([[0], np.flatnonzero(ids == tok.eos_id), [len(ids) - 1]])
+        val = np.array([[n, len(ids) - n - 1]], np.int64) if len(ids) - n > 1 else no_spans
+        return {"ids": ids, "offsets": offsets.astype(np.int64),
+                "train_spans": np.array([[0, n - 1]], np.int64), "val_spans": val}, n
+    docs = encode_documents(corpus, tok, spec.records)
+    train, val = split_documents(docs, spec.holdout, spec.train.seed, spec.train.seq_len + 1)
+    return {"ids": docs.ids, "offsets": docs.offsets, "train_spans": train, "val_spans": val}, len(docs.ids)
+
+
+def _model_config(spec: RunSpec, vocab: int) -> MambaConfig:
+    if spec.model:
+        return MambaConfig(vocab_size=vocab, **spec.model)
+    return preset(spec.preset, vocab)
+
+
+def load_model(path: str | Path, which: str = rf.LATEST) -> MambaLM:
+    """A model from a run folder (its latest/best snapshot), a snapshot folder, or a plain model
+    folder (ours or HF); checksums are verified wherever the folder has them."""
+    path = Path(path)
+    if rf.is_run(path):
+        rf.read_run_json(path)
+        path, _ = rf.latest_snapshot(path, which)
+    elif (path / rf.SNAP_MANIFEST).exists():
+        rf.verify_snapshot(path)
+    elif (path / "trainer_state.json").exists():
+        from .limits import read_trainer_state
+
+        ckpt.verify_hashes(path, read_trainer_state(path)["files"])
+    return MambaLM.load(path)
+
+
+def _label(spec: RunSpec) -> str:
+    return "custom" if spec.model else ("init" if spec.init else spec.preset)
+
+
+def start(spec: RunSpec, corpus_paths: list[str | Path], out: str | Path | None = None,
+          force: bool = False, root: str | Path = "runs",
+          progress: Callable[[str], None] | None = None) -> Run:
+    """Create a new run folder (``out``, or a unique ``root/<date>-<preset>-<n>``) from ``spec``
+    and the corpus; everything is checked (settings, memory, output folder, lock) before any
+    training. An ``out`` that holds a run is refused unless ``force`` (then it is replaced)."""
+    say = progress or (lambda m: None)
+    spec.check()
+    folder = Path(out) if out is not None else rf.unique_run_folder(Path(root), _label(spec))
+    if folder.exists() and not folder.is_dir():
+        raise CheckpointError(f"{folder}: exists and is not a folder; choose another --out")
+    if folder.is_dir() and any(folder.iterdir()) and not force:
+        what = "holds a run" if rf.is_run(folder) else "is not empty"
+        raise CheckpointError(f"{folder} {what}; continue it with --resume {folder}, replace it "
+                              "with --force, or choose another --out")
+    corpus = load_corpus(corpus_paths)
+    for path, why in corpus.rejected:
+        say(f"skipped {path}: {why}")
+    if spec.init:
+        lm = load_model(spec.init)
+    else:
+        tok = (BPETokenizer.train(corpus.texts, vocab_size=spec.bpe_vocab)
+               if spec.tokenizer == "bpe" else ByteTokenizer())
+        lm = MambaLM(_model_config(spec, tok.vocab_size), {}, tok)
+    est = check_run(lm.config, spec.train, corpus.n_bytes)
+    say(f"memory: {est.human()}")
+    trained = count_trainable(lm.config, spec.train.lora, spec.train.wsla)
+    need = 2 * rf.snapshot_bytes(n_params(lm.config), trained) + corpus.n_bytes * id_dtype(
+        lm.config.vocab_size).itemsize
+    rf.check_out_dir(folder, need)
+    lock = rf.RunLock(folder).acquire()
+    try:
+        if force:
+            for p in folder.iterdir():
+                if p.name != rf.LOCK:
+                    shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        if not lm.params:
+            lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed)
+        arrays, n_train = _encode(spec, corpus, lm.tokenizer)
+        rf.write_data(folder, arrays, n_train, rf.file_sources([f.path for f in corpus.files]),
+                      {"records": spec.records, "holdout": spec.holdout, "seed": spec.train.seed,
+                       "seq_len_at_split": spec.train.seq_len, "tokenizer": lm.tokenizer.kind})
+        run = Run(folder, spec, lm, rf.read_data(folder), lock)
+        run.save()  # step 0: the folder is a complete, resumable run from the start
+        rf.write_run_json(folder, spec.to_dict(), folder.name)  # last: marks the run complete
+    except BaseException:
+        lock.release()
+        raise
+    return run
+
+
+def _open(folder: Path, which: str = rf.LATEST) -> tuple[RunSpec, Path, dict[str, Any]]:
+    d = rf.read_run_json(folder)
+    spec = RunSpec.from_dict(d["spec"])
+    snap, trainer = rf.latest_snapshot(folder, which)
+    return spec, snap, trainer
+
+
+def resume(folder: str | Path, **overrides: Any) -> Run:
+    """Reopen ``folder`` for training at its latest good snapshot. ``overrides``: any of
+    ``RESUME_OVERRIDES`` (None values are ignored). Needs no corpus: the folder has its token ids."""
+    folder = Path(folder)
+    bad = sorted(set(overrides) - set(RESUME_OVERRIDES))
+    if bad:
+        raise ValueError(f"cannot change {bad} when resuming; only {list(RESUME_OVERRIDES)}")
+    rf.read_run_json(folder)
+    lock = rf.RunLock(folder).acquire()
+    try:
+        rf.clean_stale(folder)
+        spec, snap, meta = _open(folder)
+        train_kw = {k: v for k, v in overrides.items() if v is not None and hasattr(spec.train, k)}
+        run_kw = {k: v for k, v in overrides.items() if v is not None and not hasattr(spec.train, k)}
+        spec = replace(spec, train=replace(spec.train, **train_kw), **run_kw)
+        spec.check()
+        lm = MambaLM.load(snap)
+        check_fits(lm.tokenizer, lm.config.vocab_size, snap / "tokenizer.json")
+        run = Run(folder, spec, lm, rf.read_data(folder), lock)
+        tensors = ckpt.read_tensors(snap / rf.SNAP_STATE)
+        state = {
+            "cursor": meta["cursor"], "lr_scale": meta["lr_scale"], "epochs": meta["epochs"],
+            "optimizer": {"t": meta["optimizer_t"], "tensors": _prefixed(tensors, "optimizer.")},
+            "trainable": {"tensors": _prefixed(tensors, "trainable.")},
+        }
+        try:
+            run.trainer.load_state_dict(state)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{snap}: unusable trainer state ({exc})") from None
+        run.saved_step = run.step
+        best = rf.read_pointer(folder, rf.BEST)
+        run.best_val = best.get("val_loss") if best else None
+        rf.truncate_metrics(folder, run.step)
+        if train_kw or run_kw:
+            d = rf.read_run_json(folder)
+            rf.write_run_json(folder, spec.to_dict(), d["name"], d["created"])
+    except BaseException:
+        lock.release()
+        raise
+    return run
+
+
+def _prefixed(tensors: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A run opened read-only (no lock): for eval, generate, export and plots."""
+
+    folder: Path
+    spec: RunSpec
+    lm: MambaLM
+    snapshot: Path
+    step: int
+    data: rf.RunData
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return rf.read_metrics(self.folder)
+
+
+def open_run(folder: str | Path, which: str = rf.LATEST) -> RunView:
+    """Open a run read-only at its latest (or ``which="best.json"``) snapshot, checksums verified."""
+    folder = Path(folder)
+    spec, snap, meta = _open(folder, which)
+    return RunView(folder, spec, MambaLM.load(snap), snap, int(meta.get("step", 0)),
+                   rf.read_data(folder))
+
+
+__all__ = ["RESUME_OVERRIDES", "Run", "RunSpec", "RunView", "TrainResult", "list_runs", "load_model",
+           "open_run", "read_metrics", "resume", "start", "stop_on_signals"]
+list_runs = rf.list_runs
+read_metrics = rf.read_metrics

@@ -1,0 +1,540 @@
+"""The run folder on disk: every file name and key lives here, nowhere else.
+
+    run.json                  {"format": "mamba-studio-run", "version": 1, "spec": RunSpec dict,
+                               "created": ISO time, "name": str}
+    data/ids.npy              every token id of the corpus (T,), compact dtype (``data.id_dtype``)
+    data/doc_offsets.npy      document starts (D + 1,) int64 (``engine.documents`` layout)
+    data/train_spans.npy      the saved split: (k, 2) int64 [start, length] spans over ids.npy
+    data/val_spans.npy        (held-out documents; unused by "stream" runs, which split at n_train)
+    data/manifest.json        {"n_train": int, "records": str, "holdout": float, "seed": int,
+                               "sha256": {file: digest}, "sources": [{"path", "bytes", "sha256"}]}
+    snapshots/step-N/         config.json, model.safetensors, tokenizer.json (``checkpoint``),
+                              state.safetensors (optimizer.* / trainable.* tensors),
+                              trainer.json (trainer state without tensors, val_loss),
+                              manifest.json ({file: sha256}, written last)
+    latest.json / best.json   {"snapshot": "step-N", "step": N, "val_loss": float | null}
+    metrics.csv               one row per optimizer step (kind "step") and per held-out evaluation
+                              (kind "eval"); rows past the resumed snapshot are dropped on resume
+    status.json               {"state": running|stopped|finished|diverged, "step", "total_steps",
+                               "best_val_loss", "pid", "updated"}
+    lock                      flock()ed by the one writer; holds its pid (a dead holder's lock is
+                              released by the kernel, so a stale lock is simply taken over)
+
+A snapshot is written into ``snapshots/.tmp-step-N-<pid>/``, every file fsynced, the folder renamed
+to ``step-N`` and the parent fsynced; only then is ``latest.json`` atomically replaced (and its
+parent fsynced). A crash at any moment leaves the previous snapshot and pointer intact; leftovers
+are removed by ``clean_stale`` when a run is opened for writing.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import fcntl
+import io
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import checkpoint as ckpt
+from .errors import CheckpointError, MambaStudioError
+from .safeio import read_json
+
+FORMAT = "mamba-studio-run"
+VERSION = 1
+RUN_JSON = "run.json"
+DATA = "data"
+IDS = "data/ids.npy"
+DATA_MANIFEST = "data/manifest.json"
+SNAPSHOTS = "snapshots"
+LATEST = "latest.json"
+BEST = "best.json"
+METRICS = "metrics.csv"
+STATUS = "status.json"
+LOCK = "lock"
+SNAP_STATE = "state.safetensors"
+SNAP_TRAINER = "trainer.json"
+SNAP_MANIFEST = "manifest.json"
+TMP_PREFIX = ".tmp-"
+KEEP = 3  # most recent snapshots kept (plus the best by held-out loss)
+SLOW_SAVE_ENV = "MAMBA_STUDIO_SLOW_SAVE"  # seconds slept between the files of a save (crash tests)
+METRIC_FIELDS = ("kind", "step", "epoch", "loss", "grad_norm", "lr", "tokens_per_s", "val_loss",
+                 "elapsed_s")
+
+
+# ------------------------------------------------------------------------------ primitives
+def fsync_dir(path: Path) -> None:
+    """Make a rename/creation inside ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomically replace ``path`` with ``obj`` as JSON and fsync its folder."""
+    ckpt.atomic_write_json(path, obj)
+    fsync_dir(path.parent)
+
+
+def _read(path: Path, what: str) -> Any:
+    try:
+        return read_json(path, what=what)
+    except MambaStudioError as exc:
+        raise CheckpointError(str(exc)) from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _slow_save() -> None:
+    """Test hook: ``MAMBA_STUDIO_SLOW_SAVE=seconds`` widens the window a crash can land in."""
+    delay = os.environ.get(SLOW_SAVE_ENV)
+    if delay:
+        time.sleep(float(delay))
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+# ------------------------------------------------------------------------------ run.json
+def is_run(folder: Path) -> bool:
+    return (Path(folder) / RUN_JSON).is_file()
+
+
+def write_run_json(folder: Path, spec: dict[str, Any], name: str, created: str | None = None) -> None:
+    write_json(folder / RUN_JSON, {"format": FORMAT, "version": VERSION, "name": name,
+                                   "created": created or now_iso(), "spec": spec})
+
+
+def read_run_json(folder: Path) -> dict[str, Any]:
+    """run.json with its format and version checked (a clear error for other versions)."""
+    path = Path(folder) / RUN_JSON
+    if not path.exists():
+        hint = (" (an old single-folder checkpoint: it loads for generate/eval/--init but cannot "
+                "be resumed as a run)") if (Path(folder) / "trainer_state.json").exists() else ""
+        raise CheckpointError(f"{folder}: no {RUN_JSON}, not a run folder{hint}")
+    d = _read(path, RUN_JSON)
+    if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("version"), int):
+        raise CheckpointError(f"{path}: not a Mamba Studio run file")
+    if d["version"] > VERSION:
+        raise CheckpointError(f"{path}: written by a newer Mamba Studio (run format {d['version']}, "
+                              f"this one reads {VERSION}); upgrade Mamba Studio to open it")
+    if d["version"] < VERSION:
+        raise CheckpointError(f"{path}: run format {d['version']} is older than {VERSION} and "
+                              "cannot be opened; start a new run with --init from its snapshot")
+    if not isinstance(d.get("spec"), dict):
+        raise CheckpointError(f"{path}: has no 'spec' object")
+    return d
+
+
+# ------------------------------------------------------------------------------ data/
+@dataclass(frozen=True)
+class RunData:
+    """What a run trains on, as saved: ``ids`` (T,) compact dtype (memory-mapped), ``offsets``
+    (D + 1,) int64 document starts (``engine.documents`` layout), the held-out split as spans
+    (k, 2) int64 ``[start, length]`` over ids, and the manifest. Stream runs (records "stream")
+    train on ``ids[:n_train]`` and hold out the rest."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    train_spans: np.ndarray
+    val_spans: np.ndarray
+    n_train: int
+    manifest: dict[str, Any]
+
+    @property
+    def records(self) -> str:
+        return str(self.manifest.get("records", "stream"))
+
+    @property
+    def train_ids(self) -> np.ndarray:
+        return self.ids[: self.n_train]
+
+    @property
+    def val_ids(self) -> np.ndarray:
+        return self.ids[self.n_train :]
+
+
+DATA_FILES = {"ids": IDS, "offsets": "data/doc_offsets.npy", "train_spans": "data/train_spans.npy",
+              "val_spans": "data/val_spans.npy"}
+
+
+def _npy_bytes(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+    return buf.getvalue()
+
+
+def write_data(folder: Path, arrays: dict[str, np.ndarray], n_train: int,
+               sources: list[dict[str, Any]], extra: dict[str, Any]) -> None:
+    """Write data/: the arrays named in ``DATA_FILES`` (ids in their compact dtype), then the
+    manifest with their sha256 (last)."""
+    (folder / DATA).mkdir(parents=True, exist_ok=True)
+    digests = {}
+    for key, name in DATA_FILES.items():
+        ckpt.atomic_write_bytes(folder / name, _npy_bytes(arrays[key]))
+        digests[Path(name).name] = ckpt.sha256_file(folder / name)
+    write_json(folder / DATA_MANIFEST, {"n_train": int(n_train), "sha256": digests,
+                                        "sources": sources, **extra})
+    fsync_dir(folder)
+
+
+def read_data(folder: Path) -> RunData:
+    """data/ with checksums verified; the ids are memory-mapped (read-only), not read whole."""
+    m = _read(folder / DATA_MANIFEST, "data manifest")
+    if not isinstance(m, dict) or not isinstance(m.get("sha256"), dict) or not isinstance(
+            m.get("n_train"), int):
+        raise CheckpointError(f"{folder / DATA_MANIFEST}: not a data manifest")
+    verify_files(folder / DATA, m["sha256"], DATA_MANIFEST)
+    arrays = {}
+    try:
+        for key, name in DATA_FILES.items():
+            arrays[key] = np.load(folder / name, mmap_mode="r" if key == "ids" else None,
+                                  allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise CheckpointError(f"{folder / DATA}: unreadable token data ({exc})") from None
+    ids = arrays["ids"]
+    if ids.ndim != 1 or ids.dtype.kind != "u" or not 0 < m["n_train"] <= len(ids):
+        raise CheckpointError(f"{folder / IDS}: not a token id array matching the manifest")
+    for key in ("train_spans", "val_spans"):
+        a = arrays[key]
+        if a.ndim != 2 or a.shape[1] != 2 or (len(a) and (a.min() < 0 or (a[:, 0] + a[:, 1]).max()
+                                                          >= len(ids))):
+            raise CheckpointError(f"{folder / DATA_FILES[key]}: spans outside the token ids")
+    return RunData(ids, arrays["offsets"], arrays["train_spans"], arrays["val_spans"], m["n_train"], m)
+
+
+def file_sources(paths: list[Path]) -> list[dict[str, Any]]:
+    """Manifest entries of the corpus files: path, size and sha256 (fingerprints, not copies)."""
+    return [{"path": str(p), "bytes": p.stat().st_size, "sha256": ckpt.sha256_file(p)} for p in paths]
+
+
+# ------------------------------------------------------------------------------ snapshots
+def snapshot_name(step: int) -> str:
+    return f"step-{step}"
+
+
+def write_snapshot(folder: Path, step: int, write_model: Callable[[Path], dict[str, str]],
+                   tensors: dict[str, np.ndarray], trainer: dict[str, Any],
+                   val_loss: float | None, keep: int = KEEP) -> Path:
+    """Write, fsync and publish ``snapshots/step-<step>``; update latest/best; prune old ones.
+    On any failure (disk full...) the temp folder is removed and the previous snapshot stays the
+    published one. Returns the snapshot folder."""
+    snaps = folder / SNAPSHOTS
+    snaps.mkdir(exist_ok=True)
+    name = snapshot_name(step)
+    tmp = snaps / f"{TMP_PREFIX}{name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        tmp.mkdir()
+        files = dict(write_model(tmp))
+        _slow_save()
+        ckpt.atomic_write_bytes(tmp / SNAP_STATE, ckpt.tensors_to_bytes(tensors))
+        _slow_save()
+        ckpt.atomic_write_json(tmp / SNAP_TRAINER, {**trainer, "step": step, "val_loss": val_loss})
+        for f in (SNAP_STATE, SNAP_TRAINER):
+            files[f] = ckpt.sha256_file(tmp / f)
+        ckpt.atomic_write_json(tmp / SNAP_MANIFEST, files)
+        fsync_dir(tmp)
+        _slow_save()
+        final = snaps / name
+        if final.exists():  # the same step saved again (e.g. after a rollback): swap it out
+            old = snaps / f"{TMP_PREFIX}old-{name}-{os.getpid()}"
+            os.rename(final, old)
+            os.rename(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
+        fsync_dir(snaps)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    pointer = {"snapshot": name, "step": step, "val_loss": val_loss}
+    write_json(folder / LATEST, pointer)
+    best = read_pointer(folder, BEST)
+    if val_loss is not None and math.isfinite(val_loss) and (
+            best is None or best.get("val_loss") is None or val_loss <= best["val_loss"]):
+        write_json(folder / BEST, pointer)
+    prune(folder, keep)
+    return final
+
+
+def read_pointer(folder: Path, which: str = LATEST) -> dict[str, Any] | None:
+    path = folder / which
+    if not path.exists():
+        return None
+    try:
+        d = _read(path, which)
+    except CheckpointError:
+        return None
+    ok = isinstance(d, dict) and isinstance(d.get("snapshot"), str) and isinstance(d.get("step"), int)
+    return d if ok else None
+
+
+def verify_files(folder: Path, digests: dict[str, Any], manifest: str) -> None:
+    """Every file named in ``digests`` exists inside ``folder``, is regular, and has its sha256."""
+    from .safeio import UnsafeFileError, check_regular, inside
+
+    for name, digest in digests.items():
+        try:
+            p = inside(folder, str(name))
+            if not p.exists():
+                raise CheckpointError(f"{p}: missing (the snapshot is incomplete)")
+            check_regular(p, "run file")
+        except UnsafeFileError as exc:
+            raise CheckpointError(str(exc)) from None
+        if ckpt.sha256_file(p) != digest:
+            raise CheckpointError(f"{p}: contents do not match {manifest} (corrupt or modified); "
+                                  "use another snapshot of the run")
+
+
+def verify_snapshot(path: Path) -> dict[str, Any]:
+    """Check every file of a snapshot against its manifest; return its trainer.json."""
+    files = _read(path / SNAP_MANIFEST, "snapshot manifest")
+    if not isinstance(files, dict) or SNAP_TRAINER not in files or "model.safetensors" not in files:
+        raise CheckpointError(f"{path / SNAP_MANIFEST}: not a snapshot manifest")
+    verify_files(path, files, SNAP_MANIFEST)
+    trainer = _read(path / SNAP_TRAINER, "trainer state")
+    if not isinstance(trainer, dict):
+        raise CheckpointError(f"{path / SNAP_TRAINER}: not a JSON object")
+    return trainer
+
+
+def snapshots(folder: Path) -> list[tuple[int, Path]]:
+    """Published snapshots, oldest first."""
+    out = []
+    snaps = folder / SNAPSHOTS
+    if snaps.is_dir():
+        for p in snaps.iterdir():
+            if p.name.startswith("step-") and p.name[5:].isdigit():
+                out.append((int(p.name[5:]), p))
+    return sorted(out)
+
+
+def latest_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, Any]]:
+    """The snapshot ``which`` points to, verified; if it is missing or corrupt, the newest one that
+    verifies (a crash between publishing and re-pointing). Raises CheckpointError if none does."""
+    errors = []
+    ptr = read_pointer(folder, which)
+    candidates = [folder / SNAPSHOTS / ptr["snapshot"]] if ptr else []
+    candidates += [p for _, p in reversed(snapshots(folder)) if p not in candidates]
+    for p in candidates:
+        try:
+            return p, verify_snapshot(p)
+        except CheckpointError as exc:
+            errors.append(str(exc))
+    why = f": {errors[0]}" if errors else ""
+    raise CheckpointError(f"{folder}: no complete snapshot{why}")
+
+
+def prune(folder: Path, keep: int = KEEP) -> None:
+    """Delete all but the newest ``keep`` snapshots and the best one."""
+    best = read_pointer(folder, BEST)
+    latest = read_pointer(folder, LATEST)
+    protect = {p["snapshot"] for p in (best, latest) if p}
+    for _, p in snapshots(folder)[:-keep]:
+        if p.name not in protect:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def clean_stale(folder: Path) -> list[str]:
+    """Remove temp folders/files left by a crashed save (call only while holding the lock)."""
+    removed = []
+    for base in (folder, folder / DATA, folder / SNAPSHOTS):
+        if not base.is_dir():
+            continue
+        for p in base.iterdir():
+            stale_dir = p.name.startswith(TMP_PREFIX) and p.is_dir()
+            stale_file = p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file()
+            if stale_dir or stale_file:
+                shutil.rmtree(p, ignore_errors=True) if stale_dir else p.unlink(missing_ok=True)
+                removed.append(str(p.relative_to(folder)))
+    return removed
+
+
+def snapshot_bytes(n_params: int, n_trained: int) -> int:
+    """Upper estimate of one snapshot: float32 weights + two moments (+ LoRA base) + slack."""
+    return 4 * (n_params + 3 * n_trained) + (1 << 20)
+
+
+# ------------------------------------------------------------------------------ lock
+class RunLock:
+    """Exclusive writer lock on a run folder (``flock``; released by the kernel if we die)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / LOCK
+        self.fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise CheckpointError(
+                f"{self.path.parent}: the run is in use by process {holder}; wait for it to "
+                f"finish or stop it (kill -INT {holder}), or train into another --out") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.fsync(fd)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+    def held_elsewhere(self) -> bool:
+        """True when another process holds the lock now (for listing runs)."""
+        if not self.path.exists():
+            return False
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+
+# ------------------------------------------------------------------------------ output folder
+def check_out_dir(folder: Path, need_bytes: int) -> None:
+    """Before step 1: ``folder`` exists or can be created, is writable, and its disk has room for
+    ``need_bytes``. Raises CheckpointError naming the folder and the fix."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CheckpointError(f"{folder}: cannot create the run folder ({exc.strerror or exc}); "
+                              "choose another --out") from None
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: not a folder; choose another --out")
+    probe = folder / f".write-test-{os.getpid()}.tmp"
+    try:
+        probe.write_bytes(b"x")
+        probe.unlink()
+    except OSError as exc:
+        raise CheckpointError(f"{folder}: not writable ({exc.strerror or exc}); choose another "
+                              "--out") from None
+    free = shutil.disk_usage(folder).free
+    if free < need_bytes:
+        raise CheckpointError(
+            f"{folder}: only {free / 2**20:,.0f} MiB free, a run needs {need_bytes / 2**20:,.0f} MiB "
+            "(two snapshots and the token ids); free space or choose another --out")
+
+
+def unique_run_folder(root: Path, label: str) -> Path:
+    """``root/<date>-<label>-<n>`` with the first n not yet taken."""
+    day = _dt.date.today().isoformat()
+    n = 1
+    while (root / f"{day}-{label}-{n}").exists():
+        n += 1
+    return root / f"{day}-{label}-{n}"
+
+
+# ------------------------------------------------------------------------------ metrics / status
+def append_metric(folder: Path, row: dict[str, Any]) -> None:
+    path = folder / METRICS
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, METRIC_FIELDS, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        w.writerow({k: ("" if row.get(k) is None else row[k]) for k in METRIC_FIELDS})
+
+
+def read_metrics(folder: str | Path) -> list[dict[str, Any]]:
+    """metrics.csv as dicts (kind: str, step/epoch: int, the rest float or None); a torn last
+    line from a crash is skipped."""
+    path = Path(folder) / METRICS
+    if not path.exists():
+        return []
+    out = []
+    with open(path, newline="") as f:
+        for raw in csv.DictReader(f):
+            try:
+                row: dict[str, Any] = {"kind": raw["kind"], "step": int(raw["step"]),
+                                       "epoch": int(raw["epoch"])}
+                for k in METRIC_FIELDS[3:]:
+                    row[k] = float(raw[k]) if raw.get(k) not in (None, "") else None
+            except (KeyError, ValueError, TypeError):
+                continue
+            if row["kind"] in ("step", "eval"):
+                out.append(row)
+    return out
+
+
+def truncate_metrics(folder: Path, step: int) -> None:
+    """Drop rows after ``step`` (they belong to work lost in a crash) -- atomic rewrite."""
+    rows = [r for r in read_metrics(folder) if r["step"] <= step]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, METRIC_FIELDS)
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else r[k]) for k in METRIC_FIELDS})
+    ckpt.atomic_write_bytes(folder / METRICS, buf.getvalue().encode())
+
+
+def write_status(folder: Path, state: str, **fields: Any) -> None:
+    ckpt.atomic_write_json(folder / STATUS, {"state": state, "pid": os.getpid(),
+                                             "updated": now_iso(), **fields})
+
+
+def read_status(folder: Path) -> dict[str, Any]:
+    try:
+        d = _read(folder / STATUS, STATUS)
+    except CheckpointError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+# ------------------------------------------------------------------------------ listing
+@dataclass(frozen=True)
+class RunInfo:
+    path: Path
+    name: str
+    created: str
+    preset: str
+    steps: int
+    best_val_loss: float | None
+    status: str  # running | stopped | finished | diverged | interrupted | broken
+    error: str | None = None
+
+
+def list_runs(root: str | Path) -> list[RunInfo]:
+    """Every run folder directly under ``root``, newest first (unreadable ones as "broken")."""
+    root = Path(root)
+    out: list[RunInfo] = []
+    if not root.is_dir():
+        return out
+    for p in root.iterdir():
+        if not (p / RUN_JSON).exists():
+            continue
+        try:
+            d = read_run_json(p)
+        except CheckpointError as exc:
+            out.append(RunInfo(p, p.name, "", "", 0, None, "broken", str(exc)))
+            continue
+        st = read_status(p)
+        state = str(st.get("state", "stopped"))
+        if state == "running" and not RunLock(p).held_elsewhere():
+            state = "interrupted"
+        latest = read_pointer(p, LATEST)
+        best = read_pointer(p, BEST)
+        out.append(RunInfo(
+            p, str(d.get("name", p.name)), str(d.get("created", "")),
+            str(d["spec"].get("preset", "")), int(latest["step"]) if latest else 0,
+            best.get("val_loss") if best else None, state))
+    return sorted(out, key=lambda r: (r.created, r.name), reverse=True)

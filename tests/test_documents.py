@@ -1,0 +1,156 @@
+"""Documents: records, the seeded held-out split of whole documents, and the stored form."""
+
+import os
+
+import numpy as np
+import pytest
+
+from engine import BPETokenizer, ByteTokenizer, CorpusError, load_corpus
+from engine.docstore import IDS, OFFSETS, load_documents, save_documents
+from engine.documents import Documents, encode_documents, iter_records, split_documents
+
+TOK = ByteTokenizer()
+
+
+def _docs_text(docs: Documents) -> list[str]:
+    return [TOK.decode(docs.ids[docs.offsets[i] + 1 : docs.offsets[i + 1]]) for i in range(len(docs))]
+
+
+def _corpus(tmp_path, files: dict[str, str]):
+    for name, text in files.items():
+        (tmp_path / name).write_bytes(text.encode())
+    return load_corpus([tmp_path])
+
+
+@pytest.mark.parametrize("records,expect", [
+    ("file", ["a b\r\nc\n \n\nd\n", "z\n"]),
+    ("blank-line", ["a b\r\nc", "d", "z"]),
+    ("line", ["a b", "c", "d", "z"]),
+])
+def test_records_modes_cut_documents_where_the_user_asked(tmp_path, records, expect):
+    docs = encode_documents(_corpus(tmp_path, {"1.txt": "a b\r\nc\n \n\nd\n", "2.txt": "z\n"}),
+                            TOK, records)
+    assert _docs_text(docs) == expect
+    assert docs.ids.dtype == np.uint16 and np.all(docs.ids[docs.offsets] == TOK.eos_id)
+    assert docs.offsets[-1] == len(docs.ids) - 1
+
+
+def test_a_record_longer_than_the_limit_comes_in_pieces_that_join_back():
+    text = "word " * 50 + "\n\nnext\n"
+    chunks = [text[i : i + 30] for i in range(0, len(text), 30)]
+    got = list(iter_records(iter(chunks), "blank-line", limit=40))
+    records, current = [], ""
+    for piece, ends in got:
+        current += piece
+        if ends:
+            records.append(current)
+            current = ""
+    assert records == [("word " * 50).rstrip("\n"), "next"]
+    assert len(got) > 3
+
+
+def test_bpe_documents_match_encoding_each_record_whole(tmp_path):
+    files = {"a.txt": "the cat sat.\n\nthe dog ran far.\n", "b.txt": "a cat\n"}
+    tok = BPETokenizer.train(list(files.values()) * 20, vocab_size=300)
+    docs = encode_documents(_corpus(tmp_path, files), tok, "blank-line")
+    for i, text in enumerate(["the cat sat.", "the dog ran far.", "a cat"]):
+        np.testing.assert_array_equal(docs.ids[docs.offsets[i] + 1 : docs.offsets[i + 1]],
+                                      tok.encode(text))
+
+
+def test_no_records_is_an_error_naming_the_option(tmp_path):
+    with pytest.raises(CorpusError, match="records must be one of"):
+        encode_documents(_corpus(tmp_path, {"a.txt": "x\n"}), TOK, "paragraph")
+
+
+def _targets(spans: np.ndarray) -> set[int]:
+    return {int(p) + 1 for s, n in spans for p in range(s, s + n)}
+
+
+def _inputs(spans: np.ndarray) -> set[int]:
+    return {int(p) for s, n in spans for p in range(s, s + n)}
+
+
+def test_no_held_out_document_appears_in_training(tmp_path):
+    files = {f"{i:02d}.txt": f"document {i} " + "x" * (i * 7 % 23) + "\n" for i in range(40)}
+    docs = encode_documents(_corpus(tmp_path, files), TOK)
+    train, held = split_documents(docs, 0.2, seed=3)
+    starts = set(docs.offsets[:-1].tolist())
+    assert set(held[:, 0].tolist()) <= starts and set(train[:, 0].tolist()) <= starts
+    assert not set(held[:, 0].tolist()) & set(train[:, 0].tolist())
+    eos = set(docs.offsets.tolist())  # separators: the end of one document, the start of the next
+    held_pos = (_inputs(held) | _targets(held)) - eos
+    assert not held_pos & _targets(train)
+    assert not held_pos & _inputs(train)
+    assert len(_targets(train)) + len(_targets(held)) == len(docs.ids) - 1  # nothing lost
+    frac = held[:, 1].sum() / docs.lengths.sum()
+    assert 0.1 <= frac <= 0.3, frac
+
+
+def test_held_out_choice_is_seeded_and_not_the_last_file(tmp_path):
+    files = {f"{i:02d}.txt": f"text {i}\n" for i in range(30)}
+    docs = encode_documents(_corpus(tmp_path, files), TOK)
+    picks = {tuple(split_documents(docs, 0.1, seed=s)[1][:, 0]) for s in range(6)}
+    assert len(picks) > 1  # the seed chooses
+    last = int(docs.offsets[-2])
+    assert any(last not in p for p in picks)
+    a, b = split_documents(docs, 0.1, seed=4), split_documents(docs, 0.1, seed=4)
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_one_document_holds_out_a_window_sharing_no_target(tmp_path):
+    docs = encode_documents(_corpus(tmp_path, {"one.txt": "line of text\n" * 100}), TOK)
+    train, held = split_documents(docs, 0.25, seed=1, min_tokens=10)
+    assert len(held) == 1 and held[0, 1] == int(docs.lengths.sum() * 0.25)
+    assert not (_inputs(held) | _targets(held)) & _targets(train)
+    assert not _targets(held) & _inputs(train)
+    assert split_documents(docs, 0.0)[1].shape == (0, 2)
+
+
+def test_a_huge_document_is_not_held_out_whole(tmp_path):
+    docs = encode_documents(_corpus(tmp_path, {"big.txt": "y" * 5000 + "\n", "small.txt": "s\n"}),
+                            TOK)
+    for seed in range(5):
+        train, held = split_documents(docs, 0.1, seed=seed)
+        assert held[:, 1].sum() <= 0.15 * docs.lengths.sum()
+        assert train[:, 1].sum() > 0.8 * docs.lengths.sum()
+
+
+def test_store_round_trip_is_memory_mapped(tmp_path):
+    docs = encode_documents(_corpus(tmp_path, {"a.txt": "abc\n\ndef\n"}), TOK, "blank-line")
+    save_documents(tmp_path / "run", docs)
+    back = load_documents(tmp_path / "run", vocab_size=257, eos_id=256)
+    assert isinstance(back.ids, np.memmap)
+    np.testing.assert_array_equal(back.ids, docs.ids)
+    np.testing.assert_array_equal(back.offsets, docs.offsets)
+    assert not [p for p in os.listdir(tmp_path / "run") if p.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda d: (d / IDS).write_bytes(b"garbage"), "not a readable .npy"),
+    (lambda d: np.save(d / IDS, np.arange(5, dtype=np.float32)), "unsigned id array"),
+    (lambda d: np.save(d / OFFSETS, np.array([0, 3], dtype=np.int64)), "offsets do not describe"),
+    (lambda d: np.save(d / IDS, np.array([256, 300, 256], dtype=np.uint16)), "outside the vocab"),
+    (lambda d: (d / OFFSETS).unlink(), "no such token file"),
+    (lambda d: ((d / IDS).unlink(), os.mkfifo(d / IDS)), "FIFO"),
+])
+def test_a_damaged_store_is_one_line_naming_the_file(tmp_path, damage, message):
+    save_documents(tmp_path, Documents(np.array([256, 97, 256], np.uint16), np.array([0, 2])))
+    damage(tmp_path)
+    with pytest.raises(Exception, match=message) as info:
+        load_documents(tmp_path, vocab_size=257, eos_id=256)
+    assert "\n" not in str(info.value) and str(tmp_path) in str(info.value)
+    from engine.errors import MambaStudioError
+    assert isinstance(info.value, MambaStudioError)
+
+
+def test_line_records_with_non_ascii_text_and_long_lines(tmp_path, monkeypatch):
+    import engine.documents as documents
+
+    monkeypatch.setattr(documents, "TEXT_CHUNK", 64)  # many pieces, records cut across them
+    lines = ["héllo wörld ✓", "  indented", "x" * 300, "word " * 80 + "end", "last"]
+    docs = encode_documents(_corpus(tmp_path, {"a.txt": "\n\n".join(lines) + "\n \n"}), TOK, "line")
+    assert _docs_text(docs) == lines
+    docs = encode_documents(_corpus(tmp_path, {"a.txt": "\n\n".join(lines) + "\n \n"}), TOK,
+                            "blank-line")
+    assert _docs_text(docs) == lines
