@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         TrainingError,
     )
     from .gpu import GpuUnavailable, open_stepper
+    from .heldout import RowScore, score_rows
     from .lm import MambaLM
     from .lora import (
         LORA_TARGETS,
@@ -102,6 +103,8 @@ _EXPORTS: dict[str, str] = {
     "Trainer": "trainer",
     "evaluate": "trainer",
     "format_duration": "trainer",
+    "RowScore": "heldout",
+    "score_rows": "heldout",
 }
 __all__ = [
     "AdamWConfig",
@@ -127,6 +130,7 @@ __all__ = [
     "PRESETS",
     "PackedRows",
     "RECORDS",
+    "RowScore",
     "SamplingConfig",
     "ShardSpec",
     "StepReport",
@@ -152,6 +156,7 @@ __all__ = [
     "pack_spans",
     "preset",
     "save_documents",
+    "score_rows",
     "split_documents",
     "split_holdout",
 ]

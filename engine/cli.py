@@ -96,7 +96,7 @@ _TRAIN_FLAGS = {"epochs": "epochs", "lr": "lr", "batch": "batch_size", "seq_len"
                 "clip": "max_grad_norm", "seed": "seed", "max_steps": "max_steps",
                 "eval_every": "eval_every"}
 _RUN_FLAGS = {"preset": "preset", "tokenizer": "tokenizer", "bpe_vocab": "bpe_vocab",
-              "init": "init", "holdout": "holdout", "autosave_steps": "autosave_steps",
+              "init": "init", "holdout": "holdout", "records": "records", "autosave_steps": "autosave_steps",
               "autosave_minutes": "autosave_minutes"}
 
 
@@ -106,8 +106,10 @@ def _spec(a: argparse.Namespace):
 
     from .lora import LoRAConfig
     from .run import RunSpec
+    from .trainer import TrainConfig
 
-    base = RunSpec()
+    base = RunSpec(preset=a.preset or RunSpec.preset)
+    base = replace(base, train=TrainConfig.for_preset(base.preset))
     train = {f: getattr(a, k) for k, f in _TRAIN_FLAGS.items() if getattr(a, k) is not None}
     train["activation_checkpointing"] = a.checkpointing
     train["wsla"] = a.wsla
@@ -142,19 +144,36 @@ def _open_for_training(a: argparse.Namespace):
 
 
 def cmd_train(a: argparse.Namespace) -> int:
+    job = None
+    if a.distributed:
+        from .distributed_run import DistributedJob
+
+        job = DistributedJob(a.rank_timeout)
+        if not job.leader:
+            return job.follow()
+    try:
+        run = job.open(lambda: _open_for_training(a)) if job else _open_for_training(a)
+        return _train(a, run, job)
+    finally:
+        if job is not None:
+            job.finish()
+
+
+def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-def]
     from . import SamplingConfig
     from .run import stop_on_signals
     from .trainer import TrainControl
 
-    run = _open_for_training(a)
     with run:
         tr, lm = run.trainer, run.lm
         assert tr.trainable is not None
         print(f"model: {lm.n_params:,} parameters; {tr.trainable.describe()}; optimizer state "
-              f"{tr.optimizer.state_bytes():,} bytes; {len(tr.train_ids):,} train / "
-              f"{len(tr.val_ids):,} held-out tokens", file=sys.stderr)
+              f"{tr.optimizer.state_bytes():,} bytes; {tr.token_counts[0]:,} train / "
+              f"{tr.token_counts[1]:,} held-out tokens ({run.data.records})", file=sys.stderr)
         for note in run.notices:
             print(f"note: {note}", file=sys.stderr)
+        if job is not None:
+            print(job.describe(tr), file=sys.stderr)
         if tr.cursor.step >= tr.total_steps:
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
                   "--max-steps or --epochs with a larger total to continue it", file=sys.stderr)
@@ -178,18 +197,26 @@ def cmd_train(a: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         control = TrainControl()
         with stop_on_signals(control):
-            result = run.train(on_step=_progress, on_epoch=on_epoch, control=control,
+            result = run.train(on_step=_progress, on_epoch=on_epoch,
+                               control=job.control(control) if job else control,
                                on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
         how = "stopped" if result.state == "stopped" else "finished"
-        print(f"\n{how}: saved {result.snapshot} after {result.step} steps in "
-              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        took = time.perf_counter() - t0
+        print(f"\n{how}: saved {result.snapshot} after {result.step} steps in {took:.1f} s",
+              file=sys.stderr)
+        if job is not None:
+            print(f"distributed: {100 * job.comm_fraction(took):.1f}% of the time in communication "
+                  "(all-reduce, all-gather, waiting for other ranks)", file=sys.stderr)
         if a.export_adapter:
+            from .export import export_peft
             from .lora import LoRATrainable
 
             if not isinstance(tr.trainable, LoRATrainable):
                 raise ValueError("--export-adapter needs a LoRA run (--lora)")
-            for w in tr.trainable.save_adapter(a.export_adapter):
+            for w in export_peft(run.folder, a.export_adapter):
                 print(f"warning: {w}", file=sys.stderr)
+            print(f"PEFT adapter: {a.export_adapter} (its unmerged base: "
+                  f"{Path(a.export_adapter) / 'base'})", file=sys.stderr)
     return 0
 
 
@@ -214,18 +241,22 @@ def cmd_generate(a: argparse.Namespace) -> int:
     lm.check_finite(a.model)
     backend = None
     if a.backend in ("gpu", "auto"):
-        from .gpu import open_stepper
+        from .gpu import pick_backend
 
-        backend, reason = open_stepper(lm)
-        print(f"backend: {'wgpu' if backend else 'cpu'} ({reason})", file=sys.stderr)
+        backend, reason = pick_backend(lm, a.backend)
+        print(f"backend: {reason}", file=sys.stderr)
         if backend is None and a.backend == "gpu":
             return 2
     s = SamplingConfig(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p,
-                       max_new_tokens=a.max_new_tokens, seed=a.seed)
+                       max_new_tokens=a.max_new_tokens, seed=a.seed,
+                       repetition_penalty=a.repetition_penalty)
+    pieces = lm.generate(a.prompt, s, backend=backend)
+    if not a.stream:  # all at once, e.g. for a pipe that wants whole lines
+        pieces = iter(["".join(pieces)])
     sys.stdout.write(a.prompt)
-    for piece in lm.generate(a.prompt, s, backend=backend):
+    for piece in pieces:
         sys.stdout.write(piece)
-        sys.stdout.flush()
+        sys.stdout.flush()  # --stream: each piece as soon as its token is sampled
     sys.stdout.write("\n")
     return 0
 
@@ -295,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=_int_in(0, (1 << 63) - 1))
     t.add_argument("--max-steps", type=POS, help="total optimizer steps (with --resume: new total)")
     t.add_argument("--holdout", type=_float_in(0.0, 0.9))
+    t.add_argument("--records", choices=["file", "blank-line", "line", "stream"],
+                   help="documents: each file / blank-line-separated block / line (packed into "
+                        "rows, state reset at each start); stream: one text cut into rows")
     t.add_argument("--eval-every", type=NONNEG, help="held-out loss every N steps")
     t.add_argument("--autosave-steps", type=NONNEG, help="save every N steps (0: off)")
     t.add_argument("--autosave-minutes", type=_float_in(0.0, 1e6), help="save every M minutes")
@@ -309,6 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --lora: write the PEFT adapter here (+ its unmerged base in ./base)")
     t.add_argument("--prompt", type=_text, default="The ")
     t.add_argument("--sample-tokens", type=_int_in(0, 1_000_000), default=160)
+    t.add_argument("--distributed", action="store_true",
+                   help="one rank of a data-parallel job: mpirun -n N python -m engine train ... "
+                        "--distributed (docs/distributed.md)")
+    t.add_argument("--rank-timeout", type=_float_in(1.0, 1e6), default=300.0,
+                   help="with --distributed: seconds without an answer from another rank before "
+                        "the job is ended")
     t.set_defaults(fn=cmd_train)
     g = sub.add_parser("generate", help="generate text from a model folder")
     g.add_argument("model", help="run folder (latest snapshot), snapshot or model folder")
@@ -319,7 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-k", type=NONNEG, default=40, help="0 = off")
     g.add_argument("--top-p", type=_float_in(0.0, 1.0, lo_open=True), default=0.95)
     g.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=0)
-    g.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"])
+    g.add_argument("--repetition-penalty", type=_float_in(1.0, 100.0), default=1.0,
+                   help="> 1 makes tokens of the last 64 less likely (1 = off)")
+    g.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
+                   help="print each token as it is generated (default) or the text at the end")
+    g.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"],
+                   help="auto: a hardware GPU if any, else the CPU (lavapipe only with gpu)")
     g.set_defaults(fn=cmd_generate)
     e = sub.add_parser("eval", help="held-out metrics of a model on a corpus")
     e.add_argument("model")

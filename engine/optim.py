@@ -58,14 +58,23 @@ def _sumsq_kernel(g):
 
 @dataclass(frozen=True)
 class ShardSpec:
+    """Shard ``index`` of ``count``. ``owners`` (optional) gives the owning shard of each trainable
+    position (``engine.distributed.balanced_owners`` balances them by size); without it position
+    ``i`` belongs to shard ``i % count``."""
+
     index: int
     count: int
+    owners: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.count < 1 or not 0 <= self.index < self.count:
             raise ValueError(f"invalid shard {self.index}/{self.count}")
+        if self.owners is not None and any(not 0 <= o < self.count for o in self.owners):
+            raise ValueError(f"shard owners must lie in [0, {self.count})")
 
     def owns(self, position: int) -> bool:
+        if self.owners is not None:
+            return self.owners[position] == self.index
         return position % self.count == self.index
 
 

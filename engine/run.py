@@ -28,14 +28,16 @@ from . import checkpoint as ckpt
 from . import runformat as rf
 from .config import MambaConfig, preset
 from .data import encode_corpus, id_dtype, load_corpus, split_holdout
+from .documents import RECORDS, encode_documents, split_documents
 from .errors import CheckpointError, TrainingError
 from .guard import DivergenceGuard
 from .limits import check_run, check_train, n_params
 from .lm import MambaLM
 from .lora import count_trainable
+from .packing import line_end_table, pack_spans
 from .signals import stop_on_signals
 from .tokenizer import BPETokenizer, ByteTokenizer, check_fits
-from .trainer import EpochReport, StepReport, TrainConfig, TrainControl, Trainer, evaluate
+from .trainer import EpochReport, StepReport, TrainConfig, TrainControl, Trainer
 
 RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
                     "autosave_steps", "autosave_minutes")
@@ -50,8 +52,9 @@ class RunSpec:
     tokenizer: str = "bytes"  # bytes | bpe
     bpe_vocab: int = 2048
     init: str | None = None  # start from this model folder / run / snapshot instead
-    holdout: float = 0.1  # last fraction of the token stream held out
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(batch_size=8))
+    records: str = "file"  # documents: file | blank-line | line (packed, reset); or "stream"
+    holdout: float = 0.1  # fraction held out (whole documents, seeded by train.seed)
+    train: TrainConfig = field(default_factory=TrainConfig)  # TrainConfig.for_preset(preset)
     autosave_steps: int = 0  # also save every N optimizer steps (0: off)
     autosave_minutes: float = 5.0  # ... and every M minutes (0: off); always at epoch ends
     keep: int = rf.KEEP  # most recent snapshots kept, plus the best by held-out loss
@@ -73,6 +76,8 @@ class RunSpec:
     def check(self) -> None:
         """Ranges of every setting (non-finite / non-positive values refused before any work)."""
         check_train(self.train)
+        if self.records not in ("stream", *RECORDS):
+            raise ValueError(f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}")
         if self.tokenizer not in ("bytes", "bpe"):
             raise ValueError(f"tokenizer must be 'bytes' or 'bpe', not {self.tokenizer!r}")
         if not (0.0 <= self.holdout <= 0.9):
@@ -100,7 +105,7 @@ class Run:
         self.lm = lm
         self.data = data
         self.lock = lock
-        self.trainer = Trainer(lm, np.asarray(data.train_ids), np.asarray(data.val_ids), spec.train)
+        self.trainer = _trainer(lm, data, spec.train)
         self.notices: list[str] = list(self.trainer.trainable.notices if self.trainer.trainable else [])
         self.saved_step = -1
         self.best_val: float | None = None
@@ -142,8 +147,7 @@ class Run:
         return path
 
     def _val_loss(self) -> float | None:
-        tr = self.trainer
-        return evaluate(self.lm, tr.val_ids, tr.cfg.seq_len).loss if len(tr.val_ids) >= 2 else None
+        return self.trainer.evaluate().loss if self.trainer.has_val else None
 
     def _status(self, state: str) -> None:
         rf.write_status(self.folder, state, step=self.step, total_steps=self.trainer.total_steps,
@@ -213,6 +217,31 @@ class Run:
 
 
 # ---------------------------------------------------------------------- building blocks
+def _trainer(lm: MambaLM, data: rf.RunData, cfg: TrainConfig) -> Trainer:
+    """A trainer over the saved data: stream rows, or documents packed into rows with resets."""
+    if data.records == "stream":
+        return Trainer(lm, np.asarray(data.train_ids), np.asarray(data.val_ids), cfg)
+    line_end = line_end_table(lm.tokenizer)
+    rows = pack_spans(data.ids, data.train_spans, cfg.seq_len, line_end)
+    val = pack_spans(data.ids, data.val_spans, cfg.seq_len, line_end) if len(data.val_spans) else None
+    return Trainer(lm, data.ids, data.ids[:0], cfg, rows=rows, val_rows=val)
+
+
+def _encode(spec: RunSpec, corpus: Any, tok: Any) -> tuple[dict[str, np.ndarray], int]:
+    """Token ids, document offsets and the held-out split of a new run (``runformat.DATA_FILES``)."""
+    no_spans = np.zeros((0, 2), np.int64)
+    if spec.records == "stream":
+        ids = encode_corpus(corpus, tok)
+        n = len(split_holdout(ids, spec.holdout, spec.train.seq_len)[0])
+        offsets = np.concatenate([[0], np.flatnonzero(ids == tok.eos_id), [len(ids) - 1]])
+        val = np.array([[n, len(ids) - n - 1]], np.int64) if len(ids) - n > 1 else no_spans
+        return {"ids": ids, "offsets": offsets.astype(np.int64),
+                "train_spans": np.array([[0, n - 1]], np.int64), "val_spans": val}, n
+    docs = encode_documents(corpus, tok, spec.records)
+    train, val = split_documents(docs, spec.holdout, spec.train.seed, spec.train.seq_len + 1)
+    return {"ids": docs.ids, "offsets": docs.offsets, "train_spans": train, "val_spans": val}, len(docs.ids)
+
+
 def _model_config(spec: RunSpec, vocab: int) -> MambaConfig:
     if spec.model:
         return MambaConfig(vocab_size=vocab, **spec.model)
@@ -277,15 +306,13 @@ def start(spec: RunSpec, corpus_paths: list[str | Path], out: str | Path | None 
                     shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
         if not lm.params:
             lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed)
-        ids = encode_corpus(corpus, lm.tokenizer)
-        n_train = len(split_holdout(ids, spec.holdout, spec.train.seq_len)[0])
-        docs = np.concatenate([[0], np.flatnonzero(ids == lm.tokenizer.eos_id) + 1]).astype(np.int64)
-        rf.write_data(folder, ids, docs, n_train, rf.file_sources([f.path for f in corpus.files]),
-                      {"holdout": spec.holdout, "seq_len_at_split": spec.train.seq_len,
-                       "tokenizer": lm.tokenizer.kind})
-        rf.write_run_json(folder, spec.to_dict(), folder.name)
+        arrays, n_train = _encode(spec, corpus, lm.tokenizer)
+        rf.write_data(folder, arrays, n_train, rf.file_sources([f.path for f in corpus.files]),
+                      {"records": spec.records, "holdout": spec.holdout, "seed": spec.train.seed,
+                       "seq_len_at_split": spec.train.seq_len, "tokenizer": lm.tokenizer.kind})
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.save()  # step 0: the folder is a complete, resumable run from the start
+        rf.write_run_json(folder, spec.to_dict(), folder.name)  # last: marks the run complete
     except BaseException:
         lock.release()
         raise

@@ -3,8 +3,10 @@
     run.json                  {"format": "mamba-studio-run", "version": 1, "spec": RunSpec dict,
                                "created": ISO time, "name": str}
     data/ids.npy              every token id of the corpus (T,), compact dtype (``data.id_dtype``)
-    data/docs.npy             start offset of each document in ids.npy (D,), int64
-    data/manifest.json        {"n_train": int, "seq_len_at_split": int, "holdout": float,
+    data/doc_offsets.npy      document starts (D + 1,) int64 (``engine.documents`` layout)
+    data/train_spans.npy      the saved split: (k, 2) int64 [start, length] spans over ids.npy
+    data/val_spans.npy        (held-out documents; unused by "stream" runs, which split at n_train)
+    data/manifest.json        {"n_train": int, "records": str, "holdout": float, "seed": int,
                                "sha256": {file: digest}, "sources": [{"path", "bytes", "sha256"}]}
     snapshots/step-N/         config.json, model.safetensors, tokenizer.json (``checkpoint``),
                               state.safetensors (optimizer.* / trainable.* tensors),
@@ -50,7 +52,6 @@ VERSION = 1
 RUN_JSON = "run.json"
 DATA = "data"
 IDS = "data/ids.npy"
-DOCS = "data/docs.npy"
 DATA_MANIFEST = "data/manifest.json"
 SNAPSHOTS = "snapshots"
 LATEST = "latest.json"
@@ -138,10 +139,21 @@ def read_run_json(folder: Path) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ data/
 @dataclass(frozen=True)
 class RunData:
-    ids: np.ndarray  # (T,) compact dtype, the whole corpus; train = ids[:n_train]
-    docs: np.ndarray  # (D,) int64 document start offsets into ids
+    """What a run trains on, as saved: ``ids`` (T,) compact dtype (memory-mapped), ``offsets``
+    (D + 1,) int64 document starts (``engine.documents`` layout), the held-out split as spans
+    (k, 2) int64 ``[start, length]`` over ids, and the manifest. Stream runs (records "stream")
+    train on ``ids[:n_train]`` and hold out the rest."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    train_spans: np.ndarray
+    val_spans: np.ndarray
     n_train: int
     manifest: dict[str, Any]
+
+    @property
+    def records(self) -> str:
+        return str(self.manifest.get("records", "stream"))
 
     @property
     def train_ids(self) -> np.ndarray:
@@ -152,20 +164,24 @@ class RunData:
         return self.ids[self.n_train :]
 
 
+DATA_FILES = {"ids": IDS, "offsets": "data/doc_offsets.npy", "train_spans": "data/train_spans.npy",
+              "val_spans": "data/val_spans.npy"}
+
+
 def _npy_bytes(a: np.ndarray) -> bytes:
     buf = io.BytesIO()
-    np.save(buf, a, allow_pickle=False)
+    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
     return buf.getvalue()
 
 
-def write_data(folder: Path, ids: np.ndarray, docs: np.ndarray, n_train: int,
+def write_data(folder: Path, arrays: dict[str, np.ndarray], n_train: int,
                sources: list[dict[str, Any]], extra: dict[str, Any]) -> None:
-    """Write data/ (ids in their compact dtype, document starts, manifest last)."""
-    d = folder / DATA
-    d.mkdir(parents=True, exist_ok=True)
+    """Write data/: the arrays named in ``DATA_FILES`` (ids in their compact dtype), then the
+    manifest with their sha256 (last)."""
+    (folder / DATA).mkdir(parents=True, exist_ok=True)
     digests = {}
-    for name, arr in ((IDS, ids), (DOCS, np.asarray(docs, dtype=np.int64))):
-        ckpt.atomic_write_bytes(folder / name, _npy_bytes(arr))
+    for key, name in DATA_FILES.items():
+        ckpt.atomic_write_bytes(folder / name, _npy_bytes(arrays[key]))
         digests[Path(name).name] = ckpt.sha256_file(folder / name)
     write_json(folder / DATA_MANIFEST, {"n_train": int(n_train), "sha256": digests,
                                         "sources": sources, **extra})
@@ -178,15 +194,23 @@ def read_data(folder: Path) -> RunData:
     if not isinstance(m, dict) or not isinstance(m.get("sha256"), dict) or not isinstance(
             m.get("n_train"), int):
         raise CheckpointError(f"{folder / DATA_MANIFEST}: not a data manifest")
-    ckpt.verify_hashes(folder / DATA, m["sha256"])
+    verify_files(folder / DATA, m["sha256"], DATA_MANIFEST)
+    arrays = {}
     try:
-        ids = np.load(folder / IDS, mmap_mode="r", allow_pickle=False)
-        docs = np.load(folder / DOCS, allow_pickle=False)
+        for key, name in DATA_FILES.items():
+            arrays[key] = np.load(folder / name, mmap_mode="r" if key == "ids" else None,
+                                  allow_pickle=False)
     except (ValueError, OSError) as exc:
-        raise CheckpointError(f"{folder / DATA}: unreadable token ids ({exc})") from None
+        raise CheckpointError(f"{folder / DATA}: unreadable token data ({exc})") from None
+    ids = arrays["ids"]
     if ids.ndim != 1 or ids.dtype.kind != "u" or not 0 < m["n_train"] <= len(ids):
         raise CheckpointError(f"{folder / IDS}: not a token id array matching the manifest")
-    return RunData(ids, docs, m["n_train"], m)
+    for key in ("train_spans", "val_spans"):
+        a = arrays[key]
+        if a.ndim != 2 or a.shape[1] != 2 or (len(a) and (a.min() < 0 or (a[:, 0] + a[:, 1]).max()
+                                                          >= len(ids))):
+            raise CheckpointError(f"{folder / DATA_FILES[key]}: spans outside the token ids")
+    return RunData(ids, arrays["offsets"], arrays["train_spans"], arrays["val_spans"], m["n_train"], m)
 
 
 def file_sources(paths: list[Path]) -> list[dict[str, Any]]:
@@ -257,12 +281,29 @@ def read_pointer(folder: Path, which: str = LATEST) -> dict[str, Any] | None:
     return d if ok else None
 
 
+def verify_files(folder: Path, digests: dict[str, Any], manifest: str) -> None:
+    """Every file named in ``digests`` exists inside ``folder``, is regular, and has its sha256."""
+    from .safeio import UnsafeFileError, check_regular, inside
+
+    for name, digest in digests.items():
+        try:
+            p = inside(folder, str(name))
+            if not p.exists():
+                raise CheckpointError(f"{p}: missing (the snapshot is incomplete)")
+            check_regular(p, "run file")
+        except UnsafeFileError as exc:
+            raise CheckpointError(str(exc)) from None
+        if ckpt.sha256_file(p) != digest:
+            raise CheckpointError(f"{p}: contents do not match {manifest} (corrupt or modified); "
+                                  "use another snapshot of the run")
+
+
 def verify_snapshot(path: Path) -> dict[str, Any]:
     """Check every file of a snapshot against its manifest; return its trainer.json."""
     files = _read(path / SNAP_MANIFEST, "snapshot manifest")
     if not isinstance(files, dict) or SNAP_TRAINER not in files or "model.safetensors" not in files:
         raise CheckpointError(f"{path / SNAP_MANIFEST}: not a snapshot manifest")
-    ckpt.verify_hashes(path, files)
+    verify_files(path, files, SNAP_MANIFEST)
     trainer = _read(path / SNAP_TRAINER, "trainer state")
     if not isinstance(trainer, dict):
         raise CheckpointError(f"{path / SNAP_TRAINER}: not a JSON object")

@@ -203,6 +203,11 @@ class BPETokenizer:
     def encode(self, text: str) -> np.ndarray:
         return np.asarray(self._tok.encode(text, add_special_tokens=False).ids, dtype=np.int64)
 
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        """``encode`` of each text, in one call (HF tokenizers runs it in parallel)."""
+        out = self._tok.encode_batch(texts, add_special_tokens=False)
+        return [np.asarray(e.ids, dtype=np.int64) for e in out]
+
     def decode(self, ids: Iterable[int]) -> str:
         return str(self._tok.decode([int(i) for i in ids if 0 <= int(i) < self.vocab_size]))
 

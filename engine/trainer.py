@@ -9,7 +9,6 @@ to continue exactly as an uninterrupted run would.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -18,12 +17,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from .control import TrainControl
 from .data import make_rows
 from .defaults import DEFAULT_PRESET, PRESET_DEFAULTS
 from .errors import CorpusError, TrainingError
+from .evaluation import EvalReport, evaluate
 from .lm import MambaLM
-from .model import logits_forward, loss_and_grad
+from .model import loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, lr_at
+from .threads import ThreadTuner
 from .trainable import Trainable, TrainableKind, make_trainable, trainable_kind
 
 if TYPE_CHECKING:
@@ -117,16 +119,6 @@ def format_duration(seconds: float) -> str:
 
 
 @dataclass(frozen=True)
-class EvalReport:
-    loss: float
-    perplexity: float
-    bits_per_token: float
-    bits_per_byte: float
-    accuracy: float
-    tokens: int
-
-
-@dataclass(frozen=True)
 class EpochReport:
     epoch: int
     train_loss: float
@@ -136,64 +128,17 @@ class EpochReport:
     nonfinite_steps: int
 
 
-class TrainControl:
-    """Cooperative stop/pause, checked between optimizer steps (thread-safe)."""
+class _StreamRows:
+    """Stream rows (``data.make_rows``) behind the ``PackedRows.batch`` interface (no reset)."""
 
-    def __init__(self) -> None:
-        self._stop = threading.Event()
-        self._run = threading.Event()
-        self._run.set()
+    def __init__(self, ids: np.ndarray, seq_len: int) -> None:
+        self.inputs, self.targets = make_rows(ids, seq_len)
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._run.set()
+    def __len__(self) -> int:
+        return len(self.inputs)
 
-    def pause(self) -> None:
-        self._run.clear()
-
-    def resume(self) -> None:
-        self._run.set()
-
-    @property
-    def paused(self) -> bool:
-        return not self._run.is_set()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
-    def wait_if_paused(self) -> None:
-        while not self._run.wait(0.1):
-            pass
-
-
-def evaluate(lm: MambaLM, ids: np.ndarray, seq_len: int, batch_size: int = 8) -> EvalReport:
-    """Held-out metrics over the whole stream ``ids`` (T,): every token after the first scored once."""
-    if len(ids) < 2:
-        raise CorpusError("evaluation text has fewer than 2 tokens")
-    inputs, targets = make_rows(ids, seq_len)
-    total, correct, n = 0.0, 0, 0
-    for s in range(0, len(inputs), batch_size):
-        x, y = inputs[s : s + batch_size], targets[s : s + batch_size]
-        logits = logits_forward(lm.params, x, lm.config).astype(np.float64)
-        keep = y >= 0
-        lg = logits[keep]
-        tg = y[keep]
-        mx = lg.max(axis=1, keepdims=True)
-        lse = mx[:, 0] + np.log(np.exp(lg - mx).sum(axis=1))
-        total += float((lse - lg[np.arange(len(tg)), tg]).sum())
-        correct += int((lg.argmax(axis=1) == tg).sum())
-        n += int(keep.sum())
-    loss = total / n
-    n_bytes = len(lm.tokenizer.decode(ids[1:]).encode("utf-8")) or 1
-    return EvalReport(
-        loss=loss,
-        perplexity=math.exp(min(loss, 700.0)),
-        bits_per_token=loss / math.log(2),
-        bits_per_byte=total / math.log(2) / n_bytes,
-        accuracy=correct / n,
-        tokens=n,
-    )
+    def batch(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
+        return np.asarray(self.inputs[rows]), np.asarray(self.targets[rows]), None
 
 
 @dataclass
@@ -220,7 +165,10 @@ class StepGuard(Protocol):
 
 @dataclass
 class Trainer:
-    """Trains ``lm`` in place on ``train_ids`` (T,), evaluating on ``val_ids`` after each epoch."""
+    """Trains ``lm`` in place on ``train_ids`` (T,), evaluating on ``val_ids`` after each epoch.
+
+    ``rows`` / ``val_rows`` (optional ``engine.packing.PackedRows``): document-packed rows with a
+    reset mask, used instead of cutting ``train_ids`` / ``val_ids`` into stream rows."""
 
     lm: MambaLM
     train_ids: np.ndarray
@@ -228,19 +176,24 @@ class Trainer:
     cfg: TrainConfig = field(default_factory=TrainConfig)
     shard: ShardSpec | None = None
     trainable: Trainable | None = None
+    rows: Any = None
+    val_rows: Any = None
 
     def __post_init__(self) -> None:
         c = self.cfg
         if c.batch_size < 1 or c.grad_accum < 1 or c.seq_len < 2 or c.epochs < 1:
             raise ValueError("batch_size, grad_accum, epochs must be >= 1 and seq_len >= 2")
-        if len(self.train_ids) < c.seq_len + 1:
+        if self.rows is None and len(self.train_ids) < c.seq_len + 1:
             raise CorpusError(
                 f"the training text has {len(self.train_ids)} tokens, shorter than one sequence "
                 f"(seq_len + 1 = {c.seq_len + 1}); add text or lower the sequence length"
             )
         if self.train_ids.max(initial=0) >= self.lm.config.vocab_size:
             raise CorpusError("token ids exceed the model's vocabulary (tokenizer/model mismatch)")
-        self.inputs, self.targets = make_rows(self.train_ids, c.seq_len)
+        if self.rows is None:
+            self.rows = _StreamRows(self.train_ids, c.seq_len)
+        if len(self.rows) == 0:
+            raise CorpusError("no training rows; add text or lower the sequence length")
         if self.trainable is None:
             self.trainable = make_trainable(c.trainable, self.lm.params, c.lora)
         self.optimizer = AdamW(
@@ -252,6 +205,7 @@ class Trainer:
         self.history: list[StepReport] = []
         self.epochs: list[EpochReport] = []
         self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
+        self.thread_tuner = ThreadTuner()
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -260,7 +214,7 @@ class Trainer:
 
     @property
     def steps_per_epoch(self) -> int:
-        return -(-len(self.inputs) // self.rows_per_step)
+        return -(-len(self.rows) // self.rows_per_step)
 
     @property
     def total_steps(self) -> int:
@@ -272,7 +226,7 @@ class Trainer:
         return int(sum(a.size for a in self.trainable.tensors.values()))
 
     def _order(self, epoch: int) -> np.ndarray:
-        n = len(self.inputs)
+        n = len(self.rows)
         if not self.cfg.shuffle:
             return np.arange(n)
         return np.random.default_rng([self.cfg.seed, epoch]).permutation(n)
@@ -282,6 +236,23 @@ class Trainer:
         c = self.cfg
         return self.lr_scale * lr_at(self.cursor.step, self.total_steps, c.lr, c.warmup_steps,
                                      c.min_lr_ratio)
+
+    @property
+    def token_counts(self) -> tuple[int, int]:
+        """(training targets per epoch, held-out targets)."""
+        val = (self.val_rows.n_targets if self.val_rows is not None
+               else max(len(self.val_ids) - 1, 0))
+        n = self.rows.n_targets if hasattr(self.rows, "n_targets") else len(self.train_ids) - 1
+        return int(n), int(val)
+
+    @property
+    def has_val(self) -> bool:
+        return len(self.val_rows) > 0 if self.val_rows is not None else len(self.val_ids) >= 2
+
+    def evaluate(self) -> EvalReport:
+        """Held-out metrics of the current weights (packed rows when given, else the stream)."""
+        val = self.val_rows if self.val_rows is not None else self.val_ids
+        return evaluate(self.lm, val, self.cfg.seq_len)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -316,14 +287,17 @@ class Trainer:
         params = self.trainable.effective()
         for g in self._grads.values():
             g.fill(0.0)
-        n_valid = int(np.count_nonzero(self.targets[rows] >= 0))
+        tokens, targets, reset = self.rows.batch(rows)
+        n_valid = int(np.count_nonzero(targets >= 0))
+        self._last_tokens = n_valid
         loss_sum = 0.0
         for micro, s in enumerate(range(0, len(rows), c.batch_size)):
-            mb = rows[s : s + c.batch_size]
+            mb = slice(s, s + c.batch_size)
             ls, _ = loss_and_grad(
-                params, self.inputs[mb], self.targets[mb], self.lm.config, self._grads,
+                params, tokens[mb], targets[mb], self.lm.config, self._grads,
                 1.0 / n_valid, checkpoint=c.activation_checkpointing,
                 hooks=self.trainable.dropout_hooks(self.cursor.step, micro),
+                reset=None if reset is None else reset[mb],
             )
             loss_sum += ls
         loss = loss_sum / n_valid
@@ -354,7 +328,9 @@ class Trainer:
             order = self._order(self.cursor.epoch)
             while self.cursor.group < self.steps_per_epoch and self.cursor.step < self.total_steps:
                 if control is not None:
+                    tp = time.perf_counter()
                     control.wait_if_paused()
+                    t0 += time.perf_counter() - tp  # paused time counts in neither rate nor ETA
                     if control.stopped:
                         return finished
                 if guard is not None:
@@ -386,17 +362,18 @@ class Trainer:
         rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
         ts = time.perf_counter()
         lr = self.current_lr()
-        loss, norm, bad, skipped = self.train_step(rows)
+        with self.thread_tuner.step():  # BLAS threads chosen by measurement
+            loss, norm, bad, skipped = self.train_step(rows)
         self.cursor.group += 1
         self.cursor.step += 1
-        ntok = int(np.count_nonzero(self.targets[rows] >= 0))
+        ntok = self._last_tokens
         tokens[0] += ntok
         elapsed = time.perf_counter() - t0
         rate = tokens[0] / elapsed if elapsed > 0 else 0.0
         remaining = (self.total_steps - self.cursor.step) * self.rows_per_step * c.seq_len
         val_loss = None
-        if c.eval_every > 0 and self.cursor.step % c.eval_every == 0 and len(self.val_ids) >= 2:
-            val_loss = evaluate(self.lm, self.val_ids, c.seq_len).loss
+        if c.eval_every > 0 and self.cursor.step % c.eval_every == 0 and self.has_val:
+            val_loss = self.evaluate().loss
         return StepReport(
             self.cursor.step, self.cursor.epoch, self.total_steps, loss, norm, lr,
             ntok / max(time.perf_counter() - ts, 1e-9),
@@ -413,8 +390,8 @@ class Trainer:
             cur.norm_sum += report.grad_norm
 
     def _end_epoch(self) -> EpochReport:
-        c, cur = self.cfg, self.cursor
-        val = evaluate(self.lm, self.val_ids, c.seq_len) if len(self.val_ids) >= 2 else None
+        cur = self.cursor
+        val = self.evaluate() if self.has_val else None
         rep = EpochReport(
             cur.epoch,
             cur.loss_sum / cur.good if cur.good else float("nan"),

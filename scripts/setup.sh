@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything Mamba Studio needs on Debian/Ubuntu: system libraries (Qt's xcb/EGL libs,
 # Xvfb, Mesa's lavapipe Vulkan driver for wgpu, libgomp for Numba) and a .venv with the package.
+# Distributed training (MPI) is optional: scripts/setup-mpi.sh installs Open MPI and mpi4py.
 # Idempotent: skips apt when every package is present and pip when the venv is up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.mamba-studio-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,bench]"
   touch "$stamp"
 fi
+# run logs and settings files (also pinned in pyproject.toml): TensorBoard events via tensorboardX,
+# TOML written by tomli-w; tensorboard itself only for the tests that read the events back
+.venv/bin/python -m pip install -q --disable-pip-version-check "tensorboardX>=2.6,<2.7" "tomli-w>=1.0,<2" \
+  "tensorboard>=2.16,<3"

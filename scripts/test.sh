@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/setup-mpi.sh  # the distributed tests run under `mpirun -n 2`
+export MAMBA_STUDIO_REQUIRE_MPI=1  # so they must run, not skip
 export QT_QPA_PLATFORM=offscreen
 export MAMBA_STUDIO_REQUIRE_GPU=1  # lavapipe is installed above: GPU tests must run, not skip
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"

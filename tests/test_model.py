@@ -35,6 +35,33 @@ def test_init_follows_reference_recipe():
     np.testing.assert_array_equal(p[m + "D"], 1.0)
 
 
+def test_init_schemes_differ_only_in_embedding_scale_and_logit_scale():
+    from engine.params import EMBEDDINGS, NORM_F, init_params
+
+    cfg = tiny_config(d_model=64, vocab_size=512)
+    ref_p = init_params(cfg, seed=3, dtype=np.float64, init="reference")
+    new_p = init_params(cfg, seed=3, dtype=np.float64)  # the default
+    assert abs(ref_p[EMBEDDINGS].std() - 0.02) < 0.002  # mamba_ssm: N(0, 0.02)
+    assert abs(new_p[EMBEDDINGS].std() - 1.0) < 0.05
+    np.testing.assert_allclose(new_p[EMBEDDINGS], ref_p[EMBEDDINGS] / 0.02)
+    for name in ref_p:
+        if name not in (EMBEDDINGS, NORM_F):
+            np.testing.assert_array_equal(new_p[name], ref_p[name], err_msg=name)
+    np.testing.assert_array_equal(ref_p[NORM_F], 1.0)
+    with pytest.raises(ValueError, match="unknown init"):
+        init_params(cfg, init="xavier")
+
+
+def test_loading_a_checkpoint_never_reinitialises(tmp_path):
+    from engine import MambaLM
+
+    lm = MambaLM.create(tiny_config(vocab_size=264), init="reference")
+    lm.save(tmp_path)
+    back = MambaLM.load(tmp_path)
+    for name, a in lm.params.items():
+        np.testing.assert_array_equal(back.params[name], a, err_msg=name)
+
+
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-4)])
 def test_fast_forward_matches_reference(dtype, tol):
     cfg = tiny_config()

@@ -1,0 +1,287 @@
+"""Run folders: crash-safe snapshots, resume, locking, divergence, signals, checksums."""
+
+import errno
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import checkpoint as ckpt
+from engine import runformat as rf
+from engine.cli import main
+from engine.errors import CheckpointError, TrainingError
+from engine.run import RunSpec, list_runs, load_model, open_run, read_metrics, resume, start
+from engine.trainer import TrainConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0"]
+
+
+def _corpus(tmp_path: Path) -> Path:
+    d = tmp_path / "corpus"
+    d.mkdir(exist_ok=True)
+    (d / "a.txt").write_text("the cat sat on the mat and looked at the hat. " * 30)
+    (d / "b.txt").write_text("a dog ran in the fog and sat on a log by the bog. " * 30)
+    return d
+
+
+def _spec(**train) -> RunSpec:
+    kw = {"batch_size": 2, "seq_len": 32, "epochs": 1, "max_steps": 6, **train}
+    return RunSpec(preset="tiny", train=TrainConfig(**kw), autosave_minutes=0)
+
+
+def _losses(folder: Path) -> list[float]:
+    return [r["loss"] for r in read_metrics(folder) if r["kind"] == "step"]
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "engine", "train", *args], cwd=ROOT,
+                            env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True)
+
+
+def test_resume_without_corpus_and_with_new_max_steps_equals_one_run(tmp_path):
+    corpus = _corpus(tmp_path)
+    with start(_spec(max_steps=8), [corpus], out=tmp_path / "full") as run:
+        run.train()
+    with start(_spec(max_steps=4), [corpus], out=tmp_path / "part") as run:
+        assert run.train().state == "finished"
+    for f in corpus.iterdir():  # the run folder keeps its token ids: no corpus needed
+        f.unlink()
+    with resume(tmp_path / "part", max_steps=8) as run:
+        assert run.step == 4 and run.trainer.total_steps == 8
+        res = run.train()
+    assert res.step == 8 and res.snapshot.name == "step-8"
+    assert _losses(tmp_path / "part") == _losses(tmp_path / "full")
+    a, b = load_model(tmp_path / "part"), load_model(tmp_path / "full")
+    for k in a.params:
+        np.testing.assert_array_equal(a.params[k], b.params[k])
+    ids = rf.read_data(tmp_path / "part").ids
+    assert ids.dtype == np.uint16 and len(ids) > 2000  # compact dtype (byte tokenizer: 257 ids)
+
+
+def test_full_disk_during_a_save_keeps_the_previous_snapshot(tmp_path, monkeypatch):
+    run = start(_spec(), [_corpus(tmp_path)], out=tmp_path / "r")
+    with run:
+        run.train()  # finished: step-6 published
+        real = ckpt.atomic_write_bytes
+
+        def enospc(path, data):  # noqa: ANN001
+            if Path(path).name == rf.SNAP_STATE:
+                raise CheckpointError(f"could not write {path}: {os.strerror(errno.ENOSPC)}")
+            real(path, data)
+
+        monkeypatch.setattr(ckpt, "atomic_write_bytes", enospc)
+        run.trainer.cursor.step = 7  # pretend one more step ran
+        with pytest.raises(CheckpointError, match="No space left"):
+            run.save()
+        monkeypatch.setattr(ckpt, "atomic_write_bytes", real)
+    snaps = tmp_path / "r" / rf.SNAPSHOTS
+    assert not [p for p in snaps.iterdir() if p.name.startswith(rf.TMP_PREFIX)]
+    assert rf.read_pointer(tmp_path / "r")["step"] == 6
+    with resume(tmp_path / "r") as again:
+        assert again.step == 6
+
+
+def test_two_writers_refused_with_the_holders_pid(tmp_path):
+    corpus = _corpus(tmp_path)
+    with start(_spec(), [corpus], out=tmp_path / "r"):
+        with pytest.raises(CheckpointError, match=f"in use by process {os.getpid()}"):
+            resume(tmp_path / "r")
+        assert main(["train", "--resume", str(tmp_path / "r"), *TINY[-2:]]) == 2
+    with resume(tmp_path / "r") as run:  # released on close (a dead holder's flock goes too)
+        assert run.step == 0
+
+
+def test_out_holding_a_run_needs_resume_or_force(tmp_path, capsys):
+    corpus = _corpus(tmp_path)
+    out = tmp_path / "r"
+    assert main(["train", str(corpus), *TINY, "--max-steps", "2", "--out", str(out)]) == 0
+    assert main(["train", str(corpus), *TINY, "--max-steps", "2", "--out", str(out)]) == 2
+    assert "holds a run; continue it with --resume" in capsys.readouterr().err
+    assert main(["train", str(corpus), *TINY, "--max-steps", "1", "--force", "--out", str(out)]) == 0
+    assert rf.read_pointer(out)["step"] == 1
+
+
+def test_new_runs_get_unique_folders(tmp_path):
+    corpus = _corpus(tmp_path)
+    for _ in range(2):
+        with start(_spec(max_steps=1), [corpus], root=tmp_path / "runs") as run:
+            run.train()
+    runs = list_runs(tmp_path / "runs")
+    assert len(runs) == 2 and len({r.path for r in runs}) == 2
+    assert all(r.status == "finished" and r.steps == 1 and r.preset == "tiny" for r in runs)
+    assert runs[0].best_val_loss is not None and math.isfinite(runs[0].best_val_loss)
+
+
+def test_unwritable_out_is_refused_before_step_1(tmp_path, capsys):
+    corpus = _corpus(tmp_path)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["train", str(corpus), *TINY, "--out", str(blocker / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot create the run folder" in err and "model:" not in err
+    if os.geteuid() != 0:  # root ignores permission bits
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        assert main(["train", str(corpus), *TINY, "--out", str(ro / "run")]) == 2
+        assert "choose another --out" in capsys.readouterr().err
+
+
+def test_non_finite_and_huge_learning_rates(tmp_path, capsys):
+    corpus = _corpus(tmp_path)
+    for lr, out in (("nan", "a"), ("1e3", "b")):
+        with pytest.raises(SystemExit) as exc:
+            main(["train", str(corpus), *TINY, "--lr", lr, "--out", str(tmp_path / out)])
+        assert exc.value.code == 2
+    assert "out of range" in capsys.readouterr().err
+    for lr in (float("nan"), float("inf"), 0.0, -1.0, 1e3):
+        with pytest.raises(ValueError):
+            _spec(lr=lr).check()
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_divergence_is_rolled_back_and_never_saved(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["train", str(_corpus(tmp_path)), *TINY, "--lr", "10", "--warmup", "0",
+                 "--max-steps", "20", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("rolled back to step 0 and halved the learning rate") == 2
+    assert "diverged 3 times" in err and "kept" in err and "step-0" in err
+    assert [s for s, _ in rf.snapshots(out)] == [0]
+    assert rf.read_status(out)["state"] == "diverged"
+    load_model(out).check_finite()
+
+
+def test_guard_rolls_back_a_nan_step_exactly(tmp_path):
+    from engine.guard import DivergenceGuard
+
+    run = start(_spec(max_steps=3), [_corpus(tmp_path)], out=tmp_path / "r")
+    with run:
+        tr = run.trainer
+        tr.run()
+        before = {k: v.copy() for k, v in run.lm.params.items()}
+        m_before = {k: v.copy() for k, v in tr.optimizer.m.items()}
+        guard = DivergenceGuard()
+        guard.before(tr)
+        tr.optimizer.step(tr.trainable.tensors, {n: np.full_like(a, 1e6) for n, a in
+                                                 tr.trainable.tensors.items()}, 100.0)
+        tr.cursor.step += 1
+        from engine.trainer import StepReport
+
+        bad = StepReport(4, 0, 6, float("nan"), 1.0, 1.0, 0, 0, 0, True)
+        assert guard.after(tr, bad) is True
+        assert tr.cursor.step == 3 and tr.lr_scale == 0.5
+        for k in before:
+            np.testing.assert_array_equal(run.lm.params[k], before[k])
+        for k in m_before:
+            np.testing.assert_array_equal(tr.optimizer.m[k], m_before[k])
+        run.lm.params["backbone.norm_f.weight"][0] = np.nan
+        with pytest.raises(TrainingError, match="not saving"):
+            run.save()
+
+
+def test_flipped_byte_is_refused_by_generate_and_eval(tmp_path, capsys):
+    corpus = _corpus(tmp_path)
+    out = tmp_path / "r"
+    with start(_spec(max_steps=2), [corpus], out=out) as run:
+        snap = run.train().snapshot
+    weights = snap / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-3] ^= 0x01
+    weights.write_bytes(bytes(data))
+    assert main(["generate", str(snap), "--max-new-tokens", "2"]) == 2
+    assert "do not match manifest.json" in capsys.readouterr().err
+    assert main(["eval", str(snap), str(corpus), "--seq-len", "32"]) == 2
+    # the run folder itself falls back to the newest snapshot that verifies
+    assert load_model(out) is not None and open_run(out).step == 0
+
+
+def test_stale_temp_folders_are_cleaned_and_format_version_checked(tmp_path):
+    out = tmp_path / "r"
+    with start(_spec(max_steps=1), [_corpus(tmp_path)], out=out) as run:
+        run.train()
+    stale = out / rf.SNAPSHOTS / f"{rf.TMP_PREFIX}step-9-12345"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"half")
+    (out / ".metrics.csv.abc.tmp").write_text("x")
+    with resume(out):
+        pass
+    assert not stale.exists() and not (out / ".metrics.csv.abc.tmp").exists()
+    d = json.loads((out / rf.RUN_JSON).read_text())
+    (out / rf.RUN_JSON).write_text(json.dumps({**d, "version": rf.VERSION + 1}))
+    with pytest.raises(CheckpointError, match="newer Mamba Studio"):
+        open_run(out)
+
+
+def test_keeps_the_last_three_and_the_best(tmp_path):
+    out = tmp_path / "r"
+    spec = _spec(max_steps=10, eval_every=1)
+    with start(spec, [_corpus(tmp_path)], out=out) as run:
+        run.train()
+    steps = [s for s, _ in rf.snapshots(out)]
+    best = rf.read_pointer(out, rf.BEST)
+    assert steps[-3:] == [8, 9, 10] and len(steps) <= 4 and best["step"] in steps
+    vals = [r["val_loss"] for r in read_metrics(out) if r["kind"] == "eval"]
+    assert best["val_loss"] == pytest.approx(min(vals))
+
+
+def test_old_trainer_state_folder_loads_but_does_not_resume(tmp_path, capsys):
+    from engine import MambaLM, Trainer
+
+    ids = np.frombuffer(b"the cat sat on the mat. " * 20, dtype=np.uint8).astype(np.int64)
+    lm = MambaLM.create(__import__("engine").preset("tiny", 257))
+    Trainer(lm, ids, ids[:0], TrainConfig(seq_len=16, batch_size=2, max_steps=1)).save(tmp_path / "old")
+    assert load_model(tmp_path / "old").n_params == lm.n_params
+    assert main(["train", "--resume", str(tmp_path / "old")]) == 2
+    assert "old single-folder checkpoint" in capsys.readouterr().err
+
+
+def _wait_for(pred, timeout=120.0) -> None:  # noqa: ANN001
+    t0 = time.monotonic()
+    while not pred():
+        assert time.monotonic() - t0 < timeout, "timed out"
+        time.sleep(0.05)
+
+
+def _steps_done(out: Path) -> int:
+    return len([r for r in read_metrics(out) if r["kind"] == "step"])
+
+
+def test_sigterm_saves_and_exits_0(tmp_path):
+    out = tmp_path / "r"
+    p = _cli(str(_corpus(tmp_path)), *TINY, "--max-steps", "100000", "--epochs", "1000",
+             "--out", str(out))
+    _wait_for(lambda: _steps_done(out) >= 3)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    step = rf.read_pointer(out)["step"]
+    assert "SIGTERM" in err and f"saved {out / rf.SNAPSHOTS / f'step-{step}'}" in err
+    assert step >= 3 and step == _steps_done(out)  # nothing trained was lost
+    assert open_run(out).step == step
+
+
+def test_second_sigint_during_the_save_corrupts_nothing(tmp_path):
+    out = tmp_path / "r"
+    p = _cli(str(_corpus(tmp_path)), *TINY, "--max-steps", "100000", "--epochs", "1000",
+             "--autosave-minutes", "0", "--out", str(out), env={rf.SLOW_SAVE_ENV: "0.5"})
+    _wait_for(lambda: _steps_done(out) >= 2)
+    p.send_signal(signal.SIGINT)
+    snaps = out / rf.SNAPSHOTS
+    _wait_for(lambda: any(x.name.startswith(rf.TMP_PREFIX) for x in snaps.iterdir()))
+    p.send_signal(signal.SIGINT)  # lands inside the save
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "again: still saving" in err and "Traceback" not in err
+    step = rf.read_pointer(out)["step"]
+    assert step >= 2 and open_run(out).step == step
+    with resume(out) as run:
+        assert run.step == step
