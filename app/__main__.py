@@ -14,7 +14,7 @@ import engine
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app")
-    parser.add_argument("--run-dir")
+    parser.add_argument("--run-dir", help="the folder that holds the runs (default: the user's)")
     parser.add_argument("--train-steps", type=int, default=0)
     parser.add_argument("--screenshot")
     parser.add_argument("--preset", choices=["tiny", "small", "medium"])
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Mamba Studio")
     app.setOrganizationName("MambaStudio")
-    win = MainWindow(run_dir=args.run_dir)
+    win = MainWindow(runs_root=args.run_dir)
     if args.preset:
         win.train.preset.setCurrentText(args.preset)
     win.show()
