@@ -181,7 +181,7 @@ def cmd_train(a: argparse.Namespace) -> int:
             job.finish()
 
 
-def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-def]
+def _train(a: argparse.Namespace, run, job) -> int:
     from . import SamplingConfig
     from .control import TrainControl
     from .earlystop import EarlyStopping

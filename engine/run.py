@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -244,7 +244,8 @@ def _encode(spec: RunSpec, corpus: Any, tok: Any) -> tuple[dict[str, np.ndarray]
 
 def _model_config(spec: RunSpec, vocab: int) -> MambaConfig:
     if spec.model:
-        return MambaConfig(vocab_size=vocab, **spec.model)
+        fields: dict[str, Any] = dict(spec.model)  # validated by MambaConfig
+        return MambaConfig(vocab_size=vocab, **fields)
     return preset(spec.preset, vocab)
 
 
@@ -274,7 +275,7 @@ def _label(spec: RunSpec) -> str:
     return "custom" if spec.model else ("init" if spec.init else spec.preset)
 
 
-def start(spec: RunSpec, corpus_paths: list[str | Path], out: str | Path | None = None,
+def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | None = None,
           force: bool = False, root: str | Path = "runs",
           progress: Callable[[str], None] | None = None) -> Run:
     """Create a new run folder (``out``, or a unique ``root/<date>-<preset>-<n>``) from ``spec``
