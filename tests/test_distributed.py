@@ -136,3 +136,14 @@ def test_partition_rows_covers_the_batch_once() -> None:
     assert sorted(np.concatenate(parts).tolist()) == list(range(11))
     assert [len(p) for p in parts] == [4, 4, 3]
     assert not np.array_equal(partition_rows(11, 5, 0, 0, 3), parts[0])  # reseeded per step
+
+
+def test_missing_mpi4py_is_one_line_naming_the_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.distributed import load_mpi
+
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # import fails as if not installed
+    with pytest.raises(MambaStudioError) as err:
+        load_mpi()
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert "pip install mpi4py" in msg and "openmpi-bin" in msg and "mpich" in msg
