@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-import engine  # noqa: F401  (thread/cache defaults before NumPy and Qt load)
+import engine
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--screenshot")
     parser.add_argument("--preset", choices=["tiny", "small", "medium"])
     args = parser.parse_args(argv)
+    engine.configure(tune_allocator=True)  # before NumPy, Numba and Qt load (see engine.runtime)
 
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication

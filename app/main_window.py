@@ -1,13 +1,18 @@
-"""MainWindow: composes the panels, owns the training worker's lifecycle, no maths."""
+"""MainWindow: composes the panels, owns the training worker's lifecycle, no maths.
+
+Every Start makes a new run folder under the runs folder unless the user chose Continue (Runs
+tab); the "Next Start" line always says which. Closing while training stops after the current
+step, saves, and only then closes ("saving…"), with no time-out."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QThread, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon
+from PySide6.QtCore import Qt, QThread, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QCheckBox,
+    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -24,13 +29,19 @@ from PySide6.QtWidgets import (
 )
 
 import engine
+from engine import run as runapi
+from engine.estimate import estimate_run, measure_step_seconds
+from engine.runtoml import RunSettings, load_settings, save_settings
 
 from . import settings
 from .panels.corpus_panel import CorpusPanel
+from .panels.gallery_panel import GalleryPanel
+from .panels.playground_panel import BACKEND_TIPS, PlaygroundPanel
 from .panels.plots_panel import PlotsPanel
 from .panels.preview_panel import PreviewPanel
+from .panels.runs_panel import RunsPanel
 from .panels.train_panel import TrainPanel
-from .workers import TrainJob, TrainWorker, default_run_dir, run_in_thread
+from .workers import TrainJob, TrainWorker, auto_eval_every, default_runs_root, export_run, run_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = ROOT / "assets" / "sample_corpus"
@@ -39,79 +50,136 @@ ICON = ROOT / "assets" / "icon.svg"
 
 class MainWindow(QMainWindow):
     state_changed = Signal(str)  # idle | running | paused | stopping
+    estimate_ready = Signal(str)
 
-    def __init__(self, run_dir: str | None = None) -> None:
+    def __init__(self, runs_root: str | None = None) -> None:
         super().__init__()
         self.setWindowTitle("Mamba Studio")
         if ICON.exists():
             self.setWindowIcon(QIcon(str(ICON)))
-        self.run_dir = run_dir or default_run_dir()
+        self.runs_root = runs_root or default_runs_root()
+        Path(self.runs_root).mkdir(parents=True, exist_ok=True)
         self.errors: list[str] = []
         self.state = "idle"
         self.thread: QThread | None = None
         self.worker: TrainWorker | None = None
-        self._finished_worker: TrainWorker | None = None  # the last run, for save/export
-        self.init_dir: str | None = None
-        self.resume_dir: str | None = None
+        self.init_dir: str | None = None  # next Start: a new run from these weights
+        self.continue_dir: str | None = None  # next Start: continue this run
+        self.current_run: str | None = None  # the run training now, or the last one
+        self.last_folder: str | None = None
+        self._closing = False
+        self._measured: dict[tuple, float] = {}
+        self._measuring: tuple | None = None
 
         self.corpus = CorpusPanel(SAMPLE_CORPUS)
         self.train = TrainPanel()
         self.plots = PlotsPanel()
         self.preview = PreviewPanel()
+        self.runs = RunsPanel(self.runs_root)
+        self.playground = PlaygroundPanel(self.runs_root)
+        self.gallery = GalleryPanel()
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)
         self.log.setMaximumBlockCount(2000)
 
         self.start_btn = QPushButton("Start")
+        self.start_btn.setToolTip("Start training (Ctrl+Enter): a new run, or the chosen Continue")
         self.pause_btn = QPushButton("Pause")
+        self.pause_btn.setToolTip("Pause after the current step (Space)")
         self.resume_btn = QPushButton("Resume")
+        self.resume_btn.setToolTip("Resume a paused run (Space)")
         self.stop_btn = QPushButton("Stop")
+        self.stop_btn.setToolTip("Stop after the current step and save a snapshot")
         self.start_btn.clicked.connect(self.start_training)
         self.pause_btn.clicked.connect(self.pause)
         self.resume_btn.clicked.connect(self.resume)
         self.stop_btn.clicked.connect(self.stop)
-        self.use_gpu = QCheckBox("GPU preview (wgpu)")
-        self.use_gpu.setChecked(settings.load("preview/use_gpu", True))
+        self.backend = QComboBox()
+        self.backend.addItems(list(BACKEND_TIPS))
+        self.backend.setCurrentText(settings.load("preview/backend", "auto"))
+        self.backend.setToolTip("Preview decoding: " + "; ".join(f"{k}: {v}" for k, v in
+                                                               BACKEND_TIPS.items()))
         self.progress = QProgressBar()
         self.progress.setFormat("%v / %m steps")
+        self.progress.setToolTip("Optimizer steps done of this run's total")
         self.status = QLabel("idle")
+        self.status.setWordWrap(True)
+        self.next_label = QLabel()
+        self.next_label.setWordWrap(True)
+        self.next_label.setToolTip("What the next Start does (choose Continue in the Runs tab)")
+        self.estimate = QLabel("estimating…")
+        self.estimate.setWordWrap(True)
+        self.estimate.setToolTip("Parameters, peak memory and time per epoch (two real steps timed)")
 
         left = QTabWidget()
         left.addTab(self.corpus, "Corpus")
         scroll = QScrollArea()
         scroll.setWidget(self.train)
         scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.train_scroll = scroll
         left.addTab(scroll, "Model && training")
-        right = QTabWidget()
-        right.addTab(self.preview, "Preview")
-        right.addTab(self.log, "Log")
+        self.left_tabs = left
+        bottom = QTabWidget()
+        bottom.addTab(self.preview, "Preview")
+        bottom.addTab(self.log, "Log")
+        self.bottom_tabs = bottom
         center = QSplitter(Qt.Orientation.Vertical)
         center.addWidget(self.plots)
-        center.addWidget(right)
+        center.addWidget(bottom)
+        center.setSizes([480, 260])
         split = QSplitter()
         split.addWidget(left)
         split.addWidget(center)
-        split.setSizes([420, 860])
+        split.setSizes([430, 850])
+        train_page = QWidget()
+        tl = QVBoxLayout(train_page)
+        tl.setContentsMargins(0, 0, 0, 0)
+        tl.addWidget(split, 1)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(train_page, "Train")
+        self.tabs.addTab(self.runs, "Runs")
+        self.tabs.addTab(self.playground, "Playground")
+        self.tabs.addTab(self.gallery, "Gallery")
 
         bar = QHBoxLayout()
-        for w in (self.start_btn, self.pause_btn, self.resume_btn, self.stop_btn, self.use_gpu):
+        for w in (self.start_btn, self.pause_btn, self.resume_btn, self.stop_btn):
             bar.addWidget(w)
+        bar.addWidget(QLabel("preview"))
+        bar.addWidget(self.backend)
         bar.addWidget(self.progress, 1)
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.addLayout(bar)
+        lay.addWidget(self.next_label)
+        lay.addWidget(self.estimate)
         lay.addWidget(self.status)
-        lay.addWidget(split, 1)
+        lay.addWidget(self.tabs, 1)
         self.setCentralWidget(body)
         self._menus()
+        self._shortcuts()
         self.corpus.rejected.connect(self._notice)
+        self.corpus.changed.connect(self._schedule_estimate)
+        self.train.changed.connect(self._schedule_estimate)
+        self.train.changed.connect(self._update_next)
         self.preview.prompts.textChanged.connect(self._push_preview_settings)
         for knob in (self.preview.temperature, self.preview.top_k, self.preview.top_p,
                      self.preview.length):
             knob.valueChanged.connect(self._push_preview_settings)
+        self.runs.open_requested.connect(self.open_run_view)
+        self.runs.continue_requested.connect(self.choose_continue)
+        self.runs.compare_requested.connect(self.compare_run)
+        self.runs.export_requested.connect(self._export_dialog)
+        self.runs.message.connect(self._say)
+        self.estimate_ready.connect(self.estimate.setText)
+        self._est_timer = QTimer(self)
+        self._est_timer.setSingleShot(True)
+        self._est_timer.setInterval(300)
+        self._est_timer.timeout.connect(self._refresh_estimate)
         self.setAcceptDrops(True)  # files dropped anywhere on the window join the corpus
         self.corpus.load_sample()
         self._set_state("idle")
+        self._update_next()
         geom = settings.load("window/geometry", None)
         if geom is not None:
             self.restoreGeometry(geom)
@@ -121,19 +189,30 @@ class MainWindow(QMainWindow):
     # ---------------------------------------------------------------- menus
     def _menus(self) -> None:
         m = self.menuBar().addMenu("&File")
-        for text, slot in (("Open model or HF Mamba folder…", self._open_model_dialog),
-                           ("Resume a training run…", self._resume_dialog),
-                           ("Save checkpoint as…", self._save_dialog),
-                           ("Export LoRA adapter (PEFT)…", lambda: self._export_dialog("adapter")),
-                           ("Export merged model…", lambda: self._export_dialog("merged")),
-                           ("New model (forget loaded weights)", self.new_model)):
+        for text, key, slot in (
+                ("Open model or HF Mamba folder…", "Ctrl+O", self._open_model_dialog),
+                ("Open settings…", "Ctrl+Shift+O", self._open_settings_dialog),
+                ("Save settings as…", "Ctrl+S", self._save_settings_dialog),
+                ("Save a snapshot now", "", self.save_snapshot),
+                ("Export model (merged)…", "", lambda: self._export_dialog(None, "merged")),
+                ("Export LoRA adapter (PEFT)…", "", lambda: self._export_dialog(None, "adapter")),
+                ("New model (forget loaded weights)", "", self.new_model)):
             act = QAction(text, self)
+            if key:
+                act.setShortcut(QKeySequence(key))
             act.triggered.connect(slot)
             m.addAction(act)
         m.addSeparator()
         quit_act = QAction("Quit", self)
+        quit_act.setShortcut(QKeySequence.StandardKey.Quit)
         quit_act.triggered.connect(self.close)
         m.addAction(quit_act)
+
+    def _shortcuts(self) -> None:
+        for key, slot in (("Ctrl+Return", self.start_training), ("Ctrl+Enter", self.start_training),
+                          ("Space", self.toggle_pause), ("Ctrl+G", self.playground.generate)):
+            sc = QShortcut(QKeySequence(key), self)
+            sc.activated.connect(slot)
 
     # ---------------------------------------------------------------- state
     def _set_state(self, state: str) -> None:
@@ -144,36 +223,99 @@ class MainWindow(QMainWindow):
         self.stop_btn.setEnabled(state in ("running", "paused"))
         self.train.setEnabled(state == "idle")
         self.corpus.setEnabled(state == "idle")
+        self.runs.busy_folder = self.current_run if state != "idle" else None
         if state != "running":
-            self.status.setText(state if state != "idle" else f"idle — runs are saved to {self.run_dir}")
+            self.status.setText({"idle": "idle", "paused": "paused (Space resumes)",
+                                 "stopping": "stopping after the current step, then saving…"
+                                 }.get(state, state))
         self.state_changed.emit(state)
+
+    def _update_next(self) -> None:
+        """The one line that says what the next Start does."""
+        if self.continue_dir:
+            info = next((r for r in self.runs.runs if str(r.path) == self.continue_dir), None)
+            step = f" from step {info.steps}" if info else ""
+            text = (f"Next Start: continues run {Path(self.continue_dir).name}{step} in its folder "
+                    "(epochs and max steps from the panel; New model to start fresh)")
+        elif self.init_dir:
+            text = (f"Next Start: a new run starting from the weights of {self.init_dir}, "
+                    f"saved under {self.runs_root}")
+        else:
+            name = self.train.preset.currentText()
+            text = f"Next Start: a new run ({name} model, random weights), saved under {self.runs_root}"
+        self.next_label.setText(text)
+        self.train.model_source.setText(text.removeprefix("Next Start: "))
 
     def _notice(self, msg: str) -> None:
         self.log.appendPlainText(msg)
 
+    def _say(self, msg: str) -> None:
+        """A success/info message the user sees (status bar) and the log keeps."""
+        self.log.appendPlainText(msg)
+        self.statusBar().showMessage(msg, 10000)
+
     def _error(self, msg: str) -> None:
         self.errors.append(msg)
         self.log.appendPlainText(f"ERROR: {msg}")
-        box = QMessageBox(QMessageBox.Icon.Warning, "Mamba Studio", msg.splitlines()[-1][:500]
-                          if len(msg) > 500 else msg, parent=self)
-        box.setDetailedText(msg)
+        short = msg.strip().splitlines()[-1][:500] if msg.strip() else msg
+        box = QMessageBox(QMessageBox.Icon.Warning, "Mamba Studio", short, parent=self)
+        if short != msg:
+            box.setDetailedText(msg)
         box.open()  # non-blocking: training and the UI keep going
+
+    # ---------------------------------------------------------------- estimates
+    def _corpus_tokens(self) -> int:
+        return sum(self.corpus.tokens.get(p, f.n_bytes) for p, f in self.corpus.files.items())
+
+    def _schedule_estimate(self) -> None:
+        self._est_timer.start()
+
+    def _refresh_estimate(self) -> None:
+        try:
+            cfg = self.train.model_config()
+            tc = self.train.train_config()
+            est = estimate_run(cfg, tc, self._corpus_tokens())
+        except (ValueError, engine.MambaStudioError) as exc:
+            self.estimate.setText(f"settings: {exc}")
+            return
+        key = (cfg, tc.batch_size, tc.seq_len, tc.grad_accum, tc.activation_checkpointing,
+               tc.lora, tc.wsla)
+        step_s = self._measured.get(key)
+        self.estimate.setText("Estimate: " + estimate_run(cfg, tc, self._corpus_tokens(),
+                                                          step_s=step_s).human())
+        if step_s is None and self._measuring is None and self.state == "idle" \
+                and os.environ.get("MAMBA_STUDIO_NO_MEASURE") != "1":
+            self._measuring = key
+
+            def done(sec: float) -> None:
+                self._measured[key] = sec
+                self._measuring = None
+                self._refresh_estimate()
+
+            def fail(msg: str) -> None:
+                self._measuring = None
+                self.estimate.setText(f"Estimate: {est.human()} (timing failed: {msg[-200:]})")
+
+            run_in_thread(lambda: measure_step_seconds(cfg, tc), done, fail, owner=self)
 
     # ---------------------------------------------------------------- training
     def make_job(self) -> TrainJob:
-        return TrainJob(
-            paths=self.corpus.paths(), run_dir=self.run_dir, preset=self.train.preset.currentText()
-            if self.train.preset.currentText() != "custom" else "small",
-            custom=self.train.custom_dims(), tokenizer=self.train.tokenizer.currentText(),
-            bpe_vocab=self.train.bpe_vocab.value(), init_dir=self.init_dir,
-            resume_dir=self.resume_dir, train=self.train.train_config(),
-            use_gpu=self.use_gpu.isChecked(),
-        )
+        tc = self.train.train_config()
+        eval_every = tc.eval_every
+        if eval_every == 0:  # auto: held-out evaluation costs < 10 % of training time
+            val = int(self._corpus_tokens() * 0.1)
+            eval_every = auto_eval_every(val, tc.batch_size * tc.grad_accum, tc.seq_len)
+        spec = self.train.run_spec(self.init_dir, eval_every)
+        spec.check()
+        return TrainJob(spec=spec, paths=self.corpus.paths(), runs_root=self.runs_root,
+                        continue_folder=self.continue_dir,
+                        overrides={"epochs": tc.epochs, "max_steps": tc.max_steps},
+                        backend=self.backend.currentText(), early=self.train.early_stopping())
 
     def start_training(self) -> None:
         if self.state != "idle":
             return
-        if not self.corpus.paths():
+        if not self.continue_dir and not self.corpus.paths():
             self._error("Add at least one text file to the corpus first.")
             return
         try:
@@ -184,25 +326,53 @@ class MainWindow(QMainWindow):
         self.train.remember()
         self.preview.remember()
         self.plots.clear()
+        self.plots.set_compare("", [])
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling())
         self.thread = QThread(self)
         self.worker.moveToThread(self.thread)
         self.thread.started.connect(self.worker.run)
         self.worker.info.connect(self._notice)
-        self.worker.saved.connect(self._notice)
+        self.worker.opened.connect(self._on_opened)
+        self.worker.saved.connect(self._say)
         self.worker.step_finished.connect(self._on_step)
         self.worker.epoch_finished.connect(self._on_epoch)
-        self.worker.preview_ready.connect(self.preview.show_preview)
+        self.worker.preview_ready.connect(self._on_preview)
         self.worker.failed.connect(self._error)
         self.worker.finished.connect(self._on_finished)
         self._set_state("running")
-        self.status.setText("preparing (tokenizer, model, kernels)…")
+        self.status.setText("preparing (corpus, tokenizer, model, kernels)…")
         self.thread.start()
+
+    def _on_opened(self, folder: str, continued: bool) -> None:
+        self.current_run = folder
+        self.runs.busy_folder = folder
+        if continued:
+            self.plots.load_history(runapi.read_metrics(folder))  # the full history
+        run = self.worker.run_obj if self.worker is not None else None
+        if run is not None:
+            n_bytes = sum(int(x.get("bytes", 0)) for x in run.data.manifest.get("sources", []))
+            if n_bytes:
+                self.plots.set_tokens_per_byte(len(run.data.ids) / n_bytes)
+        self.gallery.show_run(folder)
+        self.runs.refresh()
+        self.runs.select(folder)
+        self._say(f"{'continuing' if continued else 'new run'}: {folder}")
+
+    def _on_preview(self, tag: str, text: str, backend: str) -> None:
+        self.preview.show_preview(tag, text, backend)
+        if self.gallery.folder == self.current_run:
+            self.gallery.reload()
 
     def _push_preview_settings(self) -> None:
         if self.worker is not None:
             self.worker.prompts = self.preview.prompt_list()
             self.worker.sampling = self.preview.sampling()
+
+    def toggle_pause(self) -> None:
+        if self.state == "running":
+            self.pause()
+        elif self.state == "paused":
+            self.resume()
 
     def pause(self) -> None:
         if self.worker is not None and self.state == "running":
@@ -226,7 +396,7 @@ class MainWindow(QMainWindow):
         if self.state == "running":
             nan = "  (non-finite loss: step skipped)" if r.nonfinite else ""
             self.status.setText(
-                f"step {r.step}/{r.total_steps} · epoch {r.epoch + 1} · loss {r.loss:.4f} · "
+                f"step {r.step}/{r.total_steps} · epoch {r.epoch + 1} · loss {r.loss:.4f} nats · "
                 f"grad norm {r.grad_norm:.3f} · lr {r.lr:.2e} · {r.tokens_per_s:,.0f} tok/s · "
                 f"ETA {engine.format_duration(r.eta_s)}{nan}"
             )
@@ -238,82 +408,153 @@ class MainWindow(QMainWindow):
         self._notice(f"epoch {e.epoch + 1}: train {e.train_loss:.4f}, grad norm "
                      f"{e.grad_norm:.3f}{val}")
 
-    def _on_finished(self, run_dir: str) -> None:
+    def _on_finished(self, folder: str) -> None:
         if self.thread is not None:
             self.thread.quit()
             self.thread.wait()
-        if run_dir:
-            self.resume_dir = None
-            self.init_dir = None
         self.thread = None
-        self._finished_worker = self.worker
         self.worker = None
+        self.last_folder = folder or None
+        # every Start is a new run unless the user chooses Continue again
+        self.continue_dir = None
         self._set_state("idle")
+        self.runs.refresh()
+        self.playground.refresh_runs()
+        if folder:
+            self.playground.set_source(folder)
+            self.gallery.show_run(folder)
+        self._update_next()
+        self._schedule_estimate()
+        if self._closing:
+            self.close()
 
-    # ---------------------------------------------------------------- checkpoints
-    def save_checkpoint(self, path: str) -> None:
-        """Save a resumable checkpoint of the running or the last run."""
-        self.export("save", path)
+    # ---------------------------------------------------------------- runs
+    def open_run_view(self, folder: str) -> None:
+        """Show a run: its full curves, its samples, and pick it in the Playground."""
+        self.plots.load_history(runapi.read_metrics(folder))
+        self.gallery.show_run(folder)
+        self.playground.set_source(folder)
+        self.tabs.setCurrentIndex(0)
+        self._say(f"showing {folder}")
 
-    def export(self, kind: str, path: str) -> None:
-        """'save' | 'adapter' | 'merged' into ``path``: queued between steps while training,
-        else done on the thread pool from the last run's trainer."""
-        if self.worker is not None:
-            self.worker.request(kind, path)
+    def choose_continue(self, folder: str) -> None:
+        if self.state != "idle":
             return
-        src = self._finished_worker
-        if src is None or src.trainer is None:
-            self._error(f"Nothing to {'save' if kind == 'save' else 'export'} yet: train first.")
+        self.continue_dir = folder
+        self.init_dir = None
+        self.plots.load_history(runapi.read_metrics(folder))
+        self.gallery.show_run(folder)
+        self._update_next()
+        self._say(f"next Start continues {folder}")
+
+    def compare_run(self, folder: str) -> None:
+        self.plots.set_compare(Path(folder).name, runapi.read_metrics(folder))
+        self.tabs.setCurrentIndex(0)
+
+    def save_snapshot(self) -> None:
+        if self.worker is None:
+            self._say("Nothing is training: every run is saved in its folder already.")
             return
-        src.request(kind, path)
-        run_in_thread(src.serve_requests, lambda _: None, self._error)
+        self.worker.request("save", "")
+
+    def export(self, kind: str, path: str, folder: str | None = None) -> None:
+        """'merged' | 'adapter' of ``folder`` (default: the current or last run) into ``path``."""
+        folder = folder or self.current_run or self.last_folder
+        if folder is None:
+            self._error("Nothing to export yet: train or pick a run in the Runs tab first.")
+            return
+        if self.worker is not None and folder == self.current_run:
+            self.worker.request(kind, path)  # between two steps of the running run
+            return
+        def done(warnings: list[str]) -> None:
+            for w in warnings:
+                self._notice(f"warning: {w}")
+            self._say(f"{kind} written to {path}")
+
+        run_in_thread(lambda: export_run(folder, kind, path), done, self._error, owner=self)
 
     def open_model(self, path: str) -> None:
-        """Use a model folder (ours, or a local HF Mamba folder) as the starting point."""
+        """Use a model folder (a run, a snapshot, ours or a local HF Mamba folder) as the
+        starting point of the next new run."""
         def load() -> engine.MambaLM:
-            return engine.MambaLM.load(path)
+            return runapi.load_model(path)
 
         def done(lm: engine.MambaLM) -> None:
             self.init_dir = path
-            self.resume_dir = None
-            self.train.model_source.setText(f"{Path(path).name} ({lm.n_params:,} params)")
-            self._notice(f"opened {path}: {lm.n_params:,} parameters, "
-                         f"{lm.tokenizer.kind} tokenizer")
+            self.continue_dir = None
+            self.train.model_override = lm.config
+            self.train._update()
+            self.corpus.set_tokenizer(lm.tokenizer, lm.tokenizer.kind)
+            self._update_next()
+            self._say(f"opened {path}: {lm.n_params:,} parameters, {lm.tokenizer.kind} tokenizer")
 
-        run_in_thread(load, done, self._error)
-
-    def resume_run(self, path: str) -> None:
-        if not (Path(path) / "trainer_state.json").exists():
-            self._error(f"{path} is not a training checkpoint (no trainer_state.json)")
-            return
-        self.resume_dir = path
-        self.init_dir = None
-        self.train.model_source.setText(f"resume {Path(path).name}")
-        self._notice(f"next Start resumes {path} exactly where it stopped")
+        run_in_thread(load, done, self._error, owner=self)
 
     def new_model(self) -> None:
-        self.init_dir = self.resume_dir = None
-        self.train.model_source.setText("new model")
+        self.init_dir = self.continue_dir = None
+        self.train.model_override = None
+        self.train._update()
+        if self.corpus.tokenizer is not None:
+            self.corpus.set_tokenizer(None, self.train.tokenizer.currentText())
+        self._update_next()
 
+    # ---------------------------------------------------------------- settings files
+    def current_settings(self) -> RunSettings:
+        tc = self.train.train_config()
+        return RunSettings(self.train.run_spec(self.init_dir, tc.eval_every),
+                           tuple(self.corpus.paths()), self.train.early_stopping())
+
+    def save_settings_file(self, path: str) -> None:
+        try:
+            save_settings(path, self.current_settings())
+        except (OSError, ValueError, engine.MambaStudioError) as exc:
+            self._error(f"could not save {path}: {exc}")
+            return
+        self._say(f"settings saved to {path} (python -m engine train --config {path})")
+
+    def load_settings_file(self, path: str) -> None:
+        try:
+            s = load_settings(path)
+        except engine.MambaStudioError as exc:
+            self._error(str(exc))
+            return
+        self.train.set_from(s.spec, s.early_stopping)
+        if s.spec.init:
+            self.open_model(s.spec.init)
+        if s.corpus:
+            self.corpus.files.clear()
+            self.corpus.tokens.clear()
+            self.corpus.skipped.clear()
+            self.corpus.add_paths(list(s.corpus))
+        self._say(f"settings loaded from {path}")
+
+    # ---------------------------------------------------------------- dialogs
     def _open_model_dialog(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Open a model folder")
+        path = QFileDialog.getExistingDirectory(self, "Open a model, run or HF Mamba folder",
+                                                self.runs_root)
         if path:
             self.open_model(path)
 
-    def _resume_dialog(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Resume a training run", self.run_dir)
+    def _open_settings_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open settings", self.runs_root,
+                                              "Settings (*.toml)")
         if path:
-            self.resume_run(path)
+            self.load_settings_file(path)
 
-    def _save_dialog(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Save checkpoint into folder")
+    def _save_settings_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save settings as", str(
+            Path(self.runs_root) / "run.toml"), "Settings (*.toml)")
         if path:
-            self.save_checkpoint(path)
+            self.save_settings_file(path if path.endswith(".toml") else path + ".toml")
 
-    def _export_dialog(self, kind: str) -> None:
-        path = QFileDialog.getExistingDirectory(self, f"Export {kind} into folder")
+    def _export_dialog(self, folder: str | None, kind: str) -> None:
+        """Type a new folder name (it is created) or pick an empty one; starts in the runs folder."""
+        label = "merged model" if kind == "merged" else "LoRA adapter"
+        path, _ = QFileDialog.getSaveFileName(
+            self, f"Export {label} into a new folder", str(Path(self.runs_root) / f"export-{kind}"),
+            options=QFileDialog.Option.DontConfirmOverwrite)
         if path:
-            self.export(kind, path)
+            self.export(kind, path, folder)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
         if self.state == "idle":
@@ -327,11 +568,21 @@ class MainWindow(QMainWindow):
     # ---------------------------------------------------------------- shutdown
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         if self.worker is not None and self.thread is not None:
+            # finish the step in flight, save, then close (from _on_finished); never abort
+            self._closing = True
             self.worker.control.stop()
-            self.thread.quit()
-            self.thread.wait(30000)  # the worker saves a consistent checkpoint on stop
+            self._set_state("stopping")
+            self.status.setText("saving… the window closes when the current step ends and the "
+                                "snapshot is written")
+            self.statusBar().showMessage("saving…")
+            event.ignore()
+            return
+        self.playground.stop()
+        if self.playground.thread is not None:
+            self.playground.thread.quit()
+            self.playground.thread.wait()
         settings.save("window/geometry", self.saveGeometry())
-        settings.save("preview/use_gpu", self.use_gpu.isChecked())
+        settings.save("preview/backend", self.backend.currentText())
         self.train.remember()
         self.preview.remember()
         super().closeEvent(event)

@@ -1,52 +1,63 @@
 """Worker objects that run engine work off the GUI thread.
 
-``TrainWorker`` lives in its own QThread for a whole run: it builds the tokenizer, model and
-trainer, trains with cooperative pause/stop and autosaves after every epoch and on stop.
-Generation previews (step-0 baseline, then every epoch) run on a second, single preview thread
-from a snapshot of the weights, on the wgpu path with a CPU fallback, so training never waits
-for them; that thread alone owns the GPU device.
-Signals carry immutable engine reports or plain strings, never live arrays.
-``run_in_thread`` runs one short job (load/save/export) on the thread pool.
+``TrainWorker`` lives in its own QThread for a whole run and goes through ``engine.run``: a new
+run folder (``start``) or the continuation of one (``resume``); the run autosaves, and ends with a
+saved snapshot on stop, on error and on close. Generation previews (step 0, then every epoch) run
+on a second, single preview thread from a copy of the weights, so training never waits for them;
+every preview is appended to the run's samples.jsonl. ``GenerateWorker`` streams one generation
+for the Playground. Signals carry immutable engine reports or plain values, never live arrays.
+``run_in_thread`` runs one short job (load/save/export/measure) on the thread pool.
 """
 
 from __future__ import annotations
 
+import math
 import queue
+import threading
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
 import engine
+from engine import run as runapi
+from engine.earlystop import EarlyStopping
+from engine.gpu import pick_backend
+from engine.samples import append_sample, sample_seed
+from engine.tblog import TBLogger
 
 
 @dataclass
 class TrainJob:
+    spec: runapi.RunSpec
     paths: list[str]
-    run_dir: str
-    preset: str = "small"
-    custom: dict[str, int] | None = None  # d_model, n_layer, d_state overrides
-    tokenizer: str = "bytes"  # bytes | bpe
-    bpe_vocab: int = 2048
-    init_dir: str | None = None  # start from this model folder
-    resume_dir: str | None = None  # continue this training checkpoint
-    train: engine.TrainConfig = field(default_factory=engine.TrainConfig)
-    holdout: float = 0.1
-    use_gpu: bool = True
+    runs_root: str
+    continue_folder: str | None = None  # resume this run instead of starting a new one
+    overrides: dict[str, Any] = field(default_factory=dict)  # RESUME_OVERRIDES for Continue
+    backend: str = "auto"  # preview decoding: auto | cpu | gpu
+    early: EarlyStopping = field(default_factory=EarlyStopping)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for our errors; the traceback only for bugs."""
+    return str(exc) if isinstance(exc, (engine.MambaStudioError, ValueError, OSError)) \
+        else traceback.format_exc()
 
 
 class TrainWorker(QObject):
     info = Signal(str)
+    opened = Signal(str, bool)  # run folder, continued (True) or new (False)
     step_finished = Signal(object)  # engine.StepReport
     epoch_finished = Signal(object)  # engine.EpochReport
     preview_ready = Signal(str, str, str)  # tag, text, backend description
     saved = Signal(str)
     failed = Signal(str)
-    finished = Signal(str)  # run folder
+    finished = Signal(str)  # run folder ("" when none was made)
 
     def __init__(self, job: TrainJob, prompts: list[str], sampling: engine.SamplingConfig) -> None:
         super().__init__()
@@ -54,143 +65,213 @@ class TrainWorker(QObject):
         self.control = engine.TrainControl()
         self.prompts = list(prompts)  # replaced by the GUI thread between previews
         self.sampling = sampling
-        self.trainer: engine.Trainer | None = None
+        self.run_obj: runapi.Run | None = None
+        self.folder: str = ""
         self._requests: queue.Queue[tuple[str, str]] = queue.Queue()
         self._stepper: Any = None  # created and used only on the preview thread
         self._preview_lm: engine.MambaLM | None = None
-        self._backend = "cpu"
+        self._backend = "CPU step"
         self._previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preview")
+        self._tb: TBLogger | None = None
+        self.early = replace(job.early)
+        self.stop_reason = ""
 
     # ---------------------------------------------------------------- requests from the GUI
     def request(self, kind: str, path: str) -> None:
         """Queue 'save' / 'adapter' / 'merged' to run between two steps."""
         self._requests.put((kind, path))
 
-    def serve_requests(self) -> None:
+    def _serve_requests(self) -> None:
         while not self._requests.empty():
             kind, path = self._requests.get()
-            self._do(kind, path)
-
-    def _do(self, kind: str, path: str) -> None:
-        tr = self.trainer
-        assert tr is not None
-        try:
-            if kind == "save":
-                tr.save(path)
-            elif kind == "merged":
-                tr.lm.save(path)
-            elif kind == "adapter":
-                if not isinstance(tr.trainable, engine.LoRATrainable):
-                    raise engine.MambaStudioError("this run has no LoRA adapter to export")
-                for w in tr.trainable.save_adapter(path):
-                    self.info.emit(f"warning: {w}")
-            self.saved.emit(f"{kind} written to {path}")
-        except Exception as exc:
-            self.failed.emit(f"could not write {kind} to {path}: {exc}")
+            try:
+                assert self.run_obj is not None
+                if kind == "save":
+                    snap = self.run_obj.save()
+                    self.saved.emit(f"snapshot saved: {snap}")
+                else:
+                    for w in export_from(self.run_obj, kind, path):
+                        self.info.emit(f"warning: {w}")
+                    self.saved.emit(f"{kind} written to {path}")
+            except Exception as exc:
+                self.failed.emit(f"could not write {kind} to {path}: {describe_error(exc)}")
 
     # ---------------------------------------------------------------- the run
-    def _build(self) -> engine.Trainer:
+    def _open(self) -> runapi.Run:
         j = self.job
-        corpus = engine.load_corpus(j.paths)
-        for p, why in corpus.rejected:
-            self.info.emit(f"skipped {p}: {why}")
-        if j.resume_dir:
-            ids = engine.encode_corpus(corpus.texts, engine.load_tokenizer(j.resume_dir))
-            tr_ids, va_ids = engine.split_holdout(ids, j.holdout, j.train.seq_len)
-            trainer = engine.Trainer.resume(j.resume_dir, tr_ids, va_ids, epochs=j.train.epochs,
-                                            max_steps=j.train.max_steps)
-            self.info.emit(f"resumed {j.resume_dir} at step {trainer.cursor.step}")
-            return trainer
-        if j.init_dir:
-            lm = engine.MambaLM.load(j.init_dir)
-        else:
-            if j.tokenizer == "bpe":
-                self.info.emit(f"training a BPE tokenizer ({j.bpe_vocab} tokens) on the corpus")
-                tok = engine.BPETokenizer.train(corpus.texts, vocab_size=j.bpe_vocab)
-            else:
-                tok = engine.ByteTokenizer()
-            cfg = engine.preset(j.preset, tok.vocab_size)
-            if j.custom:
-                cfg = engine.MambaConfig(vocab_size=tok.vocab_size, **j.custom)
-            lm = engine.MambaLM.create(cfg, tok, seed=j.train.seed)
-        ids = engine.encode_corpus(corpus.texts, lm.tokenizer)
-        tr_ids, va_ids = engine.split_holdout(ids, j.holdout, j.train.seq_len)
-        return engine.Trainer(lm, tr_ids, va_ids, j.train)
+        if j.continue_folder:
+            over = {k: v for k, v in j.overrides.items() if k in runapi.RESUME_OVERRIDES}
+            run = runapi.resume(j.continue_folder, **over)
+            self.info.emit(f"continuing {run.folder} from step {run.step}")
+            return run
+        return runapi.start(j.spec, j.paths, root=j.runs_root, progress=self.info.emit)
 
-    def _preview(self, tag: str) -> None:
-        """Queue a preview of the current weights on the preview thread; training goes on."""
-        tr = self.trainer
-        assert tr is not None
-        snapshot = {k: v.copy() for k, v in tr.lm.params.items()}
-        self._previews.submit(self._render, tag, snapshot)
+    @Slot()
+    def run(self) -> None:
+        try:
+            self.run_obj = run = self._open()
+        except Exception as exc:
+            self._previews.shutdown(wait=False)
+            self.failed.emit(describe_error(exc))
+            self.finished.emit("")
+            return
+        self.folder = str(run.folder)
+        self.opened.emit(self.folder, bool(self.job.continue_folder))
+        try:
+            with run:
+                tr = run.trainer
+                data = run.data
+                n_bytes = sum(int(s.get("bytes", 0)) for s in data.manifest.get("sources", []))
+                tpb = len(data.ids) / n_bytes if n_bytes else 1.0
+                self._tb = TBLogger(run.folder, tokens_per_byte=tpb)
+                self.info.emit(
+                    f"run {run.folder.name}: {tr.lm.n_params:,} parameters; "
+                    f"{tr.trainable.describe() if tr.trainable else ''}; "
+                    f"{len(tr.train_ids):,} training / {len(tr.val_ids):,} held-out tokens; "
+                    f"{tr.total_steps} steps")
+                for note in run.notices:
+                    self.info.emit(f"note: {note}")
+                self._preview(f"step {run.step}", run.trainer.cursor.epoch)
+                result = run.train(on_step=self._on_step, on_epoch=self._on_epoch,
+                                   control=self.control, on_save=self._on_save,
+                                   on_notice=self.info.emit)
+                self._serve_requests()
+                why = f" ({self.stop_reason})" if self.stop_reason else ""
+                self.saved.emit(f"{result.state} at step {result.step}{why}; snapshot {result.snapshot}")
+        except Exception as exc:
+            self.failed.emit(describe_error(exc))
+        finally:
+            if self._tb is not None:
+                self._tb.close()
+            self._previews.shutdown(wait=True)  # pending previews land before `finished`
+        self.finished.emit(self.folder)
 
-    def _render(self, tag: str, snapshot: dict) -> None:
+    def _on_save(self, path: Path) -> None:
+        self.info.emit(f"snapshot {path.name} saved")
+
+    def _on_step(self, r: engine.StepReport) -> None:
+        self.step_finished.emit(r)
+        if self._tb is not None:
+            self._tb.step(r.step, r.loss, r.grad_norm, r.lr, r.tokens_per_s)
+            if r.val_loss is not None:
+                self._tb.eval(r.step, r.val_loss)
+        if r.val_loss is not None:
+            self._early(r.val_loss)
+        self._serve_requests()
+
+    def _on_epoch(self, report: engine.EpochReport) -> None:
+        self.epoch_finished.emit(report)
+        if report.val is not None:
+            if self._tb is not None and self.run_obj is not None:
+                self._tb.eval(self.run_obj.step, report.val.loss)
+            self._early(report.val.loss)
+        self._preview(f"epoch {report.epoch + 1}", report.epoch + 1)
+
+    def _early(self, val_loss: float) -> None:
+        if self.early.enabled and not self.control.stopped and self.early.update(val_loss):
+            self.stop_reason = f"early stopping: {self.early.reason}"
+            self.info.emit(self.stop_reason + "; the best snapshot is kept (best.json)")
+            self.control.stop()
+
+    # ---------------------------------------------------------------- previews
+    def _preview(self, tag: str, epochs_done: int) -> None:
+        """Queue a preview of the current weights on the preview thread; training goes on.
+        Its samples are recorded with ``epoch`` = epochs completed (0: before the first)."""
+        run = self.run_obj
+        assert run is not None
+        snapshot = {k: v.copy() for k, v in run.lm.params.items()}
+        step, epoch = run.step, epochs_done
+        self._previews.submit(self._render, tag, snapshot, step, epoch)
+
+    def _render(self, tag: str, snapshot: dict, step: int, epoch: int) -> None:
         """Runs on the single preview thread, which alone owns the GPU stepper."""
         try:
-            tr = self.trainer
-            assert tr is not None
+            run = self.run_obj
+            assert run is not None
             if self._preview_lm is None:
-                self._preview_lm = engine.MambaLM(tr.lm.config, snapshot, tr.lm.tokenizer)
-                if self.job.use_gpu:
-                    self._stepper, reason = engine.open_stepper(self._preview_lm)
-                else:
-                    self._stepper, reason = None, "GPU preview switched off"
-                self._backend = reason if self._stepper is not None else f"CPU step — {reason}"
+                self._preview_lm = engine.MambaLM(run.lm.config, snapshot, run.lm.tokenizer)
+                self._stepper, self._backend = pick_backend(self._preview_lm, self.job.backend)
             else:
                 for k, v in snapshot.items():
                     self._preview_lm.params[k][...] = v
             if self._stepper is not None:
                 self._stepper.sync()
             texts = []
-            for prompt in self.prompts:
+            s = self.sampling
+            for i, prompt in enumerate(list(self.prompts)):
+                cfg = replace(s, seed=sample_seed(s.seed, i))
                 try:
-                    pieces = self._preview_lm.generate(prompt, self.sampling, self._stepper)
-                    texts.append(prompt + "".join(pieces))
+                    text = prompt + "".join(self._preview_lm.generate(prompt, cfg, self._stepper))
                 except FloatingPointError as exc:
-                    texts.append(f"{prompt} [generation failed: {exc}]")
+                    text = f"{prompt} [generation failed: {exc}]"
+                texts.append(text)
+                append_sample(run.folder, {
+                    "tag": tag, "step": step, "epoch": epoch, "prompt": prompt, "text": text,
+                    "seed": cfg.seed, "temperature": cfg.temperature, "top_k": cfg.top_k,
+                    "top_p": cfg.top_p, "repetition_penalty": cfg.repetition_penalty,
+                    "max_new_tokens": cfg.max_new_tokens, "backend": self._backend})
             self.preview_ready.emit(tag, "\n\n".join(texts), self._backend)
         except Exception:
             self.info.emit(f"preview failed: {traceback.format_exc()}")
 
+
+def export_from(run: runapi.Run, kind: str, path: str) -> list[str]:
+    """'merged' (the model with any adapter merged) or 'adapter' (PEFT LoRA) from an open run;
+    returns warnings."""
+    tr = run.trainer
+    if kind == "merged":
+        tr.lm.save(path)
+        return []
+    if kind == "adapter":
+        if not isinstance(tr.trainable, engine.LoRATrainable):
+            raise engine.MambaStudioError("this run has no LoRA adapter to export; export the "
+                                          "merged model instead")
+        return list(tr.trainable.save_adapter(path))
+    raise ValueError(f"unknown export kind {kind!r}")
+
+
+def export_run(folder: str, kind: str, path: str) -> list[str]:
+    """Export from a run folder that is not training (opens it, exports, closes it)."""
+    with runapi.resume(folder) as run:
+        return export_from(run, kind, path)
+
+
+class GenerateWorker(QObject):
+    """Streams one generation for the Playground; ``stop`` ends it after the current token."""
+
+    piece = Signal(str)
+    done = Signal(str)  # a summary: tokens, tok/s, backend
+    failed = Signal(str)
+
+    def __init__(self, source: str, prompt: str, sampling: engine.SamplingConfig,
+                 backend: str) -> None:
+        super().__init__()
+        self.source, self.prompt, self.sampling, self.backend = source, prompt, sampling, backend
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
     @Slot()
     def run(self) -> None:
+        import time
+
         try:
-            self.trainer = tr = self._build()
-            assert tr.trainable is not None
-            self.info.emit(
-                f"{tr.lm.n_params:,} parameters; {tr.trainable.describe()}; optimizer state "
-                f"{tr.optimizer.state_bytes():,} bytes; {len(tr.train_ids):,} training / "
-                f"{len(tr.val_ids):,} held-out tokens; {tr.total_steps} steps"
-            )
-            for note in tr.trainable.notices:
-                self.info.emit(f"note: {note}")
-            self._preview("step 0")
-            tr.run(on_step=self._on_step, on_epoch=self._on_epoch, control=self.control)
-            self.serve_requests()
-            tr.save(self.job.run_dir)
-            self.saved.emit(f"checkpoint saved to {self.job.run_dir}")
-            self._previews.shutdown(wait=True)  # pending previews land before `finished`
-            self.finished.emit(self.job.run_dir)
+            lm = runapi.load_model(self.source)
+            lm.check_finite(self.source)
+            stepper, desc = pick_backend(lm, self.backend)
+            t0 = time.perf_counter()
+            n = 0
+            for piece in lm.generate(self.prompt, self.sampling, stepper):
+                self.piece.emit(piece)
+                n += 1
+                if self._stop.is_set():
+                    break
+            dt = max(time.perf_counter() - t0, 1e-9)
+            self.done.emit(f"{n} pieces in {dt:.2f} s ({n / dt:,.0f}/s) — {desc}")
         except Exception as exc:
-            self._previews.shutdown(wait=True)
-            if self.trainer is not None:
-                try:  # never lose a run: keep the last state (training stops between steps)
-                    self.trainer.save(self.job.run_dir)
-                except Exception as save_exc:
-                    self.info.emit(f"could not save after the error: {save_exc}")
-            msg = str(exc) if isinstance(exc, engine.MambaStudioError) else traceback.format_exc()
-            self.failed.emit(msg)
-            self.finished.emit("")
-
-    def _on_step(self, report: engine.StepReport) -> None:
-        self.step_finished.emit(report)
-        self.serve_requests()
-
-    def _on_epoch(self, report: engine.EpochReport) -> None:
-        assert self.trainer is not None
-        self.epoch_finished.emit(report)
-        self.trainer.save(self.job.run_dir)  # autosave
-        self._preview(f"epoch {report.epoch + 1}")
+            self.failed.emit(describe_error(exc))
+            self.done.emit("failed")
 
 
 class _JobSignals(QObject):
@@ -208,8 +289,7 @@ class _Job(QRunnable):
         try:
             result = self.fn()
         except Exception as exc:
-            msg = str(exc) if isinstance(exc, engine.MambaStudioError) else traceback.format_exc()
-            self.signals.failed.emit(msg)
+            self.signals.failed.emit(describe_error(exc))
             return
         self.signals.done.emit(result)
 
@@ -218,26 +298,38 @@ _jobs: set[_Job] = set()
 
 
 def run_in_thread(fn: Callable[[], Any], on_done: Callable[[Any], None],
-                  on_failed: Callable[[str], None]) -> None:
+                  on_failed: Callable[[str], None], owner: QObject | None = None) -> None:
+    """Run ``fn`` on the thread pool; its result goes to ``on_done`` on the GUI thread, unless
+    ``owner`` (the widget the callbacks touch) has been deleted meanwhile."""
     job = _Job(fn)
     job.setAutoDelete(False)
     _jobs.add(job)
 
+    def alive() -> bool:
+        return owner is None or shiboken6.isValid(owner)
+
     def finish(result: Any) -> None:
         _jobs.discard(job)
-        on_done(result)
+        if alive():
+            on_done(result)
 
     def fail(msg: str) -> None:
         _jobs.discard(job)
-        on_failed(msg)
+        if alive():
+            on_failed(msg)
 
     job.signals.done.connect(finish)
     job.signals.failed.connect(fail)
     QThreadPool.globalInstance().start(job)
 
 
-def default_run_dir() -> str:
-    import time
+def default_runs_root() -> str:
+    return str(Path.home() / ".local" / "share" / "mamba-studio" / "runs")
 
-    base = Path.home() / ".local" / "share" / "mamba-studio" / "runs"
-    return str(base / time.strftime("%Y%m%d-%H%M%S"))
+
+def auto_eval_every(val_tokens: int, batch_size: int, seq_len: int, budget: float = 0.1) -> int:
+    """Held-out evaluation cadence (optimizer steps) that keeps its cost under ``budget`` of
+    training time: an evaluation is a forward pass over ``val_tokens`` (about a third of a
+    training step's cost per token), so every N steps costs val/(3·N·batch·seq) of training."""
+    per_step = max(1, batch_size * seq_len)
+    return max(1, math.ceil(val_tokens / (3 * budget * per_step) * 1.5))  # 1.5: safety margin

@@ -6,10 +6,13 @@ for 2048^3: the ceiling the training-step numbers should be read against.
 
 import json
 
+from engine.runtime import configure
+
+configure(tune_allocator=True)  # same process settings as training
+
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-import engine  # noqa: F401  (same thread settings as training)
 from engine.bench import blas_info, time_calls
 
 SHAPES = [(2048, 2048, 2048), (1024, 128, 512), (1024, 256, 128), (2048, 256, 1024),

@@ -8,9 +8,12 @@ without activation checkpointing, preset medium (batch 8 x 256). Gradients are i
 import json
 import tracemalloc
 
+from engine.runtime import configure
+
+configure(tune_allocator=True)  # same process settings as training
+
 import numpy as np
 
-import engine  # noqa: F401
 from engine.bench import time_calls
 from engine.config import preset
 from engine.model import loss_and_grad

@@ -7,7 +7,9 @@ Prints one JSON line per (config, backend) with median ms/token, tokens/s and th
 import json
 import sys
 
-import engine  # noqa: F401
+from engine.runtime import configure
+
+configure(tune_allocator=True)  # same process settings as training
 from engine.bench import bench_generate
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
 Equivalent to ``python -m engine bench --json --modes full,lora,wsla``.
 """
 
-import engine  # noqa: F401  (thread/cache defaults before NumPy loads)
+from engine.runtime import configure
+
+configure(tune_allocator=True)  # same process settings as training
 from engine.bench import run
 
 if __name__ == "__main__":

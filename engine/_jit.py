@@ -17,7 +17,9 @@ Kernels are type-generic: the same source compiles for float32 (training) and fl
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 from llvmlite import ir
@@ -26,23 +28,34 @@ from numba.extending import intrinsic, overload
 
 FASTMATH = frozenset({"reassoc", "contract", "nsz"})
 
-kernel = partial(njit, cache=True, nogil=True, fastmath=set(FASTMATH), error_model="numpy")
-parallel_kernel = partial(kernel, parallel=True)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class _KernelDecorator(Protocol):
+    """What the decorators do as far as a type checker sees: calls keep the Python signature
+    (Numba compiles one specialisation per argument type behind it)."""
+
+    def __call__(self, fn: _F, /) -> _F: ...
+
+
+_njit = partial(njit, cache=True, nogil=True, fastmath=set(FASTMATH), error_model="numpy")
+kernel = cast(_KernelDecorator, _njit)
+parallel_kernel = cast(_KernelDecorator, partial(_njit, parallel=True))
 
 
 @intrinsic
-def _int32_bits_as_float32(typingctx, bits):  # type: ignore[no-untyped-def]
+def _int32_bits_as_float32(typingctx, bits):
     """Reinterpret an int32 as the float32 with the same bit pattern (no conversion)."""
     if bits != types.int32:
         return None
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.FloatType())
 
     return types.float32(types.int32), codegen
 
 
-def fast_exp(x):  # type: ignore[no-untyped-def]
+def fast_exp(x):
     """exp(x). float32: Cephes polynomial (max rel. error ~1e-7, vectorisable; exp(+inf) = inf,
     exp(-inf) = 0, exp(nan) = nan); float64: math.exp."""
     return math.exp(x)
@@ -66,10 +79,10 @@ _P5 = np.float32(5.0000001201e-1)
 
 
 @overload(fast_exp, jit_options={"fastmath": set(FASTMATH)})
-def _fast_exp_overload(x):  # type: ignore[no-untyped-def]
+def _fast_exp_overload(x):
     if x == types.float32:
 
-        def impl(x):  # type: ignore[no-untyped-def]
+        def impl(x):
             xc = min(max(x, _LO), _HI)
             fx = np.floor(xc * _LOG2E + _HALF)
             r = xc - fx * _C1 - fx * _C2
@@ -85,33 +98,33 @@ def _fast_exp_overload(x):  # type: ignore[no-untyped-def]
 
         return impl
 
-    def impl64(x):  # type: ignore[no-untyped-def]
+    def impl64(x):
         return math.exp(x)
 
     return impl64
 
 
-def sigmoid(x):  # type: ignore[no-untyped-def]
+def sigmoid(x):
     """1 / (1 + exp(-x)), in the dtype of x (float32 uses ``fast_exp``)."""
     return 1.0 / (1.0 + math.exp(-x))
 
 
 @overload(sigmoid, jit_options={"fastmath": set(FASTMATH)})
-def _sigmoid_overload(x):  # type: ignore[no-untyped-def]
+def _sigmoid_overload(x):
     if x == types.float32:
 
-        def impl(x):  # type: ignore[no-untyped-def]
+        def impl(x):
             return _ONE / (_ONE + fast_exp(-x))
 
         return impl
 
-    def impl64(x):  # type: ignore[no-untyped-def]
+    def impl64(x):
         return 1.0 / (1.0 + math.exp(-x))
 
     return impl64
 
 
-def softplus(x):  # type: ignore[no-untyped-def]
+def softplus(x):
     """log(1 + exp(x)), stable; float32 uses ``fast_exp`` and a Cephes log polynomial."""
     return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
 
@@ -130,10 +143,10 @@ _L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7, _L8 = _LOGP
 
 
 @overload(softplus, jit_options={"fastmath": set(FASTMATH)})
-def _softplus_overload(x):  # type: ignore[no-untyped-def]
+def _softplus_overload(x):
     if x == types.float32:
 
-        def impl(x):  # type: ignore[no-untyped-def]
+        def impl(x):
             y = fast_exp(-abs(x))  # (0, 1]; softplus(x) = max(x, 0) + log1p(y)
             big = y > _SQRT2M1
             # log1p(y) = e*ln2 + log(m), m = (1 + y) / 2^e in [0.707, 1.414], r = m - 1 formed
@@ -148,7 +161,7 @@ def _softplus_overload(x):  # type: ignore[no-untyped-def]
 
         return impl
 
-    def impl64(x):  # type: ignore[no-untyped-def]
+    def impl64(x):
         return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
 
     return impl64

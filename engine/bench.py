@@ -18,8 +18,9 @@ import numpy as np
 BENCH_CONFIGS: dict[str, dict[str, int]] = {
     "small": {"d_model": 128, "n_layer": 4, "batch": 4, "seq_len": 256, "vocab": 256},
     "medium": {"d_model": 256, "n_layer": 6, "batch": 8, "seq_len": 256, "vocab": 256},
-    # generation only: a mamba-130m-sized stack (vocab kept at 256), where GPUs start to pay off
-    "large": {"d_model": 768, "n_layer": 24, "batch": 1, "seq_len": 256, "vocab": 256},
+    # mamba-130m sized (GPT-NeoX BPE vocabulary): what fine-tuning a 130M model costs on a CPU
+    "large": {"d_model": 768, "n_layer": 24, "batch": 1, "seq_len": 256, "vocab": 50280,
+              "max_steps": 3},
 }
 
 
@@ -58,67 +59,137 @@ def set_threads(n: int) -> None:
     threadpool_limits(n, user_api="blas")
 
 
-def bench_train_step(name: str, steps: int = 10, warmup: int = 3, mode: str = "full",
-                     threads: int = 2) -> dict[str, Any]:
-    """Median training-step time for BENCH_CONFIGS[name]; ``mode`` in full | lora | wsla."""
-    import numba
-
+def _trainer(name: str, mode: str, n_rows: int) -> Any:
     from .config import MambaConfig
     from .lm import MambaLM
     from .lora import LoRAConfig
     from .trainer import TrainConfig, Trainer
 
-    set_threads(threads)
     c = BENCH_CONFIGS[name]
     cfg = MambaConfig(vocab_size=c["vocab"], d_model=c["d_model"], n_layer=c["n_layer"])
     lm = MambaLM.create(cfg, seed=0)
-    rng = np.random.default_rng(0)
-    n_tok = c["batch"] * c["seq_len"] * (steps + warmup) + 1
-    ids = rng.integers(0, c["vocab"], size=n_tok)
+    ids = np.random.default_rng(0).integers(0, c["vocab"], size=n_rows * c["seq_len"] + 1)
     tc = TrainConfig(
         batch_size=c["batch"], seq_len=c["seq_len"], epochs=1, shuffle=False,
-        lora=LoRAConfig(("in_proj", "x_proj", "dt_proj", "out_proj"), rank=8) if mode == "lora" else None,
+        lora=LoRAConfig(LORA_BENCH_TARGETS, rank=LORA_BENCH_RANK) if mode == "lora" else None,
         wsla=mode == "wsla",
     )
-    tr = Trainer(lm, ids, ids[:0], tc)
-    times = time_calls(lambda s: tr.train_step(np.arange(s * c["batch"], (s + 1) * c["batch"])),
-                       steps, warmup)
-    med = float(np.median(times))
+    return Trainer(lm, ids, ids[:0], tc)
+
+
+LORA_BENCH_TARGETS = ("in_proj", "x_proj", "dt_proj", "out_proj")
+LORA_BENCH_RANK = 8
+
+
+def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
+                 threads: int = 2, profile_steps: int = 2) -> list[dict[str, Any]]:
+    """Median training-step time of BENCH_CONFIGS[name] for each of ``modes`` (full | lora |
+    wsla), with the modes' steps interleaved so all see the same machine state; then, per mode,
+    a per-op profile (``opprofile``), the peak NumPy memory of one step (tracemalloc), and the
+    step's GEMMs timed standalone (``stepgemms``)."""
+    import tracemalloc
+
+    import numba
+
+    from .opprofile import profile_ops
+    from .stepgemms import standalone_ms, step_gemms
+
+    set_threads(threads)
+    c = BENCH_CONFIGS[name]
+    steps = min(steps, c.get("max_steps", steps))
+    warmup = min(warmup, c.get("max_steps", warmup))
+    total = warmup + steps + profile_steps + 1
+    trainers = {m: _trainer(name, m, total * c["batch"]) for m in modes}
+    cursor = dict.fromkeys(modes, 0)
+
+    def step(m: str) -> float:
+        i = cursor[m]
+        cursor[m] += 1
+        rows = np.arange(i * c["batch"], (i + 1) * c["batch"])
+        t = time.perf_counter()
+        trainers[m].train_step(rows)
+        return time.perf_counter() - t
+
+    for _ in range(warmup):
+        for m in modes:
+            step(m)
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    for _ in range(steps):
+        for m in modes:
+            times[m].append(step(m))
     tokens = c["batch"] * c["seq_len"]
-    return {
-        "bench": "train_step",
-        "config": name,
-        "mode": mode,
-        **c,
-        "params": lm.n_params,
-        "trainable_params": tr.trainable_count(),
-        "optimizer_state_bytes": tr.optimizer.state_bytes(),
-        "tokens_per_step": tokens,
-        "median_ms": round(med * 1e3, 2),
-        "min_ms": round(min(times) * 1e3, 2),
-        "max_ms": round(max(times) * 1e3, 2),
-        "tokens_per_s": round(tokens / med, 1),
-        "steps": steps,
-        "threads": threads,
-        "numba_threads": numba.get_num_threads(),
-        "threading_layer": numba.threading_layer(),
-        **blas_info(),
-        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
-        "cpu": platform.processor() or platform.machine(),
-    }
+    out = []
+    med_full = float(np.median(times["full"])) if "full" in times else None
+    for m in modes:
+        with profile_ops() as ops:
+            prof = [step(m) for _ in range(profile_steps)]
+        ops_ms = {k: round(v * 1e3 / profile_steps, 2) for k, v in sorted(ops.items())}
+        prof_ms = float(np.median(prof)) * 1e3
+        rest_ms = max(prof_ms - sum(ops_ms.values()), 1e-3)
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        step(m)
+        peak = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+        tr = trainers[m]
+        gemms = step_gemms(tr.lm.config, c["batch"], c["seq_len"], m, LORA_BENCH_RANK)
+        gflop = sum(g.flops for g in gemms) / 1e9
+        gemm_ms = standalone_ms(gemms)
+        med = float(np.median(times[m]))
+        out.append({
+            "bench": "train_step", "config": name, "mode": m, **c,
+            "params": tr.lm.n_params, "trainable_params": tr.trainable_count(),
+            "optimizer_state_bytes": tr.optimizer.state_bytes(), "tokens_per_step": tokens,
+            "median_ms": round(med * 1e3, 2), "min_ms": round(min(times[m]) * 1e3, 2),
+            "max_ms": round(max(times[m]) * 1e3, 2), "tokens_per_s": round(tokens / med, 1),
+            "speedup_vs_full": round(med_full / med, 3) if med_full else None,
+            "steps": steps,
+            "gemm_gflop": round(gflop, 3),
+            "gemm_only_ms": round(gemm_ms, 2),
+            "sgemm_standalone_gflops": round(gflop / gemm_ms * 1e3, 1),
+            "step_over_gemm_only": round(med * 1e3 / gemm_ms, 2),
+            "profiled_step_ms": round(prof_ms, 2),
+            "ops_ms": ops_ms,
+            "gemm_and_glue_ms": round(rest_ms, 2),
+            "in_step_gemm_gflops_lower_bound": round(gflop / rest_ms * 1e3, 1),
+            "numpy_peak_mb_one_step": round(peak / 2**20, 1),
+            "threads": threads, "numba_threads": numba.get_num_threads(),
+            "threading_layer": numba.threading_layer(), **blas_info(),
+            "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"), "cpu": cpu_model(),
+        })
+    return out
+
+
+def bench_train_step(name: str, steps: int = 10, warmup: int = 3, mode: str = "full",
+                     threads: int = 2) -> dict[str, Any]:
+    """One mode of ``bench_config``."""
+    return bench_config(name, [mode], steps, warmup, threads)[0]
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else the platform's processor string."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f.read(1 << 16).splitlines():
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def run(configs: list[str], as_json: bool, steps: int, modes: list[str], threads: int) -> None:
     for name in configs:
-        for mode in modes:
-            res = bench_train_step(name, steps=steps, mode=mode, threads=threads)
+        for res in bench_config(name, modes, steps=steps, threads=threads):
             if as_json:
                 print(json.dumps(res), flush=True)  # noqa: T201
             else:
                 print(  # noqa: T201
-                    f"{name:7s} {mode:5s} {res['tokens_per_s']:>10,.0f} tok/s  median "
-                    f"{res['median_ms']:.1f} ms  (trainable {res['trainable_params']:,}, optimizer "
-                    f"{res['optimizer_state_bytes']:,} B, BLAS {res.get('blas_kernel')})",
+                    f"{name:7s} {res['mode']:5s} {res['tokens_per_s']:>10,.0f} tok/s  median "
+                    f"{res['median_ms']:.1f} ms  (x{res['speedup_vs_full'] or 1:.2f} vs full; "
+                    f"step / GEMM-only {res['step_over_gemm_only']:.1f}; trainable "
+                    f"{res['trainable_params']:,}; NumPy peak {res['numpy_peak_mb_one_step']} MB; "
+                    f"BLAS {res.get('blas_kernel')})",
                     flush=True,
                 )
 

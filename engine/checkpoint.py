@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -36,17 +37,27 @@ SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 MAX_SHARD_BYTES = 2 << 30  # one file up to 2 GiB; HF writes 5 GB shards, any size loads
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-UMASK = os.umask(0)
-os.umask(UMASK)
+
+
+def create_temp(path: Path) -> tuple[int, str]:
+    """Open a new ``.<name>.<random>.tmp`` beside ``path`` for writing; returns (fd, temp path).
+    Created with mode 0666 so the kernel applies the process umask (mkstemp would make 0600),
+    without ever changing the umask."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary file beside {path}")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically; on failure (disk full...) the old file is untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = create_temp(path)
     try:
-        os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp makes 0600; give the file normal permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -170,13 +181,13 @@ def write_weights(folder: Path, params: Params, max_shard_bytes: int = MAX_SHARD
     return names
 
 
-def _hf_ids(tokenizer) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def _hf_ids(tokenizer) -> dict[str, int]:
     """bos/eos/pad ids: our tokenizers have one special token, <|endoftext|>, used for all three."""
     eos = int(tokenizer.eos_id)
     return {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos}
 
 
-def save_model_files(  # type: ignore[no-untyped-def]
+def save_model_files(
     folder: Path, cfg: MambaConfig, params: Params, tokenizer, extra: dict | None = None,
     *, max_shard_bytes: int = MAX_SHARD_BYTES,
 ) -> dict[str, str]:

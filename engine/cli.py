@@ -78,7 +78,7 @@ POS = _int_in(1, 1 << 40)
 NONNEG = _int_in(0, 1 << 40)
 
 
-def _progress(report) -> None:  # type: ignore[no-untyped-def]
+def _progress(report) -> None:
     frac = report.step / max(report.total_steps, 1)
     bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
     flag = " NaN-skipped" if report.nonfinite else ""
@@ -100,7 +100,7 @@ _RUN_FLAGS = {"preset": "preset", "tokenizer": "tokenizer", "bpe_vocab": "bpe_vo
               "autosave_minutes": "autosave_minutes"}
 
 
-def _spec(a: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _spec(a: argparse.Namespace):
     """The RunSpec of a new run: RunSpec() defaults, replaced by the flags given."""
     from dataclasses import replace
 
@@ -120,7 +120,7 @@ def _spec(a: argparse.Namespace):  # type: ignore[no-untyped-def]
     return replace(base, train=replace(base.train, **train), **run)
 
 
-def _open_for_training(a: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _open_for_training(a: argparse.Namespace):
     from .run import RESUME_OVERRIDES, resume, start
 
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
@@ -185,7 +185,7 @@ def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-d
                 text = "".join(lm.generate(a.prompt, sampling))
                 print(f"\n--- sample {tag} ---\n{a.prompt}{text}\n", file=sys.stderr)
 
-        def on_epoch(rep) -> None:  # type: ignore[no-untyped-def]
+        def on_epoch(rep) -> None:
             sys.stderr.write("\n")
             val = (f" | held-out loss {rep.val.loss:.4f} ppl {rep.val.perplexity:.2f} "
                    f"bpb {rep.val.bits_per_byte:.3f} acc {rep.val.accuracy:.3f}") if rep.val else ""
@@ -208,12 +208,15 @@ def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-d
             print(f"distributed: {100 * job.comm_fraction(took):.1f}% of the time in communication "
                   "(all-reduce, all-gather, waiting for other ranks)", file=sys.stderr)
         if a.export_adapter:
+            from .export import export_peft
             from .lora import LoRATrainable
 
             if not isinstance(tr.trainable, LoRATrainable):
                 raise ValueError("--export-adapter needs a LoRA run (--lora)")
-            for w in tr.trainable.save_adapter(a.export_adapter):
+            for w in export_peft(run.folder, a.export_adapter):
                 print(f"warning: {w}", file=sys.stderr)
+            print(f"PEFT adapter: {a.export_adapter} (its unmerged base: "
+                  f"{Path(a.export_adapter) / 'base'})", file=sys.stderr)
     return 0
 
 
@@ -238,18 +241,22 @@ def cmd_generate(a: argparse.Namespace) -> int:
     lm.check_finite(a.model)
     backend = None
     if a.backend in ("gpu", "auto"):
-        from .gpu import open_stepper
+        from .gpu import pick_backend
 
-        backend, reason = open_stepper(lm)
-        print(f"backend: {'wgpu' if backend else 'cpu'} ({reason})", file=sys.stderr)
+        backend, reason = pick_backend(lm, a.backend)
+        print(f"backend: {reason}", file=sys.stderr)
         if backend is None and a.backend == "gpu":
             return 2
     s = SamplingConfig(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p,
-                       max_new_tokens=a.max_new_tokens, seed=a.seed)
+                       max_new_tokens=a.max_new_tokens, seed=a.seed,
+                       repetition_penalty=a.repetition_penalty)
+    pieces = lm.generate(a.prompt, s, backend=backend)
+    if not a.stream:  # all at once, e.g. for a pipe that wants whole lines
+        pieces = iter(["".join(pieces)])
     sys.stdout.write(a.prompt)
-    for piece in lm.generate(a.prompt, s, backend=backend):
+    for piece in pieces:
         sys.stdout.write(piece)
-        sys.stdout.flush()
+        sys.stdout.flush()  # --stream: each piece as soon as its token is sampled
     sys.stdout.write("\n")
     return 0
 
@@ -352,7 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-k", type=NONNEG, default=40, help="0 = off")
     g.add_argument("--top-p", type=_float_in(0.0, 1.0, lo_open=True), default=0.95)
     g.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=0)
-    g.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"])
+    g.add_argument("--repetition-penalty", type=_float_in(1.0, 100.0), default=1.0,
+                   help="> 1 makes tokens of the last 64 less likely (1 = off)")
+    g.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
+                   help="print each token as it is generated (default) or the text at the end")
+    g.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"],
+                   help="auto: a hardware GPU if any, else the CPU (lavapipe only with gpu)")
     g.set_defaults(fn=cmd_generate)
     e = sub.add_parser("eval", help="held-out metrics of a model on a corpus")
     e.add_argument("model")

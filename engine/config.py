@@ -28,7 +28,7 @@ class MambaConfig:
     d_state: int = 16
     d_conv: int = 4
     expand: int = 2
-    dt_rank: int | str = "auto"
+    dt_rank: int = 0  # 0 (or "auto", as in HF config.json): ceil(d_model / 16)
     norm_eps: float = 1e-5
     pad_vocab_size_multiple: int = 8
     tie_embeddings: bool = True
@@ -38,7 +38,7 @@ class MambaConfig:
     d_inner: int = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.dt_rank == "auto":
+        if self.dt_rank == 0 or isinstance(self.dt_rank, str) and self.dt_rank == "auto":
             object.__setattr__(self, "dt_rank", math.ceil(self.d_model / 16))
         for name in ("vocab_size", "d_model", "n_layer", "d_state", "d_conv", "expand", "dt_rank"):
             value = getattr(self, name)
@@ -101,7 +101,7 @@ class MambaConfig:
             d_state=int(d.get("state_size", 16)),
             d_conv=int(d.get("conv_kernel", 4)),
             expand=int(d.get("expand", 2)),
-            dt_rank=d.get("time_step_rank", "auto"),
+            dt_rank=_rank(d.get("time_step_rank", "auto")),
             norm_eps=float(d.get("layer_norm_epsilon", 1e-5)),
             pad_vocab_size_multiple=int(d.get("pad_vocab_size_multiple", 8)),
             tie_embeddings=bool(d.get("tie_word_embeddings", True)),
@@ -126,7 +126,7 @@ def _first_id(value: Any) -> int:
     return int(value or 0)
 
 
-PRESETS: dict[str, dict[str, int]] = {name: d.model() for name, d in PRESET_DEFAULTS.items()}
+PRESETS: dict[str, dict[str, Any]] = {name: d.model() for name, d in PRESET_DEFAULTS.items()}
 
 
 def preset(name: str, vocab_size: int) -> MambaConfig:
@@ -137,6 +137,11 @@ def preset(name: str, vocab_size: int) -> MambaConfig:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
     return MambaConfig(vocab_size=padded_vocab(vocab_size), **PRESETS[name])
+
+
+def _rank(value: Any) -> int:
+    """config.json's ``time_step_rank``: an int, or "auto" (0 here, resolved by MambaConfig)."""
+    return 0 if value == "auto" else value  # anything else is validated by MambaConfig
 
 
 def padded_vocab(vocab_size: int, multiple: int = 8) -> int:

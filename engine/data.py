@@ -71,7 +71,7 @@ class _Texts(Sequence[str]):
     def __len__(self) -> int:
         return len(self.corpus.files)
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [f.text for f in self.corpus.files[i]]
         return self.corpus.files[i].text
@@ -97,7 +97,7 @@ class Corpus:
             yield from iter_text(f.path)
 
 
-def _open_checked(path: Path):  # type: ignore[no-untyped-def]
+def _open_checked(path: Path):
     check_regular(path, "corpus file", FILE_LIMIT)
     try:
         return open(path, "rb")
@@ -328,7 +328,7 @@ class RowView(NDArrayOperatorsMixin):
         out[~valid] = self.fill
         return out
 
-    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+    def __getitem__(self, key):
         rest: tuple = ()
         if isinstance(key, np.ndarray) and key.ndim > 1:  # e.g. a boolean mask of the whole table
             return np.asarray(self)[key]
@@ -340,11 +340,11 @@ class RowView(NDArrayOperatorsMixin):
             out = self._rows(np.atleast_1d(np.arange(len(self))[key]))
         return out[rest] if rest else out
 
-    def __array__(self, dtype=None, copy=None):  # type: ignore[no-untyped-def]
+    def __array__(self, dtype=None, copy=None):
         a = self._rows(np.arange(len(self)))
         return a if dtype is None else a.astype(dtype)
 
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):  # type: ignore[no-untyped-def]
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         args = [np.asarray(x) if isinstance(x, RowView) else x for x in inputs]
         return getattr(ufunc, method)(*args, **kwargs)
 

@@ -38,6 +38,7 @@ _SEPARATORS = {
     "blank-line": re.compile(r"\r?\n(?:[ \t\f\v]*\r?\n)+"),  # one or more blank lines
     "line": re.compile(r"\r?\n"),
 }
+TEXT_CHUNK = 512 << 10  # characters handed to a (non-byte) tokenizer at once: bounds its temporaries
 _CUT_SPACE = re.compile(r"(?<=\S)(?= \S)")  # before a single space between two words
 
 
@@ -73,34 +74,57 @@ def iter_records(text_chunks: Iterator[str], records: str,
     """Split a stream of text pieces into records: yields (text, ends_record). A record longer than
     ``limit`` characters is yielded in pieces cut before a space between words (a byte-level BPE
     boundary), the last piece with ends_record=True. Blank (whitespace-only) records are skipped."""
+    for batch in iter_record_batches(text_chunks, records, limit):
+        yield from batch
+
+
+def iter_record_batches(text_chunks: Iterator[str], records: str,
+                        limit: int = 4 * CHUNK) -> Iterator[list[tuple[str, bool]]]:
+    """``iter_records`` grouped by input piece: one list of (text, ends_record) per piece read."""
     sep = _SEPARATORS[check_records(records)] if records != "file" else None
     pending = ""
     started = False  # part of the current record was already yielded
     for chunk in text_chunks:
         if sep is None:
-            yield chunk, False
+            yield [(chunk, False)]
             started = True
             continue
         pending += chunk
         parts = sep.split(pending)
         pending = parts.pop()
-        for part in parts:
-            if started or part.strip():
-                yield part, True
-            started = False
+        batch = [(part, True) for part in parts if part.strip()]
+        if started and parts and not parts[0].strip():  # the end of a record begun earlier
+            batch.insert(0, (parts[0], True))
+        started = started and not parts
         if len(pending) > limit:
             cut = _last_cut(_CUT_SPACE, pending, len(pending) - limit // 2) or len(pending) - 1
             if started or pending[:cut].strip():
-                yield pending[:cut], False
+                batch.append((pending[:cut], False))
                 started = True
             pending = pending[cut:]
+        if batch:
+            yield batch
     if sep is None:
         if started:
-            yield "", True
+            yield [("", True)]
         return
     pending = pending.rstrip("\r\n") if records == "blank-line" else pending.rstrip("\r")
     if started or pending.strip():
-        yield pending, True
+        yield [(pending, True)]
+
+
+def _encode_batch(tokenizer: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """texts -> (their ids concatenated (n,), the id count of each (k,) int64)."""
+    if tokenizer.kind == "bytes":
+        blob = "".join(texts).encode("utf-8")
+        lens = list(map(len, texts))
+        if len(blob) != sum(lens):  # not all ASCII: count UTF-8 bytes
+            lens = [len(t.encode("utf-8")) for t in texts]
+        return np.frombuffer(blob, dtype=np.uint8), np.array(lens, dtype=np.int64)
+    many = getattr(tokenizer, "encode_batch", None)
+    parts = many(texts) if many is not None else [tokenizer.encode(t) for t in texts]
+    lens = np.array([len(p) for p in parts], dtype=np.int64)
+    return (np.concatenate(parts) if parts else np.zeros(0, np.int64)), lens
 
 
 class _Growing:
@@ -149,15 +173,16 @@ def encode_documents(corpus: Corpus, tokenizer: Any, records: str = "file",
                     progress(done, total)
             continue
         fresh = True
-        for text, ends in iter_records(_counted(iter_text(f.path), progress, total, done), records):
-            if fresh:
-                offsets.append(out.n)
-                out.put(eos)
-            ids = np.asarray(tokenizer.encode(text)) if text else np.zeros(0, np.int64)
+        pieces = _counted(iter_text(f.path, TEXT_CHUNK), progress, total, done)
+        for batch in iter_record_batches(pieces, records, 4 * TEXT_CHUNK):
+            ids, lens = _encode_batch(tokenizer, [t for t, _ in batch])
             if len(ids) and int(ids.max()) >= limit:
                 raise CorpusError(f"{f.path}: tokenizer produced an id outside its vocabulary")
-            out.put(ids.astype(dtype, copy=False))
-            fresh = ends
+            begins = np.array([fresh] + [e for _, e in batch[:-1]], dtype=bool)  # a new document
+            at = (np.cumsum(lens) - lens)[begins]
+            offsets.extend((out.n + at + np.arange(len(at))).tolist())
+            out.put(np.insert(ids.astype(dtype, copy=False), at, eos[0]))
+            fresh = batch[-1][1]
         done += f.n_bytes
     if not offsets:
         raise CorpusError(f"no non-blank {records} records in the corpus; check --records")

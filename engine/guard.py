@@ -4,6 +4,8 @@ Before every optimizer step the guard copies the trainable tensors and the train
 step it calls the step diverged when
 
 * the loss is NaN/Inf,
+* the loss exceeds ``2 ln(vocab) + 1`` (far worse than guessing uniformly) and twice the first
+  step's loss (an init with large logits, e.g. N(0, 1) tied embeddings, starts above the former),
 * the loss exceeds twice the median of the last 20 good steps plus ``loss_margin`` nats,
 * the gradient norm exceeds ``norm_factor`` x the median of the last 20 good steps, or
 * the update moved the trained weights by more than ``max_update`` of their norm
@@ -47,6 +49,7 @@ class DivergenceGuard:
     loss_margin: float = 1.0  # nats
     _norms: list[float] = field(default_factory=list)
     _losses: list[float] = field(default_factory=list)
+    _first_loss: float | None = None
 
     def before(self, trainer: Trainer) -> None:
         assert trainer.trainable is not None
@@ -61,6 +64,11 @@ class DivergenceGuard:
         """The reason ``report``'s step diverged, or None."""
         if not math.isfinite(report.loss):
             return "the loss is NaN/Inf"
+        if self._first_loss is None:
+            self._first_loss = report.loss
+        limit = max(2 * math.log(trainer.lm.config.vocab_size) + 1, 2 * self._first_loss)
+        if report.loss > limit:
+            return f"the loss {report.loss:.3g} is above {limit:.3g} (worse than guessing)"
         if len(self._losses) >= 5:
             limit = 2 * float(np.median(self._losses[-20:])) + self.loss_margin
             if report.loss > limit:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .config import MambaConfig
 from .model import layer_forward
@@ -29,7 +30,7 @@ class InferenceState:
     ssm: list[np.ndarray]  # n_layer x (b, e, n)
 
     @classmethod
-    def zeros(cls, cfg: MambaConfig, batch: int = 1, dtype: type = np.float32) -> InferenceState:
+    def zeros(cls, cfg: MambaConfig, batch: int = 1, dtype: DTypeLike = np.float32) -> InferenceState:
         e, k, n = cfg.d_inner, cfg.d_conv, cfg.d_state
         return cls(
             conv=[np.zeros((batch, e, k), dtype) for _ in range(cfg.n_layer)],

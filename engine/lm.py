@@ -63,11 +63,14 @@ class MambaLM:
         if ids.size == 0:
             ids = np.array([self.tokenizer.eos_id], dtype=np.int64)
         logits = stepper.prefill(ids)
+        history = list(ids[-sampling.repetition_window:])
         for _ in range(sampling.max_new_tokens):
-            tok = sample(logits, sampling, rng)
+            tok = sample(logits, sampling, rng, np.asarray(history))
             if sampling.stop_token is not None and tok == sampling.stop_token:
                 return
             yield tok
+            history.append(tok)
+            del history[:-sampling.repetition_window]
             logits = stepper.step(tok)
 
     def generate(

@@ -352,7 +352,7 @@ def load_adapter(params: Params, folder: str | Path) -> LoRATrainable:
     return lt
 
 
-def count_trainable(cfg, lora: LoRAConfig | None = None, wsla: bool = False) -> int:  # type: ignore[no-untyped-def]
+def count_trainable(cfg, lora: LoRAConfig | None = None, wsla: bool = False) -> int:
     """Trainable parameters of a run, from the config alone (for a live GUI readout)."""
     from .params import param_shapes
 

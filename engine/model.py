@@ -163,6 +163,10 @@ def layer_backward(
         grads[mx + "conv1d.bias"] += dconv_b
     dxz2 = dxz.reshape(-1, 2 * e)
     _weight_grad(grads, hooks, mx + "in_proj.weight", dxz2, c.xn)
+    if not need_dx and pre + "norm.weight" not in grads:
+        if hooks is not None:
+            hooks.backward(mx + "in_proj.weight", dxz2)  # adapter-side gradients (dropout)
+        return None
     dxn = _hook_bwd(hooks, mx + "in_proj.weight", dxz2, dxz2 @ p[mx + "in_proj.weight"])
     dh, dnorm = rmsnorm_backward(dxn.reshape(b, length, d), c.h_in, p[pre + "norm.weight"], c.rstd)
     if pre + "norm.weight" in grads:

@@ -29,7 +29,7 @@ from .params import Params, decays
 
 
 @kernel
-def _adamw_kernel(p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2, gscale, max_delta):  # type: ignore[no-untyped-def]
+def _adamw_kernel(p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2, gscale, max_delta):
     """Flat p, g, m, v (same size). Returns False (and changes nothing) if g is not finite."""
     for i in range(g.size):
         if not np.isfinite(g[i]):
@@ -49,7 +49,7 @@ def _adamw_kernel(p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2, gscale, max_delta):
 
 
 @kernel
-def _sumsq_kernel(g):  # type: ignore[no-untyped-def]
+def _sumsq_kernel(g):
     acc = 0.0
     for i in range(g.size):
         acc += float(g[i]) * float(g[i])
@@ -109,6 +109,15 @@ def grad_norm(grads: Params, names: list[str]) -> tuple[float, list[str]]:
     return math.sqrt(total), bad
 
 
+def _flat_view(a: np.ndarray, name: str) -> np.ndarray:
+    """``a`` as a 1-D view that shares its memory: the kernel updates it in place, so a
+    non-contiguous tensor (whose ``reshape(-1)`` would be a copy) is refused, never updated in a
+    temporary."""
+    if not a.flags.c_contiguous:
+        raise ValueError(f"AdamW: {name} is not C-contiguous; pass np.ascontiguousarray({name})")
+    return a.reshape(-1)
+
+
 class AdamW:
     """AdamW over the trainable tensors ``names`` (order fixes shard ownership)."""
 
@@ -118,15 +127,17 @@ class AdamW:
         names: list[str],
         cfg: AdamWConfig,
         shard: ShardSpec | None = None,
-        decay_fn=decays,  # type: ignore[no-untyped-def]
+        decay_fn=decays,
     ) -> None:
         self.cfg = cfg
         self.names = list(names)
         self.shard = shard
         self.decay = {n: bool(decay_fn(n)) for n in self.names}
         self.owned = [n for i, n in enumerate(self.names) if shard is None or shard.owns(i)]
-        self.m = {n: np.zeros_like(params[n]) for n in self.owned}
-        self.v = {n: np.zeros_like(params[n]) for n in self.owned}
+        for n in self.owned:
+            _flat_view(params[n], n)
+        self.m = {n: np.zeros(params[n].shape, params[n].dtype) for n in self.owned}
+        self.v = {n: np.zeros(params[n].shape, params[n].dtype) for n in self.owned}
         self.t = 0
 
     def state_bytes(self) -> int:
@@ -146,8 +157,8 @@ class AdamW:
         skipped = []
         for n in self.owned:
             ok = _adamw_kernel(
-                params[n].reshape(-1), grads[n].reshape(-1), self.m[n].reshape(-1),
-                self.v[n].reshape(-1), lr, c.beta1, c.beta2, c.eps,
+                _flat_view(params[n], n), np.ascontiguousarray(grads[n]).reshape(-1),
+                _flat_view(self.m[n], n), _flat_view(self.v[n], n), lr, c.beta1, c.beta2, c.eps,
                 c.weight_decay if self.decay[n] else 0.0, bc1, bc2, scale, c.max_delta,
             )
             if not ok:

@@ -120,7 +120,7 @@ def _pieces(ids: np.ndarray, spans: np.ndarray, seq_len: int,
             pos += n
         cut.append((pos, end - pos))
         parts.append(np.array(cut, dtype=np.int64))
-        prev = i + 1
+        prev = int(i) + 1
     parts.append(spans[prev:])
     return np.concatenate(parts)
 
@@ -133,16 +133,21 @@ def pack_spans(ids: np.ndarray, spans: np.ndarray, seq_len: int,
     if seq_len < 1:
         raise CorpusError(f"sequence length must be at least 1; got {seq_len}")
     pieces = _pieces(ids, spans, seq_len, line_end)
-    pieces = pieces[pieces[:, 1] > 0]
+    if not np.all(pieces[:, 1] > 0):
+        pieces = pieces[pieces[:, 1] > 0]
     if not len(pieces):
         raise CorpusError("no tokens to pack into rows (the text is empty)")
-    row = _first_fit(np.ascontiguousarray(pieces[:, 1]), seq_len, OPEN_ROWS)
-    order = np.argsort(row, kind="stable")  # rows in order of opening, pieces in corpus order
-    pieces, row = pieces[order], row[order]
-    row_ptr = np.searchsorted(row, np.arange(int(row[-1]) + 2)).astype(np.int64)
-    widths = np.add.reduceat(pieces[:, 1], row_ptr[:-1])
-    return PackedRows(ids, np.ascontiguousarray(pieces[:, 0]), np.ascontiguousarray(pieces[:, 1]),
-                      row_ptr, int(widths.max()))
+    start, length = np.ascontiguousarray(pieces[:, 0]), np.ascontiguousarray(pieces[:, 1])
+    del pieces
+    row = _first_fit(length, seq_len, OPEN_ROWS)
+    per_row = np.bincount(row)
+    width = int(np.bincount(row, weights=length).max())
+    if np.any(row[1:] < row[:-1]):  # a piece joined an earlier row: group pieces by row
+        order = np.argsort(row, kind="stable")  # rows in order of opening, pieces in corpus order
+        del row
+        start, length = start[order], length[order]
+    row_ptr = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int64)
+    return PackedRows(ids, start, length, row_ptr, width)
 
 
 @kernel

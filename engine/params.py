@@ -87,7 +87,7 @@ def short_name(name: str) -> str:
 
 def decays(name: str) -> bool:
     """Decoupled weight decay applies to 2-D projection weights only: never A_log, D, biases,
-    norms or embeddings (mamba_ssm ``_no_weight_decay``; anchors-field §1.4)."""
+    norms or embeddings (as mamba_ssm, which marks A_log and D ``_no_weight_decay``)."""
     return short_name(name) in ("in_proj", "conv1d", "x_proj", "dt_proj", "out_proj")
 
 
@@ -99,7 +99,9 @@ def _uniform(rng: np.random.Generator, bound: float, shape: tuple[int, ...]) -> 
 # at widths 64-256 the reference 0.02 leaves every logit near 0 and the token identities nearly
 # equal after norm_f, and the selective-copying task never leaves chance (7% after 2,500 steps);
 # N(0, 1) solves it (benchmarks/learning, docs/learning.md). "reference": mamba_ssm's N(0, 0.02).
-EMBEDDING_STD = {"default": 1.0, "reference": 0.02}
+EMBEDDING_STD = {"default": 1.0, "reference": 0.02, "unit-logits": 1.0}
+# norm_f.weight at init: the logit scale of a tied head (logits = norm_f(h) . embeddings, std
+# ~ sqrt(d) * norm_f with unit embeddings). "unit-logits" starts it at 1/sqrt(d) (logits ~ N(0, 1)).
 INITS = tuple(EMBEDDING_STD)
 
 
@@ -135,7 +137,7 @@ def init_params(cfg: MambaConfig, seed: int = 0, dtype: type = np.float32,
         p[m + "A_log"] = np.log(np.tile(np.arange(1, n + 1, dtype=np.float64), (e, 1)))
         p[m + "D"] = np.ones(e)
         p[m + "out_proj.weight"] = _uniform(rng, 1 / math.sqrt(e), (d, e)) / math.sqrt(cfg.n_layer)
-    p[NORM_F] = np.ones(d)
+    p[NORM_F] = np.full(d, d**-0.5 if init == "unit-logits" else 1.0)
     if not cfg.tie_embeddings:
         p[LM_HEAD] = rng.normal(0.0, 0.02, size=(cfg.vocab_size, d))
     shapes = param_shapes(cfg)
@@ -144,10 +146,6 @@ def init_params(cfg: MambaConfig, seed: int = 0, dtype: type = np.float32,
 
 def zeros_like(params: Params) -> Params:
     return {name: np.zeros_like(a) for name, a in params.items()}
-
-
-def cast(params: Params, dtype: type) -> Params:
-    return {name: np.ascontiguousarray(a, dtype=dtype) for name, a in params.items()}
 
 
 def count(params: Params) -> int:

@@ -516,7 +516,7 @@ class RunInfo:
 def list_runs(root: str | Path) -> list[RunInfo]:
     """Every run folder directly under ``root``, newest first (unreadable ones as "broken")."""
     root = Path(root)
-    out = []
+    out: list[RunInfo] = []
     if not root.is_dir():
         return out
     for p in root.iterdir():

@@ -9,7 +9,9 @@ import numpy as np
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """temperature <= 0 means greedy; top_k <= 0 and top_p >= 1 disable those filters."""
+    """temperature <= 0 means greedy; top_k <= 0 and top_p >= 1 disable those filters;
+    repetition_penalty > 1 divides positive (multiplies negative) logits of tokens already in the
+    last ``repetition_window`` tokens (CTRL, Keskar et al. 2019), 1.0 is off."""
 
     temperature: float = 0.8
     top_k: int = 40
@@ -17,13 +19,21 @@ class SamplingConfig:
     max_new_tokens: int = 200
     seed: int | None = 0
     stop_token: int | None = None
+    repetition_penalty: float = 1.0
+    repetition_window: int = 64
 
 
-def sample(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> int:
-    """logits (v,) -> token id."""
-    logits = np.asarray(logits, dtype=np.float64)
+def sample(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator,
+           history: np.ndarray | None = None) -> int:
+    """logits (v,) -> token id; ``history`` (n,) int: the tokens so far, for the repetition penalty."""
+    logits = np.array(logits, dtype=np.float64)
     if not np.all(np.isfinite(logits)):
         raise FloatingPointError("logits contain NaN or Inf; the model is broken (diverged?)")
+    if cfg.repetition_penalty != 1.0 and history is not None and len(history):
+        seen = np.unique(np.asarray(history[-cfg.repetition_window:], dtype=np.int64))
+        seen = seen[(seen >= 0) & (seen < logits.size)]
+        v = logits[seen]
+        logits[seen] = np.where(v > 0, v / cfg.repetition_penalty, v * cfg.repetition_penalty)
     if cfg.temperature <= 0:
         return int(np.argmax(logits))
     z = logits / cfg.temperature

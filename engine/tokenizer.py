@@ -52,7 +52,7 @@ class _ByteStream:
 
 
 class _HFStream:
-    def __init__(self, tok, vocab_size: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, tok, vocab_size: int) -> None:
         from tokenizers.decoders import DecodeStream
 
         self._tok, self._n = tok, vocab_size
@@ -82,7 +82,7 @@ def _bytes_to_unicode() -> dict[int, str]:
     return {b: chr(b) if b in keep else chr(next(extra)) for b in range(256)}
 
 
-def byte_tokenizer_json() -> dict:  # type: ignore[type-arg]
+def byte_tokenizer_json() -> dict:
     """The byte tokenizer as an HF ``tokenizer.json``: ByteLevel pre-tokenizer without the split
     regex, a BPE model whose vocabulary is the 256 byte characters (id = byte value) and no merges,
     and <|endoftext|> as special token 256."""
@@ -106,7 +106,7 @@ def byte_tokenizer_json() -> dict:  # type: ignore[type-arg]
     }
 
 
-def hf_tokenizer_config() -> dict[str, dict]:  # type: ignore[type-arg]
+def hf_tokenizer_config() -> dict[str, dict]:
     """``tokenizer_config.json`` and ``special_tokens_map.json``: <|endoftext|> is eos, bos and
     pad (so AutoTokenizer adds no pad token of its own); nothing is added around encoded text."""
     special = {"bos_token": EOS, "eos_token": EOS, "pad_token": EOS}
@@ -131,7 +131,7 @@ def _save_hf_files(folder: Path, tokenizer_json: str, eos_id: int) -> None:
         (folder / name).write_text(text + "\n", encoding="utf-8")
 
 
-def is_byte_tokenizer_json(spec: dict) -> bool:  # type: ignore[type-arg]
+def is_byte_tokenizer_json(spec: dict) -> bool:
     """True for the file ``ByteTokenizer.save`` writes (and the older ``mamba_studio_tokenizer``)."""
     if spec.get("mamba_studio_tokenizer") == "bytes":
         return True
@@ -171,7 +171,7 @@ class BPETokenizer:
 
     kind = "bpe"
 
-    def __init__(self, tok) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, tok) -> None:
         self._tok = tok
         self.vocab_size = int(tok.get_vocab_size())
         eos = tok.token_to_id(EOS)
@@ -202,6 +202,11 @@ class BPETokenizer:
 
     def encode(self, text: str) -> np.ndarray:
         return np.asarray(self._tok.encode(text, add_special_tokens=False).ids, dtype=np.int64)
+
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        """``encode`` of each text, in one call (HF tokenizers runs it in parallel)."""
+        out = self._tok.encode_batch(texts, add_special_tokens=False)
+        return [np.asarray(e.ids, dtype=np.int64) for e in out]
 
     def decode(self, ids: Iterable[int]) -> str:
         return str(self._tok.decode([int(i) for i in ids if 0 <= int(i) < self.vocab_size]))

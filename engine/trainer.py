@@ -25,6 +25,7 @@ from .evaluation import EvalReport, evaluate
 from .lm import MambaLM
 from .model import loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, lr_at
+from .threads import ThreadTuner
 from .trainable import Trainable, TrainableKind, make_trainable, trainable_kind
 
 if TYPE_CHECKING:
@@ -204,6 +205,7 @@ class Trainer:
         self.history: list[StepReport] = []
         self.epochs: list[EpochReport] = []
         self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
+        self.thread_tuner = ThreadTuner()
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -326,7 +328,9 @@ class Trainer:
             order = self._order(self.cursor.epoch)
             while self.cursor.group < self.steps_per_epoch and self.cursor.step < self.total_steps:
                 if control is not None:
+                    tp = time.perf_counter()
                     control.wait_if_paused()
+                    t0 += time.perf_counter() - tp  # paused time counts in neither rate nor ETA
                     if control.stopped:
                         return finished
                 if guard is not None:
@@ -358,7 +362,8 @@ class Trainer:
         rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
         ts = time.perf_counter()
         lr = self.current_lr()
-        loss, norm, bad, skipped = self.train_step(rows)
+        with self.thread_tuner.step():  # BLAS threads chosen by measurement
+            loss, norm, bad, skipped = self.train_step(rows)
         self.cursor.group += 1
         self.cursor.step += 1
         ntok = self._last_tokens

@@ -33,6 +33,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.mamba-studio-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,bench]"
   touch "$stamp"
 fi
+# run logs and settings files (also pinned in pyproject.toml): TensorBoard events via tensorboardX,
+# TOML written by tomli-w; tensorboard itself only for the tests that read the events back
+.venv/bin/python -m pip install -q --disable-pip-version-check "tensorboardX>=2.6,<2.7" "tomli-w>=1.0,<2" \
+  "tensorboard>=2.16,<3"

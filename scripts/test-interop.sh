@@ -40,6 +40,7 @@ export MAMBA_STUDIO_INTEROP=1
 status=0
 for env in t5 t4; do
   echo "test-interop: $env ($(".venv-interop/$env/bin/python" -c 'import transformers as t; print("transformers", t.__version__)'))" >&2
-  ".venv-interop/$env/bin/python" -m pytest -q -p no:cacheprovider tests/interop "$@" || status=1
+  ".venv-interop/$env/bin/python" -m pytest -q -p no:cacheprovider \
+    -W ignore::pytest.PytestConfigWarning tests/interop "$@" || status=1
 done
 exit $status

@@ -11,4 +11,5 @@ export MAMBA_STUDIO_REQUIRE_GPU=1  # lavapipe is installed above: GPU tests must
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 chmod 700 "$XDG_RUNTIME_DIR"
 .venv/bin/python -m ruff check .
+.venv/bin/python -m mypy  # engine/ and app/ ([tool.mypy] in pyproject.toml)
 .venv/bin/python -m pytest -q "$@"

@@ -15,8 +15,13 @@ def tiny_config(**kw) -> MambaConfig:  # type: ignore[no-untyped-def]
 
 
 def random_params(cfg: MambaConfig, seed: int = 0, dtype=np.float64, noise: float = 0.1):  # type: ignore[no-untyped-def]
-    """Reference init plus noise, so norms/D/biases are not at special values."""
-    p = init_params(cfg, seed=seed, dtype=np.float64)
+    """Reference init plus noise, so norms/D/biases are not at special values.
+
+    The reference (N(0, 0.02) embeddings), not the training default N(0, 1): with unit-scale
+    embeddings the float64 central differences at eps 1e-6 carry truncation errors of ~2e-4
+    relative on some x_proj entries, above the 1e-5 the gradient tests demand.
+    """
+    p = init_params(cfg, seed=seed, dtype=np.float64, init="reference")
     rng = np.random.default_rng(seed + 100)
     for a in p.values():
         a += noise * rng.standard_normal(a.shape)

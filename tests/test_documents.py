@@ -142,3 +142,15 @@ def test_a_damaged_store_is_one_line_naming_the_file(tmp_path, damage, message):
     assert "\n" not in str(info.value) and str(tmp_path) in str(info.value)
     from engine.errors import MambaStudioError
     assert isinstance(info.value, MambaStudioError)
+
+
+def test_line_records_with_non_ascii_text_and_long_lines(tmp_path, monkeypatch):
+    import engine.documents as documents
+
+    monkeypatch.setattr(documents, "TEXT_CHUNK", 64)  # many pieces, records cut across them
+    lines = ["héllo wörld ✓", "  indented", "x" * 300, "word " * 80 + "end", "last"]
+    docs = encode_documents(_corpus(tmp_path, {"a.txt": "\n\n".join(lines) + "\n \n"}), TOK, "line")
+    assert _docs_text(docs) == lines
+    docs = encode_documents(_corpus(tmp_path, {"a.txt": "\n\n".join(lines) + "\n \n"}), TOK,
+                            "blank-line")
+    assert _docs_text(docs) == lines

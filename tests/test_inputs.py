@@ -1,4 +1,4 @@
-"""Bad inputs are refused with one line, without hanging or reading unbounded amounts (issue 9)."""
+"""Bad inputs are refused with one line, without hanging or reading unbounded amounts."""
 
 from __future__ import annotations
 

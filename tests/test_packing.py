@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import ByteTokenizer, load_corpus
 from engine.config import MambaConfig
@@ -124,3 +126,48 @@ def test_rows_are_views_over_the_ids(tmp_path):
     assert np.shares_memory(rows.ids, docs.ids)
     with pytest.raises(Exception, match="at least 1"):
         pack_spans(docs.ids, train, 0)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(st.lists(st.integers(1, 90), min_size=1, max_size=60), st.integers(1, 64),
+       st.integers(0, 2**31 - 1))
+def test_packing_invariants_hold_for_any_document_lengths(lengths, seq_len, seed):
+    """Any documents, any row width: every target placed exactly once, a document that fits a
+    row is one piece, each piece starts with a reset, rows never wider than seq_len."""
+    rng = np.random.default_rng(seed)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    ids = rng.integers(0, 250, offsets[-1] + 1).astype(np.uint16)
+    ids[offsets] = 256
+    ids[rng.random(len(ids)) < 0.1] = 10  # some line breaks
+    ids[offsets] = 256
+    rows = pack_spans(ids, np.stack([offsets[:-1], np.diff(offsets)], 1), seq_len, LINE_END)
+    assert rows.width <= seq_len
+    tokens, targets, reset = rows.batch(np.arange(len(rows)))
+    src = {}
+    for j in range(len(rows.start)):
+        for k in range(int(rows.length[j])):
+            pos = int(rows.start[j]) + k
+            assert pos not in src
+            src[pos] = j
+    assert sorted(src) == list(range(offsets[-1]))  # every input/target pair exactly once
+    fits = [i for i, n in enumerate(lengths) if n <= seq_len]
+    assert set(offsets[fits].tolist()) <= set(rows.start.tolist())  # whole, as one piece
+    assert all(n in rows.length.tolist() or n > seq_len for n in lengths)
+    assert reset.sum() == len(rows.start) and reset[:, 0].all()
+    np.testing.assert_array_equal(np.sort(targets[targets >= 0]), np.sort(ids[1:].astype(np.int64)))
+
+
+def test_held_out_score_of_packed_rows_equals_each_document_alone(tmp_path):
+    from engine.heldout import score_rows
+
+    docs = _docs(tmp_path, {"a.txt": "one two\n", "b.txt": "three four five\n", "c.txt": "six\n"})
+    cfg = MambaConfig(vocab_size=257, d_model=16, n_layer=2, d_state=4)
+    p = random_params(cfg, seed=3)
+    packed = score_rows(p, cfg, pack_spans(docs.ids, docs.spans(), 64), tokenizer=TOK)
+    alone = [score_rows(p, cfg, pack_spans(docs.ids, docs.spans([i]), 64)) for i in range(3)]
+    assert packed.tokens == sum(a.tokens for a in alone) == len(docs.ids) - 1
+    assert abs(packed.loss_sum - sum(a.loss_sum for a in alone)) < 1e-9 * packed.loss_sum
+    assert packed.n_bytes == len("one two\nthree four five\nsix\n")
+    t, y, _ = pack_spans(docs.ids, docs.spans(), 64).batch(np.array([0]))
+    ls, n = loss_and_grad(p, t, y, cfg, None, 1.0)  # without the resets the score differs
+    assert abs(ls - packed.loss_sum) > 1e-6

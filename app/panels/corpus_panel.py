@@ -1,27 +1,40 @@
-"""Corpus panel: a drop zone and the list of accepted files (size, tokens) and rejected ones."""
+"""Corpus panel: a drop zone, a table of accepted files (bytes, tokens for the chosen tokenizer,
+the held-out ones marked), totals, a collapsible "N files skipped" list, and a preview of the
+selected file. Files are read in a worker (a busy bar shows progress); thousands of rejected
+files cost one line until the user opens the list."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QFileDialog,
     QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QPlainTextEdit,
+    QProgressBar,
     QPushButton,
+    QSplitter,
     QTableWidget,
     QTableWidgetItem,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 import engine
+from engine.data import iter_text
 
 from ..workers import run_in_thread
+
+PREVIEW_BYTES = 4096
+MAX_SKIPPED_SHOWN = 5000  # lines in the skipped list (the count is always exact)
 
 
 class DropZone(QFrame):
@@ -31,8 +44,10 @@ class DropZone(QFrame):
         super().__init__()
         self.setAcceptDrops(True)
         self.setObjectName("dropZone")
-        self.setMinimumHeight(70)
+        self.setMinimumHeight(56)
         self.setStyleSheet("#dropZone { border: 2px dashed #7a8ca3; border-radius: 8px; }")
+        self.setToolTip("Drop files or folders: they are copied into nothing, only read "
+                        "(text and code files; others are listed as skipped)")
         lay = QVBoxLayout(self)
         label = QLabel("Drop text or code files / folders here")
         label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -40,7 +55,8 @@ class DropZone(QFrame):
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
         if event.mimeData().hasUrls():
-            event.acceptProposedAction()
+            event.setDropAction(Qt.DropAction.CopyAction)  # the files stay where they are
+            event.accept()
         else:
             event.ignore()
 
@@ -48,11 +64,19 @@ class DropZone(QFrame):
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         if paths:
             self.dropped.emit(paths)
-            event.acceptProposedAction()
+            event.setDropAction(Qt.DropAction.CopyAction)
+            event.accept()
 
 
-def _inspect(paths: list[str]) -> tuple[list[engine.CorpusFile], list[tuple[str, str]]]:
-    files: list[engine.CorpusFile] = []
+def _count_tokens(f: engine.CorpusFile, tokenizer: Any) -> int:
+    if tokenizer is None:
+        return f.n_bytes  # the byte tokenizer: one token per byte
+    return sum(len(tokenizer.encode(piece)) for piece in iter_text(f.path))
+
+
+def _inspect(paths: list[str], tokenizer: Any) -> tuple[list[tuple[engine.CorpusFile, int]],
+                                                         list[tuple[str, str]]]:
+    files: list[tuple[engine.CorpusFile, int]] = []
     rejected: list[tuple[str, str]] = []
     for p in paths:
         try:
@@ -60,47 +84,82 @@ def _inspect(paths: list[str]) -> tuple[list[engine.CorpusFile], list[tuple[str,
         except engine.CorpusError as exc:
             rejected.append((p, str(exc)))
             continue
-        files.extend(c.files)
+        files.extend((f, _count_tokens(f, tokenizer)) for f in c.files)
         rejected.extend((str(a), b) for a, b in c.rejected)
     return files, rejected
 
 
 class CorpusPanel(QWidget):
     changed = Signal()
-    rejected = Signal(str)  # a message listing rejected files
+    rejected = Signal(str)  # a one-line summary of rejected files
 
     def __init__(self, sample_dir: Path) -> None:
         super().__init__()
         self.sample_dir = sample_dir
         self.files: dict[str, engine.CorpusFile] = {}
+        self.tokens: dict[str, int] = {}
+        self.skipped: list[tuple[str, str]] = []
+        self.holdout = 0.1
+        self.tokenizer: Any = None  # None: bytes; else an opened model's tokenizer
+        self.tokenizer_kind = "bytes"
         self.drop = DropZone()
         self.drop.dropped.connect(self.add_paths)
         self.setAcceptDrops(True)
-        self.table = QTableWidget(0, 3)
-        self.table.setHorizontalHeaderLabels(["file", "size", "tokens (bytes)"])
+        self.table = QTableWidget(0, 4)
+        self.table.setHorizontalHeaderLabels(["file", "bytes", "tokens", "split"])
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.itemSelectionChanged.connect(self._preview_selected)
+        self.preview = QPlainTextEdit()
+        self.preview.setReadOnly(True)
+        self.preview.setPlaceholderText("Select a file to preview its first 4 KB.")
         self.summary = QLabel()
-        self.status = QLabel()
-        self.status.setWordWrap(True)
-        add_files = QPushButton("Add files…")
-        add_files.clicked.connect(self._pick_files)
-        add_dir = QPushButton("Add folder…")
-        add_dir.clicked.connect(self._pick_dir)
-        remove = QPushButton("Remove")
-        remove.clicked.connect(self._remove_selected)
-        sample = QPushButton("Sample corpus")
-        sample.clicked.connect(self.load_sample)
+        self.summary.setWordWrap(True)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)  # busy
+        self.progress.setVisible(False)
+        self.progress.setMaximumHeight(14)
+        self.skipped_btn = QToolButton()
+        self.skipped_btn.setCheckable(True)
+        self.skipped_btn.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.skipped_btn.setArrowType(Qt.ArrowType.RightArrow)
+        self.skipped_btn.toggled.connect(self._toggle_skipped)
+        self.skipped_btn.setToolTip("Show or hide the files that were not added, with the reason")
+        self.skipped_btn.setVisible(False)
+        self.skipped_list = QPlainTextEdit()
+        self.skipped_list.setReadOnly(True)
+        self.skipped_list.setMaximumHeight(140)
+        self.skipped_list.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.skipped_list.setVisible(False)
+        self.status = self.summary  # one line of status (kept for callers)
         buttons = QHBoxLayout()
-        for b in (add_files, add_dir, remove, sample):
+        for text, tip, slot in (
+                ("Add files…", "Add text or code files", self._pick_files),
+                ("Add folder…", "Add every text/code file under a folder (hidden ones skipped)",
+                 self._pick_dir),
+                ("Remove", "Remove the selected files from the corpus", self._remove_selected),
+                ("Sample corpus", "Replace the corpus with the bundled sample texts",
+                 self.load_sample)):
+            b = QPushButton(text)
+            b.setToolTip(tip)
+            b.clicked.connect(slot)
             buttons.addWidget(b)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(self.preview)
+        split.setSizes([300, 120])
         lay = QVBoxLayout(self)
         lay.addWidget(self.drop)
         lay.addLayout(buttons)
-        lay.addWidget(self.table, 1)
+        lay.addWidget(self.progress)
+        lay.addWidget(split, 1)
         lay.addWidget(self.summary)
-        lay.addWidget(self.status)
+        lay.addWidget(self.skipped_btn)
+        lay.addWidget(self.skipped_list)
         self.pending = 0
+        self.message = ""
 
     # the whole panel accepts drops too (not only the dashed zone)
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
@@ -114,64 +173,132 @@ class CorpusPanel(QWidget):
 
     def load_sample(self) -> None:
         self.files.clear()
+        self.tokens.clear()
+        self.skipped.clear()
         self.add_paths([str(self.sample_dir)], sync=True)
+
+    def set_tokenizer(self, tokenizer: Any, kind: str) -> None:
+        """Count tokens with an opened model's tokenizer (None: bytes; "bpe" untrained: unknown)."""
+        self.tokenizer, self.tokenizer_kind = tokenizer, kind
+        paths = self.paths()
+        self.files.clear()
+        self.tokens.clear()
+        if paths:
+            self.add_paths(paths)
+        else:
+            self._refresh()
 
     def add_paths(self, paths: list[str], sync: bool = False) -> None:
         """Validate ``paths`` (in a worker unless ``sync``) and add the good files."""
+        tok = self.tokenizer
         if sync:
-            self._accept(_inspect(paths))
+            self._accept(_inspect(paths, tok))
             return
         self.pending += 1
-        self.status.setText("reading files…")
+        self.progress.setVisible(True)
+        self.summary.setText(f"reading {len(paths)} path(s)…")
 
         def done(result: tuple) -> None:
             self.pending -= 1
+            self.progress.setVisible(self.pending > 0)
             self._accept(result)
 
         def fail(msg: str) -> None:
             self.pending -= 1
+            self.progress.setVisible(self.pending > 0)
             self.rejected.emit(msg)
 
-        run_in_thread(lambda: _inspect(paths), done, fail)
+        run_in_thread(lambda: _inspect(paths, tok), done, fail, owner=self)
 
-    def _accept(self, result: tuple[list[engine.CorpusFile], list[tuple[str, str]]]) -> None:
+    def _accept(self, result: tuple[list[tuple[engine.CorpusFile, int]], list[tuple[str, str]]]) -> None:
         files, rejected = result
-        for f in files:
+        for f, n in files:
             self.files[str(f.path)] = f
+            self.tokens[str(f.path)] = n
+        self.skipped.extend(rejected)
         self._refresh()
         if rejected:
-            msg = "Rejected:\n" + "\n".join(f"• {Path(p).name}: {why.split(': ', 1)[-1]}"
-                                              for p, why in rejected)
-            self.status.setText(msg)
-            self.rejected.emit(msg)
-        else:
-            self.status.setText("")
+            self.message = f"{len(rejected)} file(s) skipped"
+            self.rejected.emit(f"{self.message}: " + "; ".join(
+                f"{Path(p).name}: {why.split(': ', 1)[-1]}" for p, why in rejected[:20])
+                + (" …" if len(rejected) > 20 else ""))
         self.changed.emit()
 
+    def _toggle_skipped(self, on: bool) -> None:
+        self.skipped_btn.setArrowType(Qt.ArrowType.DownArrow if on else Qt.ArrowType.RightArrow)
+        if on and not self.skipped_list.toPlainText():
+            shown = self.skipped[:MAX_SKIPPED_SHOWN]
+            extra = len(self.skipped) - len(shown)
+            self.skipped_list.setPlainText(
+                "\n".join(f"{Path(p).name}: {why.split(': ', 1)[-1]}   ({p})" for p, why in shown)
+                + (f"\n… and {extra} more" if extra > 0 else ""))
+        self.skipped_list.setVisible(on)
+
+    def held_out(self) -> set[str]:
+        """Files (partly) in the held-out tail: the last ``holdout`` fraction of the stream."""
+        total = sum(self.tokens.get(p, f.n_bytes) for p, f in self.files.items())
+        cut = total * (1 - self.holdout)
+        out, pos = set(), 0
+        for p, f in self.files.items():
+            pos += self.tokens.get(p, f.n_bytes)
+            if pos > cut and self.holdout > 0:
+                out.add(p)
+        return out
+
     def _refresh(self) -> None:
+        held = self.held_out()
+        unknown = self.tokenizer is None and self.tokenizer_kind == "bpe"
         self.table.setRowCount(len(self.files))
         for row, (path, f) in enumerate(self.files.items()):
-            self.table.setItem(row, 0, QTableWidgetItem(Path(path).name))
-            self.table.item(row, 0).setToolTip(path)
-            self.table.setItem(row, 1, QTableWidgetItem(f"{f.n_bytes / 1024:.1f} KiB"))
-            self.table.setItem(row, 2, QTableWidgetItem(f"{f.n_bytes:,}"))
+            tok = "after Start" if unknown else f"{self.tokens.get(path, f.n_bytes):,}"
+            cells = (Path(path).name, f"{f.n_bytes:,}", tok, "held-out" if path in held else "train")
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col in (1, 2):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                item.setToolTip(path if col == 0 else (
+                    "the BPE tokenizer is trained on the corpus when the run starts" if col == 2
+                    and unknown else f"the last {self.holdout:.0%} of the token stream is held "
+                    "out to measure generalisation" if col == 3 else ""))
+                self.table.setItem(row, col, item)
         total = sum(f.n_bytes for f in self.files.values())
-        self.summary.setText(f"{len(self.files)} files, {total:,} bytes")
+        ntok = "" if unknown else f", {sum(self.tokens.values()):,} tokens ({self.tokenizer_kind})"
+        self.summary.setText(f"{len(self.files)} files, {total:,} bytes{ntok}; "
+                             f"{len(held)} held-out")
+        n = len(self.skipped)
+        self.skipped_btn.setVisible(n > 0)
+        self.skipped_btn.setText(f"{n:,} file{'s' if n != 1 else ''} skipped")
+        self.skipped_list.clear()
+        if self.skipped_btn.isChecked():
+            self._toggle_skipped(True)
+
+    def _preview_selected(self) -> None:
+        rows = sorted({i.row() for i in self.table.selectedIndexes()})
+        if not rows:
+            return
+        path = list(self.files)[rows[0]]
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(PREVIEW_BYTES)
+            self.preview.setPlainText(raw.decode("utf-8", errors="replace"))
+        except OSError as exc:
+            self.preview.setPlainText(f"cannot read {path}: {exc.strerror}")
 
     def _remove_selected(self) -> None:
         rows = sorted({i.row() for i in self.table.selectedIndexes()}, reverse=True)
         keys = list(self.files)
         for r in rows:
             self.files.pop(keys[r], None)
+            self.tokens.pop(keys[r], None)
         self._refresh()
         self.changed.emit()
 
     def _pick_files(self) -> None:
-        paths, _ = QFileDialog.getOpenFileNames(self, "Add corpus files")
+        paths, _ = QFileDialog.getOpenFileNames(self, "Add corpus files", str(Path.home()))
         if paths:
             self.add_paths(paths)
 
     def _pick_dir(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Add a folder")
+        path = QFileDialog.getExistingDirectory(self, "Add a folder", str(Path.home()))
         if path:
             self.add_paths([path])

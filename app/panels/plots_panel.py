@@ -1,48 +1,98 @@
-"""Live plots (pyqtgraph): loss and gradient norm per step and per epoch, train and held-out,
-with non-finite (skipped) steps marked. Redraws are debounced to 10 per second."""
+"""Live plots (pyqtgraph): loss (nats per token, with a bits-per-byte axis) and gradient norm per
+step and per epoch, train and held-out, non-finite (skipped) steps marked, an optional second run
+overlaid for comparison. Legends sit below the data; "Reset view" undoes any zoom. Redraws are
+debounced to 10 per second."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 import engine
+
+
+def _dark() -> bool:
+    app = QApplication.instance()
+    return bool(app) and app.palette().window().color().lightness() < 128  # type: ignore[union-attr]
 
 
 class PlotsPanel(QWidget):
     def __init__(self) -> None:
         super().__init__()
-        pg.setConfigOptions(antialias=False, background="w", foreground="k")
-        self.loss_plot = pg.PlotWidget(title="Loss")
-        self.norm_plot = pg.PlotWidget(title="Gradient norm (pre-clip)")
+        dark = _dark()
+        bg, fg = ("#1e1f22", "#d0d0d0") if dark else ("w", "k")
+        pg.setConfigOptions(antialias=False, background=bg, foreground=fg)
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.loss_plot = self.canvas.addPlot(row=0, col=0, title="Loss")
+        self.loss_legend = pg.LegendItem(colCount=3)
+        self.canvas.addItem(self.loss_legend, row=1, col=0)
+        self.norm_plot = self.canvas.addPlot(row=2, col=0, title="Gradient norm (pre-clip)")
+        self.norm_legend = pg.LegendItem(colCount=3)
+        self.canvas.addItem(self.norm_legend, row=3, col=0)
         for p in (self.loss_plot, self.norm_plot):
             p.showGrid(x=True, y=True, alpha=0.3)
-            p.addLegend(offset=(-10, 10))
             p.setLabel("bottom", "step")
+        self.loss_plot.setLabel("left", "loss", units="nats/token")
+        self.loss_plot.showAxis("right")
+        self.loss_plot.setLabel("right", "bits/byte")
+        self.set_tokens_per_byte(1.0)
         self.norm_plot.setXLink(self.loss_plot)
-        self.step_loss = self.loss_plot.plot(pen=pg.mkPen("#8fb3de", width=1), name="train (step)")
-        self.epoch_loss = self.loss_plot.plot(pen=pg.mkPen("#1f5fa8", width=2), symbol="o",
-                                              symbolSize=7, symbolBrush="#1f5fa8", name="train (epoch)")
-        self.val_loss = self.loss_plot.plot(pen=pg.mkPen("#d2691e", width=2), symbol="s",
-                                            symbolSize=7, symbolBrush="#d2691e", name="held-out (epoch)")
-        dashed = pg.mkPen("#f0b27a", width=1, style=Qt.PenStyle.DashLine)
-        self.val_step = self.loss_plot.plot(pen=dashed, name="held-out (step)")
-        self.nan_marks = self.loss_plot.plot(pen=None, symbol="x", symbolSize=10,
-                                             symbolBrush="r", symbolPen="r", name="NaN step")
-        self.step_norm = self.norm_plot.plot(pen=pg.mkPen("#e0a3a3", width=1), name="step")
-        self.epoch_norm = self.norm_plot.plot(pen=pg.mkPen("#b22222", width=2), symbol="o",
-                                              symbolSize=7, symbolBrush="#b22222", name="epoch mean")
+        light = {"step": "#8fb3de", "epoch": "#1f5fa8", "val": "#d2691e", "vstep": "#f0b27a",
+                 "nstep": "#e0a3a3", "nepoch": "#b22222", "cmp": "#7f7f7f"}
+        darkc = {"step": "#5b7fa8", "epoch": "#7fb6ff", "val": "#ffa04d", "vstep": "#c88a50",
+                 "nstep": "#a06b6b", "nepoch": "#ff7070", "cmp": "#b0b0b0"}
+        c = darkc if dark else light
+
+        def curve(plot: Any, legend: Any, name: str, **kw: Any) -> Any:
+            item = plot.plot(**kw)
+            legend.addItem(item, name)
+            return item
+
+        lp, ll = self.loss_plot, self.loss_legend
+        self.step_loss = curve(lp, ll, "train (step)", pen=pg.mkPen(c["step"], width=1))
+        self.epoch_loss = curve(lp, ll, "train (epoch)", pen=pg.mkPen(c["epoch"], width=2),
+                                symbol="o", symbolSize=7, symbolBrush=c["epoch"])
+        self.val_loss = curve(lp, ll, "held-out (epoch)", pen=pg.mkPen(c["val"], width=2),
+                              symbol="s", symbolSize=7, symbolBrush=c["val"])
+        self.val_step = curve(lp, ll, "held-out (step)",
+                              pen=pg.mkPen(c["vstep"], width=1, style=Qt.PenStyle.DashLine))
+        self.nan_marks = curve(lp, ll, "NaN step", pen=None, symbol="x", symbolSize=10,
+                               symbolBrush="r", symbolPen="r")
+        self.cmp_loss = lp.plot(pen=pg.mkPen(c["cmp"], width=1, style=Qt.PenStyle.DotLine))
+        self.cmp_val = lp.plot(pen=pg.mkPen(c["cmp"], width=2, style=Qt.PenStyle.DashLine))
+        np_, nl = self.norm_plot, self.norm_legend
+        self.step_norm = curve(np_, nl, "step", pen=pg.mkPen(c["nstep"], width=1))
+        self.epoch_norm = curve(np_, nl, "epoch mean", pen=pg.mkPen(c["nepoch"], width=2),
+                                symbol="o", symbolSize=7, symbolBrush=c["nepoch"])
+        self.reset_btn = QPushButton("Reset view")
+        self.reset_btn.setToolTip("Undo zoom/pan and follow the data again (mouse wheel zooms)")
+        self.reset_btn.clicked.connect(self.reset_view)
+        self.compare_label = QLabel("")
+        top = QHBoxLayout()
+        top.addWidget(self.compare_label, 1)
+        top.addWidget(self.reset_btn)
         lay = QVBoxLayout(self)
-        lay.addWidget(self.loss_plot)
-        lay.addWidget(self.norm_plot)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(top)
+        lay.addWidget(self.canvas, 1)
         self.clear()
         self._timer = QTimer(self)
         self._timer.setInterval(100)
         self._timer.timeout.connect(self._redraw)
         self._timer.start()
+
+    def set_tokens_per_byte(self, tpb: float) -> None:
+        """bits/byte = nats/token × tokens/byte ÷ ln 2 (1 token per byte for the byte tokenizer)."""
+        self.tokens_per_byte = tpb
+        self.loss_plot.getAxis("right").setScale(tpb / math.log(2))
+
+    def reset_view(self) -> None:
+        for p in (self.loss_plot, self.norm_plot):
+            p.enableAutoRange()
 
     def clear(self) -> None:
         self.steps: list[float] = []
@@ -58,6 +108,34 @@ class PlotsPanel(QWidget):
         self.val_step_x: list[float] = []
         self.val_step_losses: list[float] = []
         self._dirty = True
+
+    def load_history(self, rows: list[dict[str, Any]]) -> None:
+        """Replace the curves with a run's metrics.csv rows (engine.run.read_metrics)."""
+        self.clear()
+        for row in rows:
+            if row["kind"] == "step":
+                loss = row.get("loss")
+                if loss is None or not math.isfinite(loss):
+                    self.nan_steps.append(row["step"])
+                    self.nan_y.append(self.losses[-1] if self.losses else 0.0)
+                else:
+                    self.steps.append(row["step"])
+                    self.losses.append(loss)
+                    self.norms.append(row.get("grad_norm") or 0.0)
+            elif row["kind"] == "eval" and row.get("val_loss") is not None:
+                self.val_step_x.append(row["step"])
+                self.val_step_losses.append(row["val_loss"])
+        self._dirty = True
+
+    def set_compare(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """Overlay another run's train (dotted) and held-out (dashed) loss in grey."""
+        st = [(r["step"], r["loss"]) for r in rows if r["kind"] == "step"
+              and r.get("loss") is not None and math.isfinite(r["loss"])]
+        ev = [(r["step"], r["val_loss"]) for r in rows if r["kind"] == "eval"
+              and r.get("val_loss") is not None]
+        self.cmp_loss.setData([s for s, _ in st], [v for _, v in st])
+        self.cmp_val.setData([s for s, _ in ev], [v for _, v in ev])
+        self.compare_label.setText(f"grey: {name} (dotted train, dashed held-out)" if name else "")
 
     def add_step(self, r: engine.StepReport) -> None:
         if r.nonfinite or not math.isfinite(r.loss):

@@ -1,7 +1,10 @@
-"""Model and training settings: preset or custom sizes, tokenizer, hyper-parameters, LoRA targets
-(with a live trainable-parameter count) and the WSLA fast-adapt toggle."""
+"""Model and training settings: preset or custom sizes, tokenizer, hyper-parameters, early
+stopping, LoRA targets (with a live trainable-parameter count of the model that will train) and
+the WSLA fast-adapt toggle. Every control has a one-sentence tooltip."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
@@ -18,6 +21,8 @@ from PySide6.QtWidgets import (
 )
 
 import engine
+from engine.earlystop import EarlyStopping
+from engine.run import RunSpec
 
 from .. import settings
 
@@ -37,6 +42,39 @@ def _dspin(lo: float, hi: float, value: float, decimals: int, step: float) -> QD
     s.setSingleStep(step)
     s.setValue(value)
     return s
+
+
+DEFAULT_TARGETS = ("in_proj", "x_proj", "dt_proj")  # all accepted by PEFT on Mamba
+
+TIPS = {
+    "preset": "Model size: tiny/small/medium presets, or custom sizes below",
+    "d_model": "Width of the model (hidden size); parameters grow with its square",
+    "n_layer": "Number of Mamba blocks stacked",
+    "d_state": "Size of each channel's recurrent state (N in the selective scan)",
+    "tokenizer": "bytes: one token per UTF-8 byte; bpe: a tokenizer trained on your corpus",
+    "bpe_vocab": "Number of tokens the BPE tokenizer learns (bpe only)",
+    "epochs": "Passes over the training text",
+    "lr": "Peak learning rate (after warmup, then cosine decay)",
+    "batch": "Sequences per micro-batch; more uses more memory and fewer steps per epoch",
+    "seq_len": "Tokens per training sequence (the context the model learns from)",
+    "accum": "Gradient accumulation: micro-batches summed into one optimizer step "
+             "(a larger effective batch without more memory)",
+    "weight_decay": "AdamW weight decay: pulls weights toward zero each step",
+    "clip": "Gradient clipping: gradients with a larger norm are scaled down to this (0 = off)",
+    "seed": "Random seed of initialisation, shuffling and dropout (same seed = same run)",
+    "max_steps": "Stop after this many optimizer steps in total (no limit: all epochs)",
+    "eval_every": "Measure held-out loss every N steps; auto keeps it under 10% of training time",
+    "patience": "Stop when held-out loss has not improved for this many evaluations (the best "
+                "snapshot is kept)",
+    "target_loss": "Stop as soon as held-out loss reaches this (nats per token)",
+    "checkpointing": "Recompute activations in the backward pass: less memory, ~30% slower",
+    "lora": "LoRA: train small low-rank adapters beside frozen weights instead of all weights",
+    "rank": "LoRA rank: the adapters' inner size; higher fits more, trains more parameters",
+    "alpha": "LoRA alpha: the adapters' output is scaled by alpha / rank",
+    "lora_dropout": "Dropout on the adapters' input while training (regularisation)",
+    "wsla": "WSLA fast-adapt: train only x_proj (the selection projection) with each weight "
+            "moving at most 0.05 per step; quick style adaptation of a trained model",
+}
 
 
 class TrainPanel(QWidget):
@@ -74,28 +112,36 @@ class TrainPanel(QWidget):
         self.seed = _spin(0, 2**31 - 1, 0)
         self.max_steps = _spin(0, 10**7, 0)
         self.max_steps.setSpecialValueText("no limit")
-        self.eval_every = _spin(0, 100000, 10)
-        self.eval_every.setSpecialValueText("per epoch only")
+        self.eval_every = _spin(0, 100000, 0)
+        self.eval_every.setSpecialValueText("auto (< 10% of time)")
         self.checkpointing = QCheckBox("activation checkpointing")
+        self.patience = _spin(0, 1000, 0)
+        self.patience.setSpecialValueText("off")
+        self.target_loss = _dspin(0.0, 100.0, 0.0, 3, 0.05)
+        self.target_loss.setSpecialValueText("none")
         train = QGroupBox("Training")
         tf = QFormLayout(train)
         for label, w in (("Epochs", self.epochs), ("Learning rate", self.lr), ("Batch", self.batch),
                          ("Sequence length", self.seq_len), ("Grad. accumulation", self.accum),
                          ("Weight decay", self.weight_decay), ("Grad-norm clip", self.clip),
                          ("Seed", self.seed), ("Max steps", self.max_steps),
-                         ("Held-out eval every", self.eval_every)):
+                         ("Held-out eval every", self.eval_every),
+                         ("Early stop: patience", self.patience),
+                         ("Early stop: target loss", self.target_loss)):
             tf.addRow(label, w)
         tf.addRow(self.checkpointing)
         # --- LoRA / WSLA
         self.lora = QCheckBox("LoRA adapters (base frozen)")
         self.targets = {t: QCheckBox(t) for t in engine.LORA_TARGETS}
-        for t in ("in_proj", "x_proj", "out_proj"):
+        for t in DEFAULT_TARGETS:
             self.targets[t].setChecked(True)
         self.rank = _spin(1, 256, 8)
         self.alpha = _dspin(0.1, 1024.0, 8.0, 1, 1.0)
         self.lora_dropout = _dspin(0.0, 0.9, 0.0, 2, 0.05)
         self.wsla = QCheckBox("WSLA fast-adapt (only x_proj trains, max_delta 0.05)")
         self.trainable = QLabel()
+        self.trainable.setWordWrap(True)  # a long warning wraps instead of widening the panel
+        self.model_override: engine.MambaConfig | None = None  # the opened model's config
         adapt = QGroupBox("Adaptation")
         grid = QGridLayout(adapt)
         grid.addWidget(self.lora, 0, 0, 1, 4)
@@ -115,17 +161,30 @@ class TrainPanel(QWidget):
         lay.addWidget(adapt)
         lay.addStretch(1)
         self.vocab_hint = 257
+        for name, tip in TIPS.items():
+            getattr(self, name).setToolTip(tip)
+        for t, cb in self.targets.items():
+            cb.setToolTip(f"Add a LoRA adapter to {t}"
+                          + (" (PEFT cannot load this one on Mamba: export merged)"
+                             if t in engine.PEFT_REFUSES else ""))
+        self.model_source.setWordWrap(True)
+        self.model_source.setToolTip("What the next Start does")
         self._restore()
         for w in (self.preset, self.tokenizer):
             w.currentIndexChanged.connect(self._update)
         for w in (self.d_model, self.n_layer, self.d_state, self.rank, self.bpe_vocab):
             w.valueChanged.connect(self._update)
+        for w in (self.batch, self.seq_len, self.accum, self.epochs):
+            w.valueChanged.connect(lambda _v: self.changed.emit())
+        self.checkpointing.toggled.connect(lambda _v: self.changed.emit())
         for cb in (self.lora, self.wsla, *self.targets.values()):
             cb.toggled.connect(self._update)
         self._update()
 
     # ---------------------------------------------------------------- config out
     def model_config(self) -> engine.MambaConfig:
+        if self.model_override is not None:
+            return self.model_override
         if self.preset.currentText() == "custom":
             return engine.MambaConfig(vocab_size=self.vocab_hint, d_model=self.d_model.value(),
                                       n_layer=self.n_layer.value(), d_state=self.d_state.value())
@@ -157,9 +216,52 @@ class TrainPanel(QWidget):
             eval_every=self.eval_every.value(),
         )
 
+    def early_stopping(self) -> EarlyStopping:
+        return EarlyStopping(patience=self.patience.value(),
+                             target_loss=self.target_loss.value() or None)
+
+    def run_spec(self, init: str | None, eval_every: int) -> RunSpec:
+        """The RunSpec of these settings (``eval_every`` resolves "auto")."""
+        tc = replace(self.train_config(), eval_every=eval_every)
+        preset = self.preset.currentText()
+        return RunSpec(preset=preset if preset != "custom" else "small",
+                       model=self.custom_dims() if init is None else None,
+                       tokenizer=self.tokenizer.currentText(), bpe_vocab=self.bpe_vocab.value(),
+                       init=init, train=tc)
+
+    def set_from(self, spec: RunSpec, early: EarlyStopping) -> None:
+        """Show a RunSpec (e.g. from a settings file)."""
+        t = spec.train
+        if spec.model:
+            self.preset.setCurrentText("custom")
+            for k in ("d_model", "n_layer", "d_state"):
+                if k in spec.model:
+                    getattr(self, k).setValue(int(spec.model[k]))
+        else:
+            self.preset.setCurrentText(spec.preset)
+        self.tokenizer.setCurrentText(spec.tokenizer)
+        self.bpe_vocab.setValue(spec.bpe_vocab)
+        for w, v in ((self.epochs, t.epochs), (self.lr, t.lr), (self.batch, t.batch_size),
+                     (self.seq_len, t.seq_len), (self.accum, t.grad_accum),
+                     (self.weight_decay, t.weight_decay), (self.clip, t.max_grad_norm),
+                     (self.seed, t.seed), (self.max_steps, t.max_steps or 0),
+                     (self.eval_every, t.eval_every), (self.patience, early.patience),
+                     (self.target_loss, early.target_loss or 0.0)):
+            w.setValue(v)
+        self.checkpointing.setChecked(t.activation_checkpointing)
+        self.wsla.setChecked(t.wsla)
+        self.lora.setChecked(t.lora is not None)
+        if t.lora is not None:
+            for name, cb in self.targets.items():
+                cb.setChecked(name in t.lora.targets)
+            self.rank.setValue(t.lora.rank)
+            self.alpha.setValue(t.lora.alpha if t.lora.alpha is not None else t.lora.rank)
+            self.lora_dropout.setValue(t.lora.dropout)
+        self._update()
+
     # ---------------------------------------------------------------- live readout
     def _update(self) -> None:
-        custom = self.preset.currentText() == "custom"
+        custom = self.preset.currentText() == "custom" and self.model_override is None
         for w in (self.d_model, self.n_layer, self.d_state):
             w.setEnabled(custom)
         if not custom:
@@ -181,14 +283,14 @@ class TrainPanel(QWidget):
         total = engine.count_trainable(cfg)
         warn = ""
         if lc is not None and set(lc.targets) & set(engine.PEFT_REFUSES):
-            warn = " — PEFT refuses out_proj/conv1d/A_log on Mamba: use merged export"
+            warn = " — PEFT refuses out_proj/conv1d/A_log on Mamba: export the merged model"
         self.trainable.setText(f"trainable parameters: {n:,} of {total:,}{warn}")
         self.changed.emit()
 
     # ---------------------------------------------------------------- QSettings
     _KEYS = ("epochs", "lr", "batch", "seq_len", "accum", "weight_decay", "clip", "seed",
-             "max_steps", "eval_every", "rank", "alpha", "lora_dropout", "d_model", "n_layer",
-             "d_state", "bpe_vocab")
+             "max_steps", "eval_every", "patience", "target_loss", "rank", "alpha", "lora_dropout",
+             "d_model", "n_layer", "d_state", "bpe_vocab")
 
     def _restore(self) -> None:
         for k in self._KEYS:

@@ -1,6 +1,8 @@
 import sys
 
-import engine  # noqa: F401  (thread/cache defaults before NumPy loads)
+from engine.runtime import configure
+
+configure(tune_allocator=True)  # same process settings as training
 
 from .run import main
 

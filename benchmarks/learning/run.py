@@ -17,13 +17,18 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
+from engine.runtime import configure
+
+configure(tune_allocator=True)  # same process settings as training
+
 import numpy as np
 
-import engine  # noqa: F401  (thread/cache defaults before NumPy loads)
+import engine.defaults
+import engine.params
 from engine import (
     PRESETS,
     BPETokenizer,
@@ -75,6 +80,16 @@ def predict_next(lm: MambaLM, ids: np.ndarray, seq_len: int, batch: int = 16) ->
     return out
 
 
+def calibrate(lm: MambaLM, train_ids: np.ndarray, cfg: TrainConfig, steps: int = 20) -> float:
+    """Seconds per optimizer step of ``cfg`` on this machine, from a throwaway copy of ``lm``
+    (this also compiles the kernels, or loads them from Numba's cache, before the clock starts)."""
+    copy = MambaLM(lm.config, {k: v.copy() for k, v in lm.params.items()}, lm.tokenizer)
+    trial = Trainer(copy, train_ids, train_ids[:0], replace(cfg, max_steps=steps + 3, warmup_steps=0))
+    times: list[float] = []
+    trial.run(on_step=lambda r: times.append(r.elapsed_s))
+    return (times[-1] - times[2]) / (len(times) - 3)
+
+
 def load_data(task: str, tokenizer: str, bpe_vocab: int, seed: int):  # type: ignore[no-untyped-def]
     """-> (tokenizer, train ids, held-out text, held-out ids, baselines dict)."""
     if task in TASKS:
@@ -100,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--init", default="default", choices=list(engine.params.INITS))
     ap.add_argument("--tokenizer", default="bytes", choices=["bytes", "bpe"])
     ap.add_argument("--bpe-vocab", type=int, default=2048)
-    ap.add_argument("--steps", type=int, default=3000, help="optimizer steps (the schedule's length)")
-    ap.add_argument("--minutes", type=float, default=10.0, help="stop after this much training time")
+    ap.add_argument("--minutes", type=float, default=10.0, help="training time (evaluations excluded)")
+    ap.add_argument("--steps", type=int, help="optimizer steps, the schedule's length (default: as many "
+                    "as fit in --minutes at the speed measured over the first steps)")
     ap.add_argument("--evals", type=int, default=12, help="evaluations along the run")
     ap.add_argument("--target", type=float, help="stop once the metric reaches this")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -111,9 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
 
     tok, train_ids, held_text, held_ids, base = load_data(a.task, a.tokenizer, a.bpe_vocab, a.seed)
-    cfg = TrainConfig.for_preset(a.preset, epochs=1_000, max_steps=a.steps, seed=a.seed,
-                                 **_parse_set(a.set))
+    cfg = TrainConfig.for_preset(a.preset, epochs=1_000, seed=a.seed, **_parse_set(a.set))
     lm = MambaLM.create(preset(a.preset, tok.vocab_size), tok, seed=a.seed, init=a.init)
+    steps, speed = a.steps, calibrate(lm, train_ids, cfg)
+    if steps is None:
+        steps = max(1, int(0.97 * a.minutes * 60 / speed))
+    cfg = replace(cfg, max_steps=steps)
     trainer = Trainer(lm, train_ids, train_ids[:0], cfg)
     name = f"{a.task}_{a.preset}{'_' + a.tag if a.tag else ''}"
     out = Path(a.out) / f"{name}.jsonl"
@@ -121,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     head = {"run": name, "task": a.task, "preset": a.preset, "init": a.init, "tokenizer": tok.kind,
             "vocab": lm.config.vocab_size, "params": lm.n_params, "train_tokens": len(train_ids),
             "train_config": {k: v for k, v in asdict(cfg).items() if k != "lora"},
-            "baselines": base, "cpus": len(os.sched_getaffinity(0)), "host": os.uname().nodename}
-    every = max(1, a.steps // a.evals)
+            "baselines": base, "s_per_step": round(speed, 4), "cpus": len(os.sched_getaffinity(0))}
+    every = max(1, steps // a.evals)
     control = TrainControl()
     state = {"eval_s": 0.0, "t0": time.perf_counter()}
 
@@ -152,10 +171,6 @@ def main(argv: list[str] | None = None) -> int:
         if rep.step % every == 0 or rep.step == trainer.total_steps or overdue:
             measure(rep)
 
-    # compile the kernels (or load them from Numba's cache) before the clock starts
-    warm = MambaLM.create(lm.config, tok, init=a.init)
-    Trainer(warm, train_ids[: 2 * cfg.seq_len + 1], train_ids[:0], cfg.__class__(
-        **{**asdict(cfg), "max_steps": 1, "batch_size": 1, "lora": None})).run()
     out.write_text(json.dumps(head) + "\n")
     print(name, json.dumps(head), file=sys.stderr, flush=True)
     trainer.run(on_step=on_step, control=control)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from .. import checkpoint as ckpt
+from ..errors import MambaStudioError
 from ..sampling import SamplingConfig
 from .source import RunSource
 
@@ -42,10 +45,26 @@ def _samples(run: RunSource) -> list[str]:
     return out
 
 
+def corpus_summary(folder: Path) -> str:
+    """"N files, B bytes, T tokens (H held out)" from a run folder's data manifest ("" if none)."""
+    from .. import runformat as rf
+    from ..safeio import read_json
+
+    path = Path(folder) / rf.DATA_MANIFEST
+    try:
+        m = read_json(path, what="data manifest")
+        ids = np.load(Path(folder) / rf.IDS, mmap_mode="r")
+        sources = m.get("sources", [])
+        n_bytes = sum(int(s.get("bytes", 0)) for s in sources)
+        return (f"{len(sources)} file(s), {n_bytes:,} bytes, {len(ids):,} tokens "
+                f"({len(ids) - int(m['n_train']):,} held out)")
+    except (MambaStudioError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ""
+
+
 def card_text(run: RunSource, kind: str, out: str = ".") -> str:
     """Markdown for ``kind`` in ("merged", "peft", "base")."""
-    cfg, tok, st = run.lm.config, run.lm.tokenizer, run.state or {}
-    tc = st.get("train_config", {})
+    cfg, tok, tc = run.lm.config, run.lm.tokenizer, run.train
     lines = ["---", "library_name: transformers" if kind != "peft" else "library_name: peft",
              "tags: [mamba, mamba-studio]", "---", "",
              "# A Mamba-1 language model trained with Mamba Studio", "",
@@ -60,19 +79,17 @@ def card_text(run: RunSource, kind: str, out: str = ".") -> str:
         how = (f"LoRA r={lora['rank']} on {', '.join(lora['targets'])}" if lora
                else "only x_proj (WSLA)" if tc.get("wsla") else "all weights")
         lines += ["", "## Training", "",
-                  f"- {st.get('step', 0):,} optimizer steps ({st.get('epoch', 0) + 1} epoch(s) "
-                  f"started), batch {tc.get('batch_size')} x {tc.get('seq_len')} tokens"
-                  f" x {tc.get('grad_accum', 1)} accumulation, lr {tc.get('lr')}; trained: {how}",
-                  f"- corpus: {st.get('data_fingerprint', 'unknown')} (fingerprint of the "
-                  "training token ids)"]
-        vals = [e["val"] for e in st.get("epochs", []) if e.get("val")]
-        if vals:
-            v = vals[-1]
-            lines.append(f"- held-out loss {v['loss']:.4f} (perplexity {v['perplexity']:.2f}, "
-                         f"{v['bits_per_byte']:.3f} bits/byte, top-1 {v['accuracy']:.3f}, "
-                         f"{v['tokens']:,} tokens)")
-        else:
-            lines.append("- held-out loss: not measured (no epoch finished with a held-out split)")
+                  f"- {run.step:,} optimizer steps, batch {tc.get('batch_size')} x "
+                  f"{tc.get('seq_len')} tokens x {tc.get('grad_accum', 1)} accumulation, "
+                  f"lr {tc.get('lr')}; trained: {how}"]
+        corpus = corpus_summary(run.folder)
+        if corpus:
+            lines.append(f"- corpus: {corpus}")
+        v = run.val
+        lines.append(f"- held-out loss {v['loss']:.4f} (perplexity {v['perplexity']:.2f}, "
+                     f"{v['bits_per_byte']:.3f} bits/byte, top-1 {v['accuracy']:.3f}, "
+                     f"{v['tokens']:,} tokens)" if v else
+                     "- held-out loss: not measured (no epoch finished with a held-out split)")
     if kind != "base":
         lines += ["", "## Samples (greedy)", ""]
         for s in _samples(run):

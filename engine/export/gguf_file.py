@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -99,8 +98,7 @@ def export_gguf(src_folder: str | Path, out_path: str | Path) -> list[str]:
     cfg = run.lm.config
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".tmp", dir=out_path.parent)
-    os.fchmod(fd, 0o666 & ~ckpt.UMASK)  # mkstemp makes 0600; give the file normal permissions
+    fd, tmp = ckpt.create_temp(out_path)
     os.close(fd)
     try:
         w = gguf.GGUFWriter(tmp, "mamba")

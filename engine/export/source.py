@@ -1,13 +1,17 @@
-"""Reading a run folder for export: the model as trained, its training state (if any) and, for a
-LoRA run, the adapters over the exact unmerged base."""
+"""Reading what to export: a run folder (its latest snapshot), one snapshot folder, a legacy
+training checkpoint (trainer_state.json) or a plain model folder. Yields the model as trained,
+a training summary for the model card and, for a LoRA run, the adapters over the exact unmerged
+base. Every checksum the folder has is verified first (a half-written snapshot is never exported).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import checkpoint as ckpt
+from .. import runformat as rf
 from ..errors import CheckpointError
 from ..lm import MambaLM
 from ..lora import LoRAConfig, LoRATrainable
@@ -17,30 +21,62 @@ from ..lora import LoRAConfig, LoRATrainable
 class RunSource:
     folder: Path
     lm: MambaLM  # the weights as trained (LoRA merged in)
-    state: dict[str, Any] | None  # trainer_state.json; None for a bare model folder
-    lora: LoRATrainable | None  # adapters + the unmerged base (``lora.base``); None without LoRA
+    lora: LoRATrainable | None  # adapters + the unmerged base (``lora.params``); None without LoRA
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig dict ({} for a bare model)
+    step: int = 0
+    val: dict[str, Any] | None = None  # the last held-out evaluation (EvalReport dict)
+
+
+def _lora(lm: MambaLM, lora_cfg: dict[str, Any] | None, state: Path,
+          prefix: str) -> LoRATrainable | None:
+    if not lora_cfg:
+        return None
+    tensors = {k[len(prefix):]: v for k, v in ckpt.read_tensors(state).items() if k.startswith(prefix)}
+    params = {k: v.copy() for k, v in lm.params.items()}
+    lora = LoRATrainable(params, LoRAConfig.from_dict(lora_cfg))
+    try:
+        lora.load_state_tensors(tensors)  # the base from the state, adapters applied (merged)
+    except KeyError as exc:
+        raise CheckpointError(f"{state}: no LoRA state for {exc}") from None
+    lora.unmerge()  # lora.params now holds the exact base the adapters were trained on
+    return lora
+
+
+def _last_val(epochs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    vals = [e.get("val") for e in epochs if isinstance(e, dict) and e.get("val")]
+    return vals[-1] if vals else None
 
 
 def open_run(folder: str | Path) -> RunSource:
-    """Load ``folder``; a training checkpoint's file hashes are verified first, so a half-written
-    or mixed checkpoint is refused instead of exported."""
+    """Load ``folder`` for export (see the module docstring for what it may be)."""
     from ..limits import read_trainer_state
 
     folder = Path(folder)
     if not folder.is_dir():
-        raise CheckpointError(f"{folder}: not a folder; pass a run folder (with config.json)")
-    state = None
-    if (folder / "trainer_state.json").exists():
+        raise CheckpointError(f"{folder}: not a folder; pass a run folder (runs/...) or a model folder")
+    if rf.is_run(folder) or (folder / rf.SNAP_MANIFEST).exists():
+        if rf.is_run(folder):
+            run_dir = folder
+            snap, meta = rf.latest_snapshot(folder)
+        else:
+            run_dir, snap, meta = folder.parent.parent, folder, rf.verify_snapshot(folder)
+        spec = rf.read_run_json(run_dir)["spec"] if rf.is_run(run_dir) else {}
+        train = spec.get("train", {}) if isinstance(spec, dict) else {}
+        lm = MambaLM.load(snap)
+        lm.check_finite(snap)
+        return RunSource(folder, lm, _lora(lm, train.get("lora"), snap / rf.SNAP_STATE, "trainable."),
+                         train, int(meta.get("step", 0)), _last_val(meta.get("epochs", [])))
+    if (folder / "trainer_state.json").exists():  # a checkpoint from before run folders
         state = read_trainer_state(folder)
         ckpt.verify_hashes(folder, state["files"])
+        lm = MambaLM.load(folder)
+        lm.check_finite(folder)
+        train = state.get("train_config", {})
+        return RunSource(folder, lm, _lora(lm, train.get("lora"), folder / "optimizer.safetensors", ""),
+                         train, int(state.get("step", 0)), _last_val(state.get("epochs", [])))
     lm = MambaLM.load(folder)
     lm.check_finite(folder)
-    lora = None
-    lora_cfg = (state or {}).get("train_config", {}).get("lora")
-    if lora_cfg is not None:
-        tensors = ckpt.read_tensors(folder / "optimizer.safetensors")
-        params = {k: v.copy() for k, v in lm.params.items()}
-        lora = LoRATrainable(params, LoRAConfig.from_dict(lora_cfg))
-        lora.load_state_tensors(tensors)  # base from the state, adapters applied (merged)
-        lora.unmerge()  # lora.params now holds the exact base the adapters were trained on
-    return RunSource(folder, lm, state, lora)
+    return RunSource(folder, lm, None)
+
+
+__all__ = ["RunSource", "open_run"]

@@ -3,6 +3,6 @@ recurrent decoding step of the whole model as compute shaders. Training never ne
 step in ``engine.inference`` is the fallback and the reference it is tested against."""
 
 from .device import GpuUnavailable, acquire_device
-from .stepper import GpuStepper, open_stepper
+from .stepper import BACKENDS, GpuStepper, open_stepper, pick_backend
 
-__all__ = ["GpuStepper", "GpuUnavailable", "acquire_device", "open_stepper"]
+__all__ = ["BACKENDS", "GpuStepper", "GpuUnavailable", "acquire_device", "open_stepper", "pick_backend"]

@@ -38,7 +38,12 @@ def _enumerate() -> list[Any]:
     return list(wgpu.gpu.enumerate_adapters_sync())
 
 
-def acquire_device() -> GpuDevice | GpuUnavailable:
+def _software(a: Any) -> bool:
+    return "CPU" in str(a.info.get("adapter_type", ""))
+
+
+def acquire_device(allow_software: bool = True) -> GpuDevice | GpuUnavailable:
+    """``allow_software=False`` skips CPU adapters (lavapipe), which are slower than the CPU step."""
     if os.environ.get("MAMBA_STUDIO_GPU", "").lower() in ("0", "off", "false", "no"):
         return GpuUnavailable("disabled", "MAMBA_STUDIO_GPU=off")
     try:
@@ -53,6 +58,12 @@ def acquire_device() -> GpuDevice | GpuUnavailable:
         return GpuUnavailable(
             "no-adapter", "no Vulkan or OpenGL adapter (install mesa-vulkan-drivers for lavapipe)"
         )
+
+    if not allow_software:
+        adapters = [a for a in adapters if not _software(a)]
+        if not adapters:
+            return GpuUnavailable("software-only", "only a software adapter (lavapipe), slower "
+                                  "than the CPU step; choose the GPU backend to use it anyway")
 
     def rank(a: Any) -> tuple[int, int]:
         info = a.info

@@ -197,9 +197,9 @@ class GpuStepper:
         return f"wgpu: {self.gpu.adapter_summary} (matvec: {self.matvec})"
 
 
-def open_stepper(lm: Any) -> tuple[GpuStepper | None, str]:
+def open_stepper(lm: Any, allow_software: bool = True) -> tuple[GpuStepper | None, str]:
     """(stepper, reason): the stepper, or None with the reason the CPU step will be used."""
-    got = acquire_device()
+    got = acquire_device(allow_software)
     if isinstance(got, GpuUnavailable):
         return None, str(got)
     try:
@@ -207,3 +207,17 @@ def open_stepper(lm: Any) -> tuple[GpuStepper | None, str]:
     except Exception as exc:  # shader/pipeline validation, out of memory
         return None, f"GPU preview unavailable (setup): {exc}"
     return st, st.description
+
+
+BACKENDS = ("auto", "cpu", "gpu")
+
+
+def pick_backend(lm: Any, choice: str) -> tuple[GpuStepper | None, str]:
+    """The decoding backend for ``choice``: "cpu"; "gpu" (any adapter, lavapipe included); "auto"
+    (a hardware GPU if there is one, else the CPU step). Returns (stepper or None, description)."""
+    if choice not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {choice!r}")
+    if choice == "cpu":
+        return None, "CPU step (chosen)"
+    st, reason = open_stepper(lm, allow_software=choice == "gpu")
+    return st, (reason if st is not None else f"CPU step — {reason}")

@@ -17,7 +17,7 @@ from ._common import check
 
 
 @parallel_kernel
-def _softplus_forward_kernel(x, bias, y):  # type: ignore[no-untyped-def]
+def _softplus_forward_kernel(x, bias, y):
     """x (m, e), bias (e,) -> y = softplus(x + bias) (m, e)."""
     m, e = x.shape
     for i in prange(m):
@@ -28,7 +28,7 @@ def _softplus_forward_kernel(x, bias, y):  # type: ignore[no-untyped-def]
 
 
 @parallel_kernel
-def _softplus_backward_kernel(dy, x, bias, dx, db_part):  # type: ignore[no-untyped-def]
+def _softplus_backward_kernel(dy, x, bias, dx, db_part):
     """dy, x (m, e) -> dx (m, e) = dy * sigmoid(x + bias); db_part (blocks, e)."""
     m, e = x.shape
     nblk = db_part.shape[0]

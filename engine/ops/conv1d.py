@@ -24,7 +24,7 @@ from ._common import check, check_wider, reset_mask
 
 
 @kernel
-def _window_start(reset, b, t, nk):  # type: ignore[no-untyped-def]
+def _window_start(reset, b, t, nk):
     """First position the causal window of (b, t) may read: max(t - k + 1, 0), or the latest
     document start in (t - k + 1, t] when ``reset`` (b, l) (or (b, 0) for none) has one."""
     first = max(t - (nk - 1), 0)
@@ -36,7 +36,7 @@ def _window_start(reset, b, t, nk):  # type: ignore[no-untyped-def]
 
 
 @parallel_kernel
-def _conv1d_silu_forward_kernel(x, wT, bias, reset, xc, u):  # type: ignore[no-untyped-def]
+def _conv1d_silu_forward_kernel(x, wT, bias, reset, xc, u):
     """x (b, l, >= e), wT (k, e), bias (e,), reset (b, l) or (b, 0) -> xc, u (b, l, e)."""
     nb, nl = x.shape[0], x.shape[1]
     nk, ne = wT.shape
@@ -60,7 +60,7 @@ def _conv1d_silu_forward_kernel(x, wT, bias, reset, xc, u):  # type: ignore[no-u
 
 
 @parallel_kernel
-def _conv1d_silu_backward_kernel(du, x, wT, xc, reset, dx, dwT_part, db_part):  # type: ignore[no-untyped-def]
+def _conv1d_silu_backward_kernel(du, x, wT, xc, reset, dx, dwT_part, db_part):
     """du, xc (b, l, e), x (b, l, >= e), wT (k, e), reset (b, l) or (b, 0) -> dx[..., :e];
     dwT_part (b, k, e); db_part (b, e)."""
     nb, nl = x.shape[0], x.shape[1]
@@ -140,7 +140,7 @@ def conv1d_backward(
 
 
 @kernel
-def _conv1d_silu_step_kernel(window, x_new, w, bias, u):  # type: ignore[no-untyped-def]
+def _conv1d_silu_step_kernel(window, x_new, w, bias, u):
     """window (b, e, k) shifted left in place with x_new (b, e) appended; w (e, k), bias (e,)
     -> u (b, e) = silu(bias + sum_j w[:, j] * window[:, :, j]). Serial: one token is too little
     work to wake the thread pool for."""

@@ -18,7 +18,7 @@ from ._common import check, check_index
 
 
 @parallel_kernel
-def _cross_entropy_kernel(logits, targets, scale, losses, dlogits):  # type: ignore[no-untyped-def]
+def _cross_entropy_kernel(logits, targets, scale, losses, dlogits):
     m, v = logits.shape
     zero = np.zeros(1, logits.dtype)[0]
     for i in prange(m):

@@ -13,7 +13,7 @@ from ._common import check, check_index
 
 
 @kernel
-def _embedding_backward_kernel(tokens, dy, dweight):  # type: ignore[no-untyped-def]
+def _embedding_backward_kernel(tokens, dy, dweight):
     """tokens (m,), dy (m, d) -> dweight (v, d) += scatter. Sequential: deterministic order."""
     m, d = dy.shape
     for i in range(m):

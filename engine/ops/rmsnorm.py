@@ -18,7 +18,7 @@ _ROWS_PER_BLOCK = 64
 
 
 @parallel_kernel
-def _rmsnorm_forward_kernel(x, w, eps, y, rstd):  # type: ignore[no-untyped-def]
+def _rmsnorm_forward_kernel(x, w, eps, y, rstd):
     """x (m, d), w (d,) -> y (m, d), rstd (m,)."""
     m, d = x.shape
     for i in prange(m):
@@ -34,7 +34,7 @@ def _rmsnorm_forward_kernel(x, w, eps, y, rstd):  # type: ignore[no-untyped-def]
 
 
 @parallel_kernel
-def _rmsnorm_backward_kernel(dy, x, w, rstd, dx, dw_part):  # type: ignore[no-untyped-def]
+def _rmsnorm_backward_kernel(dy, x, w, rstd, dx, dw_part):
     """dy, x (m, d), rstd (m,) -> dx (m, d); dw_part (blocks, d) partial sums over rows."""
     m, d = x.shape
     nblk = dw_part.shape[0]

@@ -15,9 +15,15 @@ of each document of a packed row, zeroes the state before that position: h_t = d
 no state (and no gradient) crosses a boundary. ``reset=None`` is the plain scan.
 
 Kernels run in parallel over jobs = (batch row, chunk of ``CHUNK`` channels); time is sequential and
-the (n, CHUNK) state lives in a small local buffer. The forward stores nothing but its outputs; the
-backward recomputes each job's states into a private (l + 1, n, CHUNK) buffer (1 MiB at l=256), then
-walks back in time with the reverse recurrence (anchors-field.md §1.7):
+the (n, CHUNK) state lives in a small local buffer. Every inner loop runs over exactly ``CHUNK``
+channels (a compile-time constant: no remainder loops); the wrappers zero-pad e to a multiple of
+CHUNK when needed (padded channels have u = delta = D = z = 0: no state, nothing added to dB, dC).
+The forward stores nothing but its outputs; the
+backward runs each job's forward once keeping only the state at every ``SEG``-th step and y, then,
+segment by segment from the end, recomputes that segment's states and decays exp(delta A) into
+(SEG, n, CHUNK) buffers (64 KiB, cache-resident, instead of an (l + 1, n, CHUNK) history of 1 MiB
+per job) and walks back through it with the reverse recurrence (derived in
+docs/derivations/selective_scan_backward.md):
 
     g_t = dy_t * C_t + exp(delta_{t+1} A) * g_{t+1}
     dC_t = sum_e dy_t h_t     dB_t = sum_e g_t delta_t u_t     dD = sum_t dy_t u_t
@@ -38,34 +44,34 @@ from .._jit import fast_exp, kernel, parallel_kernel, sigmoid
 from ._common import check, check_wider, reset_mask
 
 CHUNK = 64
+SEG = 16  # backward: time steps per recomputed segment
 
 
 @parallel_kernel
-def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last):  # type: ignore[no-untyped-def]
+def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last):
     """u, delta (b, l, e); z (b, l, >= zoff + e), read at columns zoff..zoff+e; At (n, e) = A.T;
     Bm, Cm (b, l, n); D (e,); reset (b, l) uint8 or (b, 0) for none -> out (b, l, e),
     h_last (b, e, n)."""
     nb, nl, ne = u.shape
     has_reset = reset.shape[1] > 0
     nn_ = At.shape[0]
-    nch = (ne + CHUNK - 1) // CHUNK
+    nch = ne // CHUNK
     for job in prange(nb * nch):
         b = job // nch
         c0 = (job % nch) * CHUNK
-        cw = min(CHUNK, ne - c0)
-        h = np.zeros((nn_, cw), u.dtype)
-        Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
-        Dj = D[c0 : c0 + cw]
-        dbu = np.empty(cw, u.dtype)
-        y = np.empty(cw, u.dtype)
+        h = np.zeros((nn_, CHUNK), u.dtype)
+        Aj = np.ascontiguousarray(At[:, c0 : c0 + CHUNK])
+        Dj = D[c0 : c0 + CHUNK]
+        dbu = np.empty(CHUNK, u.dtype)
+        y = np.empty(CHUNK, u.dtype)
         for t in range(nl):
             if has_reset and reset[b, t]:
                 h[:] = 0
-            ut = u[b, t, c0 : c0 + cw]
-            dt = delta[b, t, c0 : c0 + cw]
+            ut = u[b, t, c0 : c0 + CHUNK]
+            dt = delta[b, t, c0 : c0 + CHUNK]
             Bt = Bm[b, t]
             Ct = Cm[b, t]
-            for k in range(cw):
+            for k in range(CHUNK):
                 dbu[k] = dt[k] * ut[k]
                 y[k] = Dj[k] * ut[k]
             for s in range(nn_):
@@ -73,21 +79,21 @@ def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last): 
                 As = Aj[s]
                 bs = Bt[s]
                 cs = Ct[s]
-                for k in range(cw):
+                for k in range(CHUNK):
                     hv = fast_exp(dt[k] * As[k]) * hs[k] + dbu[k] * bs
                     hs[k] = hv
                     y[k] += cs * hv
-            zt = z[b, t, zoff + c0 : zoff + c0 + cw]
-            ot = out[b, t, c0 : c0 + cw]
-            for k in range(cw):
+            zt = z[b, t, zoff + c0 : zoff + c0 + CHUNK]
+            ot = out[b, t, c0 : c0 + CHUNK]
+            for k in range(CHUNK):
                 ot[k] = y[k] * zt[k] * sigmoid(zt[k])
-        for k in range(cw):
+        for k in range(CHUNK):
             for s in range(nn_):
                 h_last[b, c0 + k, s] = h[s, k]
 
 
 @parallel_kernel
-def _scan_backward_kernel(  # type: ignore[no-untyped-def]
+def _scan_backward_kernel(
     dout, u, delta, At, Bm, Cm, D, z, zoff, reset, du, ddelta, dz, dA_part, dB_part, dC_part,
     dD_part,
 ):
@@ -97,99 +103,129 @@ def _scan_backward_kernel(  # type: ignore[no-untyped-def]
     nb, nl, ne = u.shape
     has_reset = reset.shape[1] > 0
     nn_ = At.shape[0]
-    nch = (ne + CHUNK - 1) // CHUNK
+    nch = ne // CHUNK
     zero = np.zeros(1, u.dtype)[0]
     for job in prange(nb * nch):
         b = job // nch
         ch = job % nch
         c0 = ch * CHUNK
-        cw = min(CHUNK, ne - c0)
-        Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
-        Dj = D[c0 : c0 + cw]
-        hist = np.zeros((nl + 1, nn_, cw), u.dtype)
-        hz = np.zeros((nn_, cw), u.dtype)
-        ys = np.empty((nl, cw), u.dtype)
-        dbu = np.empty(cw, u.dtype)
-        # -- recompute the forward states
+        Aj = np.ascontiguousarray(At[:, c0 : c0 + CHUNK])
+        Dj = D[c0 : c0 + CHUNK]
+        hz = np.zeros((nn_, CHUNK), u.dtype)
+        ys = np.empty((nl, CHUNK), u.dtype)
+        dbu = np.empty(CHUNK, u.dtype)
+        # -- pass 1: the forward once, keeping the state at each segment start and y (pre-gate)
+        nseg = (nl + SEG - 1) // SEG
+        ck = np.empty((nseg, nn_, CHUNK), u.dtype)
+        h = np.zeros((nn_, CHUNK), u.dtype)
         for t in range(nl):
-            rs = has_reset and reset[b, t] != 0
-            ut = u[b, t, c0 : c0 + cw]
-            dt = delta[b, t, c0 : c0 + cw]
+            if t % SEG == 0:
+                ck[t // SEG] = h
+            if has_reset and reset[b, t] != 0:
+                h[:] = 0
+            ut = u[b, t, c0 : c0 + CHUNK]
+            dt = delta[b, t, c0 : c0 + CHUNK]
             Bt = Bm[b, t]
             Ct = Cm[b, t]
             yt = ys[t]
-            for k in range(cw):
+            for k in range(CHUNK):
                 dbu[k] = dt[k] * ut[k]
                 yt[k] = Dj[k] * ut[k]
-            hprev = hz if rs else hist[t]
             for s in range(nn_):
-                hp = hprev[s]
-                hn = hist[t + 1, s]
+                hs = h[s]
                 As = Aj[s]
                 bs = Bt[s]
                 cs = Ct[s]
-                for k in range(cw):
-                    hv = fast_exp(dt[k] * As[k]) * hp[k] + dbu[k] * bs
-                    hn[k] = hv
+                for k in range(CHUNK):
+                    hv = fast_exp(dt[k] * As[k]) * hs[k] + dbu[k] * bs
+                    hs[k] = hv
                     yt[k] += cs * hv
-        # -- reverse-time scan
-        gh = np.zeros((nn_, cw), u.dtype)
-        dA_acc = np.zeros((nn_, cw), u.dtype)
-        dD_acc = np.zeros(cw, u.dtype)
-        dy = np.empty(cw, u.dtype)
-        du_acc = np.empty(cw, u.dtype)
-        dd_acc = np.empty(cw, u.dtype)
-        for t in range(nl - 1, -1, -1):
-            rs = has_reset and reset[b, t] != 0
-            ut = u[b, t, c0 : c0 + cw]
-            dt = delta[b, t, c0 : c0 + cw]
-            zt = z[b, t, zoff + c0 : zoff + c0 + cw]
-            got = dout[b, t, c0 : c0 + cw]
-            dzt = dz[b, t, zoff + c0 : zoff + c0 + cw]
-            yt = ys[t]
-            for k in range(cw):
-                sg = sigmoid(zt[k])
-                dy[k] = got[k] * zt[k] * sg
-                dzt[k] = got[k] * yt[k] * sg * (1 + zt[k] * (1 - sg))
-                dD_acc[k] += dy[k] * ut[k]
-                du_acc[k] = Dj[k] * dy[k]
-                dd_acc[k] = zero
-            Bt = Bm[b, t]
-            Ct = Cm[b, t]
-            hprev = hz if rs else hist[t]
-            for s in range(nn_):
-                hn = hist[t + 1, s]
-                hp = hprev[s]
-                As = Aj[s]
-                gs = gh[s]
-                dAs = dA_acc[s]
-                bs = Bt[s]
-                cs = Ct[s]
-                sB = zero
-                sC = zero
-                for k in range(cw):
-                    g = gs[k] + dy[k] * cs
-                    sC += dy[k] * hn[k]
-                    ea = fast_exp(dt[k] * As[k])
-                    gp = g * hp[k]
-                    dd_acc[k] += g * bs * ut[k] + As[k] * ea * gp
-                    du_acc[k] += g * dt[k] * bs
-                    sB += g * dt[k] * ut[k]
-                    dAs[k] += dt[k] * ea * gp
-                    gs[k] = g * ea
-                dB_part[ch, b, t, s] = sB
-                dC_part[ch, b, t, s] = sC
-            if rs:
-                gh[:] = 0
-            dut = du[b, t, c0 : c0 + cw]
-            ddt = ddelta[b, t, c0 : c0 + cw]
-            for k in range(cw):
-                dut[k] = du_acc[k]
-                ddt[k] = dd_acc[k]
+        # -- pass 2, segments last to first: recompute the segment's states and decays
+        # exp(delta A) into small buffers (L2-resident), then walk back through it
+        hist = np.empty((SEG + 1, nn_, CHUNK), u.dtype)  # hist[i] = state before t0 + i
+        decay = np.empty((SEG, nn_, CHUNK), u.dtype)
+        gh = np.zeros((nn_, CHUNK), u.dtype)
+        dA_acc = np.zeros((nn_, CHUNK), u.dtype)
+        dD_acc = np.zeros(CHUNK, u.dtype)
+        dy = np.empty(CHUNK, u.dtype)
+        du_acc = np.empty(CHUNK, u.dtype)
+        dd_acc = np.empty(CHUNK, u.dtype)
+        for j in range(nseg - 1, -1, -1):
+            t0 = j * SEG
+            t1 = min(t0 + SEG, nl)
+            hist[0] = ck[j]
+            for t in range(t0, t1):
+                i = t - t0
+                rs = has_reset and reset[b, t] != 0
+                ut = u[b, t, c0 : c0 + CHUNK]
+                dt = delta[b, t, c0 : c0 + CHUNK]
+                Bt = Bm[b, t]
+                for k in range(CHUNK):
+                    dbu[k] = dt[k] * ut[k]
+                hprev = hz if rs else hist[i]
+                for s in range(nn_):
+                    hp = hprev[s]
+                    hn = hist[i + 1, s]
+                    es = decay[i, s]
+                    As = Aj[s]
+                    bs = Bt[s]
+                    for k in range(CHUNK):
+                        ea = fast_exp(dt[k] * As[k])
+                        es[k] = ea
+                        hn[k] = ea * hp[k] + dbu[k] * bs
+            for t in range(t1 - 1, t0 - 1, -1):
+                i = t - t0
+                rs = has_reset and reset[b, t] != 0
+                ut = u[b, t, c0 : c0 + CHUNK]
+                dt = delta[b, t, c0 : c0 + CHUNK]
+                zt = z[b, t, zoff + c0 : zoff + c0 + CHUNK]
+                got = dout[b, t, c0 : c0 + CHUNK]
+                dzt = dz[b, t, zoff + c0 : zoff + c0 + CHUNK]
+                yt = ys[t]
+                for k in range(CHUNK):
+                    sg = sigmoid(zt[k])
+                    dy[k] = got[k] * zt[k] * sg
+                    dzt[k] = got[k] * yt[k] * sg * (1 + zt[k] * (1 - sg))
+                    dD_acc[k] += dy[k] * ut[k]
+                    du_acc[k] = Dj[k] * dy[k]
+                    dd_acc[k] = zero
+                Bt = Bm[b, t]
+                Ct = Cm[b, t]
+                hprev = hz if rs else hist[i]
+                for s in range(nn_):
+                    hn = hist[i + 1, s]
+                    hp = hprev[s]
+                    es = decay[i, s]
+                    As = Aj[s]
+                    gs = gh[s]
+                    dAs = dA_acc[s]
+                    bs = Bt[s]
+                    cs = Ct[s]
+                    sB = zero
+                    sC = zero
+                    for k in range(CHUNK):
+                        g = gs[k] + dy[k] * cs
+                        sC += dy[k] * hn[k]
+                        ea = es[k]
+                        gp = g * hp[k]
+                        dd_acc[k] += g * bs * ut[k] + As[k] * ea * gp
+                        du_acc[k] += g * dt[k] * bs
+                        sB += g * dt[k] * ut[k]
+                        dAs[k] += dt[k] * ea * gp
+                        gs[k] = g * ea
+                    dB_part[ch, b, t, s] = sB
+                    dC_part[ch, b, t, s] = sC
+                if rs:
+                    gh[:] = 0
+                dut = du[b, t, c0 : c0 + CHUNK]
+                ddt = ddelta[b, t, c0 : c0 + CHUNK]
+                for k in range(CHUNK):
+                    dut[k] = du_acc[k]
+                    ddt[k] = dd_acc[k]
         for s in range(nn_):
-            for k in range(cw):
+            for k in range(CHUNK):
                 dA_part[b, s, c0 + k] = dA_acc[s, k]
-        for k in range(cw):
+        for k in range(CHUNK):
             dD_part[b, c0 + k] = dD_acc[k]
 
 
@@ -213,6 +249,19 @@ def _check(u: np.ndarray, delta: np.ndarray, A_log: np.ndarray, B: np.ndarray, C
     return dt
 
 
+def _width(ne: int) -> int:
+    """e rounded up to a multiple of CHUNK (the kernels' channel width)."""
+    return -(-ne // CHUNK) * CHUNK
+
+
+def _pad(a: np.ndarray, ep: int, lo: int = 0, width: int | None = None) -> np.ndarray:
+    """Columns lo..lo+width of a (..., c) array, zero-padded to ep columns (a copy)."""
+    width = a.shape[-1] - lo if width is None else width
+    out = np.zeros((*a.shape[:-1], ep), a.dtype)
+    out[..., :width] = a[..., lo : lo + width]
+    return out
+
+
 def selective_scan_forward(
     u: np.ndarray,
     delta: np.ndarray,
@@ -231,9 +280,16 @@ def selective_scan_forward(
     nb, nl, ne = u.shape
     n = A_log.shape[1]
     rm = reset_mask(reset, nb, nl)
+    At = _A_transposed(A_log)
+    ep = _width(ne)
+    if ep != ne:  # zero-padded channels: no state, no output
+        u, delta, D, At = _pad(u, ep), _pad(delta, ep), _pad(D, ep), _pad(At, ep)
+        z, z_offset = _pad(z, ep, z_offset, ne), 0
     out = np.empty_like(u)
-    h_last = np.empty((nb, ne, n), dtype=u.dtype)
-    _scan_forward_kernel(u, delta, _A_transposed(A_log), B, C, D, z, z_offset, rm, out, h_last)
+    h_last = np.empty((nb, ep, n), dtype=u.dtype)
+    _scan_forward_kernel(u, delta, At, B, C, D, z, z_offset, rm, out, h_last)
+    if ep != ne:
+        return np.ascontiguousarray(out[..., :ne]), np.ascontiguousarray(h_last[:, :ne])
     return out, h_last
 
 
@@ -257,30 +313,41 @@ def selective_scan_backward(
     check("dout", dout, u.shape, dt)
     if dz is not None:
         check("dz", dz, z.shape, dt)
+    else:
+        dz = np.empty_like(z)
     nb, nl, ne = u.shape
     n = A_log.shape[1]
     rm = reset_mask(reset, nb, nl)
     At = _A_transposed(A_log)
-    nch = (ne + CHUNK - 1) // CHUNK
+    ep = _width(ne)
+    dz_k, zoff_k, z_k = dz, z_offset, z
+    if ep != ne:  # zero-padded channels get dout = 0: they add nothing to any gradient
+        u, delta, D, At, dout = _pad(u, ep), _pad(delta, ep), _pad(D, ep), _pad(At, ep), _pad(
+            dout, ep)
+        z_k, zoff_k = _pad(z, ep, z_offset, ne), 0
+        dz_k = np.empty_like(z_k)
+    nch = ep // CHUNK
     du = np.empty_like(u)
     ddelta = np.empty_like(u)
-    if dz is None:
-        dz = np.empty_like(z)
-    dA_part = np.empty((nb, n, ne), dtype=u.dtype)
+    dA_part = np.empty((nb, n, ep), dtype=u.dtype)
     dB_part = np.empty((nch, nb, nl, n), dtype=u.dtype)
     dC_part = np.empty((nch, nb, nl, n), dtype=u.dtype)
-    dD_part = np.empty((nb, ne), dtype=u.dtype)
+    dD_part = np.empty((nb, ep), dtype=u.dtype)
     _scan_backward_kernel(
-        dout, u, delta, At, B, C, D, z, z_offset, rm, du, ddelta, dz, dA_part, dB_part, dC_part,
+        dout, u, delta, At, B, C, D, z_k, zoff_k, rm, du, ddelta, dz_k, dA_part, dB_part, dC_part,
         dD_part,
     )
-    dA = dA_part.sum(axis=0).T  # (e, n)
-    dA_log = dA * At.T
-    return du, ddelta, dA_log, dB_part.sum(axis=0), dC_part.sum(axis=0), dD_part.sum(axis=0), dz
+    dA = dA_part.sum(axis=0).T[:ne]  # (e, n)
+    dA_log = dA * At.T[:ne]
+    dD = dD_part.sum(axis=0)[:ne]
+    if ep != ne:
+        dz[..., z_offset : z_offset + ne] = dz_k[..., :ne]
+        du, ddelta = np.ascontiguousarray(du[..., :ne]), np.ascontiguousarray(ddelta[..., :ne])
+    return du, ddelta, dA_log, dB_part.sum(axis=0), dC_part.sum(axis=0), dD, dz
 
 
 @kernel
-def _scan_step_kernel(h, u, delta, A, Bm, Cm, D, z, out):  # type: ignore[no-untyped-def]
+def _scan_step_kernel(h, u, delta, A, Bm, Cm, D, z, out):
     """One recurrent step, the forward kernel's update for a single position: h (b, e, n) advanced
     in place; u, delta, z (b, e); A (e, n); Bm, Cm (b, n); D (e,) -> out (b, e). Serial: one
     token is too little work to wake the thread pool for."""

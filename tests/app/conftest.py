@@ -4,8 +4,10 @@ from PySide6.QtCore import QSettings
 
 @pytest.fixture(autouse=True)
 def isolated_settings(tmp_path, monkeypatch):
-    """Each GUI test gets its own QSettings store and HOME (nothing leaks between tests)."""
+    """Each GUI test gets its own QSettings store and HOME (nothing leaks between tests); the
+    estimate's 2-step timing is off unless a test turns it on (it competes for the CPU)."""
     QSettings.setDefaultFormat(QSettings.Format.IniFormat)
     QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "cfg"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MAMBA_STUDIO_NO_MEASURE", "1")
     yield

@@ -12,8 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from engine import BPETokenizer, ByteTokenizer, MambaLM, TrainConfig, Trainer  # noqa: E402
-from engine.config import MambaConfig  # noqa: E402
+from engine import MambaLM, TrainConfig  # noqa: E402
 from engine.lora import LoRAConfig  # noqa: E402
 
 TEXT = ("The quick brown fox jumps over the lazy dog. A small model learns the shape of text, "
@@ -21,35 +20,41 @@ TEXT = ("The quick brown fox jumps over the lazy dog. A small model learns the s
 LINE = transformers.__version__.split(".")[0] + ".x"
 
 
-def small_config(vocab: int, **kw) -> MambaConfig:  # type: ignore[no-untyped-def]
-    return MambaConfig(vocab_size=vocab, d_model=32, n_layer=2, d_state=8, **kw)
+def train_run(folder: Path, steps: int, tokenizer: str = "bytes", lora: LoRAConfig | None = None,
+              init: Path | None = None, untied: bool = False, seed: int = 0) -> MambaLM:
+    """Train ``steps`` steps on TEXT into a run folder (engine.run, as the CLI and app do)."""
+    from engine.run import RunSpec, load_model, start
 
-
-def train_run(folder: Path, tok, steps: int, lora: LoRAConfig | None = None,  # type: ignore[no-untyped-def]
-              base: MambaLM | None = None, untied: bool = False, seed: int = 0) -> MambaLM:
-    """Train ``steps`` steps on TEXT and save the run folder (with trainer state)."""
-    if base is None:
-        cfg = small_config(tok.vocab_size + (-tok.vocab_size) % 8, tie_embeddings=not untied)
-        base = MambaLM.create(cfg, tok, seed=seed)
-    ids = tok.encode(TEXT)
-    cfg_t = TrainConfig(epochs=1, batch_size=4, seq_len=32, lr=1e-2, max_steps=steps, seed=seed,
-                        warmup_steps=0, lora=lora)
-    tr = Trainer(base, ids[: len(ids) * 9 // 10], ids[len(ids) * 9 // 10:], cfg_t)
-    tr.run()
-    tr.save(folder)
-    return tr.lm
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    (folder.parent / "corpus.txt").write_text(TEXT, encoding="utf-8")
+    model = {"d_model": 32, "n_layer": 2, "d_state": 8, "pad_vocab_size_multiple": 8}
+    if untied:
+        model["tie_embeddings"] = False
+    spec = RunSpec(model=None if init else model, tokenizer=tokenizer, bpe_vocab=300,
+                   init=str(init) if init else None, holdout=0.1,
+                   train=TrainConfig(epochs=1, batch_size=4, seq_len=32, lr=1e-2, max_steps=steps,
+                                     seed=seed, warmup_steps=0, lora=lora))
+    with start(spec, [folder.parent / "corpus.txt"], out=folder) as run:
+        run.train()
+    return load_model(folder)
 
 
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("runs")
-    bpe = BPETokenizer.train([TEXT], vocab_size=300)
     out = {}
-    for name, tok, untied in (("byte", ByteTokenizer(), False), ("bpe", bpe, False),
-                              ("untied", ByteTokenizer(), True)):
-        train_run(root / name, tok, steps=40, untied=untied)
-        out[name] = root / name
+    for name, tok, untied in (("byte", "bytes", False), ("bpe", "bpe", False),
+                              ("untied", "bytes", True)):
+        folder = tmp_path_factory.mktemp(name) / "run"
+        train_run(folder, steps=40, tokenizer=tok, untied=untied)
+        out[name] = folder
     return out
+
+
+def model_folder(run: Path) -> Path:
+    """The files transformers reads: the run's latest snapshot folder."""
+    from engine import runformat as rf
+
+    return rf.latest_snapshot(run)[0]
 
 
 def hf_logits(folder: Path | str, ids: np.ndarray, dtype=None):  # type: ignore[no-untyped-def]

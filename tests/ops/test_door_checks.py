@@ -131,7 +131,7 @@ def test_float64_calls_pass():
 
 
 @pytest.mark.parametrize(("op", "name", "bad", "message"), [
-    # the code review's reproductions: each of these used to read past an array end silently
+    # out-of-bounds reads that were once reproduced: each used to read past an array end silently
     ("rmsnorm_forward", "weight", f32(4), rf"weight: expected shape \({d},\), got \(4,\)"),
     ("softplus_forward", "bias", f32(2), rf"bias: expected shape \({e},\), got \(2,\)"),
     ("conv1d_forward", "x", f32(b, l, 3), rf"x: expected shape \(b, l, >= {e}\)"),

@@ -60,13 +60,7 @@ def test_backward_finite_differences_float64():
         assert_grad_close(grads[i], loss, x, rtol=1e-5, name=name)
 
 
-def test_backward_float32_close_to_float64():
-    args64 = _inputs(np.float64, b=3, length=40, e=128, n=16, seed=5)
-    dout = np.random.default_rng(6).standard_normal(args64[0].shape)
-    g64 = selective_scan_backward(dout, *args64)
-    g32 = selective_scan_backward(dout.astype(np.float32), *[a.astype(np.float32) for a in args64])
-    for a, b in zip(g32, g64, strict=True):
-        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3 * np.abs(b).max())
+# float32 vs float64 at rounding-derived tolerances: tests/ops/test_float32_accuracy.py
 
 
 def _reset_mask(b, length, seed=0):

@@ -1,0 +1,185 @@
+"""Playground tab: pick a run (or any model / HF Mamba folder), type a prompt, watch the tokens
+stream in, with temperature, top-k, top-p, repetition penalty, length, seed and backend."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QThread, Signal
+from PySide6.QtGui import QTextCursor
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+import engine
+from engine import runformat as rf
+
+from .. import settings
+from ..workers import GenerateWorker
+
+BACKEND_TIPS = {"auto": "a hardware GPU when there is one, else the CPU step",
+                "cpu": "the CPU recurrent step (Numba)",
+                "gpu": "any wgpu adapter, including lavapipe (Vulkan on the CPU, slow)"}
+
+
+class PlaygroundPanel(QWidget):
+    finished = Signal(str)
+
+    def __init__(self, runs_root: str) -> None:
+        super().__init__()
+        self.runs_root = runs_root
+        self.source = QComboBox()
+        self.source.setEditable(True)
+        self.source.setToolTip("A run folder (its latest snapshot), a snapshot, or any model "
+                               "folder, including a Hugging Face Mamba checkpoint")
+        browse = QPushButton("Browse…")
+        browse.setToolTip("Pick a model or run folder")
+        browse.clicked.connect(self._browse)
+        self.prompt = QPlainTextEdit(settings.load("playground/prompt", "The "))
+        self.prompt.setMaximumHeight(70)
+        self.prompt.setToolTip("The text the model continues")
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 5.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setValue(0.8)
+        self.temperature.setToolTip("Randomness: 0 always picks the most likely token; higher "
+                                    "flattens the distribution")
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 100000)
+        self.top_k.setValue(40)
+        self.top_k.setToolTip("Sample only among the k most likely tokens (0 = all)")
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(0.95)
+        self.top_p.setToolTip("Sample only among the most likely tokens whose probabilities add "
+                              "up to p (1 = all)")
+        self.rep = QDoubleSpinBox()
+        self.rep.setRange(1.0, 5.0)
+        self.rep.setSingleStep(0.05)
+        self.rep.setValue(1.1)
+        self.rep.setToolTip("Makes tokens seen in the last 64 less likely (1 = off); stops "
+                            "greedy output from looping")
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 100000)
+        self.max_tokens.setValue(200)
+        self.max_tokens.setToolTip("How many tokens to generate")
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        self.seed.setToolTip("Same seed + same settings = same text")
+        self.backend = QComboBox()
+        self.backend.addItems(list(BACKEND_TIPS))
+        self.backend.setToolTip("; ".join(f"{k}: {v}" for k, v in BACKEND_TIPS.items()))
+        self.generate_btn = QPushButton("Generate")
+        self.generate_btn.setToolTip("Generate (Ctrl+G)")
+        self.generate_btn.clicked.connect(self.generate)
+        self.stop_btn = QPushButton("Stop")
+        self.stop_btn.setToolTip("Stop after the current token")
+        self.stop_btn.clicked.connect(self.stop)
+        self.stop_btn.setEnabled(False)
+        self.output = QPlainTextEdit()
+        self.output.setReadOnly(True)
+        self.output.setPlaceholderText("Generated text streams here.")
+        self.status = QLabel("pick a run or a model folder")
+        self.status.setWordWrap(True)
+        src = QHBoxLayout()
+        src.addWidget(QLabel("Model"))
+        src.addWidget(self.source, 1)
+        src.addWidget(browse)
+        knobs = QGridLayout()
+        for i, (label, w) in enumerate((("temperature", self.temperature), ("top-k", self.top_k),
+                                        ("top-p", self.top_p), ("repetition", self.rep),
+                                        ("tokens", self.max_tokens), ("seed", self.seed),
+                                        ("backend", self.backend))):
+            knobs.addWidget(QLabel(label), i // 4, 2 * (i % 4))
+            knobs.addWidget(w, i // 4, 2 * (i % 4) + 1)
+        form = QFormLayout()
+        form.addRow("Prompt", self.prompt)
+        actions = QHBoxLayout()
+        actions.addWidget(self.generate_btn)
+        actions.addWidget(self.stop_btn)
+        actions.addWidget(self.status, 1)
+        lay = QVBoxLayout(self)
+        lay.addLayout(src)
+        lay.addLayout(form)
+        lay.addLayout(knobs)
+        lay.addLayout(actions)
+        lay.addWidget(self.output, 1)
+        self.thread: QThread | None = None
+        self.worker: GenerateWorker | None = None
+        self.refresh_runs()
+
+    def refresh_runs(self) -> None:
+        current = self.source.currentText()
+        self.source.blockSignals(True)
+        self.source.clear()
+        self.source.addItems([str(r.path) for r in rf.list_runs(self.runs_root)
+                              if r.status != "broken"])
+        if current:
+            self.source.setCurrentText(current)
+        self.source.blockSignals(False)
+
+    def set_source(self, folder: str) -> None:
+        self.source.setCurrentText(folder)
+
+    def _browse(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open a model or run folder", self.runs_root)
+        if path:
+            self.set_source(path)
+
+    def sampling(self) -> engine.SamplingConfig:
+        return engine.SamplingConfig(
+            temperature=self.temperature.value(), top_k=self.top_k.value(),
+            top_p=self.top_p.value(), max_new_tokens=self.max_tokens.value(),
+            seed=self.seed.value(), repetition_penalty=self.rep.value())
+
+    def generate(self) -> None:
+        if self.thread is not None:
+            return
+        source = self.source.currentText().strip()
+        if not source:
+            self.status.setText("Pick a run or a model folder first.")
+            return
+        prompt = self.prompt.toPlainText()
+        settings.save("playground/prompt", prompt)
+        self.output.setPlainText(prompt)
+        self.worker = GenerateWorker(source, prompt, self.sampling(), self.backend.currentText())
+        self.thread = QThread(self)
+        self.worker.moveToThread(self.thread)
+        self.thread.started.connect(self.worker.run)
+        self.worker.piece.connect(self._piece)
+        self.worker.failed.connect(self.status.setText)
+        self.worker.done.connect(self._done)
+        self.generate_btn.setEnabled(False)
+        self.stop_btn.setEnabled(True)
+        self.status.setText("loading the model…")
+        self.thread.start()
+
+    def _piece(self, text: str) -> None:
+        self.output.moveCursor(QTextCursor.MoveOperation.End)
+        self.output.insertPlainText(text)
+        self.status.setText("generating…")
+
+    def _done(self, summary: str) -> None:
+        if summary != "failed":
+            self.status.setText(summary)
+        if self.thread is not None:
+            self.thread.quit()
+            self.thread.wait()
+        self.thread = self.worker = None
+        self.generate_btn.setEnabled(True)
+        self.stop_btn.setEnabled(False)
+        self.finished.emit(summary)
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()

@@ -1,0 +1,137 @@
+"""Runs tab: every run in the runs folder (name, date, preset, steps, best held-out loss, status)
+with Open, Continue, Compare, Export and Delete. Listing reads only small JSON files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMessageBox,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine import runformat as rf
+
+COLUMNS = ("name", "date", "preset", "steps", "best held-out", "status")
+
+
+class RunsPanel(QWidget):
+    open_requested = Signal(str)
+    continue_requested = Signal(str)
+    compare_requested = Signal(str)
+    export_requested = Signal(str, str)  # folder, "merged" | "adapter"
+    message = Signal(str)
+
+    def __init__(self, root: str) -> None:
+        super().__init__()
+        self.root = root
+        self.busy_folder: str | None = None  # the run training now: never deleted
+        self.runs: list[rf.RunInfo] = []
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.doubleClicked.connect(lambda _i: self._emit(self.open_requested))
+        self.where = QLabel()
+        self.where.setWordWrap(True)
+        buttons = QHBoxLayout()
+        specs = (
+            ("Open", "Show this run's curves and samples; the next Start begins a new run from "
+             "its weights", lambda: self._emit(self.open_requested)),
+            ("Continue", "The next Start continues this run where it stopped (same folder)",
+             lambda: self._emit(self.continue_requested)),
+            ("Compare", "Overlay this run's loss curves (grey) on the plots",
+             lambda: self._emit(self.compare_requested)),
+            ("Export model…", "Write the model (any LoRA adapter merged) to a folder",
+             lambda: self._export("merged")),
+            ("Export adapter…", "Write the LoRA adapter in PEFT format (LoRA runs only)",
+             lambda: self._export("adapter")),
+            ("Delete…", "Delete this run folder from disk (asks first)", self._delete_selected),
+            ("Refresh", "Read the runs folder again", self.refresh),
+        )
+        self.buttons: dict[str, QPushButton] = {}
+        for text, tip, slot in specs:
+            b = QPushButton(text)
+            b.setToolTip(tip)
+            b.clicked.connect(slot)
+            buttons.addWidget(b)
+            self.buttons[text] = b
+        lay = QVBoxLayout(self)
+        lay.addWidget(self.where)
+        lay.addWidget(self.table, 1)
+        lay.addLayout(buttons)
+        self.refresh()
+
+    def set_root(self, root: str) -> None:
+        self.root = root
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.runs = rf.list_runs(self.root)
+        self.where.setText(f"Runs in {self.root} ({len(self.runs)})")
+        self.table.setRowCount(len(self.runs))
+        for row, r in enumerate(self.runs):
+            best = f"{r.best_val_loss:.4f}" if r.best_val_loss is not None else "—"
+            cells = (r.name, r.created.replace("T", " ")[:19], r.preset, str(r.steps), best,
+                     r.status)
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col in (3, 4):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                item.setToolTip(r.error or str(r.path))
+                self.table.setItem(row, col, item)
+
+    def selected(self) -> str | None:
+        rows = {i.row() for i in self.table.selectedIndexes()}
+        return str(self.runs[min(rows)].path) if rows else None
+
+    def select(self, folder: str) -> None:
+        for row, r in enumerate(self.runs):
+            if str(r.path) == str(folder):
+                self.table.selectRow(row)
+
+    def _emit(self, signal: Signal) -> None:  # type: ignore[type-arg]
+        folder = self.selected()
+        if folder is None:
+            self.message.emit("Select a run first.")
+            return
+        signal.emit(folder)
+
+    def _export(self, kind: str) -> None:
+        folder = self.selected()
+        if folder is None:
+            self.message.emit("Select a run first.")
+            return
+        self.export_requested.emit(folder, kind)
+
+    def _delete_selected(self) -> None:
+        folder = self.selected()
+        if folder is None:
+            self.message.emit("Select a run first.")
+            return
+        answer = QMessageBox.question(self, "Delete run", f"Delete {folder} and all its snapshots?")
+        if answer == QMessageBox.StandardButton.Yes:
+            self.delete_run(folder)
+
+    def delete_run(self, folder: str) -> bool:
+        """Delete a run folder unless it is training (here or in another process)."""
+        if folder == self.busy_folder or rf.RunLock(Path(folder)).held_elsewhere():
+            self.message.emit(f"{folder} is training; stop it before deleting it.")
+            return False
+        shutil.rmtree(folder, ignore_errors=True)
+        self.message.emit(f"deleted {folder}")
+        self.refresh()
+        return True

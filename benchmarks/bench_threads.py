@@ -1,0 +1,80 @@
+"""Thread counts on a busy machine: one core kept busy by a spinning child process (pinned to CPU
+1 when the affinity call is available), training steps of the small preset timed with
+Numba/BLAS threads fixed at 1/1 and 2/2, and with engine.threads.ThreadTuner choosing, interleaved.
+
+    python benchmarks/bench_threads.py [--steps 12] [--quiet]   (--quiet: no busy child)
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+import engine  # noqa: E402,F401
+from engine.bench import _trainer, cpu_model  # noqa: E402
+from engine.threads import ThreadTuner  # noqa: E402
+
+SPIN = ("import os\ntry:\n    os.sched_setaffinity(0, {1})\nexcept Exception:\n    pass\n"
+        "while True:\n    pass\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args()
+    tr = _trainer("small", "full", 4 * (3 * a.steps + 8))
+    i = [0]
+
+    def step() -> float:
+        rows = np.arange(i[0] * 4, i[0] * 4 + 4)
+        i[0] += 1
+        t = time.perf_counter()
+        tr.train_step(rows)
+        return time.perf_counter() - t
+
+    def fixed(n: int) -> float:
+        numba.set_num_threads(n)
+        with threadpool_limits(n, user_api="blas"):
+            return step()
+
+    tuner = ThreadTuner(threads=2, probe_every=10)
+
+    def tuned() -> float:
+        with tuner.step():
+            return step()
+
+    variants = {"numba1_blas1": lambda: fixed(1), "numba2_blas2": lambda: fixed(2),
+                "tuner": tuned}
+    for fn in variants.values():
+        fn()
+    busy = None if a.quiet else subprocess.Popen([sys.executable, "-c", SPIN])
+    try:
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(a.steps):
+            for k, fn in variants.items():
+                times[k].append(fn())
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+    base = float(np.median(times["numba1_blas1"]))
+    for k, ts in times.items():
+        med = float(np.median(ts))
+        print(json.dumps({"bench": "threads", "busy_core": not a.quiet, "variant": k,
+                          "median_ms": round(med * 1e3, 1), "min_ms": round(min(ts) * 1e3, 1),
+                          "speed_vs_1_thread": round(base / med, 2),
+                          "tuner_blas_threads": tuner.blas if k == "tuner" else None,
+                          "cpu": cpu_model()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Early stopping on held-out loss: stop after ``patience`` evaluations without improvement, or
+as soon as a target loss is reached. The run keeps its best snapshot (best.json) either way."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass
+class EarlyStopping:
+    patience: int = 0  # evaluations without improvement before stopping (0: never)
+    target_loss: float | None = None  # stop once held-out loss <= this (nats/token)
+    min_delta: float = 0.0  # an improvement must beat the best by more than this
+    best: float = math.inf
+    bad: int = 0
+    reason: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return self.patience > 0 or self.target_loss is not None
+
+    def update(self, val_loss: float) -> bool:
+        """Feed one held-out loss; True when training should stop (``reason`` says why)."""
+        if not math.isfinite(val_loss):
+            return False
+        if val_loss < self.best - self.min_delta:
+            self.best, self.bad = val_loss, 0
+        else:
+            self.bad += 1
+        if self.target_loss is not None and val_loss <= self.target_loss:
+            self.reason = f"held-out loss {val_loss:.4f} reached the target {self.target_loss:.4f}"
+            return True
+        if self.patience > 0 and self.bad >= self.patience:
+            self.reason = (f"held-out loss has not improved on {self.best:.4f} for "
+                           f"{self.bad} evaluations (patience {self.patience})")
+            return True
+        return False

@@ -1,0 +1,70 @@
+"""Honest estimates before a run starts: parameters (total and trained), peak memory (from
+``limits.estimate``) and time per epoch from timing two real training steps of the same shapes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .config import MambaConfig
+from .limits import MemoryEstimate, MemorySpec, estimate, human_bytes, n_params
+from .lm import MambaLM
+from .lora import count_trainable
+from .trainer import TrainConfig, Trainer
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    params: int
+    trainable: int
+    memory: MemoryEstimate
+    steps_per_epoch: int
+    step_s: float | None = None  # measured seconds per optimizer step (None: not measured yet)
+
+    @property
+    def epoch_s(self) -> float | None:
+        return None if self.step_s is None else self.step_s * self.steps_per_epoch
+
+    def human(self) -> str:
+        t = "measuring…" if self.epoch_s is None else f"~{_dur(self.epoch_s)} per epoch " \
+            f"({self.step_s * 1e3:,.0f} ms/step × {self.steps_per_epoch:,})"
+        return (f"{self.params:,} parameters ({self.trainable:,} trained) · memory "
+                f"{human_bytes(self.memory.total)} · {t}")
+
+
+def _dur(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def estimate_run(cfg: MambaConfig, tc: TrainConfig, corpus_tokens: int, holdout: float = 0.1,
+                 step_s: float | None = None) -> RunEstimate:
+    """Sizes and memory from the settings alone (cheap: call on every change)."""
+    trained = count_trainable(cfg, tc.lora, tc.wsla)
+    total = n_params(cfg)
+    mem = estimate(MemorySpec(cfg, tc.batch_size, tc.seq_len, tc.activation_checkpointing,
+                              trained if trained < total else None, corpus_tokens=corpus_tokens))
+    rows = max(1, int(corpus_tokens * (1 - holdout)) // tc.seq_len)
+    steps = -(-rows // (tc.batch_size * tc.grad_accum))
+    return RunEstimate(total, trained, mem, steps, step_s)
+
+
+def measure_step_seconds(cfg: MambaConfig, tc: TrainConfig, steps: int = 2) -> float:
+    """Seconds per optimizer step: a random model of ``cfg`` trained ``steps`` steps (after one
+    untimed warm-up step that compiles the kernels) on random tokens; the median is returned."""
+    lm = MambaLM.create(cfg, seed=0)
+    tc = replace(tc, epochs=1, max_steps=None, eval_every=0, shuffle=False)
+    rows = tc.batch_size * tc.grad_accum
+    ids = np.random.default_rng(0).integers(0, cfg.vocab_size, size=rows * (steps + 1) * tc.seq_len + 1)
+    tr = Trainer(lm, ids, ids[:0], tc)
+    times = []
+    for s in range(steps + 1):
+        t0 = time.perf_counter()
+        tr.train_step(np.arange(s * rows, (s + 1) * rows))
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times[1:]))

@@ -1,0 +1,49 @@
+"""The sample gallery of a run: every generated preview appended to ``samples.jsonl`` in the run
+folder, one JSON object per line (prompt, sampling settings, seed, step, epoch, text, backend)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+SAMPLES = "samples.jsonl"
+MAX_BYTES = 64 * 1024 * 1024  # reads are bounded: a gallery larger than this is read from its end
+
+
+def append_sample(folder: str | Path, record: dict[str, Any]) -> None:
+    """Append one sample record (a ``time`` field is added) and flush it to disk."""
+    row = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **record}
+    with open(Path(folder) / SAMPLES, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_samples(folder: str | Path) -> list[dict[str, Any]]:
+    """All readable records, oldest first; a torn last line (crash) or a foreign line is skipped."""
+    path = Path(folder) / SAMPLES
+    if not path.is_file():
+        return []
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if size > MAX_BYTES:
+            f.seek(size - MAX_BYTES)
+            f.readline()  # drop the partial first line
+        raw = f.read(MAX_BYTES)
+    out = []
+    for line in raw.decode("utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and "text" in row:
+            out.append(row)
+    return out
+
+
+def sample_seed(base: int | None, index: int) -> int | None:
+    """The seed of the ``index``-th prompt of a preview: each prompt gets its own stream."""
+    return None if base is None else base + 1009 * index

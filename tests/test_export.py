@@ -1,0 +1,152 @@
+"""engine.export: merged, PEFT (adapter + unmerged base) and GGUF files, and the CLI face."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import ByteTokenizer, LoRAConfig, MambaLM, TrainConfig, Trainer, load_adapter
+from engine.cli import main
+from engine.errors import CheckpointError
+from engine.export import PEFT_SUPPORT, export_gguf, export_merged, export_peft, peft_notices
+
+from .helpers import tiny_config
+
+TEXT = "the quick brown fox jumps over the lazy dog. " * 60
+
+
+def _train(folder: Path, lora: LoRAConfig | None = None, steps: int = 4) -> MambaLM:
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=1)
+    ids = lm.tokenizer.encode(TEXT)
+    cfg = TrainConfig(epochs=1, batch_size=2, seq_len=16, max_steps=steps, lr=1e-2, warmup_steps=0,
+                      lora=lora)
+    tr = Trainer(lm, ids[:2000], ids[2000:], cfg)
+    tr.run()
+    tr.save(folder)
+    return tr.lm
+
+
+def _start_run(root: Path, lora: LoRAConfig | None, steps: int = 4) -> Path:
+    """A run folder (engine.run: run.json + snapshots), as the CLI and the app write them."""
+    from engine.run import RunSpec, start
+
+    (root / "corpus.txt").write_text(TEXT)
+    spec = RunSpec(model={"d_model": 16, "n_layer": 2, "d_state": 4},
+                   train=TrainConfig(epochs=1, batch_size=2, seq_len=16, max_steps=steps, lr=1e-2,
+                                     warmup_steps=0, lora=lora))
+    with start(spec, [root / "corpus.txt"], out=root / "run") as run:
+        run.train()
+    return root / "run"
+
+
+@pytest.fixture(scope="module")
+def lora_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _start_run(tmp_path_factory.mktemp("run"), LoRAConfig(("in_proj", "x_proj", "dt_proj"), rank=2))
+
+
+def _trained(run: Path) -> MambaLM:
+    from engine.run import load_model
+
+    return load_model(run)
+
+
+def test_legacy_checkpoint_exports_too(tmp_path: Path) -> None:
+    _train(tmp_path / "old", LoRAConfig(("in_proj",), rank=2), steps=2)
+    assert export_peft(tmp_path / "old", tmp_path / "p") == []
+    base = MambaLM.load(tmp_path / "p" / "base")
+    load_adapter(base.params, tmp_path / "p")
+    trained = MambaLM.load(tmp_path / "old")
+    for n, a in trained.params.items():
+        np.testing.assert_allclose(base.params[n], a, rtol=1e-6, atol=1e-6, err_msg=n)
+
+
+def test_merged_export_is_the_trained_model_with_a_card(lora_run: Path, tmp_path: Path) -> None:
+    assert export_merged(lora_run, tmp_path / "m") == []
+    a, b = _trained(lora_run), MambaLM.load(tmp_path / "m")
+    for name in a.params:
+        np.testing.assert_array_equal(a.params[name], b.params[name])
+    assert not (tmp_path / "m" / "optimizer.safetensors").exists()
+    card = (tmp_path / "m" / "README.md").read_text()
+    for needed in ("LoRA r=2 on in_proj, x_proj, dt_proj", "4 optimizer steps", "Samples (greedy)",
+                   "AutoModelForCausalLM.from_pretrained", "1 file(s), 2,700 bytes"):
+        assert needed in card, needed
+
+
+def test_peft_export_points_at_an_unmerged_base_the_adapter_completes(lora_run: Path,
+                                                                      tmp_path: Path) -> None:
+    notes = export_peft(lora_run, tmp_path / "p")
+    assert notes == peft_notices(["dt_proj", "in_proj", "x_proj"]) and "dt_proj" in notes[0]
+    conf = json.loads((tmp_path / "p" / "adapter_config.json").read_text())
+    assert conf["base_model_name_or_path"] == str((tmp_path / "p" / "base").resolve())
+    assert (tmp_path / "p" / "tokenizer_config.json").exists()
+    base = MambaLM.load(tmp_path / "p" / "base")
+    trained = _trained(lora_run)
+    name = "backbone.layers.0.mixer.in_proj.weight"
+    assert np.abs(base.params[name] - trained.params[name]).max() > 1e-6  # not the merged weights
+    load_adapter(base.params, tmp_path / "p")  # applied once: the trained model again
+    for n, a in trained.params.items():
+        np.testing.assert_allclose(base.params[n], a, rtol=1e-6, atol=1e-6, err_msg=n)
+
+
+def test_peft_export_refuses_what_peft_cannot_apply(tmp_path: Path) -> None:
+    run = _start_run(tmp_path, LoRAConfig(("in_proj", "out_proj"), rank=2), steps=2)
+    with pytest.raises(CheckpointError, match=r"out_proj.*use the merged export"):
+        export_peft(run, tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+
+
+def test_peft_notices_follow_the_measured_table() -> None:
+    assert peft_notices(["in_proj", "x_proj"]) == []
+    (line,) = peft_notices(["dt_proj"])
+    assert "transformers 5.x: bypassed" in line and "4.x: exact" in line
+    assert set(PEFT_SUPPORT) == {"in_proj", "x_proj", "dt_proj", "out_proj", "conv1d", "A_log",
+                                 "embeddings"}
+
+
+def test_gguf_export_holds_llama_cpp_names_and_our_values(lora_run: Path, tmp_path: Path) -> None:
+    import gguf
+
+    export_gguf(lora_run, tmp_path / "m.gguf")
+    r = gguf.GGUFReader(str(tmp_path / "m.gguf"))
+    lm = _trained(lora_run)
+    t = {x.name: np.asarray(x.data) for x in r.tensors}
+    np.testing.assert_array_equal(t["token_embd.weight"], lm.params["backbone.embeddings.weight"])
+    np.testing.assert_array_equal(t["blk.1.ssm_conv1d.weight"],
+                                  lm.params["backbone.layers.1.mixer.conv1d.weight"][:, 0, :])
+    np.testing.assert_allclose(t["blk.0.ssm_a"], -np.exp(lm.params["backbone.layers.0.mixer.A_log"]),
+                               rtol=1e-6)
+    assert "output.weight" not in t  # tied
+    assert len(r.fields["tokenizer.ggml.tokens"].data) == lm.config.vocab_size  # padded with [PAD]
+    arch = r.fields["general.architecture"]
+    assert bytes(arch.parts[arch.data[0]]).decode() == "mamba"
+
+
+def test_cli_export_writes_each_kind(lora_run: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["export", "--merged", str(lora_run), str(tmp_path / "m")]) == 0
+    assert main(["export", "--gguf", str(lora_run), str(tmp_path / "m.gguf")]) == 0
+    assert main(["export", "--peft", str(lora_run), str(tmp_path / "p")]) == 0
+    err = capsys.readouterr().err
+    assert "note: PEFT un-merged LoRA on dt_proj" in err and "wrote" in err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--peft", "{run}", "{tmp}/p"], "not a LoRA run"),
+    (["--merged", "{tmp}/missing", "{tmp}/m"], "not a folder"),
+    (["--gguf", "{tmp}", "{tmp}/x.gguf"], "no config.json"),
+])
+def test_cli_export_errors_are_one_line(tmp_path: Path, capsys, args, message) -> None:  # type: ignore[no-untyped-def]
+    run = tmp_path / "full"
+    MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer()).save(run)
+    argv = ["export", *(a.format(run=run, tmp=tmp_path) for a in args)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+
+
+def test_cli_export_needs_exactly_one_kind(capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as e:
+        main(["export", "--merged", "--gguf", "a", "b"])
+    assert e.value.code == 2

@@ -1,0 +1,115 @@
+"""The files a model folder holds, as transformers, PEFT and tokenizers read them (the live check
+against those tools is tests/interop, run by scripts/test-interop.sh)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import BPETokenizer, ByteTokenizer, MambaLM, load_tokenizer
+from engine import checkpoint as ckpt
+from engine.config import MambaConfig, preset
+from engine.errors import CheckpointError
+from engine.params import LM_HEAD
+
+from .helpers import tiny_config
+
+TEXTS = ["hello world", "naïve café 日本語 😀", "  spaces\tand\nlines", ""]
+
+
+def _lm(**kw) -> MambaLM:  # type: ignore[no-untyped-def]
+    return MambaLM.create(tiny_config(vocab_size=264, **kw), ByteTokenizer(), seed=2)
+
+
+def test_weights_carry_the_pt_format_tag(tmp_path: Path) -> None:
+    from safetensors import safe_open
+
+    _lm().save(tmp_path)
+    with safe_open(str(tmp_path / "model.safetensors"), "np") as f:
+        assert f.metadata()["format"] == "pt"  # transformers 4.x refuses anything else
+
+
+def test_config_json_has_the_keys_transformers_reads(tmp_path: Path) -> None:
+    _lm().save(tmp_path)
+    conf = json.loads((tmp_path / "config.json").read_text())
+    assert conf["architectures"] == ["MambaForCausalLM"] and conf["model_type"] == "mamba"
+    assert conf["dtype"] == conf["torch_dtype"] == "float32"
+    assert (conf["bos_token_id"], conf["eos_token_id"], conf["pad_token_id"]) == (256, 256, 256)
+    gen = json.loads((tmp_path / "generation_config.json").read_text())
+    assert gen["eos_token_id"] == gen["pad_token_id"] == 256
+
+
+def test_vocab_is_never_padded_on_load(tmp_path: Path) -> None:
+    """An HF folder with vocab_size 300 (not a multiple of 8) loads as 300 rows."""
+    cfg = MambaConfig(vocab_size=300, d_model=16, n_layer=1, d_state=4)
+    lm = MambaLM.create(cfg, ByteTokenizer(), seed=0)
+    lm.save(tmp_path)
+    assert MambaLM.load(tmp_path).config.vocab_size == 300
+    assert preset("tiny", 257).vocab_size == 264  # new models are still padded, explicitly
+
+
+def test_sharded_write_and_read_round_trip(tmp_path: Path) -> None:
+    lm = _lm()
+    lm.save(tmp_path)  # a single file first: the sharded save must remove it
+    hashes = ckpt.save_model_files(tmp_path, lm.config, lm.params, lm.tokenizer, max_shard_bytes=4096)
+    shards = sorted(p.name for p in tmp_path.glob("model-*.safetensors"))
+    assert len(shards) > 2 and not (tmp_path / "model.safetensors").exists()
+    assert set(shards) | {ckpt.INDEX} <= set(hashes)
+    index = json.loads((tmp_path / ckpt.INDEX).read_text())
+    assert set(index["weight_map"]) == set(lm.params)
+    back = MambaLM.load(tmp_path)
+    for name, a in lm.params.items():
+        np.testing.assert_array_equal(back.params[name], a)
+    ckpt.save_model_files(tmp_path, lm.config, lm.params, lm.tokenizer)  # and back to one file
+    assert not list(tmp_path.glob("model-*")) and not (tmp_path / ckpt.INDEX).exists()
+
+
+def test_shard_index_naming_a_file_outside_is_refused(tmp_path: Path) -> None:
+    lm = _lm()
+    ckpt.save_model_files(tmp_path, lm.config, lm.params, lm.tokenizer, max_shard_bytes=4096)
+    index = json.loads((tmp_path / ckpt.INDEX).read_text())
+    index["weight_map"]["backbone.norm_f.weight"] = "../elsewhere.safetensors"
+    (tmp_path / ckpt.INDEX).write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match="outside the folder"):
+        MambaLM.load(tmp_path)
+
+
+def test_tied_config_with_a_different_lm_head_is_refused(tmp_path: Path) -> None:
+    lm = _lm()
+    lm.save(tmp_path)
+    tensors = ckpt.read_tensors(tmp_path / "model.safetensors")
+    tensors[LM_HEAD] = tensors["backbone.embeddings.weight"] + 1
+    (tmp_path / "model.safetensors").write_bytes(ckpt.tensors_to_bytes(tensors))
+    with pytest.raises(CheckpointError, match="tie_word_embeddings"):
+        MambaLM.load(tmp_path)
+    tensors[LM_HEAD] = tensors["backbone.embeddings.weight"].copy()  # HF writes an equal copy
+    (tmp_path / "model.safetensors").write_bytes(ckpt.tensors_to_bytes(tensors))
+    MambaLM.load(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["bytes", "bpe"])
+def test_saved_tokenizer_is_an_hf_tokenizer_with_our_ids(tmp_path: Path, kind: str) -> None:
+    from tokenizers import Tokenizer
+
+    tok = (ByteTokenizer() if kind == "bytes"
+           else BPETokenizer.train(["the cat sat on the mat " * 50], vocab_size=300))
+    tok.save(tmp_path)
+    hf = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    assert hf.get_vocab_size() == tok.vocab_size
+    assert hf.token_to_id("<|endoftext|>") == tok.eos_id
+    for text in TEXTS:
+        assert hf.encode(text, add_special_tokens=False).ids == tok.encode(text).tolist(), text
+    conf = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert conf["eos_token"] == conf["pad_token"] == "<|endoftext|>"
+    assert conf["added_tokens_decoder"][str(tok.eos_id)]["content"] == "<|endoftext|>"
+    assert json.loads((tmp_path / "special_tokens_map.json").read_text())["eos_token"] == "<|endoftext|>"
+    assert load_tokenizer(tmp_path).kind == kind
+
+
+def test_older_byte_tokenizer_file_still_loads(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer.json").write_text(json.dumps(
+        {"mamba_studio_tokenizer": "bytes", "eos_token": "<|endoftext|>", "eos_id": 256}))
+    assert isinstance(load_tokenizer(tmp_path), ByteTokenizer)

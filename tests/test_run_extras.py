@@ -1,0 +1,93 @@
+"""Run-folder extras: sample gallery file, TOML settings, early stopping, TensorBoard events,
+repetition penalty."""
+
+import math
+
+import numpy as np
+import pytest
+
+import engine
+from engine.earlystop import EarlyStopping
+from engine.run import RunSpec
+from engine.runtoml import RunSettings, load_settings, save_settings
+from engine.samples import append_sample, read_samples, sample_seed
+from engine.sampling import SamplingConfig, sample
+from engine.tblog import TB_DIR, TBLogger
+from engine.trainer import TrainConfig
+
+
+def test_samples_round_trip_and_skip_a_torn_line(tmp_path):
+    append_sample(tmp_path, {"step": 0, "epoch": 0, "prompt": "The", "text": "The cat"})
+    append_sample(tmp_path, {"step": 9, "epoch": 1, "prompt": "A", "text": "A dog"})
+    with open(tmp_path / "samples.jsonl", "a") as f:
+        f.write('{"step": 10, "te')  # kill -9 mid-write
+    rows = read_samples(tmp_path)
+    assert [r["text"] for r in rows] == ["The cat", "A dog"] and rows[1]["epoch"] == 1
+    assert read_samples(tmp_path / "none") == []
+
+
+def test_each_prompt_gets_its_own_seed():
+    seeds = [sample_seed(7, i) for i in range(4)]
+    assert len(set(seeds)) == 4 and sample_seed(None, 3) is None
+
+
+def test_settings_toml_round_trip(tmp_path):
+    lora = engine.LoRAConfig(targets=("x_proj", "dt_proj"), rank=4)
+    s = RunSettings(RunSpec(preset="tiny", model={"d_model": 32, "n_layer": 1},
+                            train=TrainConfig(lr=1e-3, batch_size=2, max_steps=5, lora=lora)),
+                    ("data.txt",), EarlyStopping(patience=3, target_loss=1.5))
+    path = tmp_path / "run.toml"
+    save_settings(path, s)
+    back = load_settings(path)
+    assert back.spec == s.spec
+    assert back.corpus == (str(tmp_path / "data.txt"),)
+    assert back.early_stopping.patience == 3 and back.early_stopping.target_loss == 1.5
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[train]\nlr = nan\n", "learning rate"),
+    ("[train]\nbogus = 1\n", "bogus"),
+    ("[wat]\n", "unknown section"),
+    ("lr = = 3", "not valid TOML"),
+])
+def test_bad_settings_are_one_line_errors_naming_the_file(tmp_path, text, words):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(engine.MambaStudioError) as exc:
+        load_settings(path)
+    msg = str(exc.value)
+    assert str(path) in msg and words in msg and "\n" not in msg
+
+
+def test_early_stopping_patience_and_target():
+    es = EarlyStopping(patience=2)
+    assert [es.update(v) for v in (3.0, 2.5, 2.6, 2.7)] == [False, False, False, True]
+    assert es.best == 2.5 and "patience 2" in es.reason
+    es = EarlyStopping(target_loss=1.0)
+    assert not es.update(1.5) and es.update(0.9) and "target" in es.reason
+    assert not EarlyStopping().enabled and not EarlyStopping().update(math.nan)
+
+
+def test_tensorboard_events_read_back_by_tensorboard(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log = TBLogger(tmp_path, tokens_per_byte=1.0)
+    for step in range(1, 4):
+        log.step(step, 5.0 - step, 0.5, 1e-3, 100.0)
+    log.eval(3, 2.5)
+    log.close()
+    acc = EventAccumulator(str(tmp_path / TB_DIR))
+    acc.Reload()
+    train = acc.Scalars("loss/train")
+    assert [e.step for e in train] == [1, 2, 3]
+    assert [e.value for e in train] == pytest.approx([4.0, 3.0, 2.0])
+    assert acc.Scalars("bpb/heldout")[0].value == pytest.approx(2.5 / math.log(2))
+
+
+def test_repetition_penalty_lowers_a_seen_token():
+    logits = np.array([2.0, 1.9, -1.0])
+    greedy = SamplingConfig(temperature=0.0)
+    assert sample(logits, greedy, np.random.default_rng(0), np.array([0])) == 0
+    pen = SamplingConfig(temperature=0.0, repetition_penalty=1.5)
+    assert sample(logits, pen, np.random.default_rng(0), np.array([0])) == 1
+    assert logits[0] == 2.0  # the caller's array is untouched
