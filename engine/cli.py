@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .errors import MambaStudioError
-from .trainer import format_duration
+from .reports import format_duration
 
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
 
@@ -161,8 +161,8 @@ def cmd_train(a: argparse.Namespace) -> int:
 
 def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-def]
     from . import SamplingConfig
+    from .control import TrainControl
     from .run import stop_on_signals
-    from .trainer import TrainControl
 
     with run:
         tr, lm = run.trainer, run.lm
@@ -237,7 +237,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
     from . import SamplingConfig
     from .run import load_model
 
-    lm = load_model(a.model)
+    lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     backend = None
     if a.backend in ("gpu", "auto"):
@@ -267,7 +267,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from .limits import MemorySpec, check_fits
     from .run import load_model
 
-    lm = load_model(a.model)
+    lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
     for path, why in corpus.rejected:
