@@ -23,7 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shots", help="with --train-steps: save screenshots of the tabs here")
     parser.add_argument("--preset", choices=["tiny", "small", "medium"])
     args = parser.parse_args(argv)
-    engine.configure(tune_allocator=True)  # before NumPy, Numba and Qt load (see engine.runtime)
+    try:
+        engine.configure(tune_allocator=True)  # before NumPy, Numba and Qt load (see engine.runtime)
+    except engine.MambaStudioError as exc:
+        print(f"error: {exc}", file=sys.stderr)  # noqa: T201  (the CLI's one-line error)
+        return 2
 
     from PySide6.QtCore import QSettings, QTimer
     from PySide6.QtWidgets import QApplication

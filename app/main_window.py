@@ -61,7 +61,7 @@ class MainWindow(QMainWindow):
         Path(self.runs_root).mkdir(parents=True, exist_ok=True)
         self.errors: list[str] = []
         self.state = "idle"
-        self.thread: QThread | None = None
+        self.train_thread: QThread | None = None
         self.worker: TrainWorker | None = None
         self.init_dir: str | None = None  # next Start: a new run from these weights
         self.continue_dir: str | None = None  # next Start: continue this run
@@ -335,9 +335,9 @@ class MainWindow(QMainWindow):
         self.plots.clear()
         self.plots.set_compare("", [])
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling())
-        self.thread = QThread(self)
-        self.worker.moveToThread(self.thread)
-        self.thread.started.connect(self.worker.run)
+        self.train_thread = QThread(self)
+        self.worker.moveToThread(self.train_thread)
+        self.train_thread.started.connect(self.worker.run)
         self.worker.info.connect(self._notice)
         self.worker.opened.connect(self._on_opened)
         self.worker.saved.connect(self._say)
@@ -348,7 +348,7 @@ class MainWindow(QMainWindow):
         self.worker.finished.connect(self._on_finished)
         self._set_state("running")
         self.status.setText("preparing (corpus, tokenizer, model, kernels)…")
-        self.thread.start()
+        self.train_thread.start()
 
     def _on_opened(self, folder: str, continued: bool) -> None:
         self.current_run = folder
@@ -410,16 +410,16 @@ class MainWindow(QMainWindow):
 
     def _on_epoch(self, e: engine.EpochReport) -> None:
         step = self.plots.steps[-1] if self.plots.steps else 0
-        self.plots.add_epoch(e, step)
+        self.plots.add_epoch(e, int(step))
         val = f", held-out {e.val.loss:.4f} (ppl {e.val.perplexity:.2f})" if e.val else ""
         self._notice(f"epoch {e.epoch + 1}: train {e.train_loss:.4f}, grad norm "
                      f"{e.grad_norm:.3f}{val}")
 
     def _on_finished(self, folder: str) -> None:
-        if self.thread is not None:
-            self.thread.quit()
-            self.thread.wait()
-        self.thread = None
+        if self.train_thread is not None:
+            self.train_thread.quit()
+            self.train_thread.wait()
+        self.train_thread = None
         self.worker = None
         self.last_folder = folder or None
         # every Start is a new run unless the user chooses Continue again
@@ -574,7 +574,7 @@ class MainWindow(QMainWindow):
 
     # ---------------------------------------------------------------- shutdown
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
-        if self.worker is not None and self.thread is not None:
+        if self.worker is not None and self.train_thread is not None:
             # finish the step in flight, save, then close (from _on_finished); never abort
             self._closing = True
             self.worker.control.stop()
@@ -585,9 +585,9 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self.playground.stop()
-        if self.playground.thread is not None:
-            self.playground.thread.quit()
-            self.playground.thread.wait()
+        if self.playground.gen_thread is not None:
+            self.playground.gen_thread.quit()
+            self.playground.gen_thread.wait()
         settings.save("window/geometry", self.saveGeometry())
         settings.save("preview/backend", self.backend.currentText())
         self.train.remember()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .errors import MambaStudioError
-from .trainer import format_duration
+from .reports import format_duration
 
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
 
@@ -159,6 +159,13 @@ def _open_for_training(a: argparse.Namespace):
 
 
 def cmd_train(a: argparse.Namespace) -> int:
+    if a.export_adapter and a.lora:
+        from .lora import PEFT_REFUSES
+
+        bad = sorted(set(a.lora.split(",")) & set(PEFT_REFUSES))
+        if bad:  # say so before training, not after
+            raise ValueError(f"--export-adapter: PEFT does not apply LoRA on {bad} un-merged; drop "
+                             "--export-adapter and use: python -m engine export --merged RUN OUT")
     job = None
     if a.distributed:
         from .distributed_run import DistributedJob
@@ -174,12 +181,12 @@ def cmd_train(a: argparse.Namespace) -> int:
             job.finish()
 
 
-def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-def]
+def _train(a: argparse.Namespace, run, job) -> int:
     from . import SamplingConfig
+    from .control import TrainControl
     from .earlystop import EarlyStopping
     from .run import stop_on_signals
     from .tblog import TBLogger
-    from .trainer import TrainControl
 
     with run:
         tr, lm = run.trainer, run.lm
@@ -284,7 +291,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
     from . import SamplingConfig
     from .run import load_model
 
-    lm = load_model(a.model)
+    lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     backend = None
     if a.backend in ("gpu", "auto"):
@@ -314,7 +321,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from .limits import MemorySpec, check_fits
     from .run import load_model
 
-    lm = load_model(a.model)
+    lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
     for path, why in corpus.rejected:

@@ -172,8 +172,8 @@ class TrainPanel(QWidget):
         self.model_source.setWordWrap(True)
         self.model_source.setToolTip("What the next Start does")
         self._restore()
-        for w in (self.preset, self.tokenizer):
-            w.currentIndexChanged.connect(self._update)
+        for combo in (self.preset, self.tokenizer):
+            combo.currentIndexChanged.connect(self._update)
         for w in (self.d_model, self.n_layer, self.d_state, self.rank, self.bpe_vocab):
             w.valueChanged.connect(self._update)
         for w in (self.batch, self.seq_len, self.accum, self.epochs):
@@ -249,7 +249,7 @@ class TrainPanel(QWidget):
                      (self.seed, t.seed), (self.max_steps, t.max_steps or 0),
                      (self.eval_every, t.eval_every), (self.patience, early.patience),
                      (self.target_loss, early.target_loss or 0.0)):
-            w.setValue(v)
+            w.setValue(v)  # type: ignore[arg-type]  # pairs are int->QSpinBox, float->QDoubleSpinBox
         self.checkpointing.setChecked(t.activation_checkpointing)
         self.wsla.setChecked(t.wsla)
         self.lora.setChecked(t.lora is not None)

@@ -150,7 +150,7 @@ def test_close_during_training_waits_and_saves(win, qtbot):
     win.train.epochs.setValue(200)
     win.start_training()
     qtbot.waitUntil(lambda: len(win.plots.steps) >= 2, timeout=RUN_TIMEOUT)
-    thread = win.thread
+    thread = win.train_thread
     folder = Path(win.current_run)
     win.close()
     assert win.isVisible() and "saving" in win.status.text()  # not closed yet, not aborted
