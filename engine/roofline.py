@@ -24,7 +24,7 @@ _REPS = 200
 
 
 @parallel_kernel
-def _fma_kernel(x, out, reps):  # type: ignore[no-untyped-def]
+def _fma_kernel(x, out, reps):
     """Each of the (blocks, _LANES) elements runs 2 independent chains of 16 multiply-adds,
     ``reps`` times: 64 flops per element per rep."""
     nb = x.shape[0]
@@ -43,7 +43,7 @@ def _fma_kernel(x, out, reps):  # type: ignore[no-untyped-def]
 
 
 @parallel_kernel
-def _exp_kernel(x, out, reps):  # type: ignore[no-untyped-def]
+def _exp_kernel(x, out, reps):
     nb = x.shape[0]
     for blk in prange(nb):
         xb = x[blk]
@@ -54,7 +54,7 @@ def _exp_kernel(x, out, reps):  # type: ignore[no-untyped-def]
             xb[0] = ob[1] * np.float32(-1e-30)  # keep the loop from being hoisted
 
 
-def _best(fn, repeats: int = 7) -> float:  # type: ignore[no-untyped-def]
+def _best(fn, repeats: int = 7) -> float:
     fn()
     best = float("inf")
     for _ in range(repeats):

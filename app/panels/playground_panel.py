@@ -114,7 +114,7 @@ class PlaygroundPanel(QWidget):
         lay.addLayout(knobs)
         lay.addLayout(actions)
         lay.addWidget(self.output, 1)
-        self.thread: QThread | None = None
+        self.gen_thread: QThread | None = None
         self.worker: GenerateWorker | None = None
         self.refresh_runs()
 
@@ -143,7 +143,7 @@ class PlaygroundPanel(QWidget):
             seed=self.seed.value(), repetition_penalty=self.rep.value())
 
     def generate(self) -> None:
-        if self.thread is not None:
+        if self.gen_thread is not None:
             return
         source = self.source.currentText().strip()
         if not source:
@@ -153,16 +153,16 @@ class PlaygroundPanel(QWidget):
         settings.save("playground/prompt", prompt)
         self.output.setPlainText(prompt)
         self.worker = GenerateWorker(source, prompt, self.sampling(), self.backend.currentText())
-        self.thread = QThread(self)
-        self.worker.moveToThread(self.thread)
-        self.thread.started.connect(self.worker.run)
+        self.gen_thread = QThread(self)
+        self.worker.moveToThread(self.gen_thread)
+        self.gen_thread.started.connect(self.worker.run)
         self.worker.piece.connect(self._piece)
         self.worker.failed.connect(self.status.setText)
         self.worker.done.connect(self._done)
         self.generate_btn.setEnabled(False)
         self.stop_btn.setEnabled(True)
         self.status.setText("loading the model…")
-        self.thread.start()
+        self.gen_thread.start()
 
     def _piece(self, text: str) -> None:
         self.output.moveCursor(QTextCursor.MoveOperation.End)
@@ -172,10 +172,10 @@ class PlaygroundPanel(QWidget):
     def _done(self, summary: str) -> None:
         if summary != "failed":
             self.status.setText(summary)
-        if self.thread is not None:
-            self.thread.quit()
-            self.thread.wait()
-        self.thread = self.worker = None
+        if self.gen_thread is not None:
+            self.gen_thread.quit()
+            self.gen_thread.wait()
+        self.gen_thread = self.worker = None
         self.generate_btn.setEnabled(True)
         self.stop_btn.setEnabled(False)
         self.finished.emit(summary)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, Signal, SignalInstance
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -39,7 +39,9 @@ class RunsPanel(QWidget):
         self.runs: list[rf.RunInfo] = []
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().setVisible(False)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -103,7 +105,7 @@ class RunsPanel(QWidget):
             if str(r.path) == str(folder):
                 self.table.selectRow(row)
 
-    def _emit(self, signal: Signal) -> None:  # type: ignore[type-arg]
+    def _emit(self, signal: SignalInstance) -> None:
         folder = self.selected()
         if folder is None:
             self.message.emit("Select a run first.")
