@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine.data import iter_text
+from engine import iter_text
 
 from ..workers import run_in_thread
 
