@@ -126,7 +126,7 @@ class MainWindow(QMainWindow):
         center = QSplitter(Qt.Orientation.Vertical)
         center.addWidget(self.plots)
         center.addWidget(bottom)
-        center.setSizes([480, 260])
+        center.setSizes([520, 220])
         split = QSplitter()
         split.addWidget(left)
         split.addWidget(center)
@@ -183,7 +183,7 @@ class MainWindow(QMainWindow):
         if geom is not None:
             self.restoreGeometry(geom)
         else:
-            self.resize(1280, 820)
+            self.resize(1280, 760)
 
     # ---------------------------------------------------------------- menus
     def _menus(self) -> None:
@@ -270,6 +270,7 @@ class MainWindow(QMainWindow):
         self._est_timer.start()
 
     def _refresh_estimate(self) -> None:
+        self.corpus.set_split(0.1, self.train.seed.value(), self.train.seq_len.value() + 1)
         try:
             cfg = self.train.model_config()
             tc = self.train.train_config()
@@ -280,8 +281,11 @@ class MainWindow(QMainWindow):
         key = (cfg, tc.batch_size, tc.seq_len, tc.grad_accum, tc.activation_checkpointing,
                tc.lora, tc.wsla)
         step_s = self._measured.get(key)
-        self.estimate.setText("Estimate: " + estimate_run(cfg, tc, self._corpus_tokens(),
-                                                          step_s=step_s).human())
+        text = "Estimate: " + estimate_run(cfg, tc, self._corpus_tokens(), step_s=step_s).human()
+        if step_s is None and (self.state != "idle"
+                               or os.environ.get("MAMBA_STUDIO_NO_MEASURE") == "1"):
+            text = text.replace("measuring…", "time per epoch is measured while idle")
+        self.estimate.setText(text)
         if step_s is None and self._measuring is None and self.state == "idle" \
                 and os.environ.get("MAMBA_STUDIO_NO_MEASURE") != "1":
             self._measuring = key
@@ -313,6 +317,9 @@ class MainWindow(QMainWindow):
 
     def start_training(self) -> None:
         if self.state != "idle":
+            return
+        if not self.continue_dir and self.corpus.pending:
+            self._error("The corpus is still being read; Start again when it is done.")
             return
         if not self.continue_dir and not self.corpus.paths():
             self._error("Add at least one text file to the corpus first.")

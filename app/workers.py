@@ -227,9 +227,13 @@ def export_from(run: runapi.Run, kind: str, path: str) -> list[str]:
     raise ValueError(f"unknown export kind {kind!r}")
 
 
+_export_lock = threading.Lock()
+
+
 def export_run(folder: str, kind: str, path: str) -> list[str]:
-    """Export from a run folder that is not training (opens it, exports, closes it)."""
-    with runapi.resume(folder) as run:
+    """Export from a run folder that is not training (opens it, exports, closes it); exports
+    run one at a time, since opening a run takes its writer lock."""
+    with _export_lock, runapi.resume(folder) as run:
         return export_from(run, kind, path)
 
 
@@ -265,7 +269,7 @@ class GenerateWorker(QObject):
                 if self._stop.is_set():
                     break
             dt = max(time.perf_counter() - t0, 1e-9)
-            self.done.emit(f"{n} pieces in {dt:.2f} s ({n / dt:,.0f}/s) — {desc}")
+            self.done.emit(f"{n} streamed pieces in {dt:.2f} s ({n / dt:,.0f}/s) — {desc}")
         except Exception as exc:
             self.failed.emit(describe_error(exc))
             self.done.emit("failed")

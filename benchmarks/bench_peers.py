@@ -24,12 +24,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from engine.runtime import configure  # noqa: E402
+
+configure(tune_allocator=True)  # same process settings as training, before NumPy loads
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import engine  # noqa: E402,F401  (thread/cache defaults before NumPy loads)
 from engine.bench import BENCH_CONFIGS, _trainer, blas_info, cpu_model, set_threads  # noqa: E402
 from engine.ops.selective_scan import selective_scan_backward, selective_scan_forward  # noqa: E402
 

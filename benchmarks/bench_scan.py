@@ -11,13 +11,19 @@ the same ``selective_scan_forward/backward`` functions to compare, interleaved i
 import argparse
 import importlib
 import json
+import os
+import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from engine.runtime import configure  # noqa: E402
 
-import engine  # noqa: F401  (thread/cache defaults before NumPy loads)
-from engine.bench import set_threads
-from engine.roofline import exp_ns, fma_peak_gflops, scan_counts
+configure(tune_allocator=True)  # same process settings as training, before NumPy loads
+
+import numpy as np  # noqa: E402
+
+from engine.bench import set_threads  # noqa: E402
+from engine.roofline import exp_ns, fma_peak_gflops, scan_counts  # noqa: E402
 
 CONFIGS = {"small": (4, 256, 256, 16), "medium": (8, 256, 512, 16)}
 

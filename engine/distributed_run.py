@@ -103,7 +103,7 @@ class DistributedJob:
         return 0
 
     def _attach(self, tr: Trainer) -> None:
-        self.dp = DataParallel(tr, self.comm)
+        self.dp = DataParallel(tr, self.comm, self.threads)
         self.dp.on_leader_gone = _leader_gone
         self.state_bytes = gathered_state_bytes(self.dp)
 

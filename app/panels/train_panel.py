@@ -116,7 +116,7 @@ class TrainPanel(QWidget):
         self.checkpointing = QCheckBox("activation checkpointing")
         self.patience = _spin(0, 1000, 0)
         self.patience.setSpecialValueText("off")
-        self.target_loss = _dspin(0.0, 100.0, 0.0, 3, 0.05)
+        self.target_loss = _dspin(0.0, 1000.0, 0.0, 3, 0.05)
         self.target_loss.setSpecialValueText("none")
         train = QGroupBox("Training")
         tf = QFormLayout(train)
@@ -137,15 +137,17 @@ class TrainPanel(QWidget):
         self.rank = _spin(1, 256, 8)
         self.alpha = _dspin(0.1, 1024.0, 8.0, 1, 1.0)
         self.lora_dropout = _dspin(0.0, 0.9, 0.0, 2, 0.05)
-        self.wsla = QCheckBox("WSLA fast-adapt (only x_proj trains, max_delta 0.05)")
+        self.wsla = QCheckBox("WSLA fast-adapt (x_proj only)")
         self.trainable = QLabel()
         self.trainable.setWordWrap(True)  # a long warning wraps instead of widening the panel
         self.model_override: engine.MambaConfig | None = None  # the opened model's config
         adapt = QGroupBox("Adaptation")
         grid = QGridLayout(adapt)
         grid.addWidget(self.lora, 0, 0, 1, 4)
+        targets = QGridLayout()  # three per row keeps the panel narrow (no sideways scroll)
         for i, cb in enumerate(self.targets.values()):
-            grid.addWidget(cb, 1 + i // 4, i % 4)
+            targets.addWidget(cb, i // 3, i % 3)
+        grid.addLayout(targets, 1, 0, 1, 4)
         grid.addWidget(QLabel("rank"), 3, 0)
         grid.addWidget(self.rank, 3, 1)
         grid.addWidget(QLabel("alpha"), 3, 2)

@@ -21,7 +21,7 @@ from pathlib import Path
 from .. import checkpoint as ckpt
 from ..errors import CheckpointError
 from .card import write_card
-from .source import open_run
+from .source import check_out, open_run
 
 LINES = ("5.x", "4.x")
 PEFT_SUPPORT: dict[str, dict[str, str]] = {
@@ -57,6 +57,7 @@ def export_peft(src_folder: str | Path, out: str | Path) -> list[str]:
     Refuses (CheckpointError) a run without LoRA, and one with a target that no transformers line
     applies exactly (the adapter would load and silently compute another model). Returns the
     per-target notices for targets exact on one line only."""
+    check_out(src_folder, out)
     run = open_run(src_folder)
     if run.lora is None:
         raise CheckpointError(
