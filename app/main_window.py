@@ -29,9 +29,8 @@ from PySide6.QtWidgets import (
 )
 
 import engine
+from engine import RunSettings, estimate_run, load_settings, measure_step_seconds, save_settings
 from engine import run as runapi
-from engine.estimate import estimate_run, measure_step_seconds
-from engine.runtoml import RunSettings, load_settings, save_settings
 
 from . import settings
 from .panels.corpus_panel import CorpusPanel

@@ -25,11 +25,8 @@ import shiboken6
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
 import engine
+from engine import EarlyStopping, TBLogger, append_sample, pick_backend, sample_seed
 from engine import run as runapi
-from engine.earlystop import EarlyStopping
-from engine.gpu import pick_backend
-from engine.samples import append_sample, sample_seed
-from engine.tblog import TBLogger
 
 
 @dataclass

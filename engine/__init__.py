@@ -14,9 +14,10 @@ if TYPE_CHECKING:
     from .adapt import AdaptReport, FastAdapter
     from .checkpoint import atomic_write_bytes
     from .config import PRESETS, MambaConfig, preset
-    from .data import Corpus, CorpusFile, encode_corpus, load_corpus, split_holdout
+    from .data import Corpus, CorpusFile, encode_corpus, iter_text, load_corpus, split_holdout
     from .docstore import load_documents, save_documents
     from .documents import RECORDS, Documents, encode_documents, split_documents
+    from .earlystop import EarlyStopping
     from .errors import (
         CheckpointError,
         CorpusError,
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
         TokenizerError,
         TrainingError,
     )
-    from .gpu import GpuUnavailable, open_stepper
+    from .estimate import estimate_run, measure_step_seconds
+    from .gpu import GpuUnavailable, open_stepper, pick_backend
     from .heldout import RowScore, score_rows
     from .lm import MambaLM
     from .lora import (
@@ -37,8 +39,12 @@ if TYPE_CHECKING:
     )
     from .optim import AdamWConfig, ShardSpec
     from .packing import PackedRows, iter_batches, line_end_table, pack_spans
+    from .run import RunSpec
     from .runtime import configure
+    from .runtoml import RunSettings, load_settings, save_settings
+    from .samples import append_sample, read_samples, sample_seed
     from .sampling import SamplingConfig
+    from .tblog import TBLogger
     from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer
     from .trainer import (
         EpochReport,
@@ -105,6 +111,19 @@ _EXPORTS: dict[str, str] = {
     "format_duration": "trainer",
     "RowScore": "heldout",
     "score_rows": "heldout",
+    "EarlyStopping": "earlystop",
+    "RunSettings": "runtoml",
+    "RunSpec": "run",
+    "TBLogger": "tblog",
+    "append_sample": "samples",
+    "estimate_run": "estimate",
+    "iter_text": "data",
+    "load_settings": "runtoml",
+    "measure_step_seconds": "estimate",
+    "pick_backend": "gpu",
+    "read_samples": "samples",
+    "sample_seed": "samples",
+    "save_settings": "runtoml",
 }
 __all__ = [
     "AdamWConfig",
@@ -116,6 +135,7 @@ __all__ = [
     "CorpusError",
     "CorpusFile",
     "Documents",
+    "EarlyStopping",
     "EpochReport",
     "EvalReport",
     "FastAdapter",
@@ -131,31 +151,43 @@ __all__ = [
     "PackedRows",
     "RECORDS",
     "RowScore",
+    "RunSettings",
+    "RunSpec",
     "SamplingConfig",
     "ShardSpec",
     "StepReport",
+    "TBLogger",
     "TokenizerError",
     "TrainConfig",
     "TrainControl",
     "Trainer",
     "TrainingError",
+    "append_sample",
     "atomic_write_bytes",
     "configure",
     "count_trainable",
     "encode_corpus",
     "encode_documents",
+    "estimate_run",
     "evaluate",
     "format_duration",
     "iter_batches",
+    "iter_text",
     "line_end_table",
     "load_adapter",
     "load_corpus",
     "load_documents",
+    "load_settings",
     "load_tokenizer",
+    "measure_step_seconds",
     "open_stepper",
     "pack_spans",
+    "pick_backend",
     "preset",
+    "read_samples",
+    "sample_seed",
     "save_documents",
+    "save_settings",
     "score_rows",
     "split_documents",
     "split_holdout",

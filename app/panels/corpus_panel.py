@@ -30,8 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine.data import iter_text
-from engine.documents import Documents, split_documents
+from engine import Documents, iter_text, split_documents
 
 from ..workers import run_in_thread
 

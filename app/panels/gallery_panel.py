@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.samples import read_samples
+from engine import read_samples
 
 
 class GalleryPanel(QWidget):

@@ -21,8 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine.earlystop import EarlyStopping
-from engine.run import RunSpec
+from engine import EarlyStopping, RunSpec
 
 from .. import settings
 
