@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     )
     from .estimate import estimate_run, measure_step_seconds
     from .gpu import GpuUnavailable, open_stepper, pick_backend
-    from .heldout import RowScore, score_rows
     from .lm import MambaLM
     from .lora import (
         LORA_TARGETS,
@@ -109,8 +108,6 @@ _EXPORTS: dict[str, str] = {
     "Trainer": "trainer",
     "evaluate": "trainer",
     "format_duration": "trainer",
-    "RowScore": "heldout",
-    "score_rows": "heldout",
     "EarlyStopping": "earlystop",
     "RunSettings": "runtoml",
     "RunSpec": "run",
@@ -150,7 +147,6 @@ __all__ = [
     "PRESETS",
     "PackedRows",
     "RECORDS",
-    "RowScore",
     "RunSettings",
     "RunSpec",
     "SamplingConfig",
@@ -188,7 +184,6 @@ __all__ = [
     "sample_seed",
     "save_documents",
     "save_settings",
-    "score_rows",
     "split_documents",
     "split_holdout",
 ]
