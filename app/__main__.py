@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 class _Shots:
     """Screenshots of each tab after a scripted run (the Playground one after a generation)."""
 
-    def __init__(self, app, win, folder: Path) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, app, win, folder: Path) -> None:
         self.app, self.win, self.folder = app, win, folder
         folder.mkdir(parents=True, exist_ok=True)
 
@@ -101,7 +101,11 @@ class _Shots:
         pg = w.playground
         pg.prompt.setPlainText("The ")
         pg.max_tokens.setValue(160)
-        pg.finished.connect(lambda _s: (self.grab("screenshot-playground.png"), self.app.quit()))
+        def last_shot(_s: object) -> None:
+            self.grab("screenshot-playground.png")
+            self.app.quit()
+
+        pg.finished.connect(last_shot)
         pg.generate()
 
 

@@ -125,7 +125,7 @@ def _spec(a: argparse.Namespace):
     return replace(base, train=replace(base.train, **train), **run)
 
 
-def _settings(a: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _settings(a: argparse.Namespace):
     """The --config file (engine.runtoml), read once."""
     if getattr(a, "_settings", None) is None:
         from .runtoml import load_settings
@@ -234,14 +234,14 @@ def _train(a: argparse.Namespace, run, job) -> int:
                 print(f"\nearly stopping: {early.reason}; the best snapshot is kept", file=sys.stderr)
                 control.stop()
 
-        def on_step(r) -> None:  # type: ignore[no-untyped-def]
+        def on_step(r) -> None:
             _progress(r)
             if tb is not None:
                 tb.step(r.step, r.loss, r.grad_norm, r.lr, r.tokens_per_s)
             if r.val_loss is not None:
                 held_out(r.step, r.val_loss)
 
-        def on_epoch_end(rep) -> None:  # type: ignore[no-untyped-def]
+        def on_epoch_end(rep) -> None:
             on_epoch(rep)
             if rep.val is not None:
                 held_out(run.step, rep.val.loss)

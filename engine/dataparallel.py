@@ -59,7 +59,7 @@ class DataParallel:
                                decay_fn=trainer.trainable.decays)
         self.optimizer.load_state_dict(full)
         trainer.optimizer = self.optimizer
-        trainer.train_step = self.train_step  # type: ignore[method-assign]
+        trainer.train_step = self.train_step  # type: ignore[method-assign]  # the step becomes collective
         # gradients in trainable order; parameters grouped by owner for the Allgatherv
         self.grads = FlatBuffer.over(tensors, self.names)
         self.by_owner = [[n for n, o in zip(self.names, owners, strict=True) if o == r]
@@ -167,7 +167,7 @@ class DataParallel:
         """Rank 0: while active, ``trainer.optimizer`` holds every rank's moments (for a snapshot
         of the whole, unsharded state); its own shard is put back afterwards."""
         opt = self.optimizer
-        tensors = self.trainer.trainable.tensors  # type: ignore[union-attr]
+        tensors = self.trainer.trainable.tensors  # type: ignore[union-attr]  # set once the trainer is built
         m, v = dict(opt.m), dict(opt.v)
         for r in range(1, self.size):
             assert self.svc is not None

@@ -66,7 +66,7 @@ class DistributedJob:
             with self.dp.full_optimizer_state():
                 return save(val_loss)
 
-        run.save = save_whole  # type: ignore[method-assign]
+        run.save = save_whole  # type: ignore[method-assign]  # rank 0 saves the gathered, whole state
         return run
 
     def control(self, local: TrainControl) -> CollectiveControl:

@@ -325,7 +325,7 @@ def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, An
     """The snapshot ``which`` points to, verified; if it is missing or corrupt, the newest one that
     verifies (a crash between publishing and re-pointing, or a damaged file). Returns (folder,
     trainer.json, the reasons the snapshots passed over were refused). CheckpointError if none."""
-    errors = []
+    errors: list[str] = []
     ptr = read_pointer(folder, which)
     candidates = [folder / SNAPSHOTS / ptr["snapshot"]] if ptr else []
     candidates += [p for _, p in reversed(snapshots(folder)) if p not in candidates]

@@ -17,7 +17,7 @@ import engine
 
 def _dark() -> bool:
     app = QApplication.instance()
-    return bool(app) and app.palette().window().color().lightness() < 128  # type: ignore[union-attr]
+    return isinstance(app, QApplication) and app.palette().window().color().lightness() < 128
 
 
 class PlotsPanel(QWidget):
