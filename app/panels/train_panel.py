@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine import EarlyStopping, RunSpec
 
 from .. import settings
 
@@ -217,20 +216,20 @@ class TrainPanel(QWidget):
             eval_every=self.eval_every.value(),
         )
 
-    def early_stopping(self) -> EarlyStopping:
-        return EarlyStopping(patience=self.patience.value(),
+    def early_stopping(self) -> engine.EarlyStopping:
+        return engine.EarlyStopping(patience=self.patience.value(),
                              target_loss=self.target_loss.value() or None)
 
-    def run_spec(self, init: str | None, eval_every: int) -> RunSpec:
+    def run_spec(self, init: str | None, eval_every: int) -> engine.RunSpec:
         """The RunSpec of these settings (``eval_every`` resolves "auto")."""
         tc = replace(self.train_config(), eval_every=eval_every)
         preset = self.preset.currentText()
-        return RunSpec(preset=preset if preset != "custom" else "small",
+        return engine.RunSpec(preset=preset if preset != "custom" else "small",
                        model=self.custom_dims() if init is None else None,
                        tokenizer=self.tokenizer.currentText(), bpe_vocab=self.bpe_vocab.value(),
                        init=init, train=tc)
 
-    def set_from(self, spec: RunSpec, early: EarlyStopping) -> None:
+    def set_from(self, spec: engine.RunSpec, early: engine.EarlyStopping) -> None:
         """Show a RunSpec (e.g. from a settings file)."""
         t = spec.train
         if spec.model:
