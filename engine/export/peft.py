@@ -3,10 +3,9 @@
 folder itself holds the merged weights; applying the adapter to it would apply it twice).
 
 ``PEFT_SUPPORT`` is measured (peft 0.21.2 on transformers 5.24 and 4.57), not assumed: for each
-LoRA target, what PEFT does with our adapter
-un-merged (``PeftModel.from_pretrained``) on each transformers line. The interop suite
-(tests/interop/test_peft.py) re-measures every entry against our LoRA forward and fails when
-the table is wrong.
+LoRA target, what PEFT does with our adapter un-merged (``PeftModel.from_pretrained``) on each
+transformers line. The interop suite (tests/interop/test_peft.py) re-measures every entry
+against our LoRA forward and fails when the table is wrong.
     "exact"    the adapter is applied; logits equal ours
     "bypassed" PEFT wraps the module but the model never calls it: logits are the base model's
     "partial"  the input embeddings are adapted, the tied output head is not
