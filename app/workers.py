@@ -210,29 +210,23 @@ class TrainWorker(QObject):
             self.info.emit(f"preview failed: {traceback.format_exc()}")
 
 
+EXPORTERS = {"merged": "export_merged", "adapter": "export_peft", "gguf": "export_gguf"}
+
+
 def export_from(run: engine.Run, kind: str, path: str) -> list[str]:
-    """'merged' (the model with any adapter merged) or 'adapter' (PEFT LoRA) from an open run;
-    returns warnings."""
-    tr = run.trainer
-    if kind == "merged":
-        tr.lm.save(path)
-        return []
-    if kind == "adapter":
-        if not isinstance(tr.trainable, engine.LoRATrainable):
-            raise engine.MambaStudioError("this run has no LoRA adapter to export; export the "
-                                          "merged model instead")
-        return list(tr.trainable.save_adapter(path))
-    raise ValueError(f"unknown export kind {kind!r}")
-
-
-_export_lock = threading.Lock()
+    """Export an open (training) run: save a snapshot of its current state, then export that
+    snapshot like a closed run (``export_run``). Returns notices."""
+    run.save()
+    return export_run(str(run.folder), kind, path)
 
 
 def export_run(folder: str, kind: str, path: str) -> list[str]:
-    """Export from a run folder that is not training (opens it, exports, closes it); exports
-    run one at a time, since opening a run takes its writer lock."""
-    with _export_lock, engine.resume_run(folder) as run:
-        return export_from(run, kind, path)
+    """Export a run folder through ``engine.export``: 'merged' (transformers 4.x/5.x, any adapter
+    merged), 'adapter' (PEFT adapter + its unmerged base in ``path/base``; refused for targets
+    PEFT cannot apply) or 'gguf' (llama.cpp). Reads the latest verified snapshot; returns notices."""
+    if kind not in EXPORTERS:
+        raise ValueError(f"unknown export kind {kind!r}")
+    return list(getattr(engine, EXPORTERS[kind])(folder, path))
 
 
 class GenerateWorker(QObject):

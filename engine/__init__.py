@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         TrainingError,
     )
     from .estimate import estimate_run, measure_step_seconds
+    from .export import export_gguf, export_merged, export_peft
     from .gpu import GpuUnavailable, open_stepper, pick_backend
     from .lm import MambaLM
     from .lora import (
@@ -142,6 +143,9 @@ _EXPORTS: dict[str, str] = {
     "load_settings": "runtoml",
     "save_settings": "runtoml",
     "iter_text": "data",
+    "export_gguf": "export",
+    "export_merged": "export",
+    "export_peft": "export",
 }
 __all__ = [
     "AdamWConfig",
@@ -164,6 +168,9 @@ __all__ = [
     "estimate_run",
     "EvalReport",
     "evaluate",
+    "export_gguf",
+    "export_merged",
+    "export_peft",
     "FastAdapter",
     "format_duration",
     "GpuUnavailable",

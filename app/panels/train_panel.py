@@ -282,8 +282,10 @@ class TrainPanel(QWidget):
         n = engine.count_trainable(cfg, lc, self.wsla.isChecked())
         total = engine.count_trainable(cfg)
         warn = ""
-        if lc is not None and set(lc.targets) & set(engine.PEFT_REFUSES):
-            warn = " — PEFT refuses out_proj/conv1d/A_log on Mamba: export the merged model"
+        refused = sorted(set(lc.targets) & set(engine.PEFT_REFUSES)) if lc is not None else []
+        if refused:
+            warn = (f" — PEFT cannot apply {', '.join(refused)} un-merged on Mamba: export the "
+                    "merged model")
         self.trainable.setText(f"trainable parameters: {n:,} of {total:,}{warn}")
         self.changed.emit()
 
