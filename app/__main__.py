@@ -1,52 +1,112 @@
 """``python -m app``: open Mamba Studio on the bundled sample corpus.
 
-Options for scripted runs: ``--train-steps N --screenshot out.png`` starts training at once,
-waits for N steps and a preview, saves a screenshot of the window and quits.
+Scripted use: ``--train-steps N --shots DIR`` starts training at once, waits for N steps, then
+saves screenshots of each tab into DIR (screenshot.png, screenshot-corpus.png, -runs, -gallery,
+-playground) and quits. ``--settings-dir`` keeps remembered settings out of the user's own.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import engine
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app")
-    parser.add_argument("--run-dir")
+    parser.add_argument("--runs-root", help="folder that holds the runs (default: ~/.local/share/"
+                        "mamba-studio/runs)")
+    parser.add_argument("--settings-dir", help="store remembered settings here instead")
     parser.add_argument("--train-steps", type=int, default=0)
-    parser.add_argument("--screenshot")
+    parser.add_argument("--shots", help="with --train-steps: save screenshots of the tabs here")
     parser.add_argument("--preset", choices=["tiny", "small", "medium"])
     args = parser.parse_args(argv)
-    engine.configure(tune_allocator=True)  # before NumPy, Numba and Qt load (see engine.runtime)
+    try:
+        engine.configure(tune_allocator=True)  # before NumPy, Numba and Qt load (see engine.runtime)
+    except engine.MambaStudioError as exc:
+        print(f"error: {exc}", file=sys.stderr)  # noqa: T201  (the CLI's one-line error)
+        return 2
 
-    from PySide6.QtCore import QTimer
+    from PySide6.QtCore import QSettings, QTimer
     from PySide6.QtWidgets import QApplication
 
+    if args.settings_dir:
+        QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, args.settings_dir)
     from .main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Mamba Studio")
     app.setOrganizationName("MambaStudio")
-    win = MainWindow(run_dir=args.run_dir)
+    win = MainWindow(runs_root=args.runs_root)
     if args.preset:
         win.train.preset.setCurrentText(args.preset)
     win.show()
     if args.train_steps:
         win.train.max_steps.setValue(args.train_steps)
         win.train.epochs.setValue(max(win.train.epochs.value(), 50))
+        shots = _Shots(app, win, Path(args.shots)) if args.shots else None
 
         def maybe_finish() -> None:
             if win.state == "idle" and win.plots.steps:
-                if args.screenshot:
-                    app.processEvents()
-                    win.grab().save(args.screenshot)
-                app.quit()
+                if shots is not None:
+                    shots.take()
+                else:
+                    app.quit()
 
-        win.state_changed.connect(lambda _s: QTimer.singleShot(300, maybe_finish))
+        win.state_changed.connect(lambda _s: QTimer.singleShot(500, maybe_finish))
         QTimer.singleShot(200, win.start_training)
     return app.exec()
+
+
+class _Shots:
+    """Screenshots of each tab after a scripted run (the Playground one after a generation)."""
+
+    def __init__(self, app, win, folder: Path) -> None:
+        self.app, self.win, self.folder = app, win, folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def grab(self, name: str) -> None:
+        from PySide6.QtCore import QEventLoop, QTimer
+
+        loop = QEventLoop()
+        QTimer.singleShot(600, loop.quit)  # let plots and tables repaint
+        loop.exec()
+        self.win.grab().save(str(self.folder / name))
+
+    def take(self) -> None:
+        w = self.win
+        w.tabs.setCurrentIndex(0)
+        w.left_tabs.setCurrentIndex(1)
+        self.grab("screenshot.png")
+        w.left_tabs.setCurrentIndex(0)
+        junk = Path(w.runs_root) / "not-text"
+        junk.mkdir(exist_ok=True)
+        for i in range(40):
+            (junk / f"photo{i:02d}.jpg").write_bytes(b"\xff\xd8\xff")
+        w.corpus.add_paths([str(junk)], sync=True)
+        w.corpus.table.selectRow(0)
+        w.corpus.skipped_btn.setChecked(True)
+        self.grab("screenshot-corpus.png")
+        w.tabs.setCurrentWidget(w.runs)
+        w.runs.refresh()
+        if w.last_folder:
+            w.runs.select(w.last_folder)
+        self.grab("screenshot-runs.png")
+        w.tabs.setCurrentWidget(w.gallery)
+        w.gallery.table.selectRow(w.gallery.table.rowCount() - 1)
+        self.grab("screenshot-gallery.png")
+        w.tabs.setCurrentWidget(w.playground)
+        pg = w.playground
+        pg.prompt.setPlainText("The ")
+        pg.max_tokens.setValue(160)
+        def last_shot(_s: object) -> None:
+            self.grab("screenshot-playground.png")
+            self.app.quit()
+
+        pg.finished.connect(last_shot)
+        pg.generate()
 
 
 if __name__ == "__main__":

@@ -29,9 +29,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine import run as runapi
-from engine.estimate import estimate_run, measure_step_seconds
-from engine.runtoml import RunSettings, load_settings, save_settings
 
 from . import settings
 from .panels.corpus_panel import CorpusPanel
@@ -61,7 +58,7 @@ class MainWindow(QMainWindow):
         Path(self.runs_root).mkdir(parents=True, exist_ok=True)
         self.errors: list[str] = []
         self.state = "idle"
-        self.thread: QThread | None = None
+        self.train_thread: QThread | None = None
         self.worker: TrainWorker | None = None
         self.init_dir: str | None = None  # next Start: a new run from these weights
         self.continue_dir: str | None = None  # next Start: continue this run
@@ -127,7 +124,7 @@ class MainWindow(QMainWindow):
         center = QSplitter(Qt.Orientation.Vertical)
         center.addWidget(self.plots)
         center.addWidget(bottom)
-        center.setSizes([480, 260])
+        center.setSizes([520, 220])
         split = QSplitter()
         split.addWidget(left)
         split.addWidget(center)
@@ -184,7 +181,7 @@ class MainWindow(QMainWindow):
         if geom is not None:
             self.restoreGeometry(geom)
         else:
-            self.resize(1280, 820)
+            self.resize(1280, 760)
 
     # ---------------------------------------------------------------- menus
     def _menus(self) -> None:
@@ -271,18 +268,22 @@ class MainWindow(QMainWindow):
         self._est_timer.start()
 
     def _refresh_estimate(self) -> None:
+        self.corpus.set_split(0.1, self.train.seed.value(), self.train.seq_len.value() + 1)
         try:
             cfg = self.train.model_config()
             tc = self.train.train_config()
-            est = estimate_run(cfg, tc, self._corpus_tokens())
+            est = engine.estimate_run(cfg, tc, self._corpus_tokens())
         except (ValueError, engine.MambaStudioError) as exc:
             self.estimate.setText(f"settings: {exc}")
             return
         key = (cfg, tc.batch_size, tc.seq_len, tc.grad_accum, tc.activation_checkpointing,
                tc.lora, tc.wsla)
         step_s = self._measured.get(key)
-        self.estimate.setText("Estimate: " + estimate_run(cfg, tc, self._corpus_tokens(),
-                                                          step_s=step_s).human())
+        text = "Estimate: " + engine.estimate_run(cfg, tc, self._corpus_tokens(), step_s=step_s).human()
+        if step_s is None and (self.state != "idle"
+                               or os.environ.get("MAMBA_STUDIO_NO_MEASURE") == "1"):
+            text = text.replace("measuring…", "time per epoch is measured while idle")
+        self.estimate.setText(text)
         if step_s is None and self._measuring is None and self.state == "idle" \
                 and os.environ.get("MAMBA_STUDIO_NO_MEASURE") != "1":
             self._measuring = key
@@ -296,7 +297,7 @@ class MainWindow(QMainWindow):
                 self._measuring = None
                 self.estimate.setText(f"Estimate: {est.human()} (timing failed: {msg[-200:]})")
 
-            run_in_thread(lambda: measure_step_seconds(cfg, tc), done, fail, owner=self)
+            run_in_thread(lambda: engine.measure_step_seconds(cfg, tc), done, fail, owner=self)
 
     # ---------------------------------------------------------------- training
     def make_job(self) -> TrainJob:
@@ -315,6 +316,9 @@ class MainWindow(QMainWindow):
     def start_training(self) -> None:
         if self.state != "idle":
             return
+        if not self.continue_dir and self.corpus.pending:
+            self._error("The corpus is still being read; Start again when it is done.")
+            return
         if not self.continue_dir and not self.corpus.paths():
             self._error("Add at least one text file to the corpus first.")
             return
@@ -328,9 +332,9 @@ class MainWindow(QMainWindow):
         self.plots.clear()
         self.plots.set_compare("", [])
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling())
-        self.thread = QThread(self)
-        self.worker.moveToThread(self.thread)
-        self.thread.started.connect(self.worker.run)
+        self.train_thread = QThread(self)
+        self.worker.moveToThread(self.train_thread)
+        self.train_thread.started.connect(self.worker.run)
         self.worker.info.connect(self._notice)
         self.worker.opened.connect(self._on_opened)
         self.worker.saved.connect(self._say)
@@ -341,13 +345,13 @@ class MainWindow(QMainWindow):
         self.worker.finished.connect(self._on_finished)
         self._set_state("running")
         self.status.setText("preparing (corpus, tokenizer, model, kernels)…")
-        self.thread.start()
+        self.train_thread.start()
 
     def _on_opened(self, folder: str, continued: bool) -> None:
         self.current_run = folder
         self.runs.busy_folder = folder
         if continued:
-            self.plots.load_history(runapi.read_metrics(folder))  # the full history
+            self.plots.load_history(engine.read_metrics(folder))  # the full history
         run = self.worker.run_obj if self.worker is not None else None
         if run is not None:
             n_bytes = sum(int(x.get("bytes", 0)) for x in run.data.manifest.get("sources", []))
@@ -403,16 +407,16 @@ class MainWindow(QMainWindow):
 
     def _on_epoch(self, e: engine.EpochReport) -> None:
         step = self.plots.steps[-1] if self.plots.steps else 0
-        self.plots.add_epoch(e, step)
+        self.plots.add_epoch(e, int(step))
         val = f", held-out {e.val.loss:.4f} (ppl {e.val.perplexity:.2f})" if e.val else ""
         self._notice(f"epoch {e.epoch + 1}: train {e.train_loss:.4f}, grad norm "
                      f"{e.grad_norm:.3f}{val}")
 
     def _on_finished(self, folder: str) -> None:
-        if self.thread is not None:
-            self.thread.quit()
-            self.thread.wait()
-        self.thread = None
+        if self.train_thread is not None:
+            self.train_thread.quit()
+            self.train_thread.wait()
+        self.train_thread = None
         self.worker = None
         self.last_folder = folder or None
         # every Start is a new run unless the user chooses Continue again
@@ -431,7 +435,7 @@ class MainWindow(QMainWindow):
     # ---------------------------------------------------------------- runs
     def open_run_view(self, folder: str) -> None:
         """Show a run: its full curves, its samples, and pick it in the Playground."""
-        self.plots.load_history(runapi.read_metrics(folder))
+        self.plots.load_history(engine.read_metrics(folder))
         self.gallery.show_run(folder)
         self.playground.set_source(folder)
         self.tabs.setCurrentIndex(0)
@@ -442,13 +446,13 @@ class MainWindow(QMainWindow):
             return
         self.continue_dir = folder
         self.init_dir = None
-        self.plots.load_history(runapi.read_metrics(folder))
+        self.plots.load_history(engine.read_metrics(folder))
         self.gallery.show_run(folder)
         self._update_next()
         self._say(f"next Start continues {folder}")
 
     def compare_run(self, folder: str) -> None:
-        self.plots.set_compare(Path(folder).name, runapi.read_metrics(folder))
+        self.plots.set_compare(Path(folder).name, engine.read_metrics(folder))
         self.tabs.setCurrentIndex(0)
 
     def save_snapshot(self) -> None:
@@ -477,7 +481,7 @@ class MainWindow(QMainWindow):
         """Use a model folder (a run, a snapshot, ours or a local HF Mamba folder) as the
         starting point of the next new run."""
         def load() -> engine.MambaLM:
-            return runapi.load_model(path)
+            return engine.load_model(path)
 
         def done(lm: engine.MambaLM) -> None:
             self.init_dir = path
@@ -499,14 +503,14 @@ class MainWindow(QMainWindow):
         self._update_next()
 
     # ---------------------------------------------------------------- settings files
-    def current_settings(self) -> RunSettings:
+    def current_settings(self) -> engine.RunSettings:
         tc = self.train.train_config()
-        return RunSettings(self.train.run_spec(self.init_dir, tc.eval_every),
+        return engine.RunSettings(self.train.run_spec(self.init_dir, tc.eval_every),
                            tuple(self.corpus.paths()), self.train.early_stopping())
 
     def save_settings_file(self, path: str) -> None:
         try:
-            save_settings(path, self.current_settings())
+            engine.save_settings(path, self.current_settings())
         except (OSError, ValueError, engine.MambaStudioError) as exc:
             self._error(f"could not save {path}: {exc}")
             return
@@ -514,7 +518,7 @@ class MainWindow(QMainWindow):
 
     def load_settings_file(self, path: str) -> None:
         try:
-            s = load_settings(path)
+            s = engine.load_settings(path)
         except engine.MambaStudioError as exc:
             self._error(str(exc))
             return
@@ -567,7 +571,7 @@ class MainWindow(QMainWindow):
 
     # ---------------------------------------------------------------- shutdown
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
-        if self.worker is not None and self.thread is not None:
+        if self.worker is not None and self.train_thread is not None:
             # finish the step in flight, save, then close (from _on_finished); never abort
             self._closing = True
             self.worker.control.stop()
@@ -578,9 +582,9 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self.playground.stop()
-        if self.playground.thread is not None:
-            self.playground.thread.quit()
-            self.playground.thread.wait()
+        if self.playground.gen_thread is not None:
+            self.playground.gen_thread.quit()
+            self.playground.gen_thread.wait()
         settings.save("window/geometry", self.saveGeometry())
         settings.save("preview/backend", self.backend.currentText())
         self.train.remember()

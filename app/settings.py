@@ -15,7 +15,7 @@ def settings() -> QSettings:
 
 
 def load(key: str, default: Any) -> Any:
-    value = settings().value(key, default)
+    value: Any = settings().value(key, default)  # QSettings returns object
     if isinstance(default, bool):
         return value in (True, "true", "1", 1)
     if isinstance(default, int):

@@ -36,6 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's engine, not another installed copy
 
 
+CASES = [("bytes/file", "bytes"), ("stream-main", "bytes"), ("bytes/line", "bytes"),
+         ("mmap", "bytes"), ("bpe/file", "bpe"), ("stream-main", "bpe")]  # (case, tokenizer)
+
+
 def _peak() -> int:
     hwm = _status("VmHWM")
     if hwm:
@@ -146,6 +150,8 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=100)
     ap.add_argument("--gen", type=int, default=40000)
     ap.add_argument("--skip-generate", action="store_true")
+    ap.add_argument("--cases", default="all",
+                    help="comma-separated subset of: " + ",".join(f"{c}:{t}" for c, t in CASES))
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -162,9 +168,10 @@ def main() -> None:
         engine.ByteTokenizer().save(tmpd / "bytes")
         sample = [(tmpd / "corpus" / f"part{i:03d}.txt").read_text() for i in range(min(2, a.mb))]
         engine.BPETokenizer.train(sample, vocab_size=4096).save(tmpd / "bpe")
-        cases = [("bytes/file", "bytes"), ("stream-main", "bytes"), ("bytes/line", "bytes"),
-                 ("mmap", "bytes"), ("bpe/file", "bpe"), ("stream-main", "bpe")]
-        for case, tok in cases:
+        wanted = set(a.cases.split(","))
+        for case, tok in CASES:
+            if a.cases != "all" and f"{case}:{tok}" not in wanted:
+                continue
             args = [case, str(tmpd / "corpus"), str(tmpd / tok), str(tmpd / "store")]
             res = subprocess.run([sys.executable, __file__, "--child", *args], cwd=ROOT,
                                  capture_output=True, text=True, check=False)

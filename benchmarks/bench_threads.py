@@ -13,12 +13,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from engine.runtime import configure  # noqa: E402
+
+configure(tune_allocator=True)  # same process settings as training, before NumPy loads
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-import engine  # noqa: E402,F401
 from engine.bench import _trainer, cpu_model  # noqa: E402
 from engine.threads import ThreadTuner  # noqa: E402
 

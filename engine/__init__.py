@@ -14,9 +14,10 @@ if TYPE_CHECKING:
     from .adapt import AdaptReport, FastAdapter
     from .checkpoint import atomic_write_bytes
     from .config import PRESETS, MambaConfig, preset
-    from .data import Corpus, CorpusFile, encode_corpus, load_corpus, split_holdout
+    from .data import Corpus, CorpusFile, encode_corpus, iter_text, load_corpus, split_holdout
     from .docstore import load_documents, save_documents
     from .documents import RECORDS, Documents, encode_documents, split_documents
+    from .earlystop import EarlyStopping
     from .errors import (
         CheckpointError,
         CorpusError,
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
         TokenizerError,
         TrainingError,
     )
-    from .gpu import GpuUnavailable, open_stepper
-    from .heldout import RowScore, score_rows
+    from .estimate import estimate_run, measure_step_seconds
+    from .gpu import GpuUnavailable, open_stepper, pick_backend
     from .lm import MambaLM
     from .lora import (
         LORA_TARGETS,
@@ -37,8 +38,23 @@ if TYPE_CHECKING:
     )
     from .optim import AdamWConfig, ShardSpec
     from .packing import PackedRows, iter_batches, line_end_table, pack_spans
+    from .run import (
+        RESUME_OVERRIDES,
+        Run,
+        RunSpec,
+        list_runs,
+        load_model,
+        open_run,
+        read_metrics,
+        resume_run,
+        start_run,
+    )
+    from .runformat import RunInfo, RunLock
     from .runtime import configure
+    from .runtoml import RunSettings, load_settings, save_settings
+    from .samples import append_sample, read_samples, sample_seed
     from .sampling import SamplingConfig
+    from .tblog import TBLogger
     from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer
     from .trainer import (
         EpochReport,
@@ -103,62 +119,104 @@ _EXPORTS: dict[str, str] = {
     "Trainer": "trainer",
     "evaluate": "trainer",
     "format_duration": "trainer",
-    "RowScore": "heldout",
-    "score_rows": "heldout",
+    "RunSpec": "run",
+    "Run": "run",
+    "RESUME_OVERRIDES": "run",
+    "load_model": "run",
+    "read_metrics": "run",
+    "list_runs": "run",
+    "open_run": "run",
+    "start_run": "run",
+    "resume_run": "run",
+    "RunLock": "runformat",
+    "RunInfo": "runformat",
+    "EarlyStopping": "earlystop",
+    "pick_backend": "gpu",
+    "append_sample": "samples",
+    "read_samples": "samples",
+    "sample_seed": "samples",
+    "TBLogger": "tblog",
+    "estimate_run": "estimate",
+    "measure_step_seconds": "estimate",
+    "RunSettings": "runtoml",
+    "load_settings": "runtoml",
+    "save_settings": "runtoml",
+    "iter_text": "data",
 }
 __all__ = [
     "AdamWConfig",
     "AdaptReport",
+    "append_sample",
+    "atomic_write_bytes",
     "BPETokenizer",
     "ByteTokenizer",
     "CheckpointError",
+    "configure",
     "Corpus",
     "CorpusError",
     "CorpusFile",
+    "count_trainable",
     "Documents",
+    "EarlyStopping",
+    "encode_corpus",
+    "encode_documents",
     "EpochReport",
+    "estimate_run",
     "EvalReport",
+    "evaluate",
     "FastAdapter",
+    "format_duration",
     "GpuUnavailable",
+    "iter_batches",
+    "iter_text",
+    "line_end_table",
+    "list_runs",
+    "load_adapter",
+    "load_corpus",
+    "load_documents",
+    "load_model",
+    "load_settings",
+    "load_tokenizer",
     "LORA_TARGETS",
     "LoRAConfig",
     "LoRATrainable",
     "MambaConfig",
     "MambaLM",
     "MambaStudioError",
-    "PEFT_REFUSES",
-    "PRESETS",
+    "measure_step_seconds",
+    "open_run",
+    "open_stepper",
+    "pack_spans",
     "PackedRows",
+    "PEFT_REFUSES",
+    "pick_backend",
+    "preset",
+    "PRESETS",
+    "read_metrics",
+    "read_samples",
     "RECORDS",
-    "RowScore",
+    "RESUME_OVERRIDES",
+    "resume_run",
+    "Run",
+    "RunInfo",
+    "RunLock",
+    "RunSettings",
+    "RunSpec",
+    "sample_seed",
     "SamplingConfig",
+    "save_documents",
+    "save_settings",
     "ShardSpec",
+    "split_documents",
+    "split_holdout",
+    "start_run",
     "StepReport",
+    "TBLogger",
     "TokenizerError",
     "TrainConfig",
     "TrainControl",
     "Trainer",
     "TrainingError",
-    "atomic_write_bytes",
-    "configure",
-    "count_trainable",
-    "encode_corpus",
-    "encode_documents",
-    "evaluate",
-    "format_duration",
-    "iter_batches",
-    "line_end_table",
-    "load_adapter",
-    "load_corpus",
-    "load_documents",
-    "load_tokenizer",
-    "open_stepper",
-    "pack_spans",
-    "preset",
-    "save_documents",
-    "score_rows",
-    "split_documents",
-    "split_holdout",
 ]
 
 

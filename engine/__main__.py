@@ -3,11 +3,18 @@
 
 from __future__ import annotations
 
+import sys
+
 
 def run() -> int:
+    from .errors import MambaStudioError
     from .runtime import configure
 
-    configure(tune_allocator=True)  # before the CLI imports the kernels (it fixes their cache folder)
+    try:
+        configure(tune_allocator=True)  # before the CLI imports the kernels (fixes their cache folder)
+    except MambaStudioError as exc:
+        print(f"error: {exc}", file=sys.stderr)  # noqa: T201  (the CLI's one-line error)
+        return 2
     from .cli import main
 
     return main()

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import math
 import time
+from copy import deepcopy
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -46,11 +48,12 @@ class AdaptReport:
 
 @dataclass
 class _Snapshot:
+    """Weights plus the ``state_dict()`` copies of the optimizer and the trainable (None before
+    the first call created them)."""
+
     params: dict[str, np.ndarray]
-    m: dict[str, np.ndarray]
-    v: dict[str, np.ndarray]
-    t: int
-    adapters: dict[str, np.ndarray]
+    optimizer: dict[str, Any] | None
+    trainable: dict[str, Any] | None
 
 
 @dataclass
@@ -70,31 +73,21 @@ class FastAdapter:
     reports: list[AdaptReport] = field(default_factory=list)
 
     def _snapshot(self) -> _Snapshot:
-        opt = self.optimizer
-        extra = self.trainable.state_tensors() if self.trainable is not None else {}
-        adapters = {k: v.copy() for k, v in extra.items()}
-        return _Snapshot(
-            {k: v.copy() for k, v in self.lm.params.items()},
-            {k: v.copy() for k, v in opt.m.items()} if opt else {},
-            {k: v.copy() for k, v in opt.v.items()} if opt else {},
-            opt.t if opt else 0,
-            adapters,
-        )
+        opt, tr = self.optimizer, self.trainable
+        return _Snapshot({k: v.copy() for k, v in self.lm.params.items()},
+                         deepcopy(opt.state_dict()) if opt is not None else None,
+                         deepcopy(tr.state_dict()) if tr is not None else None)
 
     def _restore(self, snap: _Snapshot) -> None:
         for k, v in snap.params.items():
             self.lm.params[k][...] = v
-        if self.optimizer is not None:
-            for k in self.optimizer.m:
-                if k in snap.m:
-                    self.optimizer.m[k][...] = snap.m[k]
-                    self.optimizer.v[k][...] = snap.v[k]
-                else:  # created by this call: back to fresh
-                    self.optimizer.m[k].fill(0)
-                    self.optimizer.v[k].fill(0)
-            self.optimizer.t = snap.t
-        if snap.adapters and self.trainable is not None:
-            self.trainable.load_state_tensors(snap.adapters)
+        if snap.optimizer is None:  # this call created them: start fresh next time
+            self.optimizer, self.trainable = None, None
+            return
+        assert self.optimizer is not None and self.trainable is not None
+        self.optimizer.load_state_dict(snap.optimizer)
+        if snap.trainable is not None:
+            self.trainable.load_state_dict(snap.trainable)
 
     def adapt(self, text: str, holdout: str | None = None) -> AdaptReport:
         ids = self.lm.tokenizer.encode(text)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .errors import MambaStudioError
-from .trainer import format_duration
+from .reports import format_duration
 
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
 
@@ -108,8 +108,13 @@ def _spec(a: argparse.Namespace):
     from .run import RunSpec
     from .trainer import TrainConfig
 
-    base = RunSpec(preset=a.preset or RunSpec.preset)
-    base = replace(base, train=TrainConfig.for_preset(base.preset))
+    if a.config:  # the settings file, then any flag given on top of it
+        base = _settings(a).spec
+        if a.preset:
+            base = replace(base, preset=a.preset)
+    else:
+        base = RunSpec(preset=a.preset or RunSpec.preset)
+        base = replace(base, train=TrainConfig.for_preset(base.preset))
     train = {f: getattr(a, k) for k, f in _TRAIN_FLAGS.items() if getattr(a, k) is not None}
     train["activation_checkpointing"] = a.checkpointing
     train["wsla"] = a.wsla
@@ -120,12 +125,22 @@ def _spec(a: argparse.Namespace):
     return replace(base, train=replace(base.train, **train), **run)
 
 
+def _settings(a: argparse.Namespace):
+    """The --config file (engine.runtoml), read once."""
+    if getattr(a, "_settings", None) is None:
+        from .runtoml import load_settings
+
+        a._settings = load_settings(a.config)
+    return a._settings
+
+
 def _open_for_training(a: argparse.Namespace):
     from .run import RESUME_OVERRIDES, resume, start
 
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     if not a.resume:
-        run = start(_spec(a), a.corpus or [SAMPLE_CORPUS], out=a.out, force=a.force, progress=say)
+        corpus = a.corpus or (list(_settings(a).corpus) if a.config else []) or [SAMPLE_CORPUS]
+        run = start(_spec(a), corpus, out=a.out, force=a.force, progress=say)
         say(f"run folder: {run.folder}")
         return run
     given = {f: getattr(a, k) for k, f in {**_TRAIN_FLAGS, **_RUN_FLAGS}.items()
@@ -144,6 +159,13 @@ def _open_for_training(a: argparse.Namespace):
 
 
 def cmd_train(a: argparse.Namespace) -> int:
+    if a.export_adapter and a.lora:
+        from .lora import PEFT_REFUSES
+
+        bad = sorted(set(a.lora.split(",")) & set(PEFT_REFUSES))
+        if bad:  # say so before training, not after
+            raise ValueError(f"--export-adapter: PEFT does not apply LoRA on {bad} un-merged; drop "
+                             "--export-adapter and use: python -m engine export --merged RUN OUT")
     job = None
     if a.distributed:
         from .distributed_run import DistributedJob
@@ -159,10 +181,12 @@ def cmd_train(a: argparse.Namespace) -> int:
             job.finish()
 
 
-def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-def]
+def _train(a: argparse.Namespace, run, job) -> int:
     from . import SamplingConfig
+    from .control import TrainControl
+    from .earlystop import EarlyStopping
     from .run import stop_on_signals
-    from .trainer import TrainControl
+    from .tblog import TBLogger
 
     with run:
         tr, lm = run.trainer, run.lm
@@ -196,10 +220,40 @@ def _train(a: argparse.Namespace, run, job) -> int:  # type: ignore[no-untyped-d
         show_sample("before training")
         t0 = time.perf_counter()
         control = TrainControl()
-        with stop_on_signals(control):
-            result = run.train(on_step=_progress, on_epoch=on_epoch,
-                               control=job.control(control) if job else control,
-                               on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
+        n_bytes = sum(int(x.get("bytes", 0)) for x in run.data.manifest.get("sources", []))
+        tb = TBLogger(run.folder, len(run.data.ids) / n_bytes if n_bytes else 1.0) \
+            if a.tensorboard else None
+        early = _settings(a).early_stopping if a.config else EarlyStopping()
+        if a.patience is not None or a.target_loss is not None:
+            early = EarlyStopping(a.patience or 0, a.target_loss)
+
+        def held_out(step: int, loss: float) -> None:
+            if tb is not None:
+                tb.eval(step, loss)
+            if early.enabled and early.update(loss) and not control.stopped:
+                print(f"\nearly stopping: {early.reason}; the best snapshot is kept", file=sys.stderr)
+                control.stop()
+
+        def on_step(r) -> None:
+            _progress(r)
+            if tb is not None:
+                tb.step(r.step, r.loss, r.grad_norm, r.lr, r.tokens_per_s)
+            if r.val_loss is not None:
+                held_out(r.step, r.val_loss)
+
+        def on_epoch_end(rep) -> None:
+            on_epoch(rep)
+            if rep.val is not None:
+                held_out(run.step, rep.val.loss)
+
+        try:
+            with stop_on_signals(control):
+                result = run.train(on_step=on_step, on_epoch=on_epoch_end,
+                                   control=job.control(control) if job else control,
+                                   on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
+        finally:
+            if tb is not None:
+                tb.close()
         how = "stopped" if result.state == "stopped" else "finished"
         took = time.perf_counter() - t0
         print(f"\n{how}: saved {result.snapshot} after {result.step} steps in {took:.1f} s",
@@ -237,7 +291,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
     from . import SamplingConfig
     from .run import load_model
 
-    lm = load_model(a.model)
+    lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     backend = None
     if a.backend in ("gpu", "auto"):
@@ -267,7 +321,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from .limits import MemorySpec, check_fits
     from .run import load_model
 
-    lm = load_model(a.model)
+    lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
     for path, why in corpus.rejected:
@@ -308,6 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train on text files/folders (default: bundled sample corpus)")
     t.add_argument("corpus", nargs="*")
+    t.add_argument("--config", metavar="TOML",
+                   help="run settings file (the app's File > Save settings as…); flags override it")
     t.add_argument("--out", help="run folder (default: a new runs/<date>-<preset>-<n>)")
     t.add_argument("--force", action="store_true", help="replace the run already in --out")
     t.add_argument("--resume", metavar="RUN", help="continue this run folder (no corpus needed)")
@@ -332,6 +388,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-every", type=NONNEG, help="held-out loss every N steps")
     t.add_argument("--autosave-steps", type=NONNEG, help="save every N steps (0: off)")
     t.add_argument("--autosave-minutes", type=_float_in(0.0, 1e6), help="save every M minutes")
+    t.add_argument("--patience", type=NONNEG,
+                   help="early stopping: stop after N held-out evaluations without improvement")
+    t.add_argument("--target-loss", type=_float_in(0.0, 1e6, lo_open=True),
+                   help="early stopping: stop once held-out loss reaches this (nats/token)")
+    t.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=True,
+                   help="write TensorBoard events into <run>/tb (tensorboard --logdir runs/)")
     t.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
     t.add_argument("--wsla", action="store_true", help="WSLA fast-adapt: train only x_proj")
     t.add_argument("--lora", type=_names(LORA_TARGETS),

@@ -193,11 +193,12 @@ def read_text_file(path: Path) -> CorpusFile:
     return CorpusFile(path, n)
 
 
-def load_corpus(paths: Sequence[str | Path], strict: bool = False) -> Corpus:
+def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: bool = False) -> Corpus:
     """Read files and folders (recursively: text-like suffixes are read, other files are listed as
     rejected, hidden ones ignored). FIFOs, devices, sockets and files over ``FILE_LIMIT`` are
     rejected before anything is read. Bad files are collected in ``rejected`` (or raise with
-    ``strict``). Raises CorpusError when nothing usable remains."""
+    ``strict``). Raises CorpusError when nothing usable remains, unless ``allow_empty`` (for a
+    listing that shows each rejected file on its own line)."""
     corpus = Corpus()
     for raw in paths:
         p = Path(raw)
@@ -225,7 +226,7 @@ def load_corpus(paths: Sequence[str | Path], strict: bool = False) -> Corpus:
                 if strict:
                     raise
                 corpus.rejected.append((f, str(exc).split(": ", 1)[-1]))
-    if not corpus.files:
+    if not corpus.files and not allow_empty:
         why = "; ".join(f"{p}: {r}" for p, r in corpus.rejected) or "no files given"
         raise CorpusError(f"no usable text in the corpus ({why})")
     return corpus

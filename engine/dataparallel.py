@@ -31,6 +31,7 @@ from .distributed import Comm, FlatBuffer, balanced_owners, partition_rows
 from .errors import MambaStudioError
 from .model import loss_and_grad
 from .optim import AdamW, ShardSpec
+from .threads import ThreadTuner
 from .trainer import TrainControl, Trainer
 
 _REQ, _DATA = 71, 72  # tags on the service communicator
@@ -38,10 +39,13 @@ _REQ, _DATA = 71, 72  # tags on the service communicator
 
 class DataParallel:
     """Makes ``trainer`` one rank of a data-parallel job over ``comm``. Every rank must hold the
-    same trainer state when this is built (rank 0's trainable tensors are broadcast to be sure)."""
+    same trainer state when this is built (rank 0's trainable tensors are broadcast to be sure).
+    ``threads``: this rank's thread budget (``threads_per_rank``), given to the trainer's tuner."""
 
-    def __init__(self, trainer: Trainer, comm: Comm) -> None:
+    def __init__(self, trainer: Trainer, comm: Comm, threads: int | None = None) -> None:
         assert trainer.trainable is not None
+        if threads is not None:  # the trainer's tuner would otherwise take every core per rank
+            trainer.thread_tuner = ThreadTuner(threads)
         self.trainer = trainer
         self.comm = comm
         self.rank, self.size = comm.rank, comm.size
@@ -55,7 +59,7 @@ class DataParallel:
                                decay_fn=trainer.trainable.decays)
         self.optimizer.load_state_dict(full)
         trainer.optimizer = self.optimizer
-        trainer.train_step = self.train_step  # type: ignore[method-assign]
+        trainer.train_step = self.train_step  # type: ignore[method-assign]  # the step becomes collective
         # gradients in trainable order; parameters grouped by owner for the Allgatherv
         self.grads = FlatBuffer.over(tensors, self.names)
         self.by_owner = [[n for n, o in zip(self.names, owners, strict=True) if o == r]
@@ -163,7 +167,7 @@ class DataParallel:
         """Rank 0: while active, ``trainer.optimizer`` holds every rank's moments (for a snapshot
         of the whole, unsharded state); its own shard is put back afterwards."""
         opt = self.optimizer
-        tensors = self.trainer.trainable.tensors  # type: ignore[union-attr]
+        tensors = self.trainer.trainable.tensors  # type: ignore[union-attr]  # set once the trainer is built
         m, v = dict(opt.m), dict(opt.v)
         for r in range(1, self.size):
             assert self.svc is not None

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .bench import set_threads
 from .dataparallel import CollectiveControl, DataParallel, gathered_state_bytes
@@ -66,7 +66,7 @@ class DistributedJob:
             with self.dp.full_optimizer_state():
                 return save(val_loss)
 
-        run.save = save_whole  # type: ignore[method-assign]
+        run.save = save_whole  # type: ignore[method-assign]  # rank 0 saves the gathered, whole state
         return run
 
     def control(self, local: TrainControl) -> CollectiveControl:
@@ -96,13 +96,14 @@ class DistributedJob:
         local = TrainControl()
         with stop_on_signals(local, notify=lambda m: None):
             with suppress(TrainingError):  # the same on rank 0, which saves and reports it
-                tr.run(control=self.control(local), guard=DivergenceGuard())
+                # CollectiveControl has TrainControl's interface (stopped, wait_if_paused), not its class
+                tr.run(control=cast(TrainControl, self.control(local)), guard=DivergenceGuard())
             assert self.dp is not None
             self.dp.finish()
         return 0
 
     def _attach(self, tr: Trainer) -> None:
-        self.dp = DataParallel(tr, self.comm)
+        self.dp = DataParallel(tr, self.comm, self.threads)
         self.dp.on_leader_gone = _leader_gone
         self.state_bytes = gathered_state_bytes(self.dp)
 

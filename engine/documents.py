@@ -123,8 +123,8 @@ def _encode_batch(tokenizer: Any, texts: list[str]) -> tuple[np.ndarray, np.ndar
         return np.frombuffer(blob, dtype=np.uint8), np.array(lens, dtype=np.int64)
     many = getattr(tokenizer, "encode_batch", None)
     parts = many(texts) if many is not None else [tokenizer.encode(t) for t in texts]
-    lens = np.array([len(p) for p in parts], dtype=np.int64)
-    return (np.concatenate(parts) if parts else np.zeros(0, np.int64)), lens
+    sizes = np.array([len(p) for p in parts], dtype=np.int64)
+    return (np.concatenate(parts) if parts else np.zeros(0, np.int64)), sizes
 
 
 class _Growing:

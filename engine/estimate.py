@@ -28,8 +28,11 @@ class RunEstimate:
         return None if self.step_s is None else self.step_s * self.steps_per_epoch
 
     def human(self) -> str:
-        t = "measuring…" if self.epoch_s is None else f"~{_dur(self.epoch_s)} per epoch " \
-            f"({self.step_s * 1e3:,.0f} ms/step × {self.steps_per_epoch:,})"
+        if self.step_s is None:
+            t = "measuring…"
+        else:
+            t = (f"~{_dur(self.step_s * self.steps_per_epoch)} per epoch "
+                 f"({self.step_s * 1e3:,.0f} ms/step × {self.steps_per_epoch:,})")
         return (f"{self.params:,} parameters ({self.trainable:,} trained) · memory "
                 f"{human_bytes(self.memory.total)} · {t}")
 

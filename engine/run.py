@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -244,17 +244,24 @@ def _encode(spec: RunSpec, corpus: Any, tok: Any) -> tuple[dict[str, np.ndarray]
 
 def _model_config(spec: RunSpec, vocab: int) -> MambaConfig:
     if spec.model:
-        return MambaConfig(vocab_size=vocab, **spec.model)
+        fields: dict[str, Any] = dict(spec.model)  # validated by MambaConfig
+        return MambaConfig(vocab_size=vocab, **fields)
     return preset(spec.preset, vocab)
 
 
-def load_model(path: str | Path, which: str = rf.LATEST) -> MambaLM:
+def load_model(path: str | Path, which: str = rf.LATEST,
+               notify: Callable[[str], None] | None = None) -> MambaLM:
     """A model from a run folder (its latest/best snapshot), a snapshot folder, or a plain model
-    folder (ours or HF); checksums are verified wherever the folder has them."""
+    folder (ours or HF); checksums are verified wherever the folder has them. ``notify`` hears
+    about corrupt snapshots of a run that were passed over."""
     path = Path(path)
     if rf.is_run(path):
         rf.read_run_json(path)
-        path, _ = rf.latest_snapshot(path, which)
+        snap, _, refused = rf.find_snapshot(path, which)
+        for e in refused:
+            if notify is not None:
+                notify(f"{e}; using {snap.name} instead")
+        path = snap
     elif (path / rf.SNAP_MANIFEST).exists():
         rf.verify_snapshot(path)
     elif (path / "trainer_state.json").exists():
@@ -268,7 +275,7 @@ def _label(spec: RunSpec) -> str:
     return "custom" if spec.model else ("init" if spec.init else spec.preset)
 
 
-def start(spec: RunSpec, corpus_paths: list[str | Path], out: str | Path | None = None,
+def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | None = None,
           force: bool = False, root: str | Path = "runs",
           progress: Callable[[str], None] | None = None) -> Run:
     """Create a new run folder (``out``, or a unique ``root/<date>-<preset>-<n>``) from ``spec``
@@ -319,11 +326,12 @@ def start(spec: RunSpec, corpus_paths: list[str | Path], out: str | Path | None 
     return run
 
 
-def _open(folder: Path, which: str = rf.LATEST) -> tuple[RunSpec, Path, dict[str, Any]]:
+def _open(folder: Path, which: str = rf.LATEST
+          ) -> tuple[RunSpec, Path, dict[str, Any], list[str]]:
     d = rf.read_run_json(folder)
     spec = RunSpec.from_dict(d["spec"])
-    snap, trainer = rf.latest_snapshot(folder, which)
-    return spec, snap, trainer
+    snap, trainer, refused = rf.find_snapshot(folder, which)
+    return spec, snap, trainer, [f"{e}; using {snap.name} instead" for e in refused]
 
 
 def resume(folder: str | Path, **overrides: Any) -> Run:
@@ -337,7 +345,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
     lock = rf.RunLock(folder).acquire()
     try:
         rf.clean_stale(folder)
-        spec, snap, meta = _open(folder)
+        spec, snap, meta, refused = _open(folder)
         train_kw = {k: v for k, v in overrides.items() if v is not None and hasattr(spec.train, k)}
         run_kw = {k: v for k, v in overrides.items() if v is not None and not hasattr(spec.train, k)}
         spec = replace(spec, train=replace(spec.train, **train_kw), **run_kw)
@@ -345,6 +353,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         lm = MambaLM.load(snap)
         check_fits(lm.tokenizer, lm.config.vocab_size, snap / "tokenizer.json")
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
+        run.notices[:0] = refused
         tensors = ckpt.read_tensors(snap / rf.SNAP_STATE)
         state = {
             "cursor": meta["cursor"], "lr_scale": meta["lr_scale"], "epochs": meta["epochs"],
@@ -382,6 +391,7 @@ class RunView:
     snapshot: Path
     step: int
     data: rf.RunData
+    notices: list[str] = field(default_factory=list)  # snapshots refused (corrupt) on the way
 
     def metrics(self) -> list[dict[str, Any]]:
         return rf.read_metrics(self.folder)
@@ -390,12 +400,14 @@ class RunView:
 def open_run(folder: str | Path, which: str = rf.LATEST) -> RunView:
     """Open a run read-only at its latest (or ``which="best.json"``) snapshot, checksums verified."""
     folder = Path(folder)
-    spec, snap, meta = _open(folder, which)
+    spec, snap, meta, refused = _open(folder, which)
     return RunView(folder, spec, MambaLM.load(snap), snap, int(meta.get("step", 0)),
-                   rf.read_data(folder))
+                   rf.read_data(folder), refused)
 
 
 __all__ = ["RESUME_OVERRIDES", "Run", "RunSpec", "RunView", "TrainResult", "list_runs", "load_model",
            "open_run", "read_metrics", "resume", "start", "stop_on_signals"]
 list_runs = rf.list_runs
 read_metrics = rf.read_metrics
+start_run = start  # the names engine exports (engine.start_run, engine.resume_run)
+resume_run = resume

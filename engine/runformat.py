@@ -321,20 +321,27 @@ def snapshots(folder: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def latest_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, Any]]:
+def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, Any], list[str]]:
     """The snapshot ``which`` points to, verified; if it is missing or corrupt, the newest one that
-    verifies (a crash between publishing and re-pointing). Raises CheckpointError if none does."""
-    errors = []
+    verifies (a crash between publishing and re-pointing, or a damaged file). Returns (folder,
+    trainer.json, the reasons the snapshots passed over were refused). CheckpointError if none."""
+    errors: list[str] = []
     ptr = read_pointer(folder, which)
     candidates = [folder / SNAPSHOTS / ptr["snapshot"]] if ptr else []
     candidates += [p for _, p in reversed(snapshots(folder)) if p not in candidates]
     for p in candidates:
         try:
-            return p, verify_snapshot(p)
+            return p, verify_snapshot(p), errors
         except CheckpointError as exc:
             errors.append(str(exc))
     why = f": {errors[0]}" if errors else ""
     raise CheckpointError(f"{folder}: no complete snapshot{why}")
+
+
+def latest_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, Any]]:
+    """``find_snapshot`` without the list of refused snapshots."""
+    path, trainer, _ = find_snapshot(folder, which)
+    return path, trainer
 
 
 def prune(folder: Path, keep: int = KEEP) -> None:

@@ -82,11 +82,8 @@ def configure(
     report, but still apply ``blas_threads``). Raises :class:`RuntimeConfigError` when no
     thread-safe Numba threading layer can be used."""
     global _report
-    if blas_threads is not None:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(limits=blas_threads, user_api="blas")
     if _report is not None:
+        _limit_blas(blas_threads)
         return _report
     openblas_env_applied = "numpy" not in sys.modules
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -102,8 +99,19 @@ def configure(
         )
     _pin_numba(layer, threads)
     allocator_tuned = tune_allocator and _keep_freed_memory()
+    _limit_blas(blas_threads)
     _report = RuntimeReport(os.environ["NUMBA_CACHE_DIR"], layer, openblas_env_applied, allocator_tuned)
     return _report
+
+
+def _limit_blas(blas_threads: int | None) -> None:
+    """Cap NumPy's BLAS pool (loading NumPy first: threadpoolctl only sees loaded libraries)."""
+    if blas_threads is None:
+        return
+    import numpy  # noqa: F401
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=blas_threads, user_api="blas")
 
 
 def _pin_numba(layer: str, threads: int | None) -> None:

@@ -19,8 +19,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
 
 
 def default_threads() -> int:
@@ -46,7 +50,7 @@ class ThreadTuner:
         self.blas = self.candidates[0]
         self.history: dict[int, deque[float]] = {c: deque(maxlen=5) for c in self.candidates}
         self.steps = 0
-        self._ctl: object | None = None  # threadpoolctl controller, made on first use
+        self._ctl: ThreadpoolController | None = None  # threadpoolctl controller, made on first use
 
     def _planned(self) -> int:
         """The BLAS thread count for the next step."""
@@ -79,7 +83,7 @@ class ThreadTuner:
         numba.set_parallel_chunksize(1)
         t = self.clock()
         try:
-            with self._ctl.limit(limits=use, user_api="blas"):  # type: ignore[attr-defined]
+            with self._ctl.limit(limits=use, user_api="blas"):
                 yield
         finally:
             numba.set_parallel_chunksize(chunk)

@@ -25,6 +25,7 @@ from .evaluation import EvalReport, evaluate
 from .lm import MambaLM
 from .model import loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, lr_at
+from .reports import EpochReport, StepReport, format_duration  # noqa: F401  (re-exported)
 from .threads import ThreadTuner
 from .trainable import Trainable, TrainableKind, make_trainable, trainable_kind
 
@@ -92,40 +93,6 @@ class TrainConfig:
 
             d["lora"] = LoRAConfig.from_dict(lora)
         return cls(**d)
-
-
-@dataclass(frozen=True)
-class StepReport:
-    step: int  # optimizer steps done (1-based)
-    epoch: int  # 0-based
-    total_steps: int
-    loss: float
-    grad_norm: float  # pre-clip
-    lr: float
-    tokens_per_s: float
-    eta_s: float
-    elapsed_s: float
-    nonfinite: bool = False
-    skipped_tensors: tuple[str, ...] = ()
-    val_loss: float | None = None  # held-out loss, on steps where ``eval_every`` asks for it
-
-
-def format_duration(seconds: float) -> str:
-    """ETA text for progress displays: "MM:SS", "H:MM:SS" from an hour on, "--:--" if unknown."""
-    if not math.isfinite(seconds):
-        return "--:--"
-    s = int(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
-
-
-@dataclass(frozen=True)
-class EpochReport:
-    epoch: int
-    train_loss: float
-    grad_norm: float
-    val: EvalReport | None
-    steps: int
-    nonfinite_steps: int
 
 
 class _StreamRows:

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Launch the real app under Xvfb (xcb platform), train briefly on the sample corpus, and save a
-# screenshot of the window: bash scripts/screenshot.sh [out.png] [steps]
+# Launch the real app under Xvfb (xcb platform, 1280x800), train briefly on the sample corpus, and
+# save screenshots of every tab into a folder: bash scripts/screenshot.sh [out_dir] [steps]
+# Never touches the user's settings or runs: both live in temporary folders removed at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:-assets/screenshot.png}"
-steps="${2:-80}"
+out="${1:-assets}"
+steps="${2:-120}"
 display=":$((90 + RANDOM % 9))"
-Xvfb "$display" -screen 0 1400x900x24 -nolisten tcp >/dev/null 2>&1 &
+tmp="$(mktemp -d)"
+Xvfb "$display" -screen 0 1280x800x24 -nolisten tcp >/dev/null 2>&1 &
 xvfb=$!
-trap 'kill $xvfb 2>/dev/null || true' EXIT
+trap 'kill $xvfb 2>/dev/null || true; rm -rf "$tmp"' EXIT
 sleep 1
-export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
-chmod 700 "$XDG_RUNTIME_DIR"
-run_dir="$(mktemp -d)"
-DISPLAY="$display" QT_QPA_PLATFORM=xcb .venv/bin/python -m app --preset small \
-  --train-steps "$steps" --screenshot "$out" --run-dir "$run_dir"
-echo "screenshot: $out (run saved in $run_dir)"
+mkdir -p "$tmp/runtime" && chmod 700 "$tmp/runtime"
+export XDG_RUNTIME_DIR="$tmp/runtime" XDG_CONFIG_HOME="$tmp/config"
+DISPLAY="$display" QT_QPA_PLATFORM=xcb "${PYTHON:-.venv/bin/python}" -m app --preset small \
+  --train-steps "$steps" --shots "$out" --runs-root "$tmp/runs" --settings-dir "$tmp/config"
+echo "screenshots in $out"

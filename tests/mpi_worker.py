@@ -39,7 +39,7 @@ def main() -> None:
     set_threads(threads)
     tr = make_trainer(a.mode, a.steps)
     full_bytes = tr.optimizer.state_bytes()
-    dp = DataParallel(tr, comm)
+    dp = DataParallel(tr, comm, threads)
 
     def on_step(report) -> None:  # type: ignore[no-untyped-def]
         if comm.rank == 1 and report.step + 1 == a.kill_at:

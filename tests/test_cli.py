@@ -35,11 +35,19 @@ def test_lora_bpe_and_adapter_export(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--tokenizer", "bpe",
                  "--bpe-vocab", "300", "--seq-len", "16", "--batch", "2", "--max-steps", "2",
-                 "--lora", "in_proj,out_proj", "--export-adapter", str(tmp_path / "ad"),
+                 "--lora", "in_proj,dt_proj", "--export-adapter", str(tmp_path / "ad"),
                  "--out", str(out), "--sample-tokens", "0"]) == 0
     err = capsys.readouterr().err
-    assert "LoRA r=8: 4 modules adapted" in err and "PEFT" in err
+    assert "LoRA r=8: 4 modules adapted" in err and "PEFT un-merged LoRA on dt_proj" in err
     assert (tmp_path / "ad" / "adapter_model.safetensors").exists()
+    assert (tmp_path / "ad" / "base" / "model.safetensors").exists()  # the unmerged base
+
+
+def test_adapter_export_peft_cannot_load_is_refused_before_training(tmp_path, capsys):
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--lora", "in_proj,out_proj",
+                 "--export-adapter", str(tmp_path / "ad"), "--out", str(tmp_path / "run")]) == 2
+    assert "export --merged" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_bad_input_exits_with_a_clear_error(tmp_path, capsys):

@@ -154,3 +154,12 @@ def test_line_records_with_non_ascii_text_and_long_lines(tmp_path, monkeypatch):
     docs = encode_documents(_corpus(tmp_path, {"a.txt": "\n\n".join(lines) + "\n \n"}), TOK,
                             "blank-line")
     assert _docs_text(docs) == lines
+
+
+@pytest.mark.parametrize("records", ["file", "line"])
+def test_progress_reaches_the_corpus_size(tmp_path, records):
+    corpus = _corpus(tmp_path, {"a.txt": "x y\n" * 50, "b.txt": "zz\n" * 30})
+    seen: list[tuple[int, int]] = []
+    encode_documents(corpus, TOK, records, progress=lambda d, t: seen.append((d, t)))
+    assert seen and seen[-1] == (corpus.n_bytes, corpus.n_bytes)
+    assert all(a <= b for (a, _), (b, _) in zip(seen, seen[1:], strict=False))

@@ -135,11 +135,13 @@ def test_cli_export_writes_each_kind(lora_run: Path, tmp_path: Path, capsys) -> 
 @pytest.mark.parametrize("args,message", [
     (["--peft", "{run}", "{tmp}/p"], "not a LoRA run"),
     (["--merged", "{tmp}/missing", "{tmp}/m"], "not a folder"),
-    (["--gguf", "{tmp}", "{tmp}/x.gguf"], "no config.json"),
+    (["--gguf", "{tmp}/empty", "{tmp}/x.gguf"], "no config.json"),
+    (["--merged", "{run}", "{run}/out"], "of its own"),
 ])
 def test_cli_export_errors_are_one_line(tmp_path: Path, capsys, args, message) -> None:  # type: ignore[no-untyped-def]
     run = tmp_path / "full"
     MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer()).save(run)
+    (tmp_path / "empty").mkdir()
     argv = ["export", *(a.format(run=run, tmp=tmp_path) for a in args)]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -150,3 +152,12 @@ def test_cli_export_needs_exactly_one_kind(capsys) -> None:  # type: ignore[no-u
     with pytest.raises(SystemExit) as e:
         main(["export", "--merged", "--gguf", "a", "b"])
     assert e.value.code == 2
+
+
+def test_export_never_writes_into_the_source(lora_run: Path) -> None:
+    with pytest.raises(CheckpointError, match="of its own"):
+        export_merged(lora_run, lora_run / "merged")
+    with pytest.raises(CheckpointError, match="of its own"):
+        export_gguf(lora_run, lora_run / "m.gguf")
+    with pytest.raises(CheckpointError, match="of its own"):
+        export_peft(lora_run, lora_run)

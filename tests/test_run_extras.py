@@ -91,3 +91,26 @@ def test_repetition_penalty_lowers_a_seen_token():
     pen = SamplingConfig(temperature=0.0, repetition_penalty=1.5)
     assert sample(logits, pen, np.random.default_rng(0), np.array([0])) == 1
     assert logits[0] == 2.0  # the caller's array is untouched
+
+
+def test_cli_train_config_file_with_early_stopping_and_tensorboard(tmp_path, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from engine.cli import main
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat. " * 400)
+    s = RunSettings(RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=8,
+                                                             eval_every=2)),
+                    ("c.txt",), EarlyStopping(target_loss=900.0))
+    save_settings(tmp_path / "run.toml", s)
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(tmp_path / "run.toml"), "--out", str(out),
+                 "--sample-tokens", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "early stopping" in err
+    spec = engine.run.open_run(out).spec
+    assert spec.preset == "tiny" and spec.train.seq_len == 32  # from the file
+    acc = EventAccumulator(str(out / TB_DIR))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("loss/heldout")] == [2]  # stopped at the first eval

@@ -92,3 +92,16 @@ def test_lazy_exports_match_type_checking_imports():
     typed = {a.name: n.module for n in block.body if isinstance(n, ast.ImportFrom) for a in n.names}
     assert typed == engine._EXPORTS
     assert sorted(engine.__all__) == sorted(engine._EXPORTS)
+
+
+def test_configure_thread_counts():
+    code = (
+        "import json, engine.runtime as r\n"
+        "r.configure(threads=1, blas_threads=1)\n"
+        "import numba\n"
+        "from threadpoolctl import threadpool_info\n"
+        "blas = [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
+        "print(json.dumps({'numba': numba.get_num_threads(), 'blas': blas}))"
+    )
+    seen = _probe(code)
+    assert seen["numba"] == 1 and seen["blas"] and set(seen["blas"]) == {1}

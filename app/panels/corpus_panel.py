@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
@@ -29,7 +30,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine.data import iter_text
 
 from ..workers import run_in_thread
 
@@ -71,7 +71,7 @@ class DropZone(QFrame):
 def _count_tokens(f: engine.CorpusFile, tokenizer: Any) -> int:
     if tokenizer is None:
         return f.n_bytes  # the byte tokenizer: one token per byte
-    return sum(len(tokenizer.encode(piece)) for piece in iter_text(f.path))
+    return sum(len(tokenizer.encode(piece)) for piece in engine.iter_text(f.path))
 
 
 def _inspect(paths: list[str], tokenizer: Any) -> tuple[list[tuple[engine.CorpusFile, int]],
@@ -80,7 +80,7 @@ def _inspect(paths: list[str], tokenizer: Any) -> tuple[list[tuple[engine.Corpus
     rejected: list[tuple[str, str]] = []
     for p in paths:
         try:
-            c = engine.load_corpus([p])
+            c = engine.load_corpus([p], allow_empty=True)  # every rejected file listed on its own
         except engine.CorpusError as exc:
             rejected.append((p, str(exc)))
             continue
@@ -99,7 +99,9 @@ class CorpusPanel(QWidget):
         self.files: dict[str, engine.CorpusFile] = {}
         self.tokens: dict[str, int] = {}
         self.skipped: list[tuple[str, str]] = []
-        self.holdout = 0.1
+        self.holdout = 0.1  # the split's settings (set_split), for the held-out column
+        self.seed = 0
+        self.min_tokens = 0
         self.tokenizer: Any = None  # None: bytes; else an opened model's tokenizer
         self.tokenizer_kind = "bytes"
         self.drop = DropZone()
@@ -178,15 +180,30 @@ class CorpusPanel(QWidget):
         self.add_paths([str(self.sample_dir)], sync=True)
 
     def set_tokenizer(self, tokenizer: Any, kind: str) -> None:
-        """Count tokens with an opened model's tokenizer (None: bytes; "bpe" untrained: unknown)."""
+        """Count tokens with an opened model's tokenizer (None: bytes; "bpe" untrained: unknown).
+        The files stay; only their token counts are recomputed (in a worker)."""
         self.tokenizer, self.tokenizer_kind = tokenizer, kind
-        paths = self.paths()
-        self.files.clear()
-        self.tokens.clear()
-        if paths:
-            self.add_paths(paths)
-        else:
+        files = dict(self.files)
+        if not files:
             self._refresh()
+            return
+        self.pending += 1
+        self.progress.setVisible(True)
+
+        def done(counts: dict[str, int]) -> None:
+            self.pending -= 1
+            self.progress.setVisible(self.pending > 0)
+            self.tokens.update({p: n for p, n in counts.items() if p in self.files})
+            self._refresh()
+            self.changed.emit()
+
+        def fail(msg: str) -> None:
+            self.pending -= 1
+            self.progress.setVisible(self.pending > 0)
+            self.rejected.emit(msg)
+
+        run_in_thread(lambda: {p: _count_tokens(f, tokenizer) for p, f in files.items()}, done,
+                      fail, owner=self)
 
     def add_paths(self, paths: list[str], sync: bool = False) -> None:
         """Validate ``paths`` (in a worker unless ``sync``) and add the good files."""
@@ -235,15 +252,27 @@ class CorpusPanel(QWidget):
         self.skipped_list.setVisible(on)
 
     def held_out(self) -> set[str]:
-        """Files (partly) in the held-out tail: the last ``holdout`` fraction of the stream."""
-        total = sum(self.tokens.get(p, f.n_bytes) for p, f in self.files.items())
-        cut = total * (1 - self.holdout)
-        out, pos = set(), 0
-        for p, f in self.files.items():
-            pos += self.tokens.get(p, f.n_bytes)
-            if pos > cut and self.holdout > 0:
-                out.add(p)
+        """Files (partly) held out, by the engine's own seeded split of whole documents
+        (engine.documents.split_documents) over these files' token counts (each file one
+        document, as with records "file"); ``seed``/``min_tokens`` follow the training panel."""
+        if self.holdout <= 0 or not self.files:
+            return set()
+        paths = list(self.files)
+        lengths = np.array([self.tokens.get(p, self.files[p].n_bytes) + 1 for p in paths])
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        docs = engine.Documents(np.zeros(int(offsets[-1]), dtype=np.uint8), offsets)
+        _, val = engine.split_documents(docs, self.holdout, self.seed, self.min_tokens)
+        out = set()
+        for start, n in val:
+            first = int(np.searchsorted(offsets, start, side="right")) - 1
+            last = int(np.searchsorted(offsets, start + n - 1, side="right")) - 1
+            out.update(paths[first:last + 1])
         return out
+
+    def set_split(self, holdout: float, seed: int, min_tokens: int) -> None:
+        if (holdout, seed, min_tokens) != (self.holdout, self.seed, self.min_tokens):
+            self.holdout, self.seed, self.min_tokens = holdout, seed, min_tokens
+            self._refresh()
 
     def _refresh(self) -> None:
         held = self.held_out()
@@ -258,8 +287,8 @@ class CorpusPanel(QWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 item.setToolTip(path if col == 0 else (
                     "the BPE tokenizer is trained on the corpus when the run starts" if col == 2
-                    and unknown else f"the last {self.holdout:.0%} of the token stream is held "
-                    "out to measure generalisation" if col == 3 else ""))
+                    and unknown else f"about {self.holdout:.0%} of the tokens, whole files chosen "
+                    "by the seed, are held out to measure generalisation" if col == 3 else ""))
                 self.table.setItem(row, col, item)
         total = sum(f.n_bytes for f in self.files.values())
         ntok = "" if unknown else f", {sum(self.tokens.values()):,} tokens ({self.tokenizer_kind})"

@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine import runformat as rf
 
 from .. import settings
 from ..workers import GenerateWorker
@@ -114,7 +113,7 @@ class PlaygroundPanel(QWidget):
         lay.addLayout(knobs)
         lay.addLayout(actions)
         lay.addWidget(self.output, 1)
-        self.thread: QThread | None = None
+        self.gen_thread: QThread | None = None
         self.worker: GenerateWorker | None = None
         self.refresh_runs()
 
@@ -122,7 +121,7 @@ class PlaygroundPanel(QWidget):
         current = self.source.currentText()
         self.source.blockSignals(True)
         self.source.clear()
-        self.source.addItems([str(r.path) for r in rf.list_runs(self.runs_root)
+        self.source.addItems([str(r.path) for r in engine.list_runs(self.runs_root)
                               if r.status != "broken"])
         if current:
             self.source.setCurrentText(current)
@@ -143,7 +142,7 @@ class PlaygroundPanel(QWidget):
             seed=self.seed.value(), repetition_penalty=self.rep.value())
 
     def generate(self) -> None:
-        if self.thread is not None:
+        if self.gen_thread is not None:
             return
         source = self.source.currentText().strip()
         if not source:
@@ -153,16 +152,16 @@ class PlaygroundPanel(QWidget):
         settings.save("playground/prompt", prompt)
         self.output.setPlainText(prompt)
         self.worker = GenerateWorker(source, prompt, self.sampling(), self.backend.currentText())
-        self.thread = QThread(self)
-        self.worker.moveToThread(self.thread)
-        self.thread.started.connect(self.worker.run)
+        self.gen_thread = QThread(self)
+        self.worker.moveToThread(self.gen_thread)
+        self.gen_thread.started.connect(self.worker.run)
         self.worker.piece.connect(self._piece)
         self.worker.failed.connect(self.status.setText)
         self.worker.done.connect(self._done)
         self.generate_btn.setEnabled(False)
         self.stop_btn.setEnabled(True)
         self.status.setText("loading the model…")
-        self.thread.start()
+        self.gen_thread.start()
 
     def _piece(self, text: str) -> None:
         self.output.moveCursor(QTextCursor.MoveOperation.End)
@@ -172,10 +171,10 @@ class PlaygroundPanel(QWidget):
     def _done(self, summary: str) -> None:
         if summary != "failed":
             self.status.setText(summary)
-        if self.thread is not None:
-            self.thread.quit()
-            self.thread.wait()
-        self.thread = self.worker = None
+        if self.gen_thread is not None:
+            self.gen_thread.quit()
+            self.gen_thread.wait()
+        self.gen_thread = self.worker = None
         self.generate_btn.setEnabled(True)
         self.stop_btn.setEnabled(False)
         self.finished.emit(summary)

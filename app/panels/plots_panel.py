@@ -17,7 +17,7 @@ import engine
 
 def _dark() -> bool:
     app = QApplication.instance()
-    return bool(app) and app.palette().window().color().lightness() < 128  # type: ignore[union-attr]
+    return isinstance(app, QApplication) and app.palette().window().color().lightness() < 128
 
 
 class PlotsPanel(QWidget):
@@ -28,11 +28,12 @@ class PlotsPanel(QWidget):
         pg.setConfigOptions(antialias=False, background=bg, foreground=fg)
         self.canvas = pg.GraphicsLayoutWidget()
         self.loss_plot = self.canvas.addPlot(row=0, col=0, title="Loss")
-        self.loss_legend = pg.LegendItem(colCount=3)
-        self.canvas.addItem(self.loss_legend, row=1, col=0)
-        self.norm_plot = self.canvas.addPlot(row=2, col=0, title="Gradient norm (pre-clip)")
-        self.norm_legend = pg.LegendItem(colCount=3)
-        self.canvas.addItem(self.norm_legend, row=3, col=0)
+        self.loss_legend = pg.LegendItem()
+        self.canvas.addItem(self.loss_legend, row=0, col=1)  # beside the data, never over it
+        self.norm_plot = self.canvas.addPlot(row=1, col=0, title="Gradient norm (pre-clip)")
+        self.norm_legend = pg.LegendItem()
+        self.canvas.addItem(self.norm_legend, row=1, col=1)
+        self.canvas.ci.layout.setColumnStretchFactor(0, 5)
         for p in (self.loss_plot, self.norm_plot):
             p.showGrid(x=True, y=True, alpha=0.3)
             p.setLabel("bottom", "step")
@@ -41,6 +42,7 @@ class PlotsPanel(QWidget):
         self.loss_plot.setLabel("right", "bits/byte")
         self.set_tokens_per_byte(1.0)
         self.norm_plot.setXLink(self.loss_plot)
+        self.reset_view()
         light = {"step": "#8fb3de", "epoch": "#1f5fa8", "val": "#d2691e", "vstep": "#f0b27a",
                  "nstep": "#e0a3a3", "nepoch": "#b22222", "cmp": "#7f7f7f"}
         darkc = {"step": "#5b7fa8", "epoch": "#7fb6ff", "val": "#ffa04d", "vstep": "#c88a50",
@@ -91,8 +93,11 @@ class PlotsPanel(QWidget):
         self.loss_plot.getAxis("right").setScale(tpb / math.log(2))
 
     def reset_view(self) -> None:
+        """Follow the data again; the y range ignores the top 3 % of values (the first steps of
+        a fresh model sit far above the rest)."""
         for p in (self.loss_plot, self.norm_plot):
-            p.enableAutoRange()
+            p.enableAutoRange(axis="x")
+            p.enableAutoRange(axis="y", enable=0.97)
 
     def clear(self) -> None:
         self.steps: list[float] = []

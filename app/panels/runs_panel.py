@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, Signal, SignalInstance
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import runformat as rf
+import engine
 
 COLUMNS = ("name", "date", "preset", "steps", "best held-out", "status")
 
@@ -36,10 +36,12 @@ class RunsPanel(QWidget):
         super().__init__()
         self.root = root
         self.busy_folder: str | None = None  # the run training now: never deleted
-        self.runs: list[rf.RunInfo] = []
+        self.runs: list[engine.RunInfo] = []
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().setVisible(False)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -80,7 +82,7 @@ class RunsPanel(QWidget):
         self.refresh()
 
     def refresh(self) -> None:
-        self.runs = rf.list_runs(self.root)
+        self.runs = engine.list_runs(self.root)
         self.where.setText(f"Runs in {self.root} ({len(self.runs)})")
         self.table.setRowCount(len(self.runs))
         for row, r in enumerate(self.runs):
@@ -103,7 +105,7 @@ class RunsPanel(QWidget):
             if str(r.path) == str(folder):
                 self.table.selectRow(row)
 
-    def _emit(self, signal: Signal) -> None:  # type: ignore[type-arg]
+    def _emit(self, signal: SignalInstance) -> None:
         folder = self.selected()
         if folder is None:
             self.message.emit("Select a run first.")
@@ -128,7 +130,7 @@ class RunsPanel(QWidget):
 
     def delete_run(self, folder: str) -> bool:
         """Delete a run folder unless it is training (here or in another process)."""
-        if folder == self.busy_folder or rf.RunLock(Path(folder)).held_elsewhere():
+        if folder == self.busy_folder or engine.RunLock(Path(folder)).held_elsewhere():
             self.message.emit(f"{folder} is training; stop it before deleting it.")
             return False
         shutil.rmtree(folder, ignore_errors=True)

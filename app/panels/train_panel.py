@@ -21,8 +21,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine.earlystop import EarlyStopping
-from engine.run import RunSpec
 
 from .. import settings
 
@@ -117,7 +115,7 @@ class TrainPanel(QWidget):
         self.checkpointing = QCheckBox("activation checkpointing")
         self.patience = _spin(0, 1000, 0)
         self.patience.setSpecialValueText("off")
-        self.target_loss = _dspin(0.0, 100.0, 0.0, 3, 0.05)
+        self.target_loss = _dspin(0.0, 1000.0, 0.0, 3, 0.05)
         self.target_loss.setSpecialValueText("none")
         train = QGroupBox("Training")
         tf = QFormLayout(train)
@@ -138,15 +136,17 @@ class TrainPanel(QWidget):
         self.rank = _spin(1, 256, 8)
         self.alpha = _dspin(0.1, 1024.0, 8.0, 1, 1.0)
         self.lora_dropout = _dspin(0.0, 0.9, 0.0, 2, 0.05)
-        self.wsla = QCheckBox("WSLA fast-adapt (only x_proj trains, max_delta 0.05)")
+        self.wsla = QCheckBox("WSLA fast-adapt (x_proj only)")
         self.trainable = QLabel()
         self.trainable.setWordWrap(True)  # a long warning wraps instead of widening the panel
         self.model_override: engine.MambaConfig | None = None  # the opened model's config
         adapt = QGroupBox("Adaptation")
         grid = QGridLayout(adapt)
         grid.addWidget(self.lora, 0, 0, 1, 4)
+        targets = QGridLayout()  # three per row keeps the panel narrow (no sideways scroll)
         for i, cb in enumerate(self.targets.values()):
-            grid.addWidget(cb, 1 + i // 4, i % 4)
+            targets.addWidget(cb, i // 3, i % 3)
+        grid.addLayout(targets, 1, 0, 1, 4)
         grid.addWidget(QLabel("rank"), 3, 0)
         grid.addWidget(self.rank, 3, 1)
         grid.addWidget(QLabel("alpha"), 3, 2)
@@ -170,8 +170,8 @@ class TrainPanel(QWidget):
         self.model_source.setWordWrap(True)
         self.model_source.setToolTip("What the next Start does")
         self._restore()
-        for w in (self.preset, self.tokenizer):
-            w.currentIndexChanged.connect(self._update)
+        for combo in (self.preset, self.tokenizer):
+            combo.currentIndexChanged.connect(self._update)
         for w in (self.d_model, self.n_layer, self.d_state, self.rank, self.bpe_vocab):
             w.valueChanged.connect(self._update)
         for w in (self.batch, self.seq_len, self.accum, self.epochs):
@@ -216,20 +216,20 @@ class TrainPanel(QWidget):
             eval_every=self.eval_every.value(),
         )
 
-    def early_stopping(self) -> EarlyStopping:
-        return EarlyStopping(patience=self.patience.value(),
+    def early_stopping(self) -> engine.EarlyStopping:
+        return engine.EarlyStopping(patience=self.patience.value(),
                              target_loss=self.target_loss.value() or None)
 
-    def run_spec(self, init: str | None, eval_every: int) -> RunSpec:
+    def run_spec(self, init: str | None, eval_every: int) -> engine.RunSpec:
         """The RunSpec of these settings (``eval_every`` resolves "auto")."""
         tc = replace(self.train_config(), eval_every=eval_every)
         preset = self.preset.currentText()
-        return RunSpec(preset=preset if preset != "custom" else "small",
+        return engine.RunSpec(preset=preset if preset != "custom" else "small",
                        model=self.custom_dims() if init is None else None,
                        tokenizer=self.tokenizer.currentText(), bpe_vocab=self.bpe_vocab.value(),
                        init=init, train=tc)
 
-    def set_from(self, spec: RunSpec, early: EarlyStopping) -> None:
+    def set_from(self, spec: engine.RunSpec, early: engine.EarlyStopping) -> None:
         """Show a RunSpec (e.g. from a settings file)."""
         t = spec.train
         if spec.model:
@@ -247,7 +247,7 @@ class TrainPanel(QWidget):
                      (self.seed, t.seed), (self.max_steps, t.max_steps or 0),
                      (self.eval_every, t.eval_every), (self.patience, early.patience),
                      (self.target_loss, early.target_loss or 0.0)):
-            w.setValue(v)
+            w.setValue(v)  # type: ignore[arg-type]  # pairs are int->QSpinBox, float->QDoubleSpinBox
         self.checkpointing.setChecked(t.activation_checkpointing)
         self.wsla.setChecked(t.wsla)
         self.lora.setChecked(t.lora is not None)

@@ -31,7 +31,7 @@ from .. import checkpoint as ckpt
 from ..errors import CheckpointError
 from ..params import EMBEDDINGS, LM_HEAD, NORM_F
 from ..tokenizer import BPETokenizer, byte_tokenizer_json
-from .source import RunSource, open_run
+from .source import RunSource, check_out, open_run
 
 _MIXER = {"in_proj.weight": "ssm_in.weight", "conv1d.weight": "ssm_conv1d.weight",
           "conv1d.bias": "ssm_conv1d.bias", "x_proj.weight": "ssm_x.weight",
@@ -94,6 +94,7 @@ def export_gguf(src_folder: str | Path, out_path: str | Path) -> list[str]:
         import gguf
     except ImportError:
         raise CheckpointError("the gguf package is not installed; pip install gguf") from None
+    check_out(src_folder, out_path)
     run = open_run(src_folder)
     cfg = run.lm.config
     out_path = Path(out_path)

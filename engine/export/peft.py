@@ -3,10 +3,9 @@
 folder itself holds the merged weights; applying the adapter to it would apply it twice).
 
 ``PEFT_SUPPORT`` is measured (peft 0.21.2 on transformers 5.24 and 4.57), not assumed: for each
-LoRA target, what PEFT does with our adapter
-un-merged (``PeftModel.from_pretrained``) on each transformers line. The interop suite
-(tests/interop/test_peft.py) re-measures every entry against our LoRA forward and fails when
-the table is wrong.
+LoRA target, what PEFT does with our adapter un-merged (``PeftModel.from_pretrained``) on each
+transformers line. The interop suite (tests/interop/test_peft.py) re-measures every entry
+against our LoRA forward and fails when the table is wrong.
     "exact"    the adapter is applied; logits equal ours
     "bypassed" PEFT wraps the module but the model never calls it: logits are the base model's
     "partial"  the input embeddings are adapted, the tied output head is not
@@ -21,7 +20,7 @@ from pathlib import Path
 from .. import checkpoint as ckpt
 from ..errors import CheckpointError
 from .card import write_card
-from .source import open_run
+from .source import check_out, open_run
 
 LINES = ("5.x", "4.x")
 PEFT_SUPPORT: dict[str, dict[str, str]] = {
@@ -57,6 +56,7 @@ def export_peft(src_folder: str | Path, out: str | Path) -> list[str]:
     Refuses (CheckpointError) a run without LoRA, and one with a target that no transformers line
     applies exactly (the adapter would load and silently compute another model). Returns the
     per-target notices for targets exact on one line only."""
+    check_out(src_folder, out)
     run = open_run(src_folder)
     if run.lora is None:
         raise CheckpointError(

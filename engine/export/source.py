@@ -47,6 +47,17 @@ def _last_val(epochs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return vals[-1] if vals else None
 
 
+def check_out(src: str | Path, out: str | Path) -> None:
+    """Refuse an output that would write into the source (or any run folder): exports go to a
+    folder of their own."""
+    src_r, out_r = Path(src).resolve(), Path(out).resolve()
+    if out_r == src_r or src_r in out_r.parents or out_r in src_r.parents:
+        raise CheckpointError(f"{out}: inside (or around) the folder being exported, {src}; "
+                              "choose an output folder of its own")
+    if rf.is_run(out_r if out_r.is_dir() else out_r.parent):
+        raise CheckpointError(f"{out}: a run folder; choose an output folder of its own")
+
+
 def open_run(folder: str | Path) -> RunSource:
     """Load ``folder`` for export (see the module docstring for what it may be)."""
     from ..limits import read_trainer_state
@@ -79,4 +90,4 @@ def open_run(folder: str | Path) -> RunSource:
     return RunSource(folder, lm, None)
 
 
-__all__ = ["RunSource", "open_run"]
+__all__ = ["RunSource", "check_out", "open_run"]

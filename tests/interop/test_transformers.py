@@ -11,7 +11,6 @@ import pytest
 from engine import MambaLM, SamplingConfig
 from engine import checkpoint as ckpt
 from engine.model import logits_forward
-from engine.params import cast
 
 from .conftest import TEXT, hf_logits, model_folder, torch
 
@@ -35,7 +34,7 @@ def test_our_checkpoint_float64_logits_match_transformers(runs: dict[str, Path],
 
     lm = MambaLM.load(model_folder(runs[name]))
     ids = _ids(lm)
-    ours = logits_forward(cast(lm.params, np.float64), ids[None], lm.config)[0]
+    ours = logits_forward({k: v.astype(np.float64) for k, v in lm.params.items()}, ids[None], lm.config)[0]
     model = AutoModelForCausalLM.from_pretrained(str(model_folder(runs[name]))).double().eval()
     with torch.no_grad():
         theirs = model(torch.as_tensor(ids)[None]).logits[0].double().numpy()

@@ -1,0 +1,187 @@
+"""pytest-qt tests of the Playground, Gallery, run logs, corpus panel, layout, estimates,
+settings files and exports."""
+
+import math
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QGuiApplication
+
+from engine import run as runapi
+from engine.samples import read_samples
+from engine.tblog import TB_DIR
+
+from .helpers import RUN_TIMEOUT, close_window, small_window, train_until_idle
+
+
+@pytest.fixture
+def win(qtbot, tmp_path):
+    w = small_window(qtbot, tmp_path / "runs")
+    yield w
+    close_window(qtbot, w)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A finished 3-step run made through engine.run (no window)."""
+    import engine
+    from engine.trainer import TrainConfig
+
+    root = tmp_path_factory.mktemp("runs")
+    corpus = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=4, seq_len=64, max_steps=3))
+    with runapi.start(spec, [corpus], root=root) as run:
+        run.train(control=engine.TrainControl())
+    return str(run.folder)
+
+
+def test_playground_streams_tokens(win, qtbot, tiny_run):
+    pg = win.playground
+    pg.set_source(tiny_run)
+    pg.prompt.setPlainText("The ")
+    pg.max_tokens.setValue(20)
+    pg.temperature.setValue(0.0)
+    pg.rep.setValue(1.3)
+    pg.backend.setCurrentText("cpu")
+    pieces: list[str] = []
+    pg.generate()
+    pg.worker.piece.connect(pieces.append)
+    with qtbot.waitSignal(pg.finished, timeout=RUN_TIMEOUT) as done:
+        pass
+    assert "CPU step" in done.args[0]
+    assert len(pieces) >= 5  # streamed piece by piece, not one block at the end
+    assert pg.output.toPlainText() == "The " + "".join(pieces)
+    first = pg.output.toPlainText()
+    pg.generate()  # same seed and settings: the same text
+    qtbot.waitSignal(pg.finished, timeout=RUN_TIMEOUT).wait()
+    assert pg.output.toPlainText() == first
+
+
+def test_playground_reports_a_bad_folder_in_one_line(win, qtbot, tmp_path):
+    win.playground.set_source(str(tmp_path / "nope"))
+    win.playground.generate()
+    qtbot.waitSignal(win.playground.finished, timeout=RUN_TIMEOUT).wait()
+    text = win.playground.status.text()
+    assert "nope" in text and "\n" not in text and "Traceback" not in text
+
+
+def test_gallery_lists_saved_samples_after_relaunch(qtbot, tmp_path):
+    w = small_window(qtbot, tmp_path / "runs")
+    w.preview.prompts.setPlainText("The \nOnce")
+    w.train.epochs.setValue(1)
+    folder = train_until_idle(qtbot, w, max_steps=0)
+    close_window(qtbot, w)
+    rows = read_samples(folder)
+    assert {r["epoch"] for r in rows} == {0, 1} and len(rows) == 4  # 2 prompts x (start, epoch 1)
+    assert len({r["seed"] for r in rows if r["epoch"] == 0}) == 2  # each prompt its own seed
+    w2 = small_window(qtbot, tmp_path / "runs")  # a relaunch
+    w2.runs.select(folder)
+    w2.runs.buttons["Open"].click()
+    g = w2.gallery
+    assert g.folder == folder and g.table.rowCount() == 4
+    g.epoch.setCurrentText("1")
+    assert g.table.rowCount() == 2 and all(s["epoch"] == 1 for s in g.shown)
+    g.table.selectRow(0)
+    assert "after epoch 1" in g.detail.toPlainText() and "seed" in g.detail.toPlainText()
+    close_window(qtbot, w2)
+
+
+def test_run_logs_metrics_csv_and_tensorboard_events(win, qtbot):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    win.train.eval_every.setValue(2)
+    folder = train_until_idle(qtbot, win, max_steps=4)
+    rows = runapi.read_metrics(folder)
+    steps = [r for r in rows if r["kind"] == "step"]
+    assert [r["step"] for r in steps] == [1, 2, 3, 4]
+    assert [r["step"] for r in rows if r["kind"] == "eval"][:2] == [2, 4]
+    acc = EventAccumulator(str(Path(folder) / TB_DIR))
+    acc.Reload()
+    tb = acc.Scalars("loss/train")
+    assert [e.step for e in tb] == [1, 2, 3, 4]
+    assert [e.value for e in tb] == pytest.approx([r["loss"] for r in steps], rel=1e-6)
+    assert {e.step for e in acc.Scalars("loss/heldout")} >= {2, 4}
+    bpb = acc.Scalars("bpb/train")[0].value
+    assert bpb == pytest.approx(tb[0].value / math.log(2) * win.plots.tokens_per_byte, rel=1e-5)
+
+
+def test_two_thousand_rejected_files_keep_the_window_on_screen(win, qtbot, tmp_path):
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    for i in range(2000):
+        (junk / f"photo{i:04d}.jpg").write_bytes(b"\xff\xd8\xff")
+    screen = QGuiApplication.primaryScreen().availableGeometry()
+    win.resize(1280, 800)
+    win.corpus.add_paths([str(junk)])
+    qtbot.waitUntil(lambda: win.corpus.pending == 0, timeout=RUN_TIMEOUT)
+    assert win.corpus.skipped_btn.text() == "2,000 files skipped"
+    win.corpus.skipped_btn.setChecked(True)
+    qtbot.wait(50)
+    assert win.corpus.skipped_list.toPlainText().count("\n") == 1999
+    for w in (win, win.corpus):
+        assert w.height() <= screen.height() and w.minimumSizeHint().height() <= screen.height()
+    assert win.start_btn.mapTo(win, win.start_btn.rect().bottomLeft()).y() <= win.height()
+
+
+def test_lora_panel_never_scrolls_sideways_at_1024x700(win, qtbot):
+    win.resize(1024, 700)
+    win.left_tabs.setCurrentIndex(1)
+    win.train.lora.setChecked(True)
+    win.train.targets["out_proj"].setChecked(True)  # the long PEFT warning
+    qtbot.wait(50)
+    assert "PEFT refuses" in win.train.trainable.text()
+    viewport = win.train_scroll.viewport().width()
+    assert win.train.minimumSizeHint().width() <= viewport
+    assert win.train.width() <= viewport
+
+
+def test_estimate_changes_with_batch_size(win, qtbot, monkeypatch):
+    monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")
+    win._schedule_estimate()
+    qtbot.waitUntil(lambda: "per epoch" in win.estimate.text(), timeout=RUN_TIMEOUT)
+    before = win.estimate.text()
+    assert "82,368 parameters" in before and "memory" in before
+    win.train.batch.setValue(16)
+    qtbot.waitUntil(lambda: "per epoch" in win.estimate.text() and win.estimate.text() != before,
+                    timeout=RUN_TIMEOUT)
+    after = win.estimate.text()
+    steps = [int(t.split("× ")[1].rstrip(")").replace(",", "")) for t in (before, after)]
+    assert steps[0] == 4 * steps[1] or abs(steps[0] - 4 * steps[1]) <= 3  # 4x batch, 1/4 steps
+
+
+def test_trainable_count_follows_the_opened_model(win, qtbot, tiny_run):
+    win.train.preset.setCurrentText("small")
+    win.open_model(tiny_run)
+    qtbot.waitUntil(lambda: win.init_dir == tiny_run and win.corpus.pending == 0,
+                    timeout=RUN_TIMEOUT)
+    assert "of 82,368" in win.train.trainable.text()  # the tiny model, not the small preset
+    assert "weights of" in win.next_label.text()
+    folder = train_until_idle(qtbot, win, max_steps=1)
+    assert folder and folder != tiny_run and not win.errors, win.errors
+
+
+def test_settings_file_round_trip_and_one_line_error(win, qtbot, tmp_path):
+    path = tmp_path / "run.toml"
+    win.train.lr.setValue(0.0042)
+    win.train.patience.setValue(3)
+    win.save_settings_file(str(path))
+    assert "[train]" in path.read_text() and "patience = 3" in path.read_text()
+    win.train.lr.setValue(0.01)
+    win.train.patience.setValue(0)
+    win.load_settings_file(str(path))
+    assert win.train.lr.value() == pytest.approx(0.0042) and win.train.patience.value() == 3
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[train]\nlr = -1\n")
+    win.load_settings_file(str(bad))
+    assert str(bad) in win.errors[-1] and "\n" not in win.errors[-1]
+
+
+def test_lora_run_exports_adapter_and_merged_after_it_ended(win, qtbot, tmp_path):
+    win.train.lora.setChecked(True)
+    folder = train_until_idle(qtbot, win, max_steps=2)
+    win.export("adapter", str(tmp_path / "adapter"), folder)
+    win.export("merged", str(tmp_path / "merged"), folder)
+    qtbot.waitUntil(lambda: bool(win.errors) or ((tmp_path / "adapter" / "adapter_config.json").exists()
+                    and (tmp_path / "merged" / "model.safetensors").exists()), timeout=RUN_TIMEOUT)
+    qtbot.waitUntil(lambda: "merged written" in win.log.toPlainText(), timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
