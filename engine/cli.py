@@ -198,9 +198,15 @@ def _train(a: argparse.Namespace, run, job) -> int:
             print(f"note: {note}", file=sys.stderr)
         if job is not None:
             print(job.describe(tr), file=sys.stderr)
+        by_epochs = tr.steps_per_epoch * tr.cfg.epochs
+        if tr.cfg.max_steps and tr.cfg.max_steps > by_epochs:  # --max-steps alone cannot go past
+            print(f"note: {tr.cfg.epochs} epochs end at step {by_epochs}, before max steps "
+                  f"{tr.cfg.max_steps}; pass --epochs {-(-tr.cfg.max_steps // tr.steps_per_epoch)} "
+                  "to reach it", file=sys.stderr)
         if tr.cursor.step >= tr.total_steps:
+            more = "--epochs" if tr.total_steps == by_epochs else "--max-steps or --epochs"
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
-                  "--max-steps or --epochs with a larger total to continue it", file=sys.stderr)
+                  f"{more} with a larger total to continue it", file=sys.stderr)
             return 0
         sampling = SamplingConfig(max_new_tokens=a.sample_tokens, seed=tr.cfg.seed)
 

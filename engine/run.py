@@ -168,6 +168,7 @@ class Run:
 
         def save(val: float | None = None) -> None:
             path = self.save(val)
+            self._status("running")  # status.json's step follows the saved snapshots
             last_save[0] = time.monotonic()
             if on_save is not None:
                 on_save(path)

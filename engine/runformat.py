@@ -536,7 +536,9 @@ def list_runs(root: str | Path) -> list[RunInfo]:
             continue
         st = read_status(p)
         state = str(st.get("state", "stopped"))
-        if state == "running" and not RunLock(p).held_elsewhere():
+        if RunLock(p).held_elsewhere():  # a live writer: opened, training or saving right now
+            state = "running"  # (status.json says so only once its first step starts)
+        elif state == "running":
             state = "interrupted"
         latest = read_pointer(p, LATEST)
         best = read_pointer(p, BEST)

@@ -31,6 +31,19 @@ def test_train_generate_eval_resume(tmp_path, capsys):
     assert "perplexity" in capsys.readouterr().out
 
 
+def test_max_steps_past_the_epochs_says_to_raise_epochs(tmp_path, capsys):
+    # 1,380 bytes -> one epoch is a few steps; --max-steps 1000 cannot be reached in 1 epoch
+    out = tmp_path / "run"
+    args = ["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32", "--batch", "8",
+            "--epochs", "1", "--out", str(out), "--sample-tokens", "0"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--max-steps", "1000", "--sample-tokens", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "1 epochs end at step" in err and "before max steps 1000; pass --epochs" in err
+    assert "pass --epochs with a larger total" in err  # not "--max-steps", which was just given
+
+
 def test_lora_bpe_and_adapter_export(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--tokenizer", "bpe",

@@ -120,6 +120,18 @@ def test_new_runs_get_unique_folders(tmp_path):
     assert runs[0].best_val_loss is not None and math.isfinite(runs[0].best_val_loss)
 
 
+def test_a_run_being_opened_lists_as_running_and_status_follows_saves(tmp_path):
+    corpus = _corpus(tmp_path)
+    with start(_spec(max_steps=4, epochs=9), [corpus], root=tmp_path / "runs") as run:
+        # the app lists the runs right after opening one, before its first step
+        assert [r.status for r in list_runs(tmp_path / "runs")] == ["running"]
+        seen = []
+        run.train(on_save=lambda _: seen.append(rf.read_status(run.folder)))
+    assert seen and seen[-1]["step"] == 4 and seen[-1]["state"] == "running"  # was step 0
+    assert rf.read_status(run.folder)["state"] == "finished"
+    assert [r.status for r in list_runs(tmp_path / "runs")] == ["finished"]
+
+
 def test_unwritable_out_is_refused_before_step_1(tmp_path, capsys):
     corpus = _corpus(tmp_path)
     blocker = tmp_path / "file"
