@@ -327,8 +327,15 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from .limits import MemorySpec, check_fits
     from .run import load_model
 
+    from . import runformat as rf
+
+    if not a.corpus and rf.is_run(Path(a.model)):  # a run knows its own held-out split
+        return _eval_run_heldout(a.model)
     lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
+    if not a.corpus:
+        print(f"note: no corpus given; evaluating on the bundled sample corpus ({SAMPLE_CORPUS})",
+              file=sys.stderr)
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
     for path, why in corpus.rejected:
         print(f"skipped {path}: {why}", file=sys.stderr)
@@ -338,6 +345,25 @@ def cmd_eval(a: argparse.Namespace) -> int:
     r = evaluate(lm, encode_corpus(corpus, lm.tokenizer), a.seq_len)
     print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
           f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.tokens:,} tokens)")
+    return 0
+
+
+def _eval_run_heldout(folder: str) -> int:
+    """``eval RUN`` without a corpus: the run's saved held-out split, the loss its training reports."""
+    from .errors import CorpusError
+    from .run import _trainer, open_run
+
+    view = open_run(folder)
+    for note in view.notices:
+        print(f"warning: {note}", file=sys.stderr)
+    view.lm.check_finite(folder)
+    tr = _trainer(view.lm, view.data, view.spec.train)
+    if not tr.has_val:
+        raise CorpusError(f"{folder}: the run has no held-out split (holdout 0); pass a corpus")
+    r = tr.evaluate()
+    print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
+          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.tokens:,} tokens, the "
+          f"run's held-out split at step {view.step})")
     return 0
 
 
@@ -436,7 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(fn=cmd_generate)
     e = sub.add_parser("eval", help="held-out metrics of a model on a corpus")
     e.add_argument("model")
-    e.add_argument("corpus", nargs="*")
+    e.add_argument("corpus", nargs="*", help="default: a run's own held-out split; for a model "
+                   "folder, the bundled sample corpus")
     e.add_argument("--seq-len", type=_int_in(2, 1 << 24), default=256)
     e.set_defaults(fn=cmd_eval)
     b = sub.add_parser("bench", help="training-step throughput")

@@ -44,6 +44,18 @@ def test_max_steps_past_the_epochs_says_to_raise_epochs(tmp_path, capsys):
     assert "pass --epochs with a larger total" in err  # not "--max-steps", which was just given
 
 
+def test_eval_of_a_run_without_a_corpus_uses_its_held_out_split(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32", "--batch",
+                 "2", "--max-steps", "2", "--out", str(out), "--sample-tokens", "0"]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(out)]) == 0  # was: the bundled sample corpus, silently
+    got = capsys.readouterr().out
+    assert "the run's held-out split at step 2" in got
+    loss = float(got.split()[1])
+    assert abs(loss - json.loads((out / "latest.json").read_text())["val_loss"]) < 1e-4
+
+
 def test_lora_bpe_and_adapter_export(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--tokenizer", "bpe",
