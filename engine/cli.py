@@ -323,11 +323,10 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
 def cmd_eval(a: argparse.Namespace) -> int:
     from . import encode_corpus, evaluate, load_corpus
+    from . import runformat as rf
     from .data import id_dtype
     from .limits import MemorySpec, check_fits
     from .run import load_model
-
-    from . import runformat as rf
 
     if not a.corpus and rf.is_run(Path(a.model)):  # a run knows its own held-out split
         return _eval_run_heldout(a.model)
