@@ -203,6 +203,10 @@ def _train(a: argparse.Namespace, run, job) -> int:
             print(f"note: {tr.cfg.epochs} epochs end at step {by_epochs}, before max steps "
                   f"{tr.cfg.max_steps}; pass --epochs {-(-tr.cfg.max_steps // tr.steps_per_epoch)} "
                   "to reach it", file=sys.stderr)
+        if tr.cfg.warmup_steps >= tr.total_steps > tr.cursor.step:
+            print(f"note: the {tr.cfg.warmup_steps}-step warmup outlasts the run ({tr.total_steps} "
+                  f"steps): the learning rate never reaches {tr.cfg.lr:g}; lower --warmup",
+                  file=sys.stderr)
         if tr.cursor.step >= tr.total_steps:
             more = "--epochs" if tr.total_steps == by_epochs else "--max-steps or --epochs"
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
