@@ -185,3 +185,13 @@ def test_lora_run_exports_adapter_and_merged_after_it_ended(win, qtbot, tmp_path
                     and (tmp_path / "merged" / "model.safetensors").exists()), timeout=RUN_TIMEOUT)
     qtbot.waitUntil(lambda: "merged written" in win.log.toPlainText(), timeout=RUN_TIMEOUT)
     assert not win.errors, win.errors
+
+
+def test_runs_root_on_a_file_is_one_line_not_a_traceback(tmp_path, capsys):
+    from app.__main__ import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["--runs-root", str(blocker)]) == 2  # was: FileExistsError from MainWindow
+    err = capsys.readouterr().err
+    assert err.startswith("error: --runs-root") and "Traceback" not in err and err.count("\n") == 1
