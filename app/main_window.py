@@ -29,8 +29,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine import RunSettings, estimate_run, load_settings, measure_step_seconds, save_settings
-from engine import run as runapi
 
 from . import settings
 from .panels.corpus_panel import CorpusPanel
@@ -274,14 +272,14 @@ class MainWindow(QMainWindow):
         try:
             cfg = self.train.model_config()
             tc = self.train.train_config()
-            est = estimate_run(cfg, tc, self._corpus_tokens())
+            est = engine.estimate_run(cfg, tc, self._corpus_tokens())
         except (ValueError, engine.MambaStudioError) as exc:
             self.estimate.setText(f"settings: {exc}")
             return
         key = (cfg, tc.batch_size, tc.seq_len, tc.grad_accum, tc.activation_checkpointing,
                tc.lora, tc.wsla)
         step_s = self._measured.get(key)
-        text = "Estimate: " + estimate_run(cfg, tc, self._corpus_tokens(), step_s=step_s).human()
+        text = "Estimate: " + engine.estimate_run(cfg, tc, self._corpus_tokens(), step_s=step_s).human()
         if step_s is None and (self.state != "idle"
                                or os.environ.get("MAMBA_STUDIO_NO_MEASURE") == "1"):
             text = text.replace("measuring…", "time per epoch is measured while idle")
@@ -299,7 +297,7 @@ class MainWindow(QMainWindow):
                 self._measuring = None
                 self.estimate.setText(f"Estimate: {est.human()} (timing failed: {msg[-200:]})")
 
-            run_in_thread(lambda: measure_step_seconds(cfg, tc), done, fail, owner=self)
+            run_in_thread(lambda: engine.measure_step_seconds(cfg, tc), done, fail, owner=self)
 
     # ---------------------------------------------------------------- training
     def make_job(self) -> TrainJob:
@@ -353,7 +351,7 @@ class MainWindow(QMainWindow):
         self.current_run = folder
         self.runs.busy_folder = folder
         if continued:
-            self.plots.load_history(runapi.read_metrics(folder))  # the full history
+            self.plots.load_history(engine.read_metrics(folder))  # the full history
         run = self.worker.run_obj if self.worker is not None else None
         if run is not None:
             n_bytes = sum(int(x.get("bytes", 0)) for x in run.data.manifest.get("sources", []))
@@ -437,7 +435,7 @@ class MainWindow(QMainWindow):
     # ---------------------------------------------------------------- runs
     def open_run_view(self, folder: str) -> None:
         """Show a run: its full curves, its samples, and pick it in the Playground."""
-        self.plots.load_history(runapi.read_metrics(folder))
+        self.plots.load_history(engine.read_metrics(folder))
         self.gallery.show_run(folder)
         self.playground.set_source(folder)
         self.tabs.setCurrentIndex(0)
@@ -448,13 +446,13 @@ class MainWindow(QMainWindow):
             return
         self.continue_dir = folder
         self.init_dir = None
-        self.plots.load_history(runapi.read_metrics(folder))
+        self.plots.load_history(engine.read_metrics(folder))
         self.gallery.show_run(folder)
         self._update_next()
         self._say(f"next Start continues {folder}")
 
     def compare_run(self, folder: str) -> None:
-        self.plots.set_compare(Path(folder).name, runapi.read_metrics(folder))
+        self.plots.set_compare(Path(folder).name, engine.read_metrics(folder))
         self.tabs.setCurrentIndex(0)
 
     def save_snapshot(self) -> None:
@@ -483,7 +481,7 @@ class MainWindow(QMainWindow):
         """Use a model folder (a run, a snapshot, ours or a local HF Mamba folder) as the
         starting point of the next new run."""
         def load() -> engine.MambaLM:
-            return runapi.load_model(path)
+            return engine.load_model(path)
 
         def done(lm: engine.MambaLM) -> None:
             self.init_dir = path
@@ -505,14 +503,14 @@ class MainWindow(QMainWindow):
         self._update_next()
 
     # ---------------------------------------------------------------- settings files
-    def current_settings(self) -> RunSettings:
+    def current_settings(self) -> engine.RunSettings:
         tc = self.train.train_config()
-        return RunSettings(self.train.run_spec(self.init_dir, tc.eval_every),
+        return engine.RunSettings(self.train.run_spec(self.init_dir, tc.eval_every),
                            tuple(self.corpus.paths()), self.train.early_stopping())
 
     def save_settings_file(self, path: str) -> None:
         try:
-            save_settings(path, self.current_settings())
+            engine.save_settings(path, self.current_settings())
         except (OSError, ValueError, engine.MambaStudioError) as exc:
             self._error(f"could not save {path}: {exc}")
             return
@@ -520,7 +518,7 @@ class MainWindow(QMainWindow):
 
     def load_settings_file(self, path: str) -> None:
         try:
-            s = load_settings(path)
+            s = engine.load_settings(path)
         except engine.MambaStudioError as exc:
             self._error(str(exc))
             return

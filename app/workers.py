@@ -25,19 +25,17 @@ import shiboken6
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
 import engine
-from engine import EarlyStopping, TBLogger, append_sample, pick_backend, sample_seed
-from engine import run as runapi
 
 
 @dataclass
 class TrainJob:
-    spec: runapi.RunSpec
+    spec: engine.RunSpec
     paths: list[str]
     runs_root: str
     continue_folder: str | None = None  # resume this run instead of starting a new one
     overrides: dict[str, Any] = field(default_factory=dict)  # RESUME_OVERRIDES for Continue
     backend: str = "auto"  # preview decoding: auto | cpu | gpu
-    early: EarlyStopping = field(default_factory=EarlyStopping)
+    early: engine.EarlyStopping = field(default_factory=engine.EarlyStopping)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -62,14 +60,14 @@ class TrainWorker(QObject):
         self.control = engine.TrainControl()
         self.prompts = list(prompts)  # replaced by the GUI thread between previews
         self.sampling = sampling
-        self.run_obj: runapi.Run | None = None
+        self.run_obj: engine.Run | None = None
         self.folder: str = ""
         self._requests: queue.Queue[tuple[str, str]] = queue.Queue()
         self._stepper: Any = None  # created and used only on the preview thread
         self._preview_lm: engine.MambaLM | None = None
         self._backend = "CPU step"
         self._previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preview")
-        self._tb: TBLogger | None = None
+        self._tb: engine.TBLogger | None = None
         self.early = replace(job.early)
         self.stop_reason = ""
 
@@ -94,14 +92,14 @@ class TrainWorker(QObject):
                 self.failed.emit(f"could not write {kind} to {path}: {describe_error(exc)}")
 
     # ---------------------------------------------------------------- the run
-    def _open(self) -> runapi.Run:
+    def _open(self) -> engine.Run:
         j = self.job
         if j.continue_folder:
-            over = {k: v for k, v in j.overrides.items() if k in runapi.RESUME_OVERRIDES}
-            run = runapi.resume(j.continue_folder, **over)
+            over = {k: v for k, v in j.overrides.items() if k in engine.RESUME_OVERRIDES}
+            run = engine.resume_run(j.continue_folder, **over)
             self.info.emit(f"continuing {run.folder} from step {run.step}")
             return run
-        return runapi.start(j.spec, j.paths, root=j.runs_root, progress=self.info.emit)
+        return engine.start_run(j.spec, j.paths, root=j.runs_root, progress=self.info.emit)
 
     @Slot()
     def run(self) -> None:
@@ -120,7 +118,7 @@ class TrainWorker(QObject):
                 data = run.data
                 n_bytes = sum(int(s.get("bytes", 0)) for s in data.manifest.get("sources", []))
                 tpb = len(data.ids) / n_bytes if n_bytes else 1.0
-                self._tb = TBLogger(run.folder, tokens_per_byte=tpb)
+                self._tb = engine.TBLogger(run.folder, tokens_per_byte=tpb)
                 self.info.emit(
                     f"run {run.folder.name}: {tr.lm.n_params:,} parameters; "
                     f"{tr.trainable.describe() if tr.trainable else ''}; "
@@ -192,7 +190,7 @@ class TrainWorker(QObject):
             assert run is not None
             if self._preview_lm is None:
                 self._preview_lm = engine.MambaLM(run.lm.config, snapshot, run.lm.tokenizer)
-                self._stepper, self._backend = pick_backend(self._preview_lm, self.job.backend)
+                self._stepper, self._backend = engine.pick_backend(self._preview_lm, self.job.backend)
             else:
                 for k, v in snapshot.items():
                     self._preview_lm.params[k][...] = v
@@ -201,13 +199,13 @@ class TrainWorker(QObject):
             texts = []
             s = self.sampling
             for i, prompt in enumerate(list(self.prompts)):
-                cfg = replace(s, seed=sample_seed(s.seed, i))
+                cfg = replace(s, seed=engine.sample_seed(s.seed, i))
                 try:
                     text = prompt + "".join(self._preview_lm.generate(prompt, cfg, self._stepper))
                 except FloatingPointError as exc:
                     text = f"{prompt} [generation failed: {exc}]"
                 texts.append(text)
-                append_sample(run.folder, {
+                engine.append_sample(run.folder, {
                     "tag": tag, "step": step, "epoch": epoch, "prompt": prompt, "text": text,
                     "seed": cfg.seed, "temperature": cfg.temperature, "top_k": cfg.top_k,
                     "top_p": cfg.top_p, "repetition_penalty": cfg.repetition_penalty,
@@ -217,29 +215,23 @@ class TrainWorker(QObject):
             self.info.emit(f"preview failed: {traceback.format_exc()}")
 
 
-def export_from(run: runapi.Run, kind: str, path: str) -> list[str]:
-    """'merged' (the model with any adapter merged) or 'adapter' (PEFT LoRA) from an open run;
-    returns warnings."""
-    tr = run.trainer
-    if kind == "merged":
-        tr.lm.save(path)
-        return []
-    if kind == "adapter":
-        if not isinstance(tr.trainable, engine.LoRATrainable):
-            raise engine.MambaStudioError("this run has no LoRA adapter to export; export the "
-                                          "merged model instead")
-        return list(tr.trainable.save_adapter(path))
-    raise ValueError(f"unknown export kind {kind!r}")
+EXPORTERS = {"merged": "export_merged", "adapter": "export_peft", "gguf": "export_gguf"}
 
 
-_export_lock = threading.Lock()
+def export_from(run: engine.Run, kind: str, path: str) -> list[str]:
+    """Export an open (training) run: save a snapshot of its current state, then export that
+    snapshot like a closed run (``export_run``). Returns notices."""
+    run.save()
+    return export_run(str(run.folder), kind, path)
 
 
 def export_run(folder: str, kind: str, path: str) -> list[str]:
-    """Export from a run folder that is not training (opens it, exports, closes it); exports
-    run one at a time, since opening a run takes its writer lock."""
-    with _export_lock, runapi.resume(folder) as run:
-        return export_from(run, kind, path)
+    """Export a run folder through ``engine.export``: 'merged' (transformers 4.x/5.x, any adapter
+    merged), 'adapter' (PEFT adapter + its unmerged base in ``path/base``; refused for targets
+    PEFT cannot apply) or 'gguf' (llama.cpp). Reads the latest verified snapshot; returns notices."""
+    if kind not in EXPORTERS:
+        raise ValueError(f"unknown export kind {kind!r}")
+    return list(getattr(engine, EXPORTERS[kind])(folder, path))
 
 
 class GenerateWorker(QObject):
@@ -263,9 +255,9 @@ class GenerateWorker(QObject):
         import time
 
         try:
-            lm = runapi.load_model(self.source)
+            lm = engine.load_model(self.source)
             lm.check_finite(self.source)
-            stepper, desc = pick_backend(lm, self.backend)
+            stepper, desc = engine.pick_backend(lm, self.backend)
             t0 = time.perf_counter()
             n = 0
             for piece in lm.generate(self.prompt, self.sampling, stepper):

@@ -48,13 +48,16 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--impl", nargs="*", default=["engine.ops.selective_scan"])
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time kernels by process CPU time (use with --threads 1 on a busy machine)")
     opt = ap.parse_args()
     set_threads(opt.threads)
+    clock = time.process_time if opt.cpu_time else time.perf_counter
     mods = {name: importlib.import_module(name) for name in opt.impl}
     peak = fma_peak_gflops(opt.threads)
     tex = exp_ns(opt.threads)
     print(json.dumps({"bench": "roofline", "threads": opt.threads, "fma_peak_gflops": round(peak, 1),
-                      "exp_ns": round(tex, 4)}), flush=True)
+                      "exp_ns": round(tex, 4), "clock": clock.__name__}), flush=True)
     for cname, shape in CONFIGS.items():
         args = inputs(*shape)
         dout = np.random.default_rng(1).standard_normal(args[0].shape).astype(np.float32)
@@ -67,9 +70,9 @@ def main() -> None:
         times: dict[tuple[str, str], list[float]] = {k: [] for k in calls}
         for _ in range(opt.repeats):  # interleaved: every impl sees the same machine state
             for k, fn in calls.items():
-                t = time.perf_counter()
+                t = clock()
                 fn()
-                times[k].append(time.perf_counter() - t)
+                times[k].append(clock() - t)
         counts = scan_counts(*shape)
         for (name, kern), ts in times.items():
             flops, exps = counts[kern]

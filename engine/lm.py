@@ -38,7 +38,7 @@ class MambaLM:
     @classmethod
     def create(cls, config: MambaConfig, tokenizer: Tokenizer | None = None, seed: int = 0,
                init: str = "default") -> MambaLM:
-        """A new model; ``init="reference"`` is mamba_ssm's init (``engine.params.EMBEDDING_STD``)."""
+        """A new model; ``init="reference"`` is mamba_ssm's init (``engine.params.INIT_SCALES``)."""
         tokenizer = tokenizer or ByteTokenizer()
         if config.vocab_size < tokenizer.vocab_size:
             config = config.with_vocab(tokenizer.vocab_size)

@@ -410,3 +410,5 @@ __all__ = ["RESUME_OVERRIDES", "Run", "RunSpec", "RunView", "TrainResult", "list
            "open_run", "read_metrics", "resume", "start", "stop_on_signals"]
 list_runs = rf.list_runs
 read_metrics = rf.read_metrics
+start_run = start  # the names engine exports (engine.start_run, engine.resume_run)
+resume_run = resume

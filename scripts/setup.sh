@@ -40,3 +40,5 @@ fi
 # TOML written by tomli-w; tensorboard itself only for the tests that read the events back
 .venv/bin/python -m pip install -q --disable-pip-version-check "tensorboardX>=2.6,<2.7" "tomli-w>=1.0,<2" \
   "tensorboard>=2.16,<3"
+# the type checker scripts/test.sh runs (also in the dev extra of pyproject.toml)
+.venv/bin/python -m pip install -q --disable-pip-version-check "mypy>=2.4,<3"

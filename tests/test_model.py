@@ -48,6 +48,8 @@ def test_init_schemes_differ_only_in_embedding_scale_and_logit_scale():
         if name not in (EMBEDDINGS, NORM_F):
             np.testing.assert_array_equal(new_p[name], ref_p[name], err_msg=name)
     np.testing.assert_array_equal(ref_p[NORM_F], 1.0)
+    np.testing.assert_allclose(new_p[NORM_F], 1 / 8.0)  # logit scale 1/sqrt(d), d = 64
+    np.testing.assert_array_equal(init_params(cfg, seed=3, init="unit-embeddings")[NORM_F], 1.0)
     with pytest.raises(ValueError, match="unknown init"):
         init_params(cfg, init="xavier")
 

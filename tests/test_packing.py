@@ -158,16 +158,17 @@ def test_packing_invariants_hold_for_any_document_lengths(lengths, seq_len, seed
 
 
 def test_held_out_score_of_packed_rows_equals_each_document_alone(tmp_path):
-    from engine.heldout import score_rows
+    from engine.evaluation import evaluate
+    from engine.lm import MambaLM
 
     docs = _docs(tmp_path, {"a.txt": "one two\n", "b.txt": "three four five\n", "c.txt": "six\n"})
     cfg = MambaConfig(vocab_size=257, d_model=16, n_layer=2, d_state=4)
-    p = random_params(cfg, seed=3)
-    packed = score_rows(p, cfg, pack_spans(docs.ids, docs.spans(), 64), tokenizer=TOK)
-    alone = [score_rows(p, cfg, pack_spans(docs.ids, docs.spans([i]), 64)) for i in range(3)]
+    lm = MambaLM(cfg, random_params(cfg, seed=3), TOK)
+    packed = evaluate(lm, pack_spans(docs.ids, docs.spans(), 64), 64)
+    alone = [evaluate(lm, pack_spans(docs.ids, docs.spans([i]), 64), 64) for i in range(3)]
     assert packed.tokens == sum(a.tokens for a in alone) == len(docs.ids) - 1
-    assert abs(packed.loss_sum - sum(a.loss_sum for a in alone)) < 1e-9 * packed.loss_sum
-    assert packed.n_bytes == len("one two\nthree four five\nsix\n")
+    loss_sum = packed.loss * packed.tokens
+    assert abs(loss_sum - sum(a.loss * a.tokens for a in alone)) < 1e-9 * loss_sum
     t, y, _ = pack_spans(docs.ids, docs.spans(), 64).batch(np.array([0]))
-    ls, n = loss_and_grad(p, t, y, cfg, None, 1.0)  # without the resets the score differs
-    assert abs(ls - packed.loss_sum) > 1e-6
+    ls, n = loss_and_grad(lm.params, t, y, cfg, None, 1.0)  # without the resets the score differs
+    assert abs(ls - loss_sum) > 1e-6

@@ -71,7 +71,7 @@ def test_resume_continues_exactly(tmp_path):
 def test_training_lowers_heldout_loss():
     ids = _ids(2000)
     tr = Trainer(_lm(), ids[:1600], ids[1600:], TrainConfig(batch_size=4, seq_len=32, epochs=3,
-                                                             lr=1e-2, eval_every=5))
+                                                             lr=1e-2, eval_every=5, warmup_steps=5))
     epochs = tr.run()
     vals = [r.val_loss for r in tr.history if r.val_loss is not None]
     assert len(vals) == len(tr.history) // 5 and vals[-1] < vals[0]

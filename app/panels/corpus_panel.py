@@ -30,7 +30,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine import Documents, iter_text, split_documents
 
 from ..workers import run_in_thread
 
@@ -72,7 +71,7 @@ class DropZone(QFrame):
 def _count_tokens(f: engine.CorpusFile, tokenizer: Any) -> int:
     if tokenizer is None:
         return f.n_bytes  # the byte tokenizer: one token per byte
-    return sum(len(tokenizer.encode(piece)) for piece in iter_text(f.path))
+    return sum(len(tokenizer.encode(piece)) for piece in engine.iter_text(f.path))
 
 
 def _inspect(paths: list[str], tokenizer: Any) -> tuple[list[tuple[engine.CorpusFile, int]],
@@ -261,8 +260,8 @@ class CorpusPanel(QWidget):
         paths = list(self.files)
         lengths = np.array([self.tokens.get(p, self.files[p].n_bytes) + 1 for p in paths])
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        docs = Documents(np.zeros(int(offsets[-1]), dtype=np.uint8), offsets)
-        _, val = split_documents(docs, self.holdout, self.seed, self.min_tokens)
+        docs = engine.Documents(np.zeros(int(offsets[-1]), dtype=np.uint8), offsets)
+        _, val = engine.split_documents(docs, self.holdout, self.seed, self.min_tokens)
         out = set()
         for start, n in val:
             first = int(np.searchsorted(offsets, start, side="right")) - 1

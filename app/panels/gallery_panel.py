@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import read_samples
+import engine
 
 
 class GalleryPanel(QWidget):
@@ -57,7 +57,7 @@ class GalleryPanel(QWidget):
         self.reload()
 
     def reload(self) -> None:
-        self.samples = read_samples(self.folder) if self.folder else []
+        self.samples = engine.read_samples(self.folder) if self.folder else []
         epochs = sorted({int(s.get("epoch", 0)) for s in self.samples})
         keep = self.epoch.currentText()
         self.epoch.blockSignals(True)

@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine import runformat as rf
 
 from .. import settings
 from ..workers import GenerateWorker
@@ -122,7 +121,7 @@ class PlaygroundPanel(QWidget):
         current = self.source.currentText()
         self.source.blockSignals(True)
         self.source.clear()
-        self.source.addItems([str(r.path) for r in rf.list_runs(self.runs_root)
+        self.source.addItems([str(r.path) for r in engine.list_runs(self.runs_root)
                               if r.status != "broken"])
         if current:
             self.source.setCurrentText(current)

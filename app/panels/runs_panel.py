@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import runformat as rf
+import engine
 
 COLUMNS = ("name", "date", "preset", "steps", "best held-out", "status")
 
@@ -36,7 +36,7 @@ class RunsPanel(QWidget):
         super().__init__()
         self.root = root
         self.busy_folder: str | None = None  # the run training now: never deleted
-        self.runs: list[rf.RunInfo] = []
+        self.runs: list[engine.RunInfo] = []
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         header = self.table.horizontalHeader()
@@ -82,7 +82,7 @@ class RunsPanel(QWidget):
         self.refresh()
 
     def refresh(self) -> None:
-        self.runs = rf.list_runs(self.root)
+        self.runs = engine.list_runs(self.root)
         self.where.setText(f"Runs in {self.root} ({len(self.runs)})")
         self.table.setRowCount(len(self.runs))
         for row, r in enumerate(self.runs):
@@ -130,7 +130,7 @@ class RunsPanel(QWidget):
 
     def delete_run(self, folder: str) -> bool:
         """Delete a run folder unless it is training (here or in another process)."""
-        if folder == self.busy_folder or rf.RunLock(Path(folder)).held_elsewhere():
+        if folder == self.busy_folder or engine.RunLock(Path(folder)).held_elsewhere():
             self.message.emit(f"{folder} is training; stop it before deleting it.")
             return False
         shutil.rmtree(folder, ignore_errors=True)

@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine import EarlyStopping, RunSpec
 
 from .. import settings
 
@@ -217,20 +216,20 @@ class TrainPanel(QWidget):
             eval_every=self.eval_every.value(),
         )
 
-    def early_stopping(self) -> EarlyStopping:
-        return EarlyStopping(patience=self.patience.value(),
+    def early_stopping(self) -> engine.EarlyStopping:
+        return engine.EarlyStopping(patience=self.patience.value(),
                              target_loss=self.target_loss.value() or None)
 
-    def run_spec(self, init: str | None, eval_every: int) -> RunSpec:
+    def run_spec(self, init: str | None, eval_every: int) -> engine.RunSpec:
         """The RunSpec of these settings (``eval_every`` resolves "auto")."""
         tc = replace(self.train_config(), eval_every=eval_every)
         preset = self.preset.currentText()
-        return RunSpec(preset=preset if preset != "custom" else "small",
+        return engine.RunSpec(preset=preset if preset != "custom" else "small",
                        model=self.custom_dims() if init is None else None,
                        tokenizer=self.tokenizer.currentText(), bpe_vocab=self.bpe_vocab.value(),
                        init=init, train=tc)
 
-    def set_from(self, spec: RunSpec, early: EarlyStopping) -> None:
+    def set_from(self, spec: engine.RunSpec, early: engine.EarlyStopping) -> None:
         """Show a RunSpec (e.g. from a settings file)."""
         t = spec.train
         if spec.model:
@@ -283,8 +282,10 @@ class TrainPanel(QWidget):
         n = engine.count_trainable(cfg, lc, self.wsla.isChecked())
         total = engine.count_trainable(cfg)
         warn = ""
-        if lc is not None and set(lc.targets) & set(engine.PEFT_REFUSES):
-            warn = " — PEFT refuses out_proj/conv1d/A_log on Mamba: export the merged model"
+        refused = sorted(set(lc.targets) & set(engine.PEFT_REFUSES)) if lc is not None else []
+        if refused:
+            warn = (f" — PEFT cannot apply {', '.join(refused)} un-merged on Mamba: export the "
+                    "merged model")
         self.trainable.setText(f"trainable parameters: {n:,} of {total:,}{warn}")
         self.changed.emit()
 

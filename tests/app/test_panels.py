@@ -1,6 +1,7 @@
 """pytest-qt tests of the Playground, Gallery, run logs, corpus panel, layout, estimates,
 settings files and exports."""
 
+import json
 import math
 from pathlib import Path
 
@@ -185,6 +186,10 @@ def test_lora_run_exports_adapter_and_merged_after_it_ended(win, qtbot, tmp_path
                     and (tmp_path / "merged" / "model.safetensors").exists()), timeout=RUN_TIMEOUT)
     qtbot.waitUntil(lambda: "merged written" in win.log.toPlainText(), timeout=RUN_TIMEOUT)
     assert not win.errors, win.errors
+    # the PEFT export goes through engine.export: an unmerged base beside the adapter, named in it
+    cfg = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert Path(cfg["base_model_name_or_path"]) == (tmp_path / "adapter" / "base").resolve()
+    assert (tmp_path / "adapter" / "base" / "model.safetensors").exists()
 
 
 def test_runs_root_on_a_file_is_one_line_not_a_traceback(tmp_path, capsys):
