@@ -23,6 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shots", help="with --train-steps: save screenshots of the tabs here")
     parser.add_argument("--preset", choices=["tiny", "small", "medium"])
     args = parser.parse_args(argv)
+    if args.runs_root:  # a file there, or no permission: one line, not a traceback from the window
+        try:
+            Path(args.runs_root).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            print(f"error: --runs-root {args.runs_root}: {exc.strerror or exc}; choose a folder "  # noqa: T201
+                  "you can write", file=sys.stderr)
+            return 2
     try:
         engine.configure(tune_allocator=True)  # before NumPy, Numba and Qt load (see engine.runtime)
     except engine.MambaStudioError as exc:

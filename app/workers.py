@@ -126,6 +126,11 @@ class TrainWorker(QObject):
                     f"{tr.total_steps} steps")
                 for note in run.notices:
                     self.info.emit(f"note: {note}")
+                if tr.cursor.step >= tr.total_steps:  # Continue on a finished run: say what to do
+                    self.saved.emit(f"{run.folder.name} is already at step {tr.cursor.step} of "
+                                    f"{tr.total_steps}: raise Epochs or Max steps (Model & training),"
+                                    " then Continue it again")
+                    return
                 self._preview(f"step {run.step}", run.trainer.cursor.epoch)
                 result = run.train(on_step=self._on_step, on_epoch=self._on_epoch,
                                    control=self.control, on_save=self._on_save,
@@ -139,7 +144,7 @@ class TrainWorker(QObject):
             if self._tb is not None:
                 self._tb.close()
             self._previews.shutdown(wait=True)  # pending previews land before `finished`
-        self.finished.emit(self.folder)
+            self.finished.emit(self.folder)  # also after the early return above
 
     def _on_save(self, path: Path) -> None:
         self.info.emit(f"snapshot {path.name} saved")

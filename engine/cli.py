@@ -203,6 +203,10 @@ def _train(a: argparse.Namespace, run, job) -> int:
             print(f"note: {tr.cfg.epochs} epochs end at step {by_epochs}, before max steps "
                   f"{tr.cfg.max_steps}; pass --epochs {-(-tr.cfg.max_steps // tr.steps_per_epoch)} "
                   "to reach it", file=sys.stderr)
+        if tr.cfg.warmup_steps >= tr.total_steps > tr.cursor.step:
+            print(f"note: the {tr.cfg.warmup_steps}-step warmup outlasts the run ({tr.total_steps} "
+                  f"steps): the learning rate never reaches {tr.cfg.lr:g}; lower --warmup",
+                  file=sys.stderr)
         if tr.cursor.step >= tr.total_steps:
             more = "--epochs" if tr.total_steps == by_epochs else "--max-steps or --epochs"
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
@@ -323,12 +327,18 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
 def cmd_eval(a: argparse.Namespace) -> int:
     from . import encode_corpus, evaluate, load_corpus
+    from . import runformat as rf
     from .data import id_dtype
     from .limits import MemorySpec, check_fits
     from .run import load_model
 
+    if not a.corpus and rf.is_run(Path(a.model)):  # a run knows its own held-out split
+        return _eval_run_heldout(a.model)
     lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
+    if not a.corpus:
+        print(f"note: no corpus given; evaluating on the bundled sample corpus ({SAMPLE_CORPUS})",
+              file=sys.stderr)
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
     for path, why in corpus.rejected:
         print(f"skipped {path}: {why}", file=sys.stderr)
@@ -338,6 +348,25 @@ def cmd_eval(a: argparse.Namespace) -> int:
     r = evaluate(lm, encode_corpus(corpus, lm.tokenizer), a.seq_len)
     print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
           f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.tokens:,} tokens)")
+    return 0
+
+
+def _eval_run_heldout(folder: str) -> int:
+    """``eval RUN`` without a corpus: the run's saved held-out split, the loss its training reports."""
+    from .errors import CorpusError
+    from .run import _trainer, open_run
+
+    view = open_run(folder)
+    for note in view.notices:
+        print(f"warning: {note}", file=sys.stderr)
+    view.lm.check_finite(folder)
+    tr = _trainer(view.lm, view.data, view.spec.train)
+    if not tr.has_val:
+        raise CorpusError(f"{folder}: the run has no held-out split (holdout 0); pass a corpus")
+    r = tr.evaluate()
+    print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
+          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.tokens:,} tokens, the "
+          f"run's held-out split at step {view.step})")
     return 0
 
 
@@ -436,7 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(fn=cmd_generate)
     e = sub.add_parser("eval", help="held-out metrics of a model on a corpus")
     e.add_argument("model")
-    e.add_argument("corpus", nargs="*")
+    e.add_argument("corpus", nargs="*", help="default: a run's own held-out split; for a model "
+                   "folder, the bundled sample corpus")
     e.add_argument("--seq-len", type=_int_in(2, 1 << 24), default=256)
     e.set_defaults(fn=cmd_eval)
     b = sub.add_parser("bench", help="training-step throughput")

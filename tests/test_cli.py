@@ -20,6 +20,7 @@ def test_train_generate_eval_resume(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "skipped" in err and "b.bin" in err  # the binary file is reported, the rest trains
     assert "sample before training" in err and "saved" in err and "step-3" in err
+    assert "the 100-step warmup outlasts the run (3 steps)" in err  # tiny's warmup is 100
     assert json.loads((out / "latest.json").read_text())["step"] == 3
     assert main(["train", "--resume", str(out), "--sample-tokens", "0"]) == 0
     assert "already at step 3 of 3" in capsys.readouterr().err  # max_steps kept
@@ -42,6 +43,18 @@ def test_max_steps_past_the_epochs_says_to_raise_epochs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "1 epochs end at step" in err and "before max steps 1000; pass --epochs" in err
     assert "pass --epochs with a larger total" in err  # not "--max-steps", which was just given
+
+
+def test_eval_of_a_run_without_a_corpus_uses_its_held_out_split(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32", "--batch",
+                 "2", "--max-steps", "2", "--out", str(out), "--sample-tokens", "0"]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(out)]) == 0  # was: the bundled sample corpus, silently
+    got = capsys.readouterr().out
+    assert "the run's held-out split at step 2" in got
+    loss = float(got.split()[1])
+    assert abs(loss - json.loads((out / "latest.json").read_text())["val_loss"]) < 1e-4
 
 
 def test_lora_bpe_and_adapter_export(tmp_path, capsys):

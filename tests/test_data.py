@@ -59,3 +59,13 @@ def test_holdout_split_keeps_order_and_sizes():
     ids = np.arange(1000)
     tr, va = split_holdout(ids, 0.1, 32)
     assert len(va) == 100 and tr[-1] + 1 == va[0]
+
+
+def test_a_folder_of_only_rejected_files_gives_a_short_error(tmp_path):
+    for i in range(500):
+        (tmp_path / f"img{i}.png").write_bytes(b"\x89PNG")
+    with pytest.raises(CorpusError) as exc:
+        load_corpus([tmp_path])
+    msg = str(exc.value)
+    assert "img0.png: not a text file type (.png)" in msg and "and 497 more" in msg
+    assert len(msg) < 400  # was every file's reason: ~25,000 characters

@@ -79,7 +79,7 @@ def test_two_ranks_losses_equal_single_process_for_20_steps(full_job: dict[str, 
     ref = np.array([h.loss for h in single_process("full").history])
     assert len(full_job["losses"]) == len(ref) == STEPS
     np.testing.assert_allclose(full_job["losses"], ref, rtol=1e-6, atol=0)
-    assert ref[-1] < ref[0] - 1.0  # it trained
+    assert ref[-1] < ref[0] - 0.2  # it trained (5.94 -> 5.58 with the new init)
 
 
 def test_two_ranks_parameters_bit_equal_to_ordered_reduction(full_job: dict[str, np.ndarray],

@@ -130,7 +130,7 @@ def test_lora_panel_never_scrolls_sideways_at_1024x700(win, qtbot):
     win.train.lora.setChecked(True)
     win.train.targets["out_proj"].setChecked(True)  # the long PEFT warning
     qtbot.wait(50)
-    assert "PEFT refuses" in win.train.trainable.text()
+    assert "PEFT cannot apply out_proj" in win.train.trainable.text()  # wording of main 3fd917b
     viewport = win.train_scroll.viewport().width()
     assert win.train.minimumSizeHint().width() <= viewport
     assert win.train.width() <= viewport
@@ -190,3 +190,13 @@ def test_lora_run_exports_adapter_and_merged_after_it_ended(win, qtbot, tmp_path
     cfg = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
     assert Path(cfg["base_model_name_or_path"]) == (tmp_path / "adapter" / "base").resolve()
     assert (tmp_path / "adapter" / "base" / "model.safetensors").exists()
+
+
+def test_runs_root_on_a_file_is_one_line_not_a_traceback(tmp_path, capsys):
+    from app.__main__ import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["--runs-root", str(blocker)]) == 2  # was: FileExistsError from MainWindow
+    err = capsys.readouterr().err
+    assert err.startswith("error: --runs-root") and "Traceback" not in err and err.count("\n") == 1

@@ -75,6 +75,16 @@ def test_lora_and_wsla_toggles_reach_the_run_spec(win):
     assert win.make_job().spec.train.lora is None
 
 
+def test_continue_a_finished_run_says_how_to_train_it_further(win, qtbot):
+    folder = train_until_idle(qtbot, win, max_steps=2)
+    win.choose_continue(folder)
+    train_until_idle(qtbot, win)  # same panel settings: nothing left to train
+    assert not win.errors, win.errors
+    msg = win.statusBar().currentMessage()
+    assert "already at step 2 of 2" in msg and "raise Epochs or Max steps" in msg, msg
+    assert json.loads((Path(folder) / "latest.json").read_text())["step"] == 2
+
+
 def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
     """Deterministic: every wait is on a condition or a signal, and the pause check reads the
     run's own step counter (not the queue of step signals the GUI may not have drained yet)."""
