@@ -29,7 +29,6 @@ import numpy as np
 
 from .distributed import Comm, FlatBuffer, balanced_owners, partition_rows
 from .errors import MambaStudioError
-from .model import loss_and_grad
 from .optim import AdamW, ShardSpec
 from .threads import ThreadTuner
 from .trainer import TrainControl, Trainer
@@ -103,24 +102,8 @@ class DataParallel:
         returns the same (loss, pre-clip grad norm, non-finite, skipped tensors) on every rank."""
         tr = self.trainer
         assert tr.trainable is not None
-        c = tr.cfg
-        params = tr.trainable.effective()
-        for g in tr._grads.values():
-            g.fill(0.0)
-        tokens, targets, reset = tr.rows.batch(rows)
-        n_valid = int(np.count_nonzero(targets >= 0))
-        tr._last_tokens = n_valid
-        mine = partition_rows(len(rows), tr.cursor.step, c.seed, self.rank, self.size)
-        loss_sum = 0.0
-        for micro, s in enumerate(range(0, len(mine), c.batch_size)):
-            mb = mine[s : s + c.batch_size]
-            ls, _ = loss_and_grad(
-                params, tokens[mb], targets[mb], tr.lm.config, tr._grads,
-                1.0 / n_valid, checkpoint=c.activation_checkpointing,
-                hooks=tr.trainable.dropout_hooks(tr.cursor.step, self.rank + self.size * micro),
-                reset=None if reset is None else reset[mb],
-            )
-            loss_sum += ls
+        mine = partition_rows(len(rows), tr.cursor.step, tr.cfg.seed, self.rank, self.size)
+        loss_sum, n_valid = tr.accumulate(rows, mine, micro0=self.rank, micro_stride=self.size)
         grads = tr.trainable.grads(tr._grads)
         w0 = self.comm.waited_s
         total = np.array([loss_sum], dtype=np.float64)

@@ -247,8 +247,13 @@ class Trainer:
         self.history = [h for h in self.history if h.step <= self.cursor.step]
 
     # ------------------------------------------------------------------ one step
-    def train_step(self, rows: np.ndarray) -> tuple[float, float, bool, tuple[str, ...]]:
-        """One optimizer step over ``rows`` (indices into the row table), in micro-batches."""
+    def accumulate(self, rows: np.ndarray, mine: np.ndarray | None = None, micro0: int = 0,
+                   micro_stride: int = 1) -> tuple[float, int]:
+        """Zero the gradient buffers and add the gradients of the batch ``rows`` (R,) into them,
+        in micro-batches of ``batch_size``, each scaled by 1 / (valid targets of all ``rows``).
+        ``mine`` (optional, positions into ``rows``) limits the work to those rows (a data-parallel
+        rank's share); micro-batch k draws its dropout masks as number ``micro0 + micro_stride * k``.
+        Returns (summed loss of the rows done, valid targets of all ``rows``)."""
         assert self.trainable is not None
         c = self.cfg
         params = self.trainable.effective()
@@ -258,15 +263,22 @@ class Trainer:
         n_valid = int(np.count_nonzero(targets >= 0))
         self._last_tokens = n_valid
         loss_sum = 0.0
-        for micro, s in enumerate(range(0, len(rows), c.batch_size)):
-            mb = slice(s, s + c.batch_size)
+        n = len(rows) if mine is None else len(mine)
+        for micro, s in enumerate(range(0, n, c.batch_size)):
+            mb = slice(s, s + c.batch_size) if mine is None else mine[s : s + c.batch_size]
             ls, _ = loss_and_grad(
                 params, tokens[mb], targets[mb], self.lm.config, self._grads,
                 1.0 / n_valid, checkpoint=c.activation_checkpointing,
-                hooks=self.trainable.dropout_hooks(self.cursor.step, micro),
+                hooks=self.trainable.dropout_hooks(self.cursor.step, micro0 + micro_stride * micro),
                 reset=None if reset is None else reset[mb],
             )
             loss_sum += ls
+        return loss_sum, n_valid
+
+    def train_step(self, rows: np.ndarray) -> tuple[float, float, bool, tuple[str, ...]]:
+        """One optimizer step over ``rows`` (indices into the row table), in micro-batches."""
+        assert self.trainable is not None
+        loss_sum, n_valid = self.accumulate(rows)
         loss = loss_sum / n_valid
         grads = self.trainable.grads(self._grads)  # also consumes LoRA-dropout terms
         if not math.isfinite(loss):
