@@ -7,20 +7,10 @@ import numpy as np
 import pytest
 
 from engine import MambaLM, SamplingConfig, TrainConfig, Trainer
-from engine.gpu import GpuUnavailable, acquire_device, open_stepper
+from engine.gpu import open_stepper
 from engine.inference import prefill, step
 from engine.tokenizer import ByteTokenizer
 from tests.helpers import random_params, tiny_config
-
-
-@pytest.fixture(scope="module")
-def gpu():
-    got = acquire_device()
-    if isinstance(got, GpuUnavailable):
-        if os.environ.get("MAMBA_STUDIO_REQUIRE_GPU") == "1":
-            pytest.fail(f"a wgpu adapter is required here: {got}")
-        pytest.skip(str(got))
-    return got
 
 
 def _lm(seed, **kw):

@@ -3,12 +3,10 @@
 Skips where wgpu or an adapter is missing, and fails instead when MAMBA_STUDIO_REQUIRE_GPU=1
 (scripts/test.sh installs Mesa lavapipe and sets it)."""
 
-import os
 
 import numpy as np
 import pytest
 
-from engine.gpu import GpuUnavailable, acquire_device
 from engine.gpu.stepper import _shader
 from engine.ops.activations import softplus_forward
 from engine.ops.conv1d import conv1d_step
@@ -18,16 +16,6 @@ from engine.ops.selective_scan import selective_scan_step
 # float32 on both sides, different operation order and exp/log implementations: a few ulps of
 # the largest value per output, times the length of the longest dependent chain (d_state, d)
 ULP = float(np.finfo(np.float32).eps)
-
-
-@pytest.fixture(scope="module")
-def gpu():
-    got = acquire_device()
-    if isinstance(got, GpuUnavailable):
-        if os.environ.get("MAMBA_STUDIO_REQUIRE_GPU") == "1":
-            pytest.fail(f"a wgpu adapter is required here: {got}")
-        pytest.skip(str(got))
-    return got
 
 
 def _dispatch(gpu, shader, uniform, arrays, groups):
