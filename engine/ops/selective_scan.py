@@ -124,7 +124,9 @@ def _scan_backward_kernel(
         cw = min(CHUNK, ne - c0)
         Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
         Dj = D[c0 : c0 + cw]
-        hist = np.zeros((nl + 2, nn_, cw), u.dtype)  # plane nl + 1 stays zero (reset)
+        hist = np.empty((nl + 2, nn_, cw), u.dtype)  # plane nl + 1 stays zero (reset)
+        hist[0] = 0
+        hist[nl + 1] = 0
         decay = np.empty((nl, nn_, cw), u.dtype)
         ys = np.empty((nl, cw), u.dtype)
         dbu = np.empty(cw, u.dtype)
