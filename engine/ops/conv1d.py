@@ -67,7 +67,6 @@ def _conv1d_silu_backward_kernel(du, x, wT, xc, reset, dx, dwT_part, db_part):
     nk, ne = wT.shape
     for b in prange(nb):
         g = np.empty(ne, x.dtype)
-        dwb = dwT_part[b]
         dbb = db_part[b]
         for t in range(nl):
             dxt = dx[b, t]
