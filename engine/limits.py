@@ -10,7 +10,8 @@
 
 The activation model follows ``engine.model.layer_forward``'s ``LayerCache`` (float32, per token
 per layer: h, xn (d each), xz (2e), xc, u, dt_pre, delta, y (e each), x_dbl (r + 2n), rstd (1)) and
-the backward's largest transient (the scan's per-thread state history, (l + 1) x n x 64 floats).
+the backward's largest transient (the scan's per-thread state history and decays,
+(2 l + 2) x n x 64 floats).
 It is an estimate within about 25 % of the measured peak RSS, not a bound.
 """
 
@@ -243,9 +244,10 @@ def estimate(spec: MemorySpec) -> MemoryEstimate:
     else:
         acts = c.n_layer * per_layer
     # backward of one layer: dxz, du, ddelta, dx_dbl, dy... (~8e floats per token), the scan's
-    # per-thread state history and its dB/dC partial sums
+    # per-thread state history and decays and its dB/dC partial sums
     chunks = -(-e // SCAN_CHUNK)
-    scan = min(threads, spec.batch_size * chunks) * (spec.seq_len + 1) * n * min(e, SCAN_CHUNK) * F32
+    scan = (min(threads, spec.batch_size * chunks) * (2 * spec.seq_len + 2) * n
+            * min(e, SCAN_CHUNK) * F32)
     scan += 2 * chunks * tokens * n * F32
     workspace = 8 * e * F32 * tokens + scan + k * e * F32 * spec.batch_size
     lora_weights = p * F32 if spec.trainable is not None and spec.trainable < p else 0

@@ -93,12 +93,12 @@ def sgemm_gflops(m: int, k: int, n: int, repeats: int = 10) -> float:
 def scan_counts(b: int, length: int, e: int, n: int) -> dict[str, tuple[float, float]]:
     """(flops, exps) of the forward and backward scan kernels per call, as implemented in
     engine/ops/selective_scan.py (a multiply-add counts 2). Per (b, t, e, n) element: forward
-    6 flops + 1 exp; backward = the forward recomputed (6 + 1 exp) + the reverse step (21 + 1 exp,
-    the decay recomputed); per (b, t, e): forward ~8 + a sigmoid (1 exp), backward ~20 + a
-    sigmoid."""
+    6 flops + 1 exp; backward = the forward recomputed, keeping each decay (6 + 1 exp) + the
+    reverse step (16, no exp: it reads the kept decay); per (b, t, e): forward ~8 + a sigmoid
+    (1 exp), backward ~24 + a sigmoid."""
     el = float(b * length * e * n)
     bte = float(b * length * e)
     return {
         "forward": (6 * el + 8 * bte, el + bte),
-        "backward": (27 * el + 20 * bte, 2 * el + bte),
+        "backward": (22 * el + 24 * bte, el + bte),
     }

@@ -67,7 +67,6 @@ def _conv1d_silu_backward_kernel(du, x, wT, xc, reset, dx, dwT_part, db_part):
     nk, ne = wT.shape
     for b in prange(nb):
         g = np.empty(ne, x.dtype)
-        dwb = dwT_part[b]
         dbb = db_part[b]
         for t in range(nl):
             dxt = dx[b, t]
@@ -84,13 +83,9 @@ def _conv1d_silu_backward_kernel(du, x, wT, xc, reset, dx, dwT_part, db_part):
             for j in range(nk):
                 ts = t - (nk - 1) + j
                 if ts >= first:
-                    xs = x[b, ts]
-                    dxs = dx[b, ts]
-                    wj = wT[j]
-                    dwj = dwb[j]
                     for c in range(ne):
-                        dxs[c] += wj[c] * g[c]
-                        dwj[c] += g[c] * xs[c]
+                        dx[b, ts, c] += wT[j, c] * g[c]
+                        dwT_part[b, j, c] += g[c] * x[b, ts, c]
 
 
 def _check_weights(weight: np.ndarray, bias: np.ndarray, dt: np.dtype | None = None) -> np.dtype:

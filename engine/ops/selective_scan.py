@@ -19,8 +19,9 @@ the (n, CHUNK) state lives in a small local buffer. The forward's inner loops ru
 ``CHUNK`` channels (a compile-time constant: no remainder loops; 1.1-1.25x faster, measured); the
 wrappers zero-pad e to a multiple of CHUNK when needed (padded channels have u = delta = D = z = 0:
 no state, nothing added to dB, dC). The forward stores nothing but its outputs; the backward
-recomputes each job's states into a private (l + 1, n, CHUNK) buffer (1 MiB at l=256), then
-walks back in time with the reverse recurrence (derived in
+recomputes each job's states and decays exp(delta_t A) into private (l + 2, n, CHUNK) and
+(l, n, CHUNK) buffers (1 MiB each at l=256; the reverse step then computes no exp), and walks
+back in time with the reverse recurrence (derived in
 docs/derivations/selective_scan_backward.md):
 
     g_t = dy_t * C_t + exp(delta_{t+1} A) * g_{t+1}
@@ -28,6 +29,9 @@ docs/derivations/selective_scan_backward.md):
     du_t = sum_n g_t delta_t B_t + D dy_t
     ddelta_t = sum_n g_t (A exp(delta_t A) h_{t-1} + B_t u_t)
     dA = sum_t g_t delta_t exp(delta_t A) h_{t-1};    dA_log = dA * A
+computed as w_t = g_t exp(delta_t A) h_{t-1} = g_t (h_t - delta_t u_t B_t) and
+gb_t = sum_n g_t B_t, so du_t = D dy_t + delta_t gb_t and ddelta_t = u_t gb_t + sum_n A w_t
+(fewer multiplies and memory streams per (t, e, n) element: measured 15-17 % faster).
 Per-job partial sums (dB, dC over channel chunks; dA, dD over batch) are reduced afterwards in NumPy,
 so results are deterministic. Reference: engine/reference.py::selective_scan.
 Derivation: docs/derivations/selective_scan_backward.md.
@@ -96,10 +100,19 @@ def _scan_backward_kernel(
 ):
     """dout (b, l, e) + forward inputs -> du, ddelta (b, l, e); dz written at the same columns of
     ``dz`` as z is read (zoff..zoff+e); dA_part (b, n, e); dB_part, dC_part (chunks, b, l, n);
-    dD_part (b, e). A reset at t makes h_{t-1} count as zero (``hz``) and cuts the carry g.
-    The channel width ``cw`` stays a run-time value here: a compile-time width (as in the forward)
-    and a segment-wise recomputation with 64 KiB buffers were both measured 5-30 % slower than this
-    loop over a full (l + 1, n, cw) history."""
+    dD_part (b, e). A reset at t makes h_{t-1} count as zero (the always-zero plane ``nl + 1`` of
+    ``hist``) and cuts the carry g.
+
+    The recompute keeps each state h_t (``hist``, (l + 2, n, cw)) and each decay
+    exp(delta_t A) (``decay``, (l, n, cw)), so the reverse step computes no exp. It uses
+    exp(delta_t A) h_{t-1} = h_t - delta_t u_t B_t (the recurrence itself: no h_{t-1} read, and
+    exactly 0 after a reset), and the per-channel sums over states
+    gb = sum_n g B (du = D dy + delta gb, ddelta = u gb + sum_n A w), w = g exp(delta A) h_{t-1}.
+    Arrays are indexed directly (hist[t, s, k]) rather than through per-row views. Measured
+    slower, so not kept: recomputing the decay in the reverse step (+16 %), and state checkpoints
+    every 16-64 positions kept by the forward with L2-sized segment buffers here (half the exps,
+    yet +20-40 %: LLVM vectorised the segment loops worse), and softplus(dt_pre + bias) with its
+    backward fused into both kernels (+5-10 % against the separate softplus ops)."""
     nb, nl, ne = u.shape
     has_reset = reset.shape[1] > 0
     nn_ = At.shape[0]
@@ -112,38 +125,37 @@ def _scan_backward_kernel(
         cw = min(CHUNK, ne - c0)
         Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
         Dj = D[c0 : c0 + cw]
-        hist = np.zeros((nl + 1, nn_, cw), u.dtype)
-        hz = np.zeros((nn_, cw), u.dtype)
+        hist = np.empty((nl + 2, nn_, cw), u.dtype)  # plane nl + 1 stays zero (reset)
+        hist[0] = 0
+        hist[nl + 1] = 0
+        decay = np.empty((nl, nn_, cw), u.dtype)
         ys = np.empty((nl, cw), u.dtype)
         dbu = np.empty(cw, u.dtype)
-        # -- recompute the forward states
+        # -- recompute the forward states and decays
         for t in range(nl):
             rs = has_reset and reset[b, t] != 0
             ut = u[b, t, c0 : c0 + cw]
             dt = delta[b, t, c0 : c0 + cw]
-            Bt = Bm[b, t]
-            Ct = Cm[b, t]
             yt = ys[t]
             for k in range(cw):
                 dbu[k] = dt[k] * ut[k]
                 yt[k] = Dj[k] * ut[k]
-            hprev = hz if rs else hist[t]
+            tp = nl + 1 if rs else t
             for s in range(nn_):
-                hp = hprev[s]
-                hn = hist[t + 1, s]
-                As = Aj[s]
-                bs = Bt[s]
-                cs = Ct[s]
+                bs = Bm[b, t, s]
+                cs = Cm[b, t, s]
                 for k in range(cw):
-                    hv = fast_exp(dt[k] * As[k]) * hp[k] + dbu[k] * bs
-                    hn[k] = hv
+                    ea = fast_exp(dt[k] * Aj[s, k])
+                    decay[t, s, k] = ea
+                    hv = ea * hist[tp, s, k] + dbu[k] * bs
+                    hist[t + 1, s, k] = hv
                     yt[k] += cs * hv
         # -- reverse-time scan
         gh = np.zeros((nn_, cw), u.dtype)
         dA_acc = np.zeros((nn_, cw), u.dtype)
         dD_acc = np.zeros(cw, u.dtype)
         dy = np.empty(cw, u.dtype)
-        du_acc = np.empty(cw, u.dtype)
+        gb = np.empty(cw, u.dtype)
         dd_acc = np.empty(cw, u.dtype)
         for t in range(nl - 1, -1, -1):
             rs = has_reset and reset[b, t] != 0
@@ -158,31 +170,24 @@ def _scan_backward_kernel(
                 dy[k] = got[k] * zt[k] * sg
                 dzt[k] = got[k] * yt[k] * sg * (1 + zt[k] * (1 - sg))
                 dD_acc[k] += dy[k] * ut[k]
-                du_acc[k] = Dj[k] * dy[k]
+                dbu[k] = dt[k] * ut[k]
+                gb[k] = zero
                 dd_acc[k] = zero
-            Bt = Bm[b, t]
-            Ct = Cm[b, t]
-            hprev = hz if rs else hist[t]
             for s in range(nn_):
-                hn = hist[t + 1, s]
-                hp = hprev[s]
-                As = Aj[s]
-                gs = gh[s]
-                dAs = dA_acc[s]
-                bs = Bt[s]
-                cs = Ct[s]
+                bs = Bm[b, t, s]
+                cs = Cm[b, t, s]
                 sB = zero
                 sC = zero
                 for k in range(cw):
-                    g = gs[k] + dy[k] * cs
-                    sC += dy[k] * hn[k]
-                    ea = fast_exp(dt[k] * As[k])
-                    gp = g * hp[k]
-                    dd_acc[k] += g * bs * ut[k] + As[k] * ea * gp
-                    du_acc[k] += g * dt[k] * bs
-                    sB += g * dt[k] * ut[k]
-                    dAs[k] += dt[k] * ea * gp
-                    gs[k] = g * ea
+                    g = gh[s, k] + dy[k] * cs
+                    hn = hist[t + 1, s, k]
+                    sC += dy[k] * hn
+                    w = g * (hn - dbu[k] * bs)
+                    gb[k] += g * bs
+                    sB += g * dbu[k]
+                    dd_acc[k] += Aj[s, k] * w
+                    dA_acc[s, k] += dt[k] * w
+                    gh[s, k] = g * decay[t, s, k]
                 dB_part[ch, b, t, s] = sB
                 dC_part[ch, b, t, s] = sC
             if rs:
@@ -190,8 +195,8 @@ def _scan_backward_kernel(
             dut = du[b, t, c0 : c0 + cw]
             ddt = ddelta[b, t, c0 : c0 + cw]
             for k in range(cw):
-                dut[k] = du_acc[k]
-                ddt[k] = dd_acc[k]
+                dut[k] = Dj[k] * dy[k] + dt[k] * gb[k]
+                ddt[k] = ut[k] * gb[k] + dd_acc[k]
         for s in range(nn_):
             for k in range(cw):
                 dA_part[b, s, c0 + k] = dA_acc[s, k]
