@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 import engine
+from engine.runformat import read_run_json
 
 from . import settings
 from .panels.corpus_panel import CorpusPanel
@@ -43,6 +44,8 @@ from .workers import TrainJob, TrainWorker, auto_eval_every, default_runs_root, 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = ROOT / "assets" / "sample_corpus"
 ICON = ROOT / "assets" / "icon.svg"
+LABELS = {"epochs": "epochs", "max_steps": "max steps", "lr": "learning rate",
+          "eval_every": "held-out eval every"}  # the Continue overrides, as the Next Start line says
 
 
 class MainWindow(QMainWindow):
@@ -62,6 +65,8 @@ class MainWindow(QMainWindow):
         self.worker: TrainWorker | None = None
         self.init_dir: str | None = None  # next Start: a new run from these weights
         self.continue_dir: str | None = None  # next Start: continue this run
+        self.continue_spec: engine.RunSpec | None = None  # ... whose saved settings these are
+        self.continue_shown: engine.TrainConfig | None = None  # the panel as Continue set it
         self.current_run: str | None = None  # the run training now, or the last one
         self.last_folder: str | None = None
         self._closing = False
@@ -232,14 +237,23 @@ class MainWindow(QMainWindow):
         if self.continue_dir:
             info = next((r for r in self.runs.runs if str(r.path) == self.continue_dir), None)
             step = f" from step {info.steps}" if info else ""
+            over = self.continue_overrides()
+            saved = self.continue_spec.train if self.continue_spec is not None else None
+            changes = ", ".join(f"{LABELS[k]} {v:g} (was {getattr(saved, k) or 'no limit'})"
+                                for k, v in over.items())
+            how = (f"with {changes}" if changes else
+                   "with its own settings (change epochs, max steps, learning rate or held-out "
+                   "eval in the panel to override them)")
             text = (f"Next Start: continues run {Path(self.continue_dir).name}{step} in its folder "
-                    "(epochs and max steps from the panel; New model to start fresh)")
+                    f"{how}; New model to start fresh")
         elif self.init_dir:
             text = (f"Next Start: a new run starting from the weights of {self.init_dir}, "
                     f"saved under {self.runs_root}")
         else:
             name = self.train.preset.currentText()
-            text = f"Next Start: a new run ({name} model, random weights), saved under {self.runs_root}"
+            init = self.train.init_scheme.currentText()
+            text = (f"Next Start: a new run ({name} model, random weights, {init} init), saved "
+                    f"under {self.runs_root}")
         self.next_label.setText(text)
         self.train.model_source.setText(text.removeprefix("Next Start: "))
 
@@ -309,9 +323,18 @@ class MainWindow(QMainWindow):
         spec = self.train.run_spec(self.init_dir, eval_every)
         spec.check()
         return TrainJob(spec=spec, paths=self.corpus.paths(), runs_root=self.runs_root,
-                        continue_folder=self.continue_dir,
-                        overrides={"epochs": tc.epochs, "max_steps": tc.max_steps},
+                        continue_folder=self.continue_dir, overrides=self.continue_overrides(),
                         backend=self.backend.currentText(), early=self.train.early_stopping())
+
+    def continue_overrides(self) -> dict[str, object]:
+        """What Continue passes to ``engine.resume_run``: the panel's epochs, max steps, learning
+        rate and held-out cadence that the user changed after choosing Continue (which showed the
+        run's own values); "no limit" and "auto" keep the run's."""
+        if not self.continue_dir or self.continue_shown is None:
+            return {}
+        now, shown = self.train.train_config(), self.continue_shown
+        return {k: getattr(now, k) for k in LABELS if k in engine.RESUME_OVERRIDES
+                and getattr(now, k) and getattr(now, k) != getattr(shown, k)}
 
     def start_training(self) -> None:
         if self.state != "idle":
@@ -444,8 +467,17 @@ class MainWindow(QMainWindow):
     def choose_continue(self, folder: str) -> None:
         if self.state != "idle":
             return
+        try:
+            spec = engine.RunSpec.from_dict(read_run_json(Path(folder))["spec"])
+        except (OSError, ValueError, engine.MambaStudioError) as exc:
+            self._error(f"cannot continue {folder}: {exc}")
+            return
         self.continue_dir = folder
+        self.continue_spec = spec
+        self.continue_shown = None  # no overrides while the panel is being set
         self.init_dir = None
+        self.train.show_resumable(spec.train)  # the panel starts from the run's own values
+        self.continue_shown = self.train.train_config()
         self.plots.load_history(engine.read_metrics(folder))
         self.gallery.show_run(folder)
         self._update_next()

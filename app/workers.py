@@ -97,7 +97,9 @@ class TrainWorker(QObject):
         if j.continue_folder:
             over = {k: v for k, v in j.overrides.items() if k in engine.RESUME_OVERRIDES}
             run = engine.resume_run(j.continue_folder, **over)
-            self.info.emit(f"continuing {run.folder} from step {run.step}")
+            changed = ", ".join(f"{k} {v}" for k, v in over.items())
+            self.info.emit(f"continuing {run.folder} from step {run.step}"
+                           + (f" with {changed}" if changed else ""))
             return run
         return engine.start_run(j.spec, j.paths, root=j.runs_root, progress=self.info.emit)
 

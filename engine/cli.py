@@ -96,7 +96,8 @@ _TRAIN_FLAGS = {"epochs": "epochs", "lr": "lr", "batch": "batch_size", "seq_len"
                 "clip": "max_grad_norm", "seed": "seed", "max_steps": "max_steps",
                 "eval_every": "eval_every"}
 _RUN_FLAGS = {"preset": "preset", "tokenizer": "tokenizer", "bpe_vocab": "bpe_vocab",
-              "init": "init", "holdout": "holdout", "records": "records", "autosave_steps": "autosave_steps",
+              "init": "init", "init_scheme": "init_scheme", "holdout": "holdout",
+              "records": "records", "autosave_steps": "autosave_steps",
               "autosave_minutes": "autosave_minutes"}
 
 
@@ -392,6 +393,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from .bench import BENCH_CONFIGS
     from .lora import LORA_TARGETS
+    from .params import INITS
 
     p = _Parser(prog="python -m engine", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -406,6 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--tokenizer", choices=["bytes", "bpe"])
     t.add_argument("--bpe-vocab", type=_int_in(257, 1 << 20))
     t.add_argument("--init", help="start from this model folder, run or snapshot (ours or HF)")
+    t.add_argument("--init-scheme", choices=INITS,
+                   help="weight init of a new model (default: default; reference = mamba_ssm / "
+                        "Hugging Face init)")
     t.add_argument("--epochs", type=_int_in(1, 1_000_000))
     t.add_argument("--lr", type=_float_in(0.0, 10.0, lo_open=True))
     t.add_argument("--batch", type=_int_in(1, 65_536))

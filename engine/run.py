@@ -52,6 +52,7 @@ class RunSpec:
     tokenizer: str = "bytes"  # bytes | bpe
     bpe_vocab: int = 2048
     init: str | None = None  # start from this model folder / run / snapshot instead
+    init_scheme: str = "default"  # weight init of a new model: one of engine.params.INITS
     records: str = "file"  # documents: file | blank-line | line (packed, reset); or "stream"
     holdout: float = 0.1  # fraction held out (whole documents, seeded by train.seed)
     train: TrainConfig = field(default_factory=TrainConfig)  # TrainConfig.for_preset(preset)
@@ -73,9 +74,20 @@ class RunSpec:
         except (TypeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"run.json: unusable spec ({exc})") from None
 
-    def check(self) -> None:
-        """Ranges of every setting (non-finite / non-positive values refused before any work)."""
+    def check(self, new: bool = True) -> None:
+        """Ranges of every setting (non-finite / non-positive values refused before any work).
+        ``new=False`` (resume) skips ``init_scheme``: it only made the step-0 weights, and a
+        scheme renamed since must not stop a saved run from continuing."""
         check_train(self.train)
+        if new:
+            from .params import INITS
+
+            if self.init_scheme not in INITS:
+                raise ValueError(f"init scheme must be one of {', '.join(INITS)}; "
+                                 f"not {self.init_scheme!r}")
+            if self.init and self.init_scheme != RunSpec.init_scheme:
+                raise ValueError(f"init scheme {self.init_scheme!r} applies to a new model; "
+                                 f"starting from {self.init} keeps its trained weights (drop one)")
         if self.records not in ("stream", *RECORDS):
             raise ValueError(f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}")
         if self.tokenizer not in ("bytes", "bpe"):
@@ -313,7 +325,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                 if p.name != rf.LOCK:
                     shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
         if not lm.params:
-            lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed)
+            lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed, init=spec.init_scheme)
         arrays, n_train = _encode(spec, corpus, lm.tokenizer)
         rf.write_data(folder, arrays, n_train, rf.file_sources([f.path for f in corpus.files]),
                       {"records": spec.records, "holdout": spec.holdout, "seed": spec.train.seed,
@@ -350,7 +362,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         train_kw = {k: v for k, v in overrides.items() if v is not None and hasattr(spec.train, k)}
         run_kw = {k: v for k, v in overrides.items() if v is not None and not hasattr(spec.train, k)}
         spec = replace(spec, train=replace(spec.train, **train_kw), **run_kw)
-        spec.check()
+        spec.check(new=False)
         lm = MambaLM.load(snap)
         check_fits(lm.tokenizer, lm.config.vocab_size, snap / "tokenizer.json")
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
