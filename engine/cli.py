@@ -160,6 +160,10 @@ def _open_for_training(a: argparse.Namespace):
 
 
 def cmd_train(a: argparse.Namespace) -> int:
+    if a.export_adapter:  # an adapter folder that would be refused: say so before training
+        from .export.source import check_dest
+
+        check_dest(a.export_adapter, force=a.force)
     if a.export_adapter and a.lora:
         from .lora import PEFT_REFUSES
 
@@ -278,7 +282,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
 
             if not isinstance(tr.trainable, LoRATrainable):
                 raise ValueError("--export-adapter needs a LoRA run (--lora)")
-            for w in export_peft(run.folder, a.export_adapter):
+            for w in export_peft(run.folder, a.export_adapter, force=a.force):
                 print(f"warning: {w}", file=sys.stderr)
             print(f"PEFT adapter: {a.export_adapter} (its unmerged base: "
                   f"{Path(a.export_adapter) / 'base'})", file=sys.stderr)
@@ -289,7 +293,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     from .export import export_gguf, export_merged, export_peft
 
     fn = {"merged": export_merged, "peft": export_peft, "gguf": export_gguf}[a.kind]
-    for note in fn(a.run, a.out):
+    for note in fn(a.run, a.out, force=a.force):
         print(f"note: {note}", file=sys.stderr)
     loads = {"merged": "AutoModelForCausalLM.from_pretrained (transformers 4.x/5.x)",
              "peft": "AutoPeftModelForCausalLM.from_pretrained, or PeftModel over OUT/base",
@@ -402,7 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--config", metavar="TOML",
                    help="run settings file (the app's File > Save settings as…); flags override it")
     t.add_argument("--out", help="run folder (default: a new runs/<date>-<preset>-<n>)")
-    t.add_argument("--force", action="store_true", help="replace the run already in --out")
+    t.add_argument("--force", action="store_true",
+                   help="replace the run already in --out (and an earlier export in --export-adapter)")
     t.add_argument("--resume", metavar="RUN", help="continue this run folder (no corpus needed)")
     t.add_argument("--preset", choices=["tiny", "small", "medium"])
     t.add_argument("--tokenizer", choices=["bytes", "bpe"])
@@ -499,7 +504,11 @@ def build_parser() -> argparse.ArgumentParser:
     kind.add_argument("--gguf", dest="kind", action="store_const", const="gguf",
                       help="one .gguf file for llama.cpp / Ollama / LM Studio")
     x.add_argument("run", help="run folder (written by train)")
-    x.add_argument("out", help="output folder (--merged/--peft) or .gguf file (--gguf)")
+    x.add_argument("out", help="output folder (--merged/--peft: new or empty; missing parents are "
+                   "created) or .gguf file (--gguf)")
+    x.add_argument("--force", action="store_true",
+                   help="replace an earlier export in OUT (a folder holding other files is "
+                        "never emptied)")
     x.set_defaults(fn=cmd_export)
     return p
 
