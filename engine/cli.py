@@ -333,6 +333,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
 def cmd_eval(a: argparse.Namespace) -> int:
     from . import encode_corpus, evaluate, load_corpus
     from . import runformat as rf
+    from .corpuswalk import summary
     from .data import id_dtype
     from .limits import MemorySpec, check_fits
     from .run import load_model
@@ -345,8 +346,8 @@ def cmd_eval(a: argparse.Namespace) -> int:
         print(f"note: no corpus given; evaluating on the bundled sample corpus ({SAMPLE_CORPUS})",
               file=sys.stderr)
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
-    for path, why in corpus.rejected:
-        print(f"skipped {path}: {why}", file=sys.stderr)
+    for line in summary(corpus.rejected):
+        print(line, file=sys.stderr)
     check_fits(MemorySpec(lm.config, batch_size=8, seq_len=a.seq_len, training=False,
                           corpus_tokens=corpus.n_bytes,
                           id_bytes=id_dtype(lm.tokenizer.vocab_size).itemsize))
