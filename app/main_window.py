@@ -7,6 +7,7 @@ step, saves, and only then closes ("saving…"), with no time-out."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QThread, QTimer, Signal
@@ -320,7 +321,8 @@ class MainWindow(QMainWindow):
         if eval_every == 0:  # auto: held-out evaluation costs < 10 % of training time
             val = int(self._corpus_tokens() * 0.1)
             eval_every = auto_eval_every(val, tc.batch_size * tc.grad_accum, tc.seq_len)
-        spec = self.train.run_spec(self.init_dir, eval_every)
+        spec = replace(self.train.run_spec(self.init_dir, eval_every),
+                       records=self.corpus.record_mode())
         spec.check()
         return TrainJob(spec=spec, paths=self.corpus.paths(), runs_root=self.runs_root,
                         continue_folder=self.continue_dir, overrides=self.continue_overrides(),
@@ -537,8 +539,9 @@ class MainWindow(QMainWindow):
     # ---------------------------------------------------------------- settings files
     def current_settings(self) -> engine.RunSettings:
         tc = self.train.train_config()
-        return engine.RunSettings(self.train.run_spec(self.init_dir, tc.eval_every),
-                           tuple(self.corpus.paths()), self.train.early_stopping())
+        spec = replace(self.train.run_spec(self.init_dir, tc.eval_every),
+                       records=self.corpus.record_mode())
+        return engine.RunSettings(spec, tuple(self.corpus.paths()), self.train.early_stopping())
 
     def save_settings_file(self, path: str) -> None:
         try:
@@ -555,6 +558,7 @@ class MainWindow(QMainWindow):
             self._error(str(exc))
             return
         self.train.set_from(s.spec, s.early_stopping)
+        self.corpus.set_record_mode(s.spec.records)
         if s.spec.init:
             self.open_model(s.spec.init)
         if s.corpus:

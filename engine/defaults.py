@@ -16,7 +16,8 @@ class PresetDefaults:
     batch_size: int  # 8 x 256 tokens: ~0.1 s steps on 2 cores, so the curve moves every second
     seq_len: int  # 256: holds several task lines / a page of code; longer only slows the step
     warmup_steps: int  # 100: the unit-embedding tied head starts far from uniform (first loss ~9)
-    min_lr_ratio: float  # cosine to 10% of lr: keeps learning if the user extends the run
+    min_lr_ratio: float  # decay to 10% of lr: keeps learning if the user extends the run
+    decay_fraction: float  # 0.2: lr held, then decayed over the last 20 % (warmup-stable-decay)
     weight_decay: float  # 0.01 on projections only (never A_log, D, norms, embeddings)
     learns: str  # one line for the preset's tooltip: what it learns, in how long, on 2 cores
 
@@ -26,6 +27,7 @@ class PresetDefaults:
     def training(self) -> dict[str, Any]:
         return {"lr": self.lr, "batch_size": self.batch_size, "seq_len": self.seq_len,
                 "warmup_steps": self.warmup_steps, "min_lr_ratio": self.min_lr_ratio,
+                "decay_fraction": self.decay_fraction,
                 "weight_decay": self.weight_decay}
 
 
@@ -34,18 +36,18 @@ DEFAULT_PRESET = "small"
 PRESET_DEFAULTS: dict[str, PresetDefaults] = {
     "tiny": PresetDefaults(
         d_model=64, n_layer=2, lr=3e-3, batch_size=8, seq_len=256, warmup_steps=100,
-        min_lr_ratio=0.1, weight_decay=0.01,
+        min_lr_ratio=0.1, decay_fraction=0.2, weight_decay=0.01,
         learns="tiny (0.1M weights): quick experiments; learns spelling and common words in minutes",
     ),
     "small": PresetDefaults(
         d_model=128, n_layer=4, lr=3e-3, batch_size=8, seq_len=256, warmup_steps=100,
-        min_lr_ratio=0.1, weight_decay=0.01,
+        min_lr_ratio=0.1, decay_fraction=0.2, weight_decay=0.01,
         learns="small (0.5M weights, the default): learns selective copying and induction-head "
                "recall in minutes and beats byte n-gram models on code in ~10 min on 2 cores",
     ),
     "medium": PresetDefaults(
         d_model=256, n_layer=6, lr=2e-3, batch_size=8, seq_len=256, warmup_steps=100,
-        min_lr_ratio=0.1, weight_decay=0.01,
+        min_lr_ratio=0.1, decay_fraction=0.2, weight_decay=0.01,
         learns="medium (2.6M weights): about 4x slower per step than small; for an hour or more",
     ),
 }

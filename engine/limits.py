@@ -156,6 +156,7 @@ def check_train(tc: Any, source: str = "training settings") -> None:
     _int(tc.grad_accum, "gradient accumulation", 1, 65_536, source)
     _float(tc.lr, "learning rate", 0.0, 10.0, source, lo_open=True)
     _float(tc.min_lr_ratio, "min_lr_ratio", 0.0, 1.0, source)
+    _float(tc.decay_fraction, "decay_fraction", 0.0, 1.0, source)
     _int(tc.warmup_steps, "warmup steps", 0, 1 << 40, source)
     _float(tc.weight_decay, "weight decay", 0.0, 1e3, source)
     _float(tc.max_grad_norm, "gradient clip", 0.0, 1e12, source)

@@ -1,5 +1,5 @@
 """AdamW on the CPU (bias-corrected, decoupled weight decay), global-norm clipping, a trust region,
-a NaN/Inf guard that keeps the moments finite, a warmup + cosine schedule, and ZeRO-1 style
+a NaN/Inf guard that keeps the moments finite, a warmup-stable-decay schedule, and ZeRO-1 style
 sharding of the optimizer state.
 
 Update for one tensor at step t (g already multiplied by the clip factor):
@@ -192,10 +192,15 @@ class AdamW:
         self.t = int(t)
 
 
-def lr_at(step: int, total_steps: int, base_lr: float, warmup: int, min_ratio: float = 0.1) -> float:
-    """Linear warmup over ``warmup`` steps, then cosine decay to ``min_ratio * base_lr``."""
+def lr_at(step: int, total_steps: int, base_lr: float, warmup: int, min_ratio: float = 0.1,
+          decay_fraction: float = 1.0) -> float:
+    """Linear warmup over ``warmup`` steps, ``base_lr`` held, then cosine decay to
+    ``min_ratio * base_lr`` over the last ``decay_fraction`` of the steps after the warmup
+    (warmup-stable-decay; 1.0 is a cosine over the whole run)."""
     if warmup > 0 and step < warmup:
         return base_lr * (step + 1) / warmup
-    span = max(1, total_steps - warmup)
-    progress = min(1.0, (step - warmup) / span)
+    start = warmup + (1.0 - decay_fraction) * max(0, total_steps - warmup)
+    if step < start:
+        return base_lr
+    progress = min(1.0, (step - start) / max(1.0, total_steps - start))
     return base_lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))

@@ -70,7 +70,8 @@ class RunSpec:
     def from_dict(cls, d: dict[str, Any]) -> RunSpec:
         try:
             d = dict(d)
-            d["train"] = TrainConfig.from_dict(d["train"])
+            # a run.json written before decay_fraction existed resumes with its cosine schedule
+            d["train"] = TrainConfig.from_dict({"decay_fraction": 1.0, **d["train"]})
             return cls(**d)
         except (TypeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"run.json: unusable spec ({exc})") from None

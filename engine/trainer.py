@@ -46,6 +46,7 @@ class TrainConfig:
     grad_accum: int = 1
     lr: float = _D.lr
     min_lr_ratio: float = _D.min_lr_ratio
+    decay_fraction: float = _D.decay_fraction  # the lr decays over this last part of the run
     warmup_steps: int = _D.warmup_steps
     weight_decay: float = _D.weight_decay
     max_grad_norm: float = 1.0
@@ -199,10 +200,10 @@ class Trainer:
         return np.random.default_rng([self.cfg.seed, epoch]).permutation(n)
 
     def current_lr(self) -> float:
-        """The learning rate of the next optimizer step (warmup + cosine)."""
+        """The learning rate of the next optimizer step (warmup, stable, decay)."""
         c = self.cfg
         return self.lr_scale * lr_at(self.cursor.step, self.total_steps, c.lr, c.warmup_steps,
-                                     c.min_lr_ratio)
+                                     c.min_lr_ratio, c.decay_fraction)
 
     @property
     def token_counts(self) -> tuple[int, int]:

@@ -145,3 +145,25 @@ def test_warmup_then_cosine():
     assert lr_at(10, 100, 1.0, 10) == pytest.approx(1.0)
     assert lr_at(100, 100, 1.0, 10, 0.1) == pytest.approx(0.1)
     assert lr_at(55, 100, 1.0, 10, 0.0) == pytest.approx(0.5)
+
+
+def test_warmup_stable_decay():
+    # 10 warmup steps, 90 after them; decay_fraction 0.2 decays over the last 18 (steps 82..100)
+    assert lr_at(5, 100, 1.0, 10, 0.1, 0.2) == pytest.approx(0.6)
+    for step in (10, 50, 82):
+        assert lr_at(step, 100, 1.0, 10, 0.1, 0.2) == pytest.approx(1.0)
+    assert lr_at(91, 100, 1.0, 10, 0.0, 0.2) == pytest.approx(0.5)  # half-way down the cosine
+    assert lr_at(100, 100, 1.0, 10, 0.1, 0.2) == pytest.approx(0.1)
+    assert lr_at(500, 100, 1.0, 10, 0.1, 0.2) == pytest.approx(0.1)  # past the end: the floor
+    assert lr_at(99, 100, 1.0, 10, 0.1, 0.0) == pytest.approx(1.0)  # 0: constant after warmup
+    # 1.0 is the cosine over the whole run
+    assert all(lr_at(s, 100, 1.0, 10, 0.1, 1.0) == lr_at(s, 100, 1.0, 10, 0.1) for s in range(101))
+
+
+def test_old_run_json_keeps_its_cosine_schedule():
+    from engine.run import RunSpec
+
+    d = RunSpec().to_dict()
+    assert d["train"]["decay_fraction"] == 0.2  # the default schedule is warmup-stable-decay
+    del d["train"]["decay_fraction"]  # a run.json written before the field existed
+    assert RunSpec.from_dict(d).train.decay_fraction == 1.0

@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QFileDialog,
     QFrame,
     QHBoxLayout,
@@ -35,6 +36,17 @@ from ..workers import run_in_thread
 
 PREVIEW_BYTES = 4096
 MAX_SKIPPED_SHOWN = 5000  # lines in the skipped list (the count is always exact)
+# engine.RECORDS -> (combo label, tooltip); the first is the default (RunSpec.records)
+RECORD_CHOICES = {
+    "file": ("each file is one document",
+             "Code, books, notes: the model reads every file from its start, across its lines"),
+    "blank-line": ("paragraphs (split at blank lines)",
+                   "Text made of separate entries divided by empty lines"),
+    "line": ("each line is one example",
+             "Datasets of one example per line (pairs, puzzles, commands): every line is read "
+             "from a fresh state; this is what makes the copying and recall tasks learnable "
+             "in minutes (docs/learning.md)"),
+}
 
 
 class DropZone(QFrame):
@@ -136,6 +148,15 @@ class CorpusPanel(QWidget):
         self.skipped_list.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.skipped_list.setVisible(False)
         self.status = self.summary  # one line of status (kept for callers)
+        self.records = QComboBox()
+        for key, (label, tip) in RECORD_CHOICES.items():
+            self.records.addItem(label, key)
+            self.records.setItemData(self.records.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+        self.records.setToolTip("How your text splits into examples. The model reads each example "
+                                "from a fresh state; whole examples are held out for evaluation.")
+        records_row = QHBoxLayout()
+        records_row.addWidget(QLabel("Examples:"))
+        records_row.addWidget(self.records, 1)
         buttons = QHBoxLayout()
         for text, tip, slot in (
                 ("Add files…", "Add text or code files", self._pick_files),
@@ -155,6 +176,7 @@ class CorpusPanel(QWidget):
         lay = QVBoxLayout(self)
         lay.addWidget(self.drop)
         lay.addLayout(buttons)
+        lay.addLayout(records_row)
         lay.addWidget(self.progress)
         lay.addWidget(split, 1)
         lay.addWidget(self.summary)
@@ -172,6 +194,15 @@ class CorpusPanel(QWidget):
 
     def paths(self) -> list[str]:
         return list(self.files)
+
+    def record_mode(self) -> str:
+        """The RunSpec ``records`` value chosen (``engine.RECORDS``)."""
+        return str(self.records.currentData())
+
+    def set_record_mode(self, records: str) -> None:
+        i = self.records.findData(records)
+        if i >= 0:
+            self.records.setCurrentIndex(i)
 
     def load_sample(self) -> None:
         self.files.clear()

@@ -41,6 +41,7 @@ from engine import (
     evaluate,
     preset,
 )
+from engine.packing import PackedRows, line_end_table, pack_spans
 
 from .ngram import baselines
 from .score import answer_accuracy
@@ -62,21 +63,22 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def predict_next(lm: MambaLM, ids: np.ndarray, seq_len: int, batch: int = 16) -> np.ndarray:
-    """ids (T,) -> (T,) argmax guess for each position from the logits one step before (the
-    stream cut into rows of ``seq_len`` as in training; entry 0 is -1)."""
+def predict_next(lm: MambaLM, ids: np.ndarray, batch: int = 64) -> np.ndarray:
+    """ids (T,) -> (T,) argmax guess for each position from the logits one step before, each
+    line read on its own from its first token (a fresh state, whatever the training rows were;
+    lines are right-padded to a batch, which a causal model never sees). Entry 0 of a line is -1."""
     out = np.full(len(ids), -1, dtype=np.int64)
-    starts = np.arange(0, len(ids) - 1, seq_len)
+    ends = np.flatnonzero(line_end_table(lm.tokenizer)[ids]) + 1
+    starts = np.concatenate([[0], ends[:-1]])
     for s in range(0, len(starts), batch):
-        group = starts[s : s + batch]
-        width = int(min(seq_len, len(ids) - 1 - group[0]))
-        rows = [ids[g : g + width] for g in group if g + width < len(ids)]
-        if not rows:
-            rows = [ids[group[0] : group[0] + width]]
-        x = np.stack(rows).astype(np.int64)
+        a, b = starts[s : s + batch], ends[s : s + batch]
+        width = int((b - a).max())
+        x = np.zeros((len(a), width), dtype=np.int64)
+        for r, (i, j) in enumerate(zip(a, b, strict=True)):
+            x[r, : j - i] = ids[i:j]
         guess = lm.logits(x).argmax(axis=-1)
-        for r, g in enumerate(group[: len(rows)]):
-            out[g + 1 : g + 1 + width] = guess[r]
+        for r, (i, j) in enumerate(zip(a, b, strict=True)):
+            out[i + 1 : j] = guess[r, : j - i - 1]
     return out
 
 
@@ -88,6 +90,19 @@ def calibrate(lm: MambaLM, train_ids: np.ndarray, cfg: TrainConfig, steps: int =
     times: list[float] = []
     trial.run(on_step=lambda r: times.append(r.elapsed_s))
     return (times[-1] - times[2]) / (len(times) - 3)
+
+
+def text_rows(tok: Any, ids: np.ndarray, seq_len: int, records: str) -> PackedRows:
+    """Packed rows over ``ids`` (T,): "file" one document cut after line breaks (what
+    ``engine.run`` does with a one-file corpus), "line" every line its own document."""
+    line_end = line_end_table(tok)
+    if records == "file":
+        return pack_spans(ids, np.array([[0, len(ids) - 1]], dtype=np.int64), seq_len, line_end)
+    ends = np.flatnonzero(line_end[ids]) + 1
+    ends = np.append(ends, len(ids)) if not len(ends) or ends[-1] != len(ids) else ends
+    starts = np.concatenate([[0], ends[:-1]])
+    spans = np.stack([starts, ends - starts - 1], axis=1).astype(np.int64)  # targets in the line
+    return pack_spans(ids, spans[spans[:, 1] > 0], seq_len, line_end)
 
 
 def load_data(task: str, tokenizer: str, bpe_vocab: int, seed: int):  # type: ignore[no-untyped-def]
@@ -121,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--evals", type=int, default=12, help="evaluations along the run")
     ap.add_argument("--target", type=float, help="stop once the metric reaches this")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--records", default="file", choices=["file", "line", "stream"],
+                    help="file (as a run of the app or CLI on one file): the text is one document "
+                         "cut into rows after line breaks; line: every line its own document "
+                         "(state reset at each line); stream: rows cut anywhere")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tag", default="", help="name suffix of the output file")
     ap.add_argument("--out", default="benchmarks/results/learning")
@@ -133,11 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     if steps is None:
         steps = max(1, int(0.97 * a.minutes * 60 / speed))
     cfg = replace(cfg, max_steps=steps)
-    trainer = Trainer(lm, train_ids, train_ids[:0], cfg)
+    rows = None if a.records == "stream" else text_rows(tok, train_ids, cfg.seq_len, a.records)
+    trainer = Trainer(lm, train_ids, train_ids[:0], cfg, rows=rows)
     name = f"{a.task}_{a.preset}{'_' + a.tag if a.tag else ''}"
     out = Path(a.out) / f"{name}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     head = {"run": name, "task": a.task, "preset": a.preset, "init": a.init, "tokenizer": tok.kind,
+            "records": a.records,
             "vocab": lm.config.vocab_size, "params": lm.n_params, "train_tokens": len(train_ids),
             "train_config": {k: v for k, v in asdict(cfg).items() if k != "lora"},
             "baselines": base, "s_per_step": round(speed, 4), "cpus": len(os.sched_getaffinity(0))}
@@ -148,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     def measure(rep: StepReport) -> None:
         te = time.perf_counter()
         if a.task in TASKS:
-            guess = predict_next(lm, held_ids, cfg.seq_len)
+            guess = predict_next(lm, held_ids)
             metric = {"accuracy": answer_accuracy(held_text, guess, TASKS[a.task].answer_len)}
         else:
             metric = {"bpb": evaluate(lm, held_ids, cfg.seq_len).bits_per_byte}

@@ -75,6 +75,20 @@ def test_lora_and_wsla_toggles_reach_the_run_spec(win):
     assert win.make_job().spec.train.lora is None
 
 
+def test_examples_choice_reaches_the_run_spec_and_settings_file(win, tmp_path):
+    from app.panels.corpus_panel import RECORD_CHOICES
+    from engine import RECORDS
+
+    assert tuple(RECORD_CHOICES) == RECORDS  # every engine mode offered, in the engine's order
+    assert win.make_job().spec.records == "file"  # the default: a file is one document
+    win.corpus.set_record_mode("line")
+    assert win.make_job().spec.records == "line"
+    win.save_settings_file(str(tmp_path / "s.toml"))
+    win.corpus.set_record_mode("file")
+    win.load_settings_file(str(tmp_path / "s.toml"))
+    assert win.corpus.record_mode() == "line"
+
+
 def test_continue_a_finished_run_says_how_to_train_it_further(win, qtbot):
     folder = train_until_idle(qtbot, win, max_steps=2)
     win.choose_continue(folder)
