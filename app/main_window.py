@@ -227,6 +227,11 @@ class MainWindow(QMainWindow):
         self.train.setEnabled(state == "idle")
         self.corpus.setEnabled(state == "idle")
         self.runs.busy_folder = self.current_run if state != "idle" else None
+        live = self.runs.live
+        if live is not None and state in ("running", "paused", "stopping"):
+            self.runs.update_live(live[0], live[1], state)
+        elif state == "idle":
+            self.runs.live = None  # the run's own files say how it ended
         if state != "running":
             self.status.setText({"idle": "idle", "paused": "paused (Space resumes)",
                                  "stopping": "stopping after the current step, then saving…"
@@ -420,6 +425,9 @@ class MainWindow(QMainWindow):
 
     def _on_step(self, r: engine.StepReport) -> None:
         self.plots.add_step(r)
+        if self.current_run:  # the Runs tab's row of this run follows each step
+            self.runs.update_live(self.current_run, r.step, "paused" if self.state == "paused"
+                                  else "running")
         self.progress.setMaximum(r.total_steps)
         self.progress.setValue(r.step)
         if self.state == "running":
