@@ -503,21 +503,22 @@ class MainWindow(QMainWindow):
             return
         self.worker.request("save", "")
 
-    def export(self, kind: str, path: str, folder: str | None = None) -> None:
-        """'merged' | 'adapter' of ``folder`` (default: the current or last run) into ``path``."""
+    def export(self, kind: str, path: str, folder: str | None = None, force: bool = False) -> None:
+        """'merged' | 'adapter' of ``folder`` (default: the current or last run) into ``path``
+        (``force``: replace an earlier export there)."""
         folder = folder or self.current_run or self.last_folder
         if folder is None:
             self._error("Nothing to export yet: train or pick a run in the Runs tab first.")
             return
         if self.worker is not None and folder == self.current_run:
-            self.worker.request(kind, path)  # between two steps of the running run
+            self.worker.request(kind, path, force)  # between two steps of the running run
             return
         def done(warnings: list[str]) -> None:
             for w in warnings:
                 self._notice(f"warning: {w}")
             self._say(f"{kind} written to {path}")
 
-        run_in_thread(lambda: export_run(folder, kind, path), done, self._error, owner=self)
+        run_in_thread(lambda: export_run(folder, kind, path, force), done, self._error, owner=self)
 
     def open_model(self, path: str) -> None:
         """Use a model folder (a run, a snapshot, ours or a local HF Mamba folder) as the
@@ -601,8 +602,17 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getSaveFileName(
             self, f"Export {label} into a new folder", str(Path(self.runs_root) / f"export-{kind}"),
             options=QFileDialog.Option.DontConfirmOverwrite)
-        if path:
-            self.export(kind, path, folder)
+        if not path:
+            return
+        force = False
+        if Path(path).is_dir() and any(Path(path).iterdir()):  # the engine refuses it otherwise
+            answer = QMessageBox.question(
+                self, "Export", f"{path} is not empty. Replace the earlier export there? (A folder "
+                "holding other files is never emptied.)")
+            if answer != QMessageBox.StandardButton.Yes:
+                return
+            force = True
+        self.export(kind, path, folder, force)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
         if self.state == "idle":

@@ -98,3 +98,29 @@ def test_weight_init_combo_reads_the_engine_list(win, qtbot, tmp_path):
     qtbot.waitUntil(lambda: win.init_dir == folder, timeout=RUN_TIMEOUT)
     assert not combo.isEnabled()
     assert win.make_job().spec.init_scheme == runapi.RunSpec.init_scheme  # opened weights
+
+
+def test_export_into_a_non_empty_folder_asks_before_replacing(win, qtbot, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+    folder = _step0_run(tmp_path / "other")
+    out = tmp_path / "merged"
+    win.export("merged", str(out), folder)
+    qtbot.waitUntil(lambda: "merged written" in win.log.toPlainText(), timeout=RUN_TIMEOUT)
+    first = (out / "model.safetensors").stat().st_mtime_ns
+    win.export("merged", str(out), folder)  # no force: one line naming the folder
+    qtbot.waitUntil(lambda: bool(win.errors), timeout=RUN_TIMEOUT)
+    assert "folder is not empty" in win.errors[-1] and str(out) in win.errors[-1]
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out), ""))
+    answers = []
+    monkeypatch.setattr(QMessageBox, "question",
+                        lambda *a, **k: answers.pop(0))
+    answers.append(QMessageBox.StandardButton.No)
+    win._export_dialog(folder, "merged")
+    assert (out / "model.safetensors").stat().st_mtime_ns == first  # declined: untouched
+    answers.append(QMessageBox.StandardButton.Yes)
+    n = win.log.toPlainText().count("merged written")
+    win._export_dialog(folder, "merged")
+    qtbot.waitUntil(lambda: win.log.toPlainText().count("merged written") == n + 1,
+                    timeout=RUN_TIMEOUT)
+    assert (out / "model.safetensors").stat().st_mtime_ns != first
