@@ -30,7 +30,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine.runformat import read_run_json
 
 from . import settings
 from .panels.corpus_panel import CorpusPanel
@@ -478,7 +477,7 @@ class MainWindow(QMainWindow):
         if self.state != "idle":
             return
         try:
-            spec = engine.RunSpec.from_dict(read_run_json(Path(folder))["spec"])
+            spec = engine.read_run_spec(folder)
         except (OSError, ValueError, engine.MambaStudioError) as exc:
             self._error(f"cannot continue {folder}: {exc}")
             return

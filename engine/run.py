@@ -392,6 +392,11 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
     return run
 
 
+def read_run_spec(folder: str | Path) -> RunSpec:
+    """A run's saved settings (run.json), without opening its snapshots."""
+    return RunSpec.from_dict(rf.read_run_json(Path(folder))["spec"])
+
+
 def _prefixed(tensors: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
     return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
 
@@ -421,7 +426,7 @@ def open_run(folder: str | Path, which: str = rf.LATEST) -> RunView:
 
 
 __all__ = ["RESUME_OVERRIDES", "Run", "RunSpec", "RunView", "TrainResult", "list_runs", "load_model",
-           "open_run", "read_metrics", "resume", "start", "stop_on_signals"]
+           "open_run", "read_metrics", "read_run_spec", "resume", "start", "stop_on_signals"]
 list_runs = rf.list_runs
 read_metrics = rf.read_metrics
 start_run = start  # the names engine exports (engine.start_run, engine.resume_run)

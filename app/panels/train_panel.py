@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine import params as engine_params
 
 from .. import settings
 
@@ -100,7 +99,7 @@ class TrainPanel(QWidget):
         self.tokenizer.addItems(["bytes", "bpe"])
         self.bpe_vocab = _spin(300, 32000, 2048, 256)
         self.init_scheme = QComboBox()
-        for i, name in enumerate(engine_params.INITS):  # read now: the engine owns the list
+        for i, name in enumerate(engine.INITS):  # read now: the engine owns the list
             self.init_scheme.addItem(name)
             self.init_scheme.setItemData(i, SCHEME_TIPS.get(name, name), Qt.ItemDataRole.ToolTipRole)
         self.init_scheme.setCurrentText(engine.RunSpec.init_scheme)
