@@ -429,8 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-steps", type=POS, help="total optimizer steps (with --resume: new total)")
     t.add_argument("--holdout", type=_float_in(0.0, 0.9))
     t.add_argument("--records", choices=["file", "blank-line", "line", "stream"],
-                   help="documents: each file / blank-line-separated block / line (packed into "
-                        "rows, state reset at each start); stream: one text cut into rows")
+                   help="documents: each file (default) / blank-line-separated block / line "
+                        "(use 'line' for one example per line); each is packed into rows with "
+                        "the state reset at its start; stream: one text cut into rows")
     t.add_argument("--eval-every", type=NONNEG, help="held-out loss every N steps")
     t.add_argument("--autosave-steps", type=NONNEG, help="save every N steps (0: off)")
     t.add_argument("--autosave-minutes", type=_float_in(0.0, 1e6), help="save every M minutes")
