@@ -112,7 +112,8 @@ def _scan_backward_kernel(
     slower, so not kept: recomputing the decay in the reverse step (+16 %), and state checkpoints
     every 16-64 positions kept by the forward with L2-sized segment buffers here (half the exps,
     yet +20-40 %: LLVM vectorised the segment loops worse), and softplus(dt_pre + bias) with its
-    backward fused into both kernels (+5-10 % against the separate softplus ops)."""
+    backward fused into both kernels (+5-10 % against the separate softplus ops), and two states
+    per pass of the reverse step's channel loop (+26 %)."""
     nb, nl, ne = u.shape
     has_reset = reset.shape[1] > 0
     nn_ = At.shape[0]
