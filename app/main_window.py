@@ -44,6 +44,8 @@ from .workers import TrainJob, TrainWorker, auto_eval_every, default_runs_root, 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = ROOT / "assets" / "sample_corpus"
 ICON = ROOT / "assets" / "icon.svg"
+LABELS = {"epochs": "epochs", "max_steps": "max steps", "lr": "learning rate",
+          "eval_every": "held-out eval every"}  # the Continue overrides, as the Next Start line says
 
 
 class MainWindow(QMainWindow):
@@ -63,6 +65,8 @@ class MainWindow(QMainWindow):
         self.worker: TrainWorker | None = None
         self.init_dir: str | None = None  # next Start: a new run from these weights
         self.continue_dir: str | None = None  # next Start: continue this run
+        self.continue_spec: engine.RunSpec | None = None  # ... whose saved settings these are
+        self.continue_shown: engine.TrainConfig | None = None  # the panel as Continue set it
         self.current_run: str | None = None  # the run training now, or the last one
         self.last_folder: str | None = None
         self._closing = False
@@ -222,6 +226,11 @@ class MainWindow(QMainWindow):
         self.train.setEnabled(state == "idle")
         self.corpus.setEnabled(state == "idle")
         self.runs.busy_folder = self.current_run if state != "idle" else None
+        live = self.runs.live
+        if live is not None and state in ("running", "paused", "stopping"):
+            self.runs.update_live(live[0], live[1], state)
+        elif state == "idle":
+            self.runs.live = None  # the run's own files say how it ended
         if state != "running":
             self.status.setText({"idle": "idle", "paused": "paused (Space resumes)",
                                  "stopping": "stopping after the current step, then saving…"
@@ -233,14 +242,23 @@ class MainWindow(QMainWindow):
         if self.continue_dir:
             info = next((r for r in self.runs.runs if str(r.path) == self.continue_dir), None)
             step = f" from step {info.steps}" if info else ""
+            over = self.continue_overrides()
+            saved = self.continue_spec.train if self.continue_spec is not None else None
+            changes = ", ".join(f"{LABELS[k]} {v:g} (was {getattr(saved, k) or 'no limit'})"
+                                for k, v in over.items())
+            how = (f"with {changes}" if changes else
+                   "with its own settings (change epochs, max steps, learning rate or held-out "
+                   "eval in the panel to override them)")
             text = (f"Next Start: continues run {Path(self.continue_dir).name}{step} in its folder "
-                    "(epochs and max steps from the panel; New model to start fresh)")
+                    f"{how}; New model to start fresh")
         elif self.init_dir:
             text = (f"Next Start: a new run starting from the weights of {self.init_dir}, "
                     f"saved under {self.runs_root}")
         else:
             name = self.train.preset.currentText()
-            text = f"Next Start: a new run ({name} model, random weights), saved under {self.runs_root}"
+            init = self.train.init_scheme.currentText()
+            text = (f"Next Start: a new run ({name} model, random weights, {init} init), saved "
+                    f"under {self.runs_root}")
         self.next_label.setText(text)
         self.train.model_source.setText(text.removeprefix("Next Start: "))
 
@@ -311,9 +329,18 @@ class MainWindow(QMainWindow):
                        records=self.corpus.record_mode())
         spec.check()
         return TrainJob(spec=spec, paths=self.corpus.paths(), runs_root=self.runs_root,
-                        continue_folder=self.continue_dir,
-                        overrides={"epochs": tc.epochs, "max_steps": tc.max_steps},
+                        continue_folder=self.continue_dir, overrides=self.continue_overrides(),
                         backend=self.backend.currentText(), early=self.train.early_stopping())
+
+    def continue_overrides(self) -> dict[str, object]:
+        """What Continue passes to ``engine.resume_run``: the panel's epochs, max steps, learning
+        rate and held-out cadence that the user changed after choosing Continue (which showed the
+        run's own values); "no limit" and "auto" keep the run's."""
+        if not self.continue_dir or self.continue_shown is None:
+            return {}
+        now, shown = self.train.train_config(), self.continue_shown
+        return {k: getattr(now, k) for k in LABELS if k in engine.RESUME_OVERRIDES
+                and getattr(now, k) and getattr(now, k) != getattr(shown, k)}
 
     def start_training(self) -> None:
         if self.state != "idle":
@@ -397,6 +424,9 @@ class MainWindow(QMainWindow):
 
     def _on_step(self, r: engine.StepReport) -> None:
         self.plots.add_step(r)
+        if self.current_run:  # the Runs tab's row of this run follows each step
+            self.runs.update_live(self.current_run, r.step, "paused" if self.state == "paused"
+                                  else "running")
         self.progress.setMaximum(r.total_steps)
         self.progress.setValue(r.step)
         if self.state == "running":
@@ -446,8 +476,17 @@ class MainWindow(QMainWindow):
     def choose_continue(self, folder: str) -> None:
         if self.state != "idle":
             return
+        try:
+            spec = engine.read_run_spec(folder)
+        except (OSError, ValueError, engine.MambaStudioError) as exc:
+            self._error(f"cannot continue {folder}: {exc}")
+            return
         self.continue_dir = folder
+        self.continue_spec = spec
+        self.continue_shown = None  # no overrides while the panel is being set
         self.init_dir = None
+        self.train.show_resumable(spec.train)  # the panel starts from the run's own values
+        self.continue_shown = self.train.train_config()
         self.plots.load_history(engine.read_metrics(folder))
         self.gallery.show_run(folder)
         self._update_next()
@@ -463,21 +502,22 @@ class MainWindow(QMainWindow):
             return
         self.worker.request("save", "")
 
-    def export(self, kind: str, path: str, folder: str | None = None) -> None:
-        """'merged' | 'adapter' of ``folder`` (default: the current or last run) into ``path``."""
+    def export(self, kind: str, path: str, folder: str | None = None, force: bool = False) -> None:
+        """'merged' | 'adapter' of ``folder`` (default: the current or last run) into ``path``
+        (``force``: replace an earlier export there)."""
         folder = folder or self.current_run or self.last_folder
         if folder is None:
             self._error("Nothing to export yet: train or pick a run in the Runs tab first.")
             return
         if self.worker is not None and folder == self.current_run:
-            self.worker.request(kind, path)  # between two steps of the running run
+            self.worker.request(kind, path, force)  # between two steps of the running run
             return
         def done(warnings: list[str]) -> None:
             for w in warnings:
                 self._notice(f"warning: {w}")
             self._say(f"{kind} written to {path}")
 
-        run_in_thread(lambda: export_run(folder, kind, path), done, self._error, owner=self)
+        run_in_thread(lambda: export_run(folder, kind, path, force), done, self._error, owner=self)
 
     def open_model(self, path: str) -> None:
         """Use a model folder (a run, a snapshot, ours or a local HF Mamba folder) as the
@@ -561,8 +601,17 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getSaveFileName(
             self, f"Export {label} into a new folder", str(Path(self.runs_root) / f"export-{kind}"),
             options=QFileDialog.Option.DontConfirmOverwrite)
-        if path:
-            self.export(kind, path, folder)
+        if not path:
+            return
+        force = False
+        if Path(path).is_dir() and any(Path(path).iterdir()):  # the engine refuses it otherwise
+            answer = QMessageBox.question(
+                self, "Export", f"{path} is not empty. Replace the earlier export there? (A folder "
+                "holding other files is never emptied.)")
+            if answer != QMessageBox.StandardButton.Yes:
+                return
+            force = True
+        self.export(kind, path, folder, force)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
         if self.state == "idle":

@@ -62,7 +62,7 @@ class TrainWorker(QObject):
         self.sampling = sampling
         self.run_obj: engine.Run | None = None
         self.folder: str = ""
-        self._requests: queue.Queue[tuple[str, str]] = queue.Queue()
+        self._requests: queue.Queue[tuple[str, str, bool]] = queue.Queue()
         self._stepper: Any = None  # created and used only on the preview thread
         self._preview_lm: engine.MambaLM | None = None
         self._backend = "CPU step"
@@ -72,20 +72,21 @@ class TrainWorker(QObject):
         self.stop_reason = ""
 
     # ---------------------------------------------------------------- requests from the GUI
-    def request(self, kind: str, path: str) -> None:
-        """Queue 'save' / 'adapter' / 'merged' to run between two steps."""
-        self._requests.put((kind, path))
+    def request(self, kind: str, path: str, force: bool = False) -> None:
+        """Queue 'save' / 'adapter' / 'merged' to run between two steps (``force``: replace an
+        earlier export in ``path``)."""
+        self._requests.put((kind, path, force))
 
     def _serve_requests(self) -> None:
         while not self._requests.empty():
-            kind, path = self._requests.get()
+            kind, path, force = self._requests.get()
             try:
                 assert self.run_obj is not None
                 if kind == "save":
                     snap = self.run_obj.save()
                     self.saved.emit(f"snapshot saved: {snap}")
                 else:
-                    for w in export_from(self.run_obj, kind, path):
+                    for w in export_from(self.run_obj, kind, path, force):
                         self.info.emit(f"warning: {w}")
                     self.saved.emit(f"{kind} written to {path}")
             except Exception as exc:
@@ -97,7 +98,9 @@ class TrainWorker(QObject):
         if j.continue_folder:
             over = {k: v for k, v in j.overrides.items() if k in engine.RESUME_OVERRIDES}
             run = engine.resume_run(j.continue_folder, **over)
-            self.info.emit(f"continuing {run.folder} from step {run.step}")
+            changed = ", ".join(f"{k} {v}" for k, v in over.items())
+            self.info.emit(f"continuing {run.folder} from step {run.step}"
+                           + (f" with {changed}" if changed else ""))
             return run
         return engine.start_run(j.spec, j.paths, root=j.runs_root, progress=self.info.emit)
 
@@ -218,20 +221,21 @@ class TrainWorker(QObject):
 EXPORTERS = {"merged": "export_merged", "adapter": "export_peft", "gguf": "export_gguf"}
 
 
-def export_from(run: engine.Run, kind: str, path: str) -> list[str]:
+def export_from(run: engine.Run, kind: str, path: str, force: bool = False) -> list[str]:
     """Export an open (training) run: save a snapshot of its current state, then export that
     snapshot like a closed run (``export_run``). Returns notices."""
     run.save()
-    return export_run(str(run.folder), kind, path)
+    return export_run(str(run.folder), kind, path, force)
 
 
-def export_run(folder: str, kind: str, path: str) -> list[str]:
+def export_run(folder: str, kind: str, path: str, force: bool = False) -> list[str]:
     """Export a run folder through ``engine.export``: 'merged' (transformers 4.x/5.x, any adapter
     merged), 'adapter' (PEFT adapter + its unmerged base in ``path/base``; refused for targets
-    PEFT cannot apply) or 'gguf' (llama.cpp). Reads the latest verified snapshot; returns notices."""
+    PEFT cannot apply) or 'gguf' (llama.cpp). Reads the latest verified snapshot; returns notices.
+    ``path`` must be new or empty unless ``force`` (an earlier export there is replaced)."""
     if kind not in EXPORTERS:
         raise ValueError(f"unknown export kind {kind!r}")
-    return list(getattr(engine, EXPORTERS[kind])(folder, path))
+    return list(getattr(engine, EXPORTERS[kind])(folder, path, force=force))
 
 
 class GenerateWorker(QObject):

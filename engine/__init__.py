@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     )
     from .optim import AdamWConfig, ShardSpec
     from .packing import PackedRows, iter_batches, line_end_table, pack_spans
+    from .params import INITS
     from .run import (
         RESUME_OVERRIDES,
         Run,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
         load_model,
         open_run,
         read_metrics,
+        read_run_spec,
         resume_run,
         start_run,
     )
@@ -125,6 +127,8 @@ _EXPORTS: dict[str, str] = {
     "RESUME_OVERRIDES": "run",
     "load_model": "run",
     "read_metrics": "run",
+    "read_run_spec": "run",
+    "INITS": "params",
     "list_runs": "run",
     "open_run": "run",
     "start_run": "run",
@@ -174,6 +178,7 @@ __all__ = [
     "FastAdapter",
     "format_duration",
     "GpuUnavailable",
+    "INITS",
     "iter_batches",
     "iter_text",
     "line_end_table",
@@ -200,6 +205,7 @@ __all__ = [
     "preset",
     "PRESETS",
     "read_metrics",
+    "read_run_spec",
     "read_samples",
     "RECORDS",
     "RESUME_OVERRIDES",

@@ -96,7 +96,8 @@ _TRAIN_FLAGS = {"epochs": "epochs", "lr": "lr", "batch": "batch_size", "seq_len"
                 "clip": "max_grad_norm", "seed": "seed", "max_steps": "max_steps",
                 "eval_every": "eval_every"}
 _RUN_FLAGS = {"preset": "preset", "tokenizer": "tokenizer", "bpe_vocab": "bpe_vocab",
-              "init": "init", "holdout": "holdout", "records": "records", "autosave_steps": "autosave_steps",
+              "init": "init", "init_scheme": "init_scheme", "holdout": "holdout",
+              "records": "records", "autosave_steps": "autosave_steps",
               "autosave_minutes": "autosave_minutes"}
 
 
@@ -159,6 +160,10 @@ def _open_for_training(a: argparse.Namespace):
 
 
 def cmd_train(a: argparse.Namespace) -> int:
+    if a.export_adapter:  # an adapter folder that would be refused: say so before training
+        from .export.source import check_dest
+
+        check_dest(a.export_adapter, force=a.force)
     if a.export_adapter and a.lora:
         from .lora import PEFT_REFUSES
 
@@ -277,7 +282,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
 
             if not isinstance(tr.trainable, LoRATrainable):
                 raise ValueError("--export-adapter needs a LoRA run (--lora)")
-            for w in export_peft(run.folder, a.export_adapter):
+            for w in export_peft(run.folder, a.export_adapter, force=a.force):
                 print(f"warning: {w}", file=sys.stderr)
             print(f"PEFT adapter: {a.export_adapter} (its unmerged base: "
                   f"{Path(a.export_adapter) / 'base'})", file=sys.stderr)
@@ -288,7 +293,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     from .export import export_gguf, export_merged, export_peft
 
     fn = {"merged": export_merged, "peft": export_peft, "gguf": export_gguf}[a.kind]
-    for note in fn(a.run, a.out):
+    for note in fn(a.run, a.out, force=a.force):
         print(f"note: {note}", file=sys.stderr)
     loads = {"merged": "AutoModelForCausalLM.from_pretrained (transformers 4.x/5.x)",
              "peft": "AutoPeftModelForCausalLM.from_pretrained, or PeftModel over OUT/base",
@@ -328,6 +333,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
 def cmd_eval(a: argparse.Namespace) -> int:
     from . import encode_corpus, evaluate, load_corpus
     from . import runformat as rf
+    from .corpuswalk import summary
     from .data import id_dtype
     from .limits import MemorySpec, check_fits
     from .run import load_model
@@ -340,8 +346,8 @@ def cmd_eval(a: argparse.Namespace) -> int:
         print(f"note: no corpus given; evaluating on the bundled sample corpus ({SAMPLE_CORPUS})",
               file=sys.stderr)
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
-    for path, why in corpus.rejected:
-        print(f"skipped {path}: {why}", file=sys.stderr)
+    for line in summary(corpus.rejected):
+        print(line, file=sys.stderr)
     check_fits(MemorySpec(lm.config, batch_size=8, seq_len=a.seq_len, training=False,
                           corpus_tokens=corpus.n_bytes,
                           id_bytes=id_dtype(lm.tokenizer.vocab_size).itemsize))
@@ -392,6 +398,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from .bench import BENCH_CONFIGS
     from .lora import LORA_TARGETS
+    from .params import INITS
 
     p = _Parser(prog="python -m engine", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -400,12 +407,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--config", metavar="TOML",
                    help="run settings file (the app's File > Save settings as…); flags override it")
     t.add_argument("--out", help="run folder (default: a new runs/<date>-<preset>-<n>)")
-    t.add_argument("--force", action="store_true", help="replace the run already in --out")
+    t.add_argument("--force", action="store_true",
+                   help="replace the run already in --out (and an earlier export in --export-adapter)")
     t.add_argument("--resume", metavar="RUN", help="continue this run folder (no corpus needed)")
     t.add_argument("--preset", choices=["tiny", "small", "medium"])
     t.add_argument("--tokenizer", choices=["bytes", "bpe"])
     t.add_argument("--bpe-vocab", type=_int_in(257, 1 << 20))
     t.add_argument("--init", help="start from this model folder, run or snapshot (ours or HF)")
+    t.add_argument("--init-scheme", choices=INITS,
+                   help="weight init of a new model (default: default; reference = mamba_ssm / "
+                        "Hugging Face init)")
     t.add_argument("--epochs", type=_int_in(1, 1_000_000))
     t.add_argument("--lr", type=_float_in(0.0, 10.0, lo_open=True))
     t.add_argument("--batch", type=_int_in(1, 65_536))
@@ -494,7 +505,11 @@ def build_parser() -> argparse.ArgumentParser:
     kind.add_argument("--gguf", dest="kind", action="store_const", const="gguf",
                       help="one .gguf file for llama.cpp / Ollama / LM Studio")
     x.add_argument("run", help="run folder (written by train)")
-    x.add_argument("out", help="output folder (--merged/--peft) or .gguf file (--gguf)")
+    x.add_argument("out", help="output folder (--merged/--peft: new or empty; missing parents are "
+                   "created) or .gguf file (--gguf)")
+    x.add_argument("--force", action="store_true",
+                   help="replace an earlier export in OUT (a folder holding other files is "
+                        "never emptied)")
     x.set_defaults(fn=cmd_export)
     return p
 

@@ -16,7 +16,9 @@ targets when T was a multiple of S).
 from __future__ import annotations
 
 import codecs
+import os
 import re
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,14 +27,10 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
+from .corpuswalk import walk
 from .errors import CorpusError, MambaStudioError
 from .safeio import GiB, MiB, check_regular
 
-TEXT_SUFFIXES = {
-    ".txt", ".md", ".rst", ".py", ".js", ".ts", ".c", ".h", ".cpp", ".hpp", ".rs", ".go",
-    ".java", ".kt", ".swift", ".rb", ".sh", ".toml", ".yaml", ".yml", ".json", ".html",
-    ".css", ".tex", ".csv", ".ini", ".cfg", ".sql", ".lua", ".jl", ".r", ".m", ".scala", "",
-}
 FILE_LIMIT = 4 * GiB  # one corpus file; larger ones are refused before any byte is read
 CHUNK = 4 * MiB  # bytes read (and text tokenised) at a time
 SNIFF = 64 * 1024  # a NUL byte in the first SNIFF bytes means binary
@@ -98,11 +96,19 @@ class Corpus:
 
 
 def _open_checked(path: Path):
-    check_regular(path, "corpus file", FILE_LIMIT)
+    """Open a regular file for reading; never blocks (a file swapped for a FIFO after the check
+    is opened non-blocking and refused by ``fstat``). A size of 0 is refused unread: an empty
+    file, or a kernel file (/proc, /sys) that may block or never end."""
+    if check_regular(path, "corpus file", FILE_LIMIT) == 0:
+        raise CorpusError(f"{path}: file is empty")
     try:
-        return open(path, "rb")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CorpusError(f"{path}: is not a regular file (FIFO, device or socket)")
+    return os.fdopen(fd, "rb")
 
 
 def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
@@ -194,26 +200,18 @@ def read_text_file(path: Path) -> CorpusFile:
 
 
 def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: bool = False) -> Corpus:
-    """Read files and folders (recursively: text-like suffixes are read, other files are listed as
-    rejected, hidden ones ignored). FIFOs, devices, sockets and files over ``FILE_LIMIT`` are
-    rejected before anything is read. Bad files are collected in ``rejected`` (or raise with
-    ``strict``). Raises CorpusError when nothing usable remains, unless ``allow_empty`` (for a
-    listing that shows each rejected file on its own line)."""
+    """Read files and folders (recursively through ``corpuswalk.walk``: text-like suffixes are
+    read, other entries are listed as rejected, hidden ones ignored). FIFOs, devices, sockets,
+    empty files and files over ``FILE_LIMIT`` are rejected before anything is read. Bad files
+    are collected in ``rejected`` (or raise with ``strict``). Raises CorpusError when nothing
+    usable remains, unless ``allow_empty`` (for a listing that shows each rejected file on its
+    own line)."""
     corpus = Corpus()
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
-            candidates = []
-            for f in sorted(p.rglob("*")):
-                rel = f.relative_to(p).parts
-                if any(part.startswith(".") for part in rel) or f.is_dir():
-                    continue  # hidden files and folders (.git, .venv, ...) are not corpus
-                if not f.is_file() and not f.is_symlink():
-                    corpus.rejected.append((f, "not a regular file (FIFO, device or socket)"))
-                elif f.suffix.lower() in TEXT_SUFFIXES:
-                    candidates.append(f)
-                else:
-                    corpus.rejected.append((f, f"not a text file type ({f.suffix})"))
+        if p.is_dir():  # bounded, never blocking, on the folder's own filesystem
+            candidates, rejected = walk(p)
+            corpus.rejected.extend(rejected)
         elif p.exists() or p.is_symlink():
             candidates = [p]
         else:

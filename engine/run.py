@@ -27,6 +27,7 @@ import numpy as np
 from . import checkpoint as ckpt
 from . import runformat as rf
 from .config import MambaConfig, preset
+from .corpuswalk import summary
 from .data import encode_corpus, id_dtype, load_corpus, split_holdout
 from .documents import RECORDS, encode_documents, split_documents
 from .errors import CheckpointError, TrainingError
@@ -52,6 +53,7 @@ class RunSpec:
     tokenizer: str = "bytes"  # bytes | bpe
     bpe_vocab: int = 2048
     init: str | None = None  # start from this model folder / run / snapshot instead
+    init_scheme: str = "default"  # weight init of a new model: one of engine.params.INITS
     records: str = "file"  # documents: file | blank-line | line (packed, reset); or "stream"
     holdout: float = 0.1  # fraction held out (whole documents, seeded by train.seed)
     train: TrainConfig = field(default_factory=TrainConfig)  # TrainConfig.for_preset(preset)
@@ -74,9 +76,20 @@ class RunSpec:
         except (TypeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"run.json: unusable spec ({exc})") from None
 
-    def check(self) -> None:
-        """Ranges of every setting (non-finite / non-positive values refused before any work)."""
+    def check(self, new: bool = True) -> None:
+        """Ranges of every setting (non-finite / non-positive values refused before any work).
+        ``new=False`` (resume) skips ``init_scheme``: it only made the step-0 weights, and a
+        scheme renamed since must not stop a saved run from continuing."""
         check_train(self.train)
+        if new:
+            from .params import INITS
+
+            if self.init_scheme not in INITS:
+                raise ValueError(f"init scheme must be one of {', '.join(INITS)}; "
+                                 f"not {self.init_scheme!r}")
+            if self.init and self.init_scheme != RunSpec.init_scheme:
+                raise ValueError(f"init scheme {self.init_scheme!r} applies to a new model; "
+                                 f"starting from {self.init} keeps its trained weights (drop one)")
         if self.records not in ("stream", *RECORDS):
             raise ValueError(f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}")
         if self.tokenizer not in ("bytes", "bpe"):
@@ -293,8 +306,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         raise CheckpointError(f"{folder} {what}; continue it with --resume {folder}, replace it "
                               "with --force, or choose another --out")
     corpus = load_corpus(corpus_paths)
-    for path, why in corpus.rejected:
-        say(f"skipped {path}: {why}")
+    for line in summary(corpus.rejected):  # a walk of / skips thousands: 11 lines at most
+        say(line)
     if spec.init:
         lm = load_model(spec.init)
     else:
@@ -314,7 +327,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                 if p.name != rf.LOCK:
                     shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
         if not lm.params:
-            lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed)
+            lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed, init=spec.init_scheme)
         arrays, n_train = _encode(spec, corpus, lm.tokenizer)
         rf.write_data(folder, arrays, n_train, rf.file_sources([f.path for f in corpus.files]),
                       {"records": spec.records, "holdout": spec.holdout, "seed": spec.train.seed,
@@ -351,7 +364,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         train_kw = {k: v for k, v in overrides.items() if v is not None and hasattr(spec.train, k)}
         run_kw = {k: v for k, v in overrides.items() if v is not None and not hasattr(spec.train, k)}
         spec = replace(spec, train=replace(spec.train, **train_kw), **run_kw)
-        spec.check()
+        spec.check(new=False)
         lm = MambaLM.load(snap)
         check_fits(lm.tokenizer, lm.config.vocab_size, snap / "tokenizer.json")
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
@@ -377,6 +390,11 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         lock.release()
         raise
     return run
+
+
+def read_run_spec(folder: str | Path) -> RunSpec:
+    """A run's saved settings (run.json), without opening its snapshots."""
+    return RunSpec.from_dict(rf.read_run_json(Path(folder))["spec"])
 
 
 def _prefixed(tensors: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
@@ -408,7 +426,7 @@ def open_run(folder: str | Path, which: str = rf.LATEST) -> RunView:
 
 
 __all__ = ["RESUME_OVERRIDES", "Run", "RunSpec", "RunView", "TrainResult", "list_runs", "load_model",
-           "open_run", "read_metrics", "resume", "start", "stop_on_signals"]
+           "open_run", "read_metrics", "read_run_spec", "resume", "start", "stop_on_signals"]
 list_runs = rf.list_runs
 read_metrics = rf.read_metrics
 start_run = start  # the names engine exports (engine.start_run, engine.resume_run)

@@ -1,7 +1,8 @@
 """Run settings as a TOML file, the one format shared by ``python -m engine train --config`` and
 the app's File > Save settings as… / Open settings…
 
-    [run]                       # RunSpec fields (preset, tokenizer, bpe_vocab, holdout, init, ...)
+    [run]                       # RunSpec fields (preset, tokenizer, bpe_vocab, holdout, init,
+                                # init_scheme, ...)
     corpus = ["notes/", "a.txt"]  # optional; paths relative to the TOML file
     [model]                     # optional explicit sizes: d_model, n_layer, d_state, ...
     [train]                     # TrainConfig fields (epochs, lr, batch_size, seq_len, ...)

@@ -161,3 +161,47 @@ def test_export_never_writes_into_the_source(lora_run: Path) -> None:
         export_gguf(lora_run, lora_run / "m.gguf")
     with pytest.raises(CheckpointError, match="of its own"):
         export_peft(lora_run, lora_run)
+
+
+def test_existing_outputs_are_refused_in_one_line_unless_force(lora_run: Path, tmp_path: Path,
+                                                                capsys) -> None:  # type: ignore[no-untyped-def]
+    """An existing file where a folder goes, a non-empty folder, an existing .gguf: one line
+    naming the path and the fix; --force replaces an earlier export, never other files."""
+    (tmp_path / "afile").write_text("x")
+    assert main(["export", "--merged", str(lora_run), str(tmp_path / "afile")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "afile: exists and is not a folder" in err, err
+    out = tmp_path / "adapter"
+    assert main(["export", "--peft", str(lora_run), str(out)]) == 0
+    capsys.readouterr()
+    before = (out / "adapter_model.safetensors").stat().st_mtime_ns
+    for kind in ("--peft", "--merged"):
+        assert main(["export", kind, str(lora_run), str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "folder is not empty" in err and "--force" in err and err.count("\n") == 1, err
+    assert (out / "adapter_model.safetensors").stat().st_mtime_ns == before  # untouched
+    assert main(["export", "--merged", str(lora_run), str(out), "--force"]) == 0
+    capsys.readouterr()
+    assert (out / "model.safetensors").exists() and not (out / "adapter_config.json").exists()
+    (out / "notes.txt").write_text("mine")
+    assert main(["export", "--peft", str(lora_run), str(out), "--force"]) == 2
+    assert "does not write (notes.txt)" in capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "mine"
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"old")
+    assert main(["export", "--gguf", str(lora_run), str(gguf)]) == 2
+    assert "m.gguf: exists; choose a new file name, or pass --force" in capsys.readouterr().err
+    assert main(["export", "--gguf", str(lora_run), str(gguf), "--force"]) == 0
+    capsys.readouterr()
+    assert gguf.read_bytes()[:4] == b"GGUF"
+    assert main(["export", "--gguf", str(lora_run), str(tmp_path)]) == 2
+    assert "is a folder; give a file path" in capsys.readouterr().err
+
+
+def test_missing_parent_folders_are_created_and_said(lora_run: Path, tmp_path: Path) -> None:
+    """Every export creates missing parent folders (as train --out does) and says so."""
+    for fn, out in ((export_merged, tmp_path / "a" / "b" / "merged"),
+                    (export_peft, tmp_path / "c" / "d" / "adapter"),
+                    (export_gguf, tmp_path / "e" / "f" / "m.gguf")):
+        notes = fn(lora_run, out)
+        assert out.exists() and f"created the missing folder {out.parent.parent}" in notes[0], notes

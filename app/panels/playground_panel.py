@@ -115,6 +115,7 @@ class PlaygroundPanel(QWidget):
         lay.addWidget(self.output, 1)
         self.gen_thread: QThread | None = None
         self.worker: GenerateWorker | None = None
+        self.source.currentTextChanged.connect(self._source_changed)
         self.refresh_runs()
 
     def refresh_runs(self) -> None:
@@ -126,9 +127,20 @@ class PlaygroundPanel(QWidget):
         if current:
             self.source.setCurrentText(current)
         self.source.blockSignals(False)
+        self._source_changed(self.source.currentText())  # the combo may have picked a run
 
     def set_source(self, folder: str) -> None:
         self.source.setCurrentText(folder)
+        self._source_changed(folder)
+
+    def _source_changed(self, text: str) -> None:
+        """The status line says what Generate will use (it said "pick a run" even with one
+        picked: after a run ended, after Open in the Runs tab, and at start-up)."""
+        if self.gen_thread is not None:
+            return  # a generation in flight keeps its own status
+        text = text.strip()
+        self.status.setText(f"model: {text} — Generate (Ctrl+G)"
+                            if text else "pick a run or a model folder")
 
     def _browse(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Open a model or run folder", self.runs_root)

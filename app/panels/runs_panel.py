@@ -1,12 +1,16 @@
 """Runs tab: every run in the runs folder (name, date, preset, steps, best held-out loss, status)
-with Open, Continue, Compare, Export and Delete. Listing reads only small JSON files."""
+with Open, Continue, Compare, Export and Delete. Listing reads only small JSON files. Live: the
+run training in this window updates its row from its step signals (``update_live``), and while
+the tab is visible every run's status is re-read on the thread pool every ``REFRESH_MS``."""
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal, SignalInstance
+from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -22,6 +26,9 @@ from PySide6.QtWidgets import (
 
 import engine
 
+from ..workers import run_in_thread
+
+REFRESH_MS = 3000  # while the tab is visible: re-read every run's status this often (off-thread)
 COLUMNS = ("name", "date", "preset", "steps", "best held-out", "status")
 
 
@@ -75,14 +82,72 @@ class RunsPanel(QWidget):
         lay.addWidget(self.where)
         lay.addWidget(self.table, 1)
         lay.addLayout(buttons)
+        self.live: tuple[str, int, str] | None = None  # (folder, step, state) training here
+        self._reading = False
+        self._generation = 0
         self.refresh()
+        self.timer = QTimer(self)  # statuses of every run (also those trained elsewhere)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self._tick)
+        self.timer.start()
 
     def set_root(self, root: str) -> None:
         self.root = root
         self.refresh()
 
     def refresh(self) -> None:
-        self.runs = engine.list_runs(self.root)
+        """Read the runs folder now (on this thread; ``refresh_soon`` reads it on the pool)."""
+        self._generation += 1  # a pool read started before this one is stale when it lands
+        self._show(engine.list_runs(self.root))
+
+    def refresh_soon(self) -> None:
+        """Re-read the runs folder off the GUI thread (the timer's refresh of every run's status,
+        including runs other processes train); one read at a time."""
+        if self._reading:
+            return
+        self._reading = True
+        gen = self._generation
+
+        def done(runs: list[engine.RunInfo]) -> None:
+            self._reading = False
+            if gen == self._generation:
+                self._show(runs)
+
+        def failed(msg: str) -> None:
+            self._reading = False
+
+        run_in_thread(lambda: engine.list_runs(self.root), done, failed, owner=self)
+
+    def _tick(self) -> None:
+        if self.isVisible():
+            self.refresh_soon()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        super().showEvent(event)
+        self.refresh_soon()  # the tab just came into view: show what changed meanwhile
+
+    def update_live(self, folder: str, step: int, state: str) -> None:
+        """The row of the run training in this window, from its step signals (no disk read)."""
+        self.live = (folder, step, state)
+        row = next((i for i, r in enumerate(self.runs) if str(r.path) == folder), None)
+        if row is None:
+            self.refresh_soon()  # a new run's first step: list it
+            return
+        self._cell(row, 3).setText(str(step))
+        self._cell(row, 5).setText(state)
+
+    def _cell(self, row: int, col: int) -> QTableWidgetItem:
+        item = self.table.item(row, col)
+        assert item is not None
+        return item
+
+    def _show(self, runs: list[engine.RunInfo]) -> None:
+        keep = self.selected()
+        if self.live is not None:  # the live run's step and state beat its last saved snapshot
+            folder, step, state = self.live
+            runs = [replace(r, steps=max(step, r.steps), status=state)
+                    if str(r.path) == folder else r for r in runs]
+        self.runs = runs
         self.where.setText(f"Runs in {self.root} ({len(self.runs)})")
         self.table.setRowCount(len(self.runs))
         for row, r in enumerate(self.runs):
@@ -95,6 +160,9 @@ class RunsPanel(QWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 item.setToolTip(r.error or str(r.path))
                 self.table.setItem(row, col, item)
+        if keep is not None:  # the same run stays selected when rows move
+            self.table.clearSelection()
+            self.select(keep)
 
     def selected(self) -> str | None:
         rows = {i.row() for i in self.table.selectedIndexes()}

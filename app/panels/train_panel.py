@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -51,6 +51,8 @@ TIPS = {
     "d_state": "Size of each channel's recurrent state (N in the selective scan)",
     "tokenizer": "bytes: one token per UTF-8 byte; bpe: a tokenizer trained on your corpus",
     "bpe_vocab": "Number of tokens the BPE tokenizer learns (bpe only)",
+    "init_scheme": "Weight initialisation of a new model (not used when starting from opened "
+                   "weights); reference = the mamba_ssm / Hugging Face init",
     "epochs": "Passes over the training text",
     "lr": "Peak learning rate (after warmup, then cosine decay)",
     "batch": "Sequences per micro-batch; more uses more memory and fewer steps per epoch",
@@ -75,6 +77,13 @@ TIPS = {
 }
 
 
+SCHEME_TIPS = {  # per-item tooltips; a scheme the engine adds later shows its name only
+    "default": "N(0, 1) embeddings with a 1/sqrt(d_model) logit scale: learns fast at small widths",
+    "reference": "mamba_ssm / Hugging Face init: N(0, 0.02) embeddings, logit scale 1",
+    "unit-embeddings": "N(0, 1) embeddings, logit scale 1: the first loss is about d_model nats",
+}
+
+
 class TrainPanel(QWidget):
     changed = Signal()
 
@@ -89,6 +98,11 @@ class TrainPanel(QWidget):
         self.tokenizer = QComboBox()
         self.tokenizer.addItems(["bytes", "bpe"])
         self.bpe_vocab = _spin(300, 32000, 2048, 256)
+        self.init_scheme = QComboBox()
+        for i, name in enumerate(engine.INITS):  # read now: the engine owns the list
+            self.init_scheme.addItem(name)
+            self.init_scheme.setItemData(i, SCHEME_TIPS.get(name, name), Qt.ItemDataRole.ToolTipRole)
+        self.init_scheme.setCurrentText(engine.RunSpec.init_scheme)
         self.model_source = QLabel("new model")
         model = QGroupBox("Model")
         mf = QFormLayout(model)
@@ -98,6 +112,7 @@ class TrainPanel(QWidget):
         mf.addRow("d_state", self.d_state)
         mf.addRow("Tokenizer", self.tokenizer)
         mf.addRow("BPE vocab", self.bpe_vocab)
+        mf.addRow("Weight init", self.init_scheme)
         mf.addRow("Start from", self.model_source)
         # --- training
         self.epochs = _spin(1, 1000, 3)
@@ -170,11 +185,12 @@ class TrainPanel(QWidget):
         self.model_source.setWordWrap(True)
         self.model_source.setToolTip("What the next Start does")
         self._restore()
-        for combo in (self.preset, self.tokenizer):
+        for combo in (self.preset, self.tokenizer, self.init_scheme):
             combo.currentIndexChanged.connect(self._update)
         for w in (self.d_model, self.n_layer, self.d_state, self.rank, self.bpe_vocab):
             w.valueChanged.connect(self._update)
-        for w in (self.batch, self.seq_len, self.accum, self.epochs):
+        for w in (self.batch, self.seq_len, self.accum, self.epochs, self.lr, self.max_steps,
+                  self.eval_every):
             w.valueChanged.connect(lambda _v: self.changed.emit())
         self.checkpointing.toggled.connect(lambda _v: self.changed.emit())
         for cb in (self.lora, self.wsla, *self.targets.values()):
@@ -227,7 +243,15 @@ class TrainPanel(QWidget):
         return engine.RunSpec(preset=preset if preset != "custom" else "small",
                        model=self.custom_dims() if init is None else None,
                        tokenizer=self.tokenizer.currentText(), bpe_vocab=self.bpe_vocab.value(),
-                       init=init, train=tc)
+                       init=init, train=tc,
+                       init_scheme=(self.init_scheme.currentText() if init is None
+                                    else engine.RunSpec.init_scheme))
+
+    def show_resumable(self, tc: engine.TrainConfig) -> None:
+        """Show a run's own epochs, learning rate and max steps (what Continue may change)."""
+        self.epochs.setValue(tc.epochs)
+        self.lr.setValue(tc.lr)
+        self.max_steps.setValue(tc.max_steps or 0)
 
     def set_from(self, spec: engine.RunSpec, early: engine.EarlyStopping) -> None:
         """Show a RunSpec (e.g. from a settings file)."""
@@ -241,6 +265,8 @@ class TrainPanel(QWidget):
             self.preset.setCurrentText(spec.preset)
         self.tokenizer.setCurrentText(spec.tokenizer)
         self.bpe_vocab.setValue(spec.bpe_vocab)
+        if self.init_scheme.findText(spec.init_scheme) >= 0:
+            self.init_scheme.setCurrentText(spec.init_scheme)
         for w, v in ((self.epochs, t.epochs), (self.lr, t.lr), (self.batch, t.batch_size),
                      (self.seq_len, t.seq_len), (self.accum, t.grad_accum),
                      (self.weight_decay, t.weight_decay), (self.clip, t.max_grad_norm),
@@ -273,6 +299,7 @@ class TrainPanel(QWidget):
                 w.blockSignals(False)
         bpe = self.tokenizer.currentText() == "bpe"
         self.bpe_vocab.setEnabled(bpe)
+        self.init_scheme.setEnabled(self.model_override is None)  # opened weights need no init
         self.vocab_hint = self.bpe_vocab.value() if bpe else engine.ByteTokenizer.vocab_size
         lora_on = self.lora.isChecked()
         for t, cb in self.targets.items():
@@ -300,6 +327,9 @@ class TrainPanel(QWidget):
             w.setValue(settings.load(f"train/{k}", w.value()))
         self.preset.setCurrentText(settings.load("train/preset", "small"))
         self.tokenizer.setCurrentText(settings.load("train/tokenizer", "bytes"))
+        scheme = settings.load("train/init_scheme", engine.RunSpec.init_scheme)
+        if self.init_scheme.findText(scheme) >= 0:  # a scheme since removed falls back
+            self.init_scheme.setCurrentText(scheme)
         self.lora.setChecked(settings.load("train/lora", False))
         self.wsla.setChecked(settings.load("train/wsla", False))
 
@@ -308,5 +338,6 @@ class TrainPanel(QWidget):
             settings.save(f"train/{k}", getattr(self, k).value())
         settings.save("train/preset", self.preset.currentText())
         settings.save("train/tokenizer", self.tokenizer.currentText())
+        settings.save("train/init_scheme", self.init_scheme.currentText())
         settings.save("train/lora", self.lora.isChecked())
         settings.save("train/wsla", self.wsla.isChecked())

@@ -31,7 +31,7 @@ from .. import checkpoint as ckpt
 from ..errors import CheckpointError
 from ..params import EMBEDDINGS, LM_HEAD, NORM_F
 from ..tokenizer import BPETokenizer, byte_tokenizer_json
-from .source import RunSource, check_out, open_run
+from .source import RunSource, check_out, clear_out, open_run
 
 _MIXER = {"in_proj.weight": "ssm_in.weight", "conv1d.weight": "ssm_conv1d.weight",
           "conv1d.bias": "ssm_conv1d.bias", "x_proj.weight": "ssm_x.weight",
@@ -88,17 +88,18 @@ def _vocab(run: RunSource) -> tuple[list[str], list[int], list[str]]:
     return tokens, [int(t) for t in types], merges or [NEVER_MERGED]
 
 
-def export_gguf(src_folder: str | Path, out_path: str | Path) -> list[str]:
-    """Write ``out_path`` (.gguf, float32) from a run folder; returns notices."""
+def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = False) -> list[str]:
+    """Write ``out_path`` (.gguf, float32) from a run folder; an existing file is replaced only
+    with ``force``. Returns notices (a parent folder created)."""
     try:
         import gguf
     except ImportError:
         raise CheckpointError("the gguf package is not installed; pip install gguf") from None
-    check_out(src_folder, out_path)
+    notes = check_out(src_folder, out_path, file=True, force=force)
     run = open_run(src_folder)
     cfg = run.lm.config
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    clear_out(out_path, file=True)
     fd, tmp = ckpt.create_temp(out_path)
     os.close(fd)
     try:
@@ -138,4 +139,4 @@ def export_gguf(src_folder: str | Path, out_path: str | Path) -> list[str]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return []
+    return notes

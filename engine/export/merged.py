@@ -6,16 +6,18 @@ from pathlib import Path
 
 from .. import checkpoint as ckpt
 from .card import write_card
-from .source import check_out, open_run
+from .source import check_out, clear_out, open_run
 
 
-def export_merged(src_folder: str | Path, out: str | Path) -> list[str]:
+def export_merged(src_folder: str | Path, out: str | Path, force: bool = False) -> list[str]:
     """Write ``out/`` = config.json, generation_config.json, model.safetensors (sharded when
     large), tokenizer files and README.md. Loads with ``AutoModelForCausalLM.from_pretrained(out)``
-    on transformers 4.x and 5.x. Returns notices (none today)."""
-    check_out(src_folder, out)
+    on transformers 4.x and 5.x. ``out`` must be new or empty (``force``: replace an earlier
+    export there). Returns notices (a parent folder created)."""
+    notes = check_out(src_folder, out, force=force)
     run = open_run(src_folder)
     out = Path(out)
+    clear_out(out)
     ckpt.save_model_files(out, run.lm.config, run.lm.params, run.lm.tokenizer)
     write_card(out, run, kind="merged")
-    return []
+    return notes

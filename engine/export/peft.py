@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import checkpoint as ckpt
 from ..errors import CheckpointError
 from .card import write_card
-from .source import check_out, open_run
+from .source import check_out, clear_out, open_run
 
 LINES = ("5.x", "4.x")
 PEFT_SUPPORT: dict[str, dict[str, str]] = {
@@ -50,13 +50,14 @@ def usable_everywhere(targets: list[str] | tuple[str, ...]) -> bool:
     return all(PEFT_SUPPORT[t][line] == "exact" for t in targets for line in LINES)
 
 
-def export_peft(src_folder: str | Path, out: str | Path) -> list[str]:
+def export_peft(src_folder: str | Path, out: str | Path, force: bool = False) -> list[str]:
     """Write the PEFT adapter of a LoRA run to ``out/`` and its unmerged base to ``out/base/``.
 
     Refuses (CheckpointError) a run without LoRA, and one with a target that no transformers line
     applies exactly (the adapter would load and silently compute another model). Returns the
-    per-target notices for targets exact on one line only."""
-    check_out(src_folder, out)
+    per-target notices for targets exact on one line only (and a parent folder created). ``out``
+    must be new or empty (``force``: replace an earlier export there)."""
+    notes = check_out(src_folder, out, force=force)
     run = open_run(src_folder)
     if run.lora is None:
         raise CheckpointError(
@@ -69,6 +70,7 @@ def export_peft(src_folder: str | Path, out: str | Path) -> list[str]:
                 f"{t}: " + ", ".join(f"{line} {PEFT_SUPPORT[t][line]}" for line in LINES)
                 for t in broken) + "); use the merged export (python -m engine export --merged)")
     out = Path(out)
+    clear_out(out)
     base = out / "base"
     lm = run.lm
     ckpt.save_model_files(base, lm.config, run.lora.params, lm.tokenizer)
@@ -77,4 +79,4 @@ def export_peft(src_folder: str | Path, out: str | Path) -> list[str]:
     for name in ckpt.TOKENIZER_FILES:
         ckpt.atomic_write_bytes(out / name, (base / name).read_bytes())
     write_card(out, run, kind="peft")
-    return peft_notices(targets)
+    return notes + peft_notices(targets)

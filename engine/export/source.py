@@ -6,6 +6,7 @@ base. Every checksum the folder has is verified first (a half-written snapshot i
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,15 +48,69 @@ def _last_val(epochs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return vals[-1] if vals else None
 
 
-def check_out(src: str | Path, out: str | Path) -> None:
-    """Refuse an output that would write into the source (or any run folder): exports go to a
-    folder of their own."""
+EXPORT_FILES = {"README.md", "config.json", "generation_config.json", ckpt.INDEX,
+                "adapter_config.json", "adapter_model.safetensors", "base", *ckpt.TOKENIZER_FILES}
+
+
+def _written_by_an_export(p: Path) -> bool:
+    return p.name in EXPORT_FILES or (p.name.startswith("model") and p.name.endswith(".safetensors"))
+
+
+def check_out(src: str | Path, out: str | Path, *, file: bool = False, force: bool = False
+              ) -> list[str]:
+    """Refuse an output that would write into the source (or any run folder), an existing file
+    (``file=True``: the .gguf) or a non-empty folder, unless ``force`` (then only a folder holding
+    nothing but an earlier export's files is replaced; see ``clear_out``). Missing parent folders
+    are created later; the returned notices say so. Call before any work."""
     src_r, out_r = Path(src).resolve(), Path(out).resolve()
     if out_r == src_r or src_r in out_r.parents or out_r in src_r.parents:
         raise CheckpointError(f"{out}: inside (or around) the folder being exported, {src}; "
                               "choose an output folder of its own")
     if rf.is_run(out_r if out_r.is_dir() else out_r.parent):
         raise CheckpointError(f"{out}: a run folder; choose an output folder of its own")
+    return check_dest(out, file=file, force=force)
+
+
+def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> list[str]:
+    """``check_out``'s part about ``out`` alone (also checked before training by
+    ``train --export-adapter``)."""
+    out = Path(out)
+    exists = out.exists() or out.is_symlink()
+    if file:
+        if out.is_dir():
+            raise CheckpointError(f"{out}: is a folder; give a file path, e.g. {out / 'model.gguf'}")
+        if exists and not force:
+            raise CheckpointError(f"{out}: exists; choose a new file name, or pass --force to "
+                                  "replace it")
+    else:
+        if exists and not out.is_dir():
+            raise CheckpointError(f"{out}: exists and is not a folder; choose a new folder name "
+                                  "(the export writes a folder)")
+        if exists and any(out.iterdir()):
+            if not force:
+                raise CheckpointError(f"{out}: folder is not empty; choose a new folder name, or "
+                                      "pass --force to replace an earlier export there")
+            other = sorted(p.name for p in out.iterdir() if not _written_by_an_export(p))
+            if other:
+                names = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
+                raise CheckpointError(f"{out}: holds files an export does not write ({names}); "
+                                      "--force only replaces an earlier export: choose a new "
+                                      "folder name")
+    missing = [p for p in out.parents if not p.exists()]
+    return [f"created the missing folder {missing[-1]}"] if missing else []
+
+
+def clear_out(out: str | Path, *, file: bool = False) -> None:
+    """Empty an output folder ``check_out`` accepted with ``force`` (a file is replaced atomically
+    by its writer); create it and any missing parents."""
+    out = Path(out)
+    if file:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return
+    if out.is_dir():
+        for p in out.iterdir():
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    out.mkdir(parents=True, exist_ok=True)
 
 
 def open_run(folder: str | Path) -> RunSource:
@@ -90,4 +145,4 @@ def open_run(folder: str | Path) -> RunSource:
     return RunSource(folder, lm, None)
 
 
-__all__ = ["RunSource", "check_out", "open_run"]
+__all__ = ["RunSource", "check_dest", "check_out", "clear_out", "open_run"]

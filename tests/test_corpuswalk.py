@@ -1,0 +1,101 @@
+"""Walking corpus folders (engine.corpuswalk): bounded, never opening a special file, never
+entering another filesystem, every skip counted with a reason."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from engine import corpuswalk
+from engine import data as data_mod
+from engine.corpuswalk import summary, walk
+from engine.data import load_corpus
+from engine.errors import CorpusError
+
+
+def _tree(root: Path) -> Path:
+    c = root / "c"
+    (c / "sub" / "deeper").mkdir(parents=True)
+    (c / "b.txt").write_text("b\n")
+    (c / "a.md").write_text("a\n")
+    (c / "sub" / "x.py").write_text("x = 1\n")
+    (c / "sub" / "deeper" / "y.txt").write_text("y\n")
+    (c / "sub.txt").write_text("s\n")
+    (c / "image.png").write_bytes(b"\x89PNG")
+    (c / ".hidden").mkdir()
+    (c / ".hidden" / "h.txt").write_text("h\n")
+    return c
+
+
+def test_order_is_sorted_by_path_parts_and_hidden_is_skipped(tmp_path):
+    c = _tree(tmp_path)
+    files, rejected = walk(c)
+    want = sorted(p for p in c.rglob("*") if p.is_file() and p.suffix != ".png"
+                  and ".hidden" not in p.parts)
+    assert files == want  # the order the old sorted(rglob) gave: same documents, same split
+    assert [(p.name, r) for p, r in rejected] == [("image.png", "not a text file type (.png)")]
+
+
+def test_special_files_links_and_loops_are_skipped_with_reasons_unopened(tmp_path):
+    c = _tree(tmp_path)
+    os.mkfifo(c / "pipe.txt")  # opening it would block forever
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(c / "sock.txt"))
+    (c / "loop").symlink_to(c)  # a cycle if followed
+    (c / "to_file.txt").symlink_to(c / "b.txt")  # a link to a regular file is read
+    (c / "broken.txt").symlink_to(c / "nowhere")
+    (c / "zero.txt").write_text("")
+    try:
+        corpus = load_corpus([c])
+    finally:
+        sock.close()
+    why = {p.name: r for p, r in corpus.rejected}
+    assert "FIFO" in why["pipe.txt"] and "socket" in why["sock.txt"]
+    assert "link to a folder" in why["loop"] and "broken link" in why["broken.txt"]
+    assert why["zero.txt"] == "file is empty"
+    assert "to_file.txt" in {f.path.name for f in corpus.files}
+
+
+def test_the_walk_is_bounded_and_says_where_it_stopped(tmp_path, monkeypatch):
+    c = _tree(tmp_path)
+    monkeypatch.setattr(corpuswalk, "MAX_ENTRIES", 3)
+    corpus = load_corpus([c])
+    assert [f.path.name for f in corpus.files] == ["a.md", "b.txt"]
+    assert (c, "stopped after 3 entries; give smaller folders (the files found so far are used)") \
+        in corpus.rejected
+
+
+def test_folders_on_another_filesystem_are_not_entered(tmp_path, monkeypatch):
+    c = _tree(tmp_path)
+    real = os.stat
+    monkeypatch.setattr(corpuswalk.os, "stat", lambda p, *a, **k: os.stat_result(
+        (*real(p, *a, **k)[:2], -1, *real(p, *a, **k)[3:])) if Path(p) == c else real(p, *a, **k))
+    files, rejected = walk(c)  # c "is on device -1": sub/ is a mount point
+    assert [f.name for f in files] == ["a.md", "b.txt", "sub.txt"]
+    assert "on another filesystem" in dict(rejected)[c / "sub"]
+
+
+@pytest.mark.skipif(not os.path.ismount("/dev"), reason="no /dev mount here")
+def test_root_does_not_enter_dev():
+    files, rejected = walk(Path("/"), max_entries=2000)
+    assert "on another filesystem" in dict(rejected)[Path("/dev")]
+    assert not any(Path("/dev") in f.parents for f in files)
+
+
+def test_a_file_swapped_for_a_fifo_after_the_check_does_not_block(tmp_path, monkeypatch):
+    fifo = tmp_path / "late.txt"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(data_mod, "check_regular", lambda *a, **k: 10)  # the check "passed"
+    with pytest.raises(CorpusError, match="not a regular file"):
+        data_mod.read_text_file(fifo)
+
+
+def test_summary_is_short_and_counts_by_reason():
+    rejected = [(Path(f"/x/{i}.bin"), "not a text file type (.bin)") for i in range(5000)]
+    rejected.append((Path("/x"), "stopped after 9 entries; give smaller folders"))
+    lines = summary(rejected, show=3)
+    assert lines[0].startswith("/x: stopped after") and len(lines) == 5
+    assert lines[-1] == "skipped 4,997 more: 4,997 not a text file type"
