@@ -261,6 +261,8 @@ class MainWindow(QMainWindow):
                     f"under {self.runs_root}")
         self.next_label.setText(text)
         self.train.model_source.setText(text.removeprefix("Next Start: "))
+        # the init scheme only makes a new model's weights: not for Continue or opened weights
+        self.train.init_scheme.setEnabled(not self.continue_dir and not self.init_dir)
 
     def _notice(self, msg: str) -> None:
         self.log.appendPlainText(msg)

@@ -73,6 +73,7 @@ def test_continue_takes_a_changed_learning_rate_and_says_so(win, qtbot):
     win.train.lr.setValue(0.005)  # some other value in the panel
     win.choose_continue(folder)
     assert win.train.lr.value() == pytest.approx(0.002)  # the run's own value is shown
+    assert not win.train.init_scheme.isEnabled()  # Continue keeps the run's weights
     assert win.continue_overrides() == {} and "with its own settings" in win.next_label.text()
     win.train.lr.setValue(0.001)
     win.train.max_steps.setValue(4)
