@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .checkpoint import atomic_write_bytes
     from .config import PRESETS, MambaConfig, preset
     from .data import Corpus, CorpusFile, encode_corpus, iter_text, load_corpus, split_holdout
+    from .defaults import PRESET_DEFAULTS
     from .docstore import load_documents, save_documents
     from .documents import RECORDS, Documents, encode_documents, split_documents
     from .earlystop import EarlyStopping
@@ -129,6 +130,7 @@ _EXPORTS: dict[str, str] = {
     "read_metrics": "run",
     "read_run_spec": "run",
     "INITS": "params",
+    "PRESET_DEFAULTS": "defaults",
     "list_runs": "run",
     "open_run": "run",
     "start_run": "run",
@@ -179,6 +181,7 @@ __all__ = [
     "format_duration",
     "GpuUnavailable",
     "INITS",
+    "PRESET_DEFAULTS",
     "iter_batches",
     "iter_text",
     "line_end_table",

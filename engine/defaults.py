@@ -37,7 +37,8 @@ PRESET_DEFAULTS: dict[str, PresetDefaults] = {
     "tiny": PresetDefaults(
         d_model=64, n_layer=2, lr=3e-3, batch_size=8, seq_len=256, warmup_steps=100,
         min_lr_ratio=0.1, decay_fraction=0.2, weight_decay=0.01,
-        learns="tiny (0.1M weights): quick experiments; learns spelling and common words in minutes",
+        learns="tiny (0.1M weights): quick experiments; with one example per line it learns "
+               "selective copying and induction-head recall in about 2 minutes on 2 cores",
     ),
     "small": PresetDefaults(
         d_model=128, n_layer=4, lr=3e-3, batch_size=8, seq_len=256, warmup_steps=100,

@@ -92,6 +92,9 @@ class TrainPanel(QWidget):
         # --- model
         self.preset = QComboBox()
         self.preset.addItems(["tiny", "small", "medium", "custom"])
+        for i, name in enumerate(("tiny", "small", "medium")):  # what each preset learns, how fast
+            self.preset.setItemData(i, engine.PRESET_DEFAULTS[name].learns,
+                                    Qt.ItemDataRole.ToolTipRole)
         self.d_model = _spin(16, 2048, 128, 16)
         self.n_layer = _spin(1, 48, 4)
         self.d_state = _spin(1, 64, 16)

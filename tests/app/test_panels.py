@@ -221,3 +221,16 @@ def test_runs_root_on_a_file_is_one_line_not_a_traceback(tmp_path, capsys):
     assert main(["--runs-root", str(blocker)]) == 2  # was: FileExistsError from MainWindow
     err = capsys.readouterr().err
     assert err.startswith("error: --runs-root") and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_preset_tooltips_say_what_each_preset_learns(win):
+    import engine
+    from PySide6.QtCore import Qt
+
+    for i in range(win.train.preset.count()):
+        name = win.train.preset.itemText(i)
+        tip = win.train.preset.itemData(i, Qt.ItemDataRole.ToolTipRole)
+        if name in engine.PRESET_DEFAULTS:
+            assert tip == engine.PRESET_DEFAULTS[name].learns and "weights" in tip
+        else:
+            assert name == "custom" and not tip
