@@ -224,8 +224,9 @@ def test_runs_root_on_a_file_is_one_line_not_a_traceback(tmp_path, capsys):
 
 
 def test_preset_tooltips_say_what_each_preset_learns(win):
-    import engine
     from PySide6.QtCore import Qt
+
+    import engine
 
     for i in range(win.train.preset.count()):
         name = win.train.preset.itemText(i)
