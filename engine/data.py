@@ -212,6 +212,8 @@ def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: 
         if p.is_dir():  # bounded, never blocking, on the folder's own filesystem
             candidates, rejected = walk(p)
             corpus.rejected.extend(rejected)
+            if not candidates and not rejected:
+                corpus.rejected.append((p, "empty folder (no files; hidden ones are ignored)"))
         elif p.exists() or p.is_symlink():
             candidates = [p]
         else:

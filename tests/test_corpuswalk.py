@@ -99,3 +99,13 @@ def test_summary_is_short_and_counts_by_reason():
     lines = summary(rejected, show=3)
     assert lines[0].startswith("/x: stopped after") and len(lines) == 5
     assert lines[-1] == "skipped 4,997 more: 4,997 not a text file type"
+
+
+def test_an_empty_folder_is_named_in_the_error(tmp_path):
+    """An empty folder (or one of hidden files only) says so, not 'no files given'."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / ".hidden").write_text("x")
+    with pytest.raises(CorpusError, match=r"empty: empty folder \(no files; hidden ones"):
+        load_corpus([empty])
+    assert load_corpus([empty], allow_empty=True).rejected[0][0] == empty

@@ -188,7 +188,12 @@ def test_existing_outputs_are_refused_in_one_line_unless_force(lora_run: Path, t
     assert "does not write (notes.txt)" in capsys.readouterr().err
     assert (out / "notes.txt").read_text() == "mine"
     gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"old")
+    gguf.write_bytes(b"old")  # a file of the user's, not an export: --force leaves it alone
+    assert main(["export", "--gguf", str(lora_run), str(gguf), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "m.gguf: exists and is not a GGUF file" in err, err
+    assert gguf.read_bytes() == b"old"
+    gguf.write_bytes(b"GGUF old export")
     assert main(["export", "--gguf", str(lora_run), str(gguf)]) == 2
     assert "m.gguf: exists; choose a new file name, or pass --force" in capsys.readouterr().err
     assert main(["export", "--gguf", str(lora_run), str(gguf), "--force"]) == 0

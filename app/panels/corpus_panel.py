@@ -154,6 +154,7 @@ class CorpusPanel(QWidget):
             self.records.setItemData(self.records.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
         self.records.setToolTip("How your text splits into examples. The model reads each example "
                                 "from a fresh state; whole examples are held out for evaluation.")
+        self.records.currentIndexChanged.connect(lambda _i: self._refresh())
         records_row = QHBoxLayout()
         records_row.addWidget(QLabel("Examples:"))
         records_row.addWidget(self.records, 1)
@@ -286,8 +287,8 @@ class CorpusPanel(QWidget):
         """Files (partly) held out, by the engine's own seeded split of whole documents
         (engine.documents.split_documents) over these files' token counts (each file one
         document, as with records "file"); ``seed``/``min_tokens`` follow the training panel."""
-        if self.holdout <= 0 or not self.files:
-            return set()
+        if self.holdout <= 0 or not self.files or self.record_mode() != "file":
+            return set()  # lines / paragraphs: examples of every file are held out, not files
         paths = list(self.files)
         lengths = np.array([self.tokens.get(p, self.files[p].n_bytes) + 1 for p in paths])
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -307,24 +308,31 @@ class CorpusPanel(QWidget):
 
     def _refresh(self) -> None:
         held = self.held_out()
+        by_file = self.record_mode() == "file"
         unknown = self.tokenizer is None and self.tokenizer_kind == "bpe"
         self.table.setRowCount(len(self.files))
+        unit = "lines" if self.record_mode() == "line" else "paragraphs"
+        split_tip = (f"about {self.holdout:.0%} of the tokens, whole files chosen by the seed, are "
+                     "held out to measure generalisation" if by_file else
+                     f"about {self.holdout:.0%} of the examples (whole {unit} chosen by the seed, "
+                     "from every file) are held out to measure generalisation")
         for row, (path, f) in enumerate(self.files.items()):
             tok = "after Start" if unknown else f"{self.tokens.get(path, f.n_bytes):,}"
-            cells = (Path(path).name, f"{f.n_bytes:,}", tok, "held-out" if path in held else "train")
+            split = ("held-out" if path in held else "train") if by_file else "by example"
+            cells = (Path(path).name, f"{f.n_bytes:,}", tok, split)
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if col in (1, 2):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 item.setToolTip(path if col == 0 else (
                     "the BPE tokenizer is trained on the corpus when the run starts" if col == 2
-                    and unknown else f"about {self.holdout:.0%} of the tokens, whole files chosen "
-                    "by the seed, are held out to measure generalisation" if col == 3 else ""))
+                    and unknown else split_tip if col == 3 else ""))
                 self.table.setItem(row, col, item)
         total = sum(f.n_bytes for f in self.files.values())
         ntok = "" if unknown else f", {sum(self.tokens.values()):,} tokens ({self.tokenizer_kind})"
-        self.summary.setText(f"{len(self.files)} files, {total:,} bytes{ntok}; "
-                             f"{len(held)} held-out")
+        held_text = (f"{len(held)} held-out" if by_file
+                     else f"about {self.holdout:.0%} of the {unit} held-out")
+        self.summary.setText(f"{len(self.files)} files, {total:,} bytes{ntok}; {held_text}")
         n = len(self.skipped)
         self.skipped_btn.setVisible(n > 0)
         self.skipped_btn.setText(f"{n:,} file{'s' if n != 1 else ''} skipped")

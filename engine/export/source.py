@@ -56,6 +56,17 @@ def _written_by_an_export(p: Path) -> bool:
     return p.name in EXPORT_FILES or (p.name.startswith("model") and p.name.endswith(".safetensors"))
 
 
+def _is_gguf(p: Path) -> bool:
+    """Whether ``p`` is a regular file starting with the GGUF magic (an earlier --gguf export)."""
+    try:
+        if p.is_symlink() or not p.is_file():
+            return False
+        with open(p, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
 def check_out(src: str | Path, out: str | Path, *, file: bool = False, force: bool = False
               ) -> list[str]:
     """Refuse an output that would write into the source (or any run folder), an existing file
@@ -81,7 +92,10 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
             raise CheckpointError(f"{out}: is a folder; give a file path, e.g. {out / 'model.gguf'}")
         if exists and not force:
             raise CheckpointError(f"{out}: exists; choose a new file name, or pass --force to "
-                                  "replace it")
+                                  "replace an earlier GGUF export there")
+        if exists and not _is_gguf(out):
+            raise CheckpointError(f"{out}: exists and is not a GGUF file; --force only replaces "
+                                  "an earlier export: choose a new file name")
     else:
         if exists and not out.is_dir():
             raise CheckpointError(f"{out}: exists and is not a folder; choose a new folder name "

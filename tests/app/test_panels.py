@@ -124,6 +124,27 @@ def test_two_thousand_rejected_files_keep_the_window_on_screen(win, qtbot, tmp_p
     assert win.start_btn.mapTo(win, win.start_btn.rect().bottomLeft()).y() <= win.height()
 
 
+def test_split_column_follows_the_examples_choice(win, qtbot):
+    """Whole files are held out only with 'each file is one document'; with lines or paragraphs
+    the engine holds out examples of every file, and the table must not name a held-out file."""
+    c = win.corpus
+    c.load_sample()
+    qtbot.waitUntil(lambda: c.pending == 0 and c.table.rowCount() > 1, timeout=RUN_TIMEOUT)
+
+    def column() -> list[str]:
+        return [c.table.item(r, 3).text() for r in range(c.table.rowCount())]
+
+    c.set_record_mode("file")
+    assert "held-out" in column() and "train" in column()
+    assert c.summary.text().endswith("1 held-out")
+    c.set_record_mode("line")
+    assert set(column()) == {"by example"}
+    assert c.summary.text().endswith("of the lines held-out")
+    assert "lines chosen by the seed" in c.table.item(0, 3).toolTip()
+    c.set_record_mode("blank-line")
+    assert c.summary.text().endswith("of the paragraphs held-out")
+
+
 def test_lora_panel_never_scrolls_sideways_at_1024x700(win, qtbot):
     win.resize(1024, 700)
     win.left_tabs.setCurrentIndex(1)
