@@ -63,13 +63,20 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def line_bounds(line_end: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) (k,) of the lines of ``ids`` (T,): a line ends after a token marked in
+    ``line_end`` (vocab,), or at the end of ``ids``."""
+    ends = np.flatnonzero(line_end[ids]) + 1
+    ends = np.append(ends, len(ids)) if not len(ends) or ends[-1] != len(ids) else ends
+    return np.concatenate([[0], ends[:-1]]), ends
+
+
 def predict_next(lm: MambaLM, ids: np.ndarray, batch: int = 64) -> np.ndarray:
     """ids (T,) -> (T,) argmax guess for each position from the logits one step before, each
     line read on its own from its first token (a fresh state, whatever the training rows were;
     lines are right-padded to a batch, which a causal model never sees). Entry 0 of a line is -1."""
     out = np.full(len(ids), -1, dtype=np.int64)
-    ends = np.flatnonzero(line_end_table(lm.tokenizer)[ids]) + 1
-    starts = np.concatenate([[0], ends[:-1]])
+    starts, ends = line_bounds(line_end_table(lm.tokenizer), ids)
     for s in range(0, len(starts), batch):
         a, b = starts[s : s + batch], ends[s : s + batch]
         width = int((b - a).max())
@@ -98,9 +105,7 @@ def text_rows(tok: Any, ids: np.ndarray, seq_len: int, records: str) -> PackedRo
     line_end = line_end_table(tok)
     if records == "file":
         return pack_spans(ids, np.array([[0, len(ids) - 1]], dtype=np.int64), seq_len, line_end)
-    ends = np.flatnonzero(line_end[ids]) + 1
-    ends = np.append(ends, len(ids)) if not len(ends) or ends[-1] != len(ids) else ends
-    starts = np.concatenate([[0], ends[:-1]])
+    starts, ends = line_bounds(line_end, ids)
     spans = np.stack([starts, ends - starts - 1], axis=1).astype(np.int64)  # targets in the line
     return pack_spans(ids, spans[spans[:, 1] > 0], seq_len, line_end)
 
