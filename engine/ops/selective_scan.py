@@ -8,7 +8,7 @@ Shapes: u, delta, z (b, l, e); A_log (e, n) with A = -exp(A_log); B, C (b, l, n)
         -> out (b, l, e), h_last (b, e, n) (the state after the last step, for the recurrent cache).
 Backward returns du, ddelta, dz (b, l, e); dA_log (e, n); dB, dC (b, l, n); dD (e,).
 Step (generation): ``selective_scan_step`` advances a state h (b, e, n) by one position with the same
-update and the same scalar helpers (``fast_exp``, ``sigmoid``) as the forward kernel.
+update and the same scalar helpers (``decay_exp``, ``sigmoid``) as the forward kernel.
 
 Document boundaries: an optional ``reset`` (b, l) mask (bool or uint8), True at the first position
 of each document of a packed row, zeroes the state before that position: h_t = delta_t B_t u_t, so
@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._jit import fast_exp, kernel, parallel_kernel, sigmoid
+from .._jit import decay_exp, kernel, parallel_kernel, sigmoid
 from ._common import check, check_wider, reset_mask
 
 CHUNK = 64
@@ -81,7 +81,7 @@ def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last):
                 bs = Bt[s]
                 cs = Ct[s]
                 for k in range(CHUNK):
-                    hv = fast_exp(dt[k] * As[k]) * hs[k] + dbu[k] * bs
+                    hv = decay_exp(dt[k] * As[k]) * hs[k] + dbu[k] * bs
                     hs[k] = hv
                     y[k] += cs * hv
             zt = z[b, t, zoff + c0 : zoff + c0 + CHUNK]
@@ -146,7 +146,7 @@ def _scan_backward_kernel(
                 bs = Bm[b, t, s]
                 cs = Cm[b, t, s]
                 for k in range(cw):
-                    ea = fast_exp(dt[k] * Aj[s, k])
+                    ea = decay_exp(dt[k] * Aj[s, k])
                     decay[t, s, k] = ea
                     hv = ea * hist[tp, s, k] + dbu[k] * bs
                     hist[t + 1, s, k] = hv
@@ -335,7 +335,7 @@ def _scan_step_kernel(h, u, delta, A, Bm, Cm, D, z, out):
             dbu = dt * u[b, c]
             y = D[c] * u[b, c]
             for s in range(nn_):
-                hv = fast_exp(dt * A[c, s]) * hc[s] + dbu * Bm[b, s]
+                hv = decay_exp(dt * A[c, s]) * hc[s] + dbu * Bm[b, s]
                 hc[s] = hv
                 y += Cm[b, s] * hv
             zc = z[b, c]
