@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -141,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--evals", type=int, default=12, help="evaluations along the run")
     ap.add_argument("--target", type=float, help="stop once the metric reaches this")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--model", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a MambaConfig field of the preset (d_model, n_layer, d_state...)")
+    ap.add_argument("--out-proj", default="init", choices=["init", "zero", "depth"],
+                    help="study only: out_proj.weight as initialised, zeros, or / n_layer more")
     ap.add_argument("--records", default="file", choices=["file", "line", "stream"],
                     help="file (as a run of the app or CLI on one file): the text is one document "
                          "cut into rows after line breaks; line: every line its own document "
@@ -152,7 +157,12 @@ def main(argv: list[str] | None = None) -> int:
 
     tok, train_ids, held_text, held_ids, base = load_data(a.task, a.tokenizer, a.bpe_vocab, a.seed)
     cfg = TrainConfig.for_preset(a.preset, epochs=1_000, seed=a.seed, **_parse_set(a.set))
-    lm = MambaLM.create(preset(a.preset, tok.vocab_size), tok, seed=a.seed, init=a.init)
+    shape = {k: int(v) for k, _, v in (m.partition("=") for m in a.model)}
+    lm = MambaLM.create(replace(preset(a.preset, tok.vocab_size), **shape), tok, seed=a.seed,
+                        init=a.init)
+    for name, w in lm.params.items():
+        if name.endswith("out_proj.weight") and a.out_proj != "init":
+            w *= 0.0 if a.out_proj == "zero" else 1.0 / math.sqrt(lm.config.n_layer)
     steps, speed = a.steps, calibrate(lm, train_ids, cfg)
     if steps is None:
         steps = max(1, int(0.97 * a.minutes * 60 / speed))
@@ -163,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out) / f"{name}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     head = {"run": name, "task": a.task, "preset": a.preset, "init": a.init, "tokenizer": tok.kind,
-            "records": a.records,
+            "records": a.records, "model": shape, "out_proj": a.out_proj,
             "vocab": lm.config.vocab_size, "params": lm.n_params, "train_tokens": len(train_ids),
             "train_config": {k: v for k, v in asdict(cfg).items() if k != "lora"},
             "baselines": base, "s_per_step": round(speed, 4), "cpus": len(os.sched_getaffinity(0))}
