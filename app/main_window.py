@@ -325,7 +325,7 @@ class MainWindow(QMainWindow):
         tc = self.train.train_config()
         eval_every = tc.eval_every
         if eval_every == 0:  # auto: held-out evaluation costs < 10 % of training time
-            val = int(self._corpus_tokens() * 0.1)
+            val = min(int(self._corpus_tokens() * 0.1), engine.HELDOUT_SAMPLE_TOKENS)  # a sample
             eval_every = auto_eval_every(val, tc.batch_size * tc.grad_accum, tc.seq_len)
         spec = replace(self.train.run_spec(self.init_dir, eval_every),
                        records=self.corpus.record_mode())
@@ -442,7 +442,8 @@ class MainWindow(QMainWindow):
     def _on_epoch(self, e: engine.EpochReport) -> None:
         step = self.plots.steps[-1] if self.plots.steps else 0
         self.plots.add_epoch(e, int(step))
-        val = f", held-out {e.val.loss:.4f} (ppl {e.val.perplexity:.2f})" if e.val else ""
+        val = (f", held-out {e.val.loss:.4f} (ppl {e.val.perplexity:.2f}, {e.val.describe()})"
+               if e.val else "")
         self._notice(f"epoch {e.epoch + 1}: train {e.train_loss:.4f}, grad norm "
                      f"{e.grad_norm:.3f}{val}")
 

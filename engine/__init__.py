@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         TrainingError,
     )
     from .estimate import estimate_run, measure_step_seconds
+    from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .export import export_gguf, export_merged, export_peft
     from .gpu import GpuUnavailable, open_stepper, pick_backend
     from .lm import MambaLM
@@ -122,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     "TrainControl": "trainer",
     "Trainer": "trainer",
     "evaluate": "trainer",
+    "HELDOUT_SAMPLE_TOKENS": "evaluation",
     "format_duration": "trainer",
     "RunSpec": "run",
     "Run": "run",
@@ -180,6 +182,7 @@ __all__ = [
     "FastAdapter",
     "format_duration",
     "GpuUnavailable",
+    "HELDOUT_SAMPLE_TOKENS",
     "INITS",
     "PRESET_DEFAULTS",
     "iter_batches",

@@ -190,6 +190,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
     from . import SamplingConfig
     from .control import TrainControl
     from .earlystop import EarlyStopping
+    from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .run import stop_on_signals
     from .tblog import TBLogger
 
@@ -199,6 +200,10 @@ def _train(a: argparse.Namespace, run, job) -> int:
         print(f"model: {lm.n_params:,} parameters; {tr.trainable.describe()}; optimizer state "
               f"{tr.optimizer.state_bytes():,} bytes; {tr.token_counts[0]:,} train / "
               f"{tr.token_counts[1]:,} held-out tokens ({run.data.records})", file=sys.stderr)
+        if tr.token_counts[1] > HELDOUT_SAMPLE_TOKENS:
+            print(f"note: held-out loss is measured on a fixed sample of about "
+                  f"{HELDOUT_SAMPLE_TOKENS:,} of the {tr.token_counts[1]:,} held-out tokens "
+                  "(rows spread evenly over the held-out documents)", file=sys.stderr)
         for note in run.notices:
             print(f"note: {note}", file=sys.stderr)
         if job is not None:
@@ -227,7 +232,8 @@ def _train(a: argparse.Namespace, run, job) -> int:
         def on_epoch(rep) -> None:
             sys.stderr.write("\n")
             val = (f" | held-out loss {rep.val.loss:.4f} ppl {rep.val.perplexity:.2f} "
-                   f"bpb {rep.val.bits_per_byte:.3f} acc {rep.val.accuracy:.3f}") if rep.val else ""
+                   f"bpb {rep.val.bits_per_byte:.3f} acc {rep.val.accuracy:.3f} on "
+                   f"{rep.val.describe()}") if rep.val else ""
             print(f"epoch {rep.epoch + 1}: train loss {rep.train_loss:.4f}, grad norm "
                   f"{rep.grad_norm:.3f}{val}", file=sys.stderr)
             show_sample(f"after epoch {rep.epoch + 1}")
@@ -339,7 +345,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from .run import load_model
 
     if not a.corpus and rf.is_run(Path(a.model)):  # a run knows its own held-out split
-        return _eval_run_heldout(a.model)
+        return _eval_run_heldout(a.model, a.max_tokens)
     lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     if not a.corpus:
@@ -351,13 +357,13 @@ def cmd_eval(a: argparse.Namespace) -> int:
     check_fits(MemorySpec(lm.config, batch_size=8, seq_len=a.seq_len, training=False,
                           corpus_tokens=corpus.n_bytes,
                           id_bytes=id_dtype(lm.tokenizer.vocab_size).itemsize))
-    r = evaluate(lm, encode_corpus(corpus, lm.tokenizer), a.seq_len)
+    r = evaluate(lm, encode_corpus(corpus, lm.tokenizer), a.seq_len, max_tokens=a.max_tokens)
     print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
-          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.tokens:,} tokens)")
+          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.describe()})")
     return 0
 
 
-def _eval_run_heldout(folder: str) -> int:
+def _eval_run_heldout(folder: str, max_tokens: int) -> int:
     """``eval RUN`` without a corpus: the run's saved held-out split, the loss its training reports."""
     from .errors import CorpusError
     from .run import _trainer, open_run
@@ -369,9 +375,9 @@ def _eval_run_heldout(folder: str) -> int:
     tr = _trainer(view.lm, view.data, view.spec.train)
     if not tr.has_val:
         raise CorpusError(f"{folder}: the run has no held-out split (holdout 0); pass a corpus")
-    r = tr.evaluate()
+    r = tr.evaluate(max_tokens=max_tokens)
     print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
-          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.tokens:,} tokens, the "
+          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.describe()}, the "
           f"run's held-out split at step {view.step})")
     return 0
 
@@ -397,6 +403,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from .bench import BENCH_CONFIGS
+    from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .lora import LORA_TARGETS
     from .params import INITS
 
@@ -480,6 +487,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("corpus", nargs="*", help="default: a run's own held-out split; for a model "
                    "folder, the bundled sample corpus")
     e.add_argument("--seq-len", type=_int_in(2, 1 << 24), default=256)
+    e.add_argument("--max-tokens", type=NONNEG, default=HELDOUT_SAMPLE_TOKENS,
+                   help=f"score a fixed sample of at most this many tokens, rows spread evenly "
+                        f"over the text (default {HELDOUT_SAMPLE_TOKENS:,}, as training does; "
+                        "0: all)")
     e.set_defaults(fn=cmd_eval)
     b = sub.add_parser("bench", help="training-step throughput")
     b.add_argument("--json", action="store_true")

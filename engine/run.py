@@ -160,8 +160,14 @@ class Run:
             self.best_val = val_loss
         return path
 
-    def _val_loss(self) -> float | None:
-        return self.trainer.evaluate().loss if self.trainer.has_val else None
+    def _val_loss(self, control: TrainControl) -> float | None:
+        """Held-out loss for the last save: None without a held-out set, after a stop request,
+        or when one comes during it (checked between batches: Stop / SIGTERM end promptly)."""
+        local = getattr(control, "local", control)  # a collective control's own rank's flag
+        if local.stopped:
+            return None
+        val = self.trainer.held_out(lambda: local.stopped)
+        return val.loss if val is not None else None
 
     def _status(self, state: str) -> None:
         rf.write_status(self.folder, state, step=self.step, total_steps=self.trainer.total_steps,
@@ -224,7 +230,7 @@ class Run:
             self._status("stopped")
             raise
         if self.step != self.saved_step:
-            save(self._val_loss())
+            save(self._val_loss(control))
         done = self.step >= self.trainer.total_steps or self.trainer.cursor.epoch >= spec.train.epochs
         state = "finished" if done else "stopped"
         self._status(state)
