@@ -335,9 +335,17 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         if not lm.params:
             lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed, init=spec.init_scheme)
         arrays, n_train = _encode(spec, corpus, lm.tokenizer)
-        rf.write_data(folder, arrays, n_train, rf.file_sources([f.path for f in corpus.files]),
+        for path, why in corpus.gone[:10]:  # vanished or unreadable between scan and read
+            say(f"note: skipped {path}: {why}")
+        if corpus.gone:
+            say(f"note: {len(corpus.gone):,} corpus file(s) skipped after the scan; training on "
+                f"the other {len(corpus.files):,}")
+        rf.write_data(folder, arrays, n_train,
+                      rf.file_sources([(f.path, f.n_bytes) for f in corpus.files]),
                       {"records": spec.records, "holdout": spec.holdout, "seed": spec.train.seed,
-                       "seq_len_at_split": spec.train.seq_len, "tokenizer": lm.tokenizer.kind})
+                       "seq_len_at_split": spec.train.seq_len, "tokenizer": lm.tokenizer.kind,
+                       "skipped_after_scan": [{"path": str(p), "reason": r}
+                                              for p, r in corpus.gone]})
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.save()  # step 0: the folder is a complete, resumable run from the start
         rf.write_run_json(folder, spec.to_dict(), folder.name)  # last: marks the run complete
