@@ -222,7 +222,8 @@ def _train(a: argparse.Namespace, run, job) -> int:
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
                   f"{more} with a larger total to continue it", file=sys.stderr)
             return 0
-        sampling = SamplingConfig(max_new_tokens=a.sample_tokens, seed=tr.cfg.seed)
+        sampling = SamplingConfig(max_new_tokens=a.sample_tokens, seed=tr.cfg.seed,
+                                  stop_at_eos=True)
 
         def show_sample(tag: str) -> None:
             if a.sample_tokens > 0:
@@ -324,7 +325,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
             return 2
     s = SamplingConfig(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p,
                        max_new_tokens=a.max_new_tokens, seed=a.seed,
-                       repetition_penalty=a.repetition_penalty)
+                       repetition_penalty=a.repetition_penalty, stop_at_eos=a.stop)
     pieces = lm.generate(a.prompt, s, backend=backend)
     if not a.stream:  # all at once, e.g. for a pipe that wants whole lines
         pieces = iter(["".join(pieces)])
@@ -477,6 +478,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=0)
     g.add_argument("--repetition-penalty", type=_float_in(1.0, 100.0), default=1.0,
                    help="> 1 makes tokens of the last 64 less likely (1 = off)")
+    g.add_argument("--stop", action=argparse.BooleanOptionalAction, default=True,
+                   help="end at the model's end-of-text token (default; training puts one after "
+                        "every document / record, for both tokenizers); --no-stop: always "
+                        "generate --max-new-tokens")
     g.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
                    help="print each token as it is generated (default) or the text at the end")
     g.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"],

@@ -65,7 +65,7 @@ class PreviewPanel(QWidget):
     def sampling(self) -> engine.SamplingConfig:
         return engine.SamplingConfig(temperature=self.temperature.value(), top_k=self.top_k.value(),
                                      top_p=self.top_p.value(), max_new_tokens=self.length.value(),
-                                     seed=0)
+                                     seed=0, stop_at_eos=True)
 
     def show_preview(self, tag: str, text: str, backend: str) -> None:
         self.tag.setText(f"sample — {tag}")
