@@ -328,10 +328,14 @@ class MainWindow(QMainWindow):
             val = min(int(self._corpus_tokens() * 0.1), engine.HELDOUT_SAMPLE_TOKENS)  # a sample
             eval_every = auto_eval_every(val, tc.batch_size * tc.grad_accum, tc.seq_len)
         spec = replace(self.train.run_spec(self.init_dir, eval_every),
-                       records=self.corpus.record_mode())
+                       records=self.corpus.record_mode(), prompts=tuple(self.preview.prompt_list()))
         spec.check()
+        over = self.continue_overrides()
+        if self.continue_dir and self.continue_spec is not None \
+                and spec.prompts != self.continue_spec.prompts:
+            over["prompts"] = spec.prompts  # edited after Continue showed the run's own: kept
         return TrainJob(spec=spec, paths=self.corpus.paths(), runs_root=self.runs_root,
-                        continue_folder=self.continue_dir, overrides=self.continue_overrides(),
+                        continue_folder=self.continue_dir, overrides=over,
                         backend=self.backend.currentText(), early=self.train.early_stopping())
 
     def continue_overrides(self) -> dict[str, object]:
@@ -489,6 +493,7 @@ class MainWindow(QMainWindow):
         self.continue_shown = None  # no overrides while the panel is being set
         self.init_dir = None
         self.train.show_resumable(spec.train)  # the panel starts from the run's own values
+        self.preview.set_prompts(spec.prompts)  # ... and its preview prompts (run.json)
         self.continue_shown = self.train.train_config()
         self.plots.load_history(engine.read_metrics(folder))
         self.gallery.show_run(folder)
@@ -551,7 +556,7 @@ class MainWindow(QMainWindow):
     def current_settings(self) -> engine.RunSettings:
         tc = self.train.train_config()
         spec = replace(self.train.run_spec(self.init_dir, tc.eval_every),
-                       records=self.corpus.record_mode())
+                       records=self.corpus.record_mode(), prompts=tuple(self.preview.prompt_list()))
         return engine.RunSettings(spec, tuple(self.corpus.paths()), self.train.early_stopping())
 
     def save_settings_file(self, path: str) -> None:
@@ -570,6 +575,7 @@ class MainWindow(QMainWindow):
             return
         self.train.set_from(s.spec, s.early_stopping)
         self.corpus.set_record_mode(s.spec.records)
+        self.preview.set_prompts(s.spec.prompts)
         if s.spec.init:
             self.open_model(s.spec.init)
         if s.corpus:

@@ -123,6 +123,8 @@ def _spec(a: argparse.Namespace):
         train["lora"] = LoRAConfig(tuple(a.lora.split(",")), rank=a.lora_rank, alpha=a.lora_alpha,
                                    dropout=a.lora_dropout)
     run = {f: getattr(a, k) for k, f in _RUN_FLAGS.items() if getattr(a, k) is not None}
+    if a.prompt is not None:
+        run["prompts"] = (a.prompt,)
     return replace(base, train=replace(base.train, **train), **run)
 
 
@@ -146,6 +148,8 @@ def _open_for_training(a: argparse.Namespace):
         return run
     given = {f: getattr(a, k) for k, f in {**_TRAIN_FLAGS, **_RUN_FLAGS}.items()
              if getattr(a, k) is not None}
+    if a.prompt is not None:  # a new preview prompt, kept in run.json from now on
+        given["prompts"] = (a.prompt,)
     fixed = sorted(k for k in given if k not in RESUME_OVERRIDES)
     if fixed or a.lora or a.wsla or a.checkpointing:
         raise ValueError(f"--resume continues a run with its own settings; {fixed or 'LoRA/WSLA'} "
@@ -187,11 +191,14 @@ def cmd_train(a: argparse.Namespace) -> int:
 
 
 def _train(a: argparse.Namespace, run, job) -> int:
+    from dataclasses import replace
+
     from . import SamplingConfig
     from .control import TrainControl
     from .earlystop import EarlyStopping
     from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .run import stop_on_signals
+    from .samples import sample_seed
     from .tblog import TBLogger
 
     with run:
@@ -225,10 +232,13 @@ def _train(a: argparse.Namespace, run, job) -> int:
         sampling = SamplingConfig(max_new_tokens=a.sample_tokens, seed=tr.cfg.seed,
                                   stop_at_eos=True)
 
-        def show_sample(tag: str) -> None:
-            if a.sample_tokens > 0:
-                text = "".join(lm.generate(a.prompt, sampling))
-                print(f"\n--- sample {tag} ---\n{a.prompt}{text}\n", file=sys.stderr)
+        def show_sample(tag: str) -> None:  # the run's prompts (run.json): the same after resume
+            if a.sample_tokens <= 0:
+                return
+            for i, prompt in enumerate(run.spec.prompts):
+                s = replace(sampling, seed=sample_seed(sampling.seed, i))
+                text = "".join(lm.generate(prompt, s))
+                print(f"\n--- sample {tag} ---\n{prompt}{text}\n", file=sys.stderr)
 
         def on_epoch(rep) -> None:
             sys.stderr.write("\n")
@@ -458,7 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999), default=0.0)
     t.add_argument("--export-adapter",
                    help="with --lora: write the PEFT adapter here (+ its unmerged base in ./base)")
-    t.add_argument("--prompt", type=_text, default="The ")
+    t.add_argument("--prompt", type=_text,
+                   help="preview prompt (default 'The '); kept in run.json, so a resumed run "
+                        "keeps it; with --resume: a new one")
     t.add_argument("--sample-tokens", type=_int_in(0, 1_000_000), default=160)
     t.add_argument("--distributed", action="store_true",
                    help="one rank of a data-parallel job: mpirun -n N python -m engine train ... "

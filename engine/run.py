@@ -7,7 +7,8 @@
     view = open_run("runs/2026-12-03-small-1")             # read-only, checksums verified
 
 ``RunSpec`` holds the only copy of every default (the CLI and the app read theirs from it).
-Resume overrides (``RESUME_OVERRIDES``) change the schedule from the saved step on: ``epochs`` and
+Resume overrides (``RESUME_OVERRIDES``) change the schedule from the saved step on (and the
+preview ``prompts``, kept in run.json so previews keep them after a resume): ``epochs`` and
 ``max_steps`` are totals (not "more"), and the warmup + cosine schedule is recomputed over the new
 total, so the learning rate continues from where the new curve is at the saved step.
 """
@@ -41,7 +42,9 @@ from .tokenizer import BPETokenizer, ByteTokenizer, check_fits
 from .trainer import EpochReport, StepReport, TrainConfig, TrainControl, Trainer
 
 RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
-                    "autosave_steps", "autosave_minutes")
+                    "autosave_steps", "autosave_minutes", "prompts")
+MAX_PROMPTS = 16  # preview prompts of a run, each at most MAX_PROMPT_CHARS
+MAX_PROMPT_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,18 @@ class RunSpec:
     autosave_steps: int = 0  # also save every N optimizer steps (0: off)
     autosave_minutes: float = 5.0  # ... and every M minutes (0: off); always at epoch ends
     keep: int = rf.KEEP  # most recent snapshots kept, plus the best by held-out loss
+    prompts: tuple[str, ...] = ("The ",)  # preview prompts (train --prompt, the app's Preview)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prompts, str):  # one prompt given as a string
+            object.__setattr__(self, "prompts", (self.prompts,))
+        elif isinstance(self.prompts, list):  # run.json / TOML hold a list
+            object.__setattr__(self, "prompts", tuple(self.prompts))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["train"] = self.train.to_dict()
+        d["prompts"] = list(self.prompts)
         return d
 
     @classmethod
@@ -99,6 +110,10 @@ class RunSpec:
         if not (self.autosave_steps >= 0 and math.isfinite(self.autosave_minutes)
                 and self.autosave_minutes >= 0 and self.keep >= 1):
             raise ValueError("autosave_steps/minutes must be >= 0 and finite, keep >= 1")
+        if not (isinstance(self.prompts, tuple) and 1 <= len(self.prompts) <= MAX_PROMPTS
+                and all(isinstance(p, str) and len(p) <= MAX_PROMPT_CHARS for p in self.prompts)):
+            raise ValueError(f"prompts must be 1 to {MAX_PROMPTS} texts of at most "
+                             f"{MAX_PROMPT_CHARS} characters")
 
 
 @dataclass(frozen=True)

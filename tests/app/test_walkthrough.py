@@ -125,3 +125,15 @@ def test_export_into_a_non_empty_folder_asks_before_replacing(win, qtbot, tmp_pa
     qtbot.waitUntil(lambda: win.log.toPlainText().count("merged written") == n + 1,
                     timeout=RUN_TIMEOUT)
     assert (out / "model.safetensors").stat().st_mtime_ns != first
+
+
+def test_continue_shows_and_keeps_the_runs_preview_prompts(win, qtbot):
+    win.preview.prompts.setPlainText("Alpha \nBeta ")
+    folder = train_until_idle(qtbot, win, max_steps=2)
+    assert runapi.read_run_spec(folder).prompts == ("Alpha ", "Beta ")
+    win.preview.prompts.setPlainText("Other ")
+    win.choose_continue(folder)
+    assert win.preview.prompt_list() == ["Alpha ", "Beta "]  # the run's own prompts are shown
+    assert "prompts" not in win.make_job().overrides
+    win.preview.prompts.setPlainText("Gamma ")
+    assert win.make_job().overrides["prompts"] == ("Gamma ",)
