@@ -352,11 +352,17 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from . import runformat as rf
     from .corpuswalk import summary
     from .data import id_dtype
+    from .documents import encode_documents
     from .limits import MemorySpec, check_fits
-    from .run import load_model
+    from .packing import line_end_table, pack_spans
+    from .run import load_model, read_run_spec
 
-    if not a.corpus and rf.is_run(Path(a.model)):  # a run knows its own held-out split
+    is_run = rf.is_run(Path(a.model))
+    if not a.corpus and is_run:  # a run knows its own held-out split
         return _eval_run_heldout(a.model, a.max_tokens)
+    spec = read_run_spec(a.model) if is_run else None
+    records = a.records or (spec.records if spec is not None else "stream")
+    seq_len = a.seq_len or (spec.train.seq_len if spec is not None else 256)
     lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     if not a.corpus:
@@ -365,12 +371,21 @@ def cmd_eval(a: argparse.Namespace) -> int:
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
     for line in summary(corpus.rejected):
         print(line, file=sys.stderr)
-    check_fits(MemorySpec(lm.config, batch_size=8, seq_len=a.seq_len, training=False,
+    check_fits(MemorySpec(lm.config, batch_size=8, seq_len=seq_len, training=False,
                           corpus_tokens=corpus.n_bytes,
                           id_bytes=id_dtype(lm.tokenizer.vocab_size).itemsize))
-    r = evaluate(lm, encode_corpus(corpus, lm.tokenizer), a.seq_len, max_tokens=a.max_tokens)
+    if records == "stream":
+        ids = encode_corpus(corpus, lm.tokenizer)
+        r = evaluate(lm, ids, seq_len, max_tokens=a.max_tokens)
+    else:  # documents packed into rows with the state reset at each, as training does
+        docs = encode_documents(corpus, lm.tokenizer, records)
+        rows = pack_spans(docs.ids, docs.spans(), seq_len, line_end_table(lm.tokenizer))
+        r = evaluate(lm, rows, seq_len, max_tokens=a.max_tokens)
+    how = (f"{records} records" + (", as the run was trained" if spec is not None
+                                   and records == spec.records and not a.records else ""))
     print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
-          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.describe()})")
+          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.describe()}; {how}, "
+          f"seq len {seq_len})")
     return 0
 
 
@@ -503,7 +518,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("model")
     e.add_argument("corpus", nargs="*", help="default: a run's own held-out split; for a model "
                    "folder, the bundled sample corpus")
-    e.add_argument("--seq-len", type=_int_in(2, 1 << 24), default=256)
+    e.add_argument("--seq-len", type=_int_in(2, 1 << 24),
+                   help="row length (default: the run's; 256 for a model folder)")
+    e.add_argument("--records", choices=["file", "blank-line", "line", "stream"],
+                   help="how CORPUS is split into documents (default: as the run was trained; "
+                        "stream for a model folder)")
     e.add_argument("--max-tokens", type=NONNEG, default=HELDOUT_SAMPLE_TOKENS,
                    help=f"score a fixed sample of at most this many tokens, rows spread evenly "
                         f"over the text (default {HELDOUT_SAMPLE_TOKENS:,}, as training does; "
