@@ -244,7 +244,9 @@ class MainWindow(QMainWindow):
             step = f" from step {info.steps}" if info else ""
             over = self.continue_overrides()
             saved = self.continue_spec.train if self.continue_spec is not None else None
-            changes = ", ".join(f"{LABELS[k]} {v:g} (was {getattr(saved, k) or 'no limit'})"
+            changes = ", ".join(f"{LABELS[k]} {v or 'no limit'} (was "
+                                f"{getattr(saved, k) or 'no limit'})" if k == "max_steps" else
+                                f"{LABELS[k]} {v:g} (was {getattr(saved, k) or 'no limit'})"
                                 for k, v in over.items())
             how = (f"with {changes}" if changes else
                    "with its own settings (change epochs, max steps, learning rate or held-out "
@@ -341,12 +343,17 @@ class MainWindow(QMainWindow):
     def continue_overrides(self) -> dict[str, object]:
         """What Continue passes to ``engine.resume_run``: the panel's epochs, max steps, learning
         rate and held-out cadence that the user changed after choosing Continue (which showed the
-        run's own values); "no limit" and "auto" keep the run's."""
+        run's own values); "auto" keeps the run's cadence; max steps set back to "no limit" lifts
+        the run's limit (``engine.NO_LIMIT``)."""
         if not self.continue_dir or self.continue_shown is None:
             return {}
         now, shown = self.train.train_config(), self.continue_shown
-        return {k: getattr(now, k) for k in LABELS if k in engine.RESUME_OVERRIDES
-                and getattr(now, k) and getattr(now, k) != getattr(shown, k)}
+        over: dict[str, object] = {
+            k: getattr(now, k) for k in LABELS if k in engine.RESUME_OVERRIDES
+            and getattr(now, k) and getattr(now, k) != getattr(shown, k)}
+        if now.max_steps is None and shown.max_steps is not None:  # set back to "no limit"
+            over["max_steps"] = engine.NO_LIMIT
+        return over
 
     def start_training(self) -> None:
         if self.state != "idle":

@@ -98,7 +98,8 @@ class TrainWorker(QObject):
         if j.continue_folder:
             over = {k: v for k, v in j.overrides.items() if k in engine.RESUME_OVERRIDES}
             run = engine.resume_run(j.continue_folder, **over)
-            changed = ", ".join(f"{k} {v}" for k, v in over.items())
+            changed = ", ".join(f"{k} {'no limit' if k == 'max_steps' and not v else v}"
+                                for k, v in over.items())
             self.info.emit(f"continuing {run.folder} from step {run.step}"
                            + (f" with {changed}" if changed else ""))
             return run

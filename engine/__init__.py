@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .packing import PackedRows, iter_batches, line_end_table, pack_spans
     from .params import INITS
     from .run import (
+        NO_LIMIT,
         RESUME_OVERRIDES,
         Run,
         RunSpec,
@@ -128,6 +129,7 @@ _EXPORTS: dict[str, str] = {
     "RunSpec": "run",
     "Run": "run",
     "RESUME_OVERRIDES": "run",
+    "NO_LIMIT": "run",
     "load_model": "run",
     "read_metrics": "run",
     "read_run_spec": "run",
@@ -202,6 +204,7 @@ __all__ = [
     "MambaLM",
     "MambaStudioError",
     "measure_step_seconds",
+    "NO_LIMIT",
     "open_run",
     "open_stepper",
     "pack_spans",

@@ -117,6 +117,8 @@ def _spec(a: argparse.Namespace):
         base = RunSpec(preset=a.preset or RunSpec.preset)
         base = replace(base, train=TrainConfig.for_preset(base.preset))
     train = {f: getattr(a, k) for k, f in _TRAIN_FLAGS.items() if getattr(a, k) is not None}
+    if train.get("max_steps") == 0:  # --max-steps 0: no limit
+        train["max_steps"] = None
     train["activation_checkpointing"] = a.checkpointing
     train["wsla"] = a.wsla
     if a.lora:
@@ -459,7 +461,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--weight-decay", type=_float_in(0.0, 1e3))
     t.add_argument("--clip", type=_float_in(0.0, 1e12))
     t.add_argument("--seed", type=_int_in(0, (1 << 63) - 1))
-    t.add_argument("--max-steps", type=POS, help="total optimizer steps (with --resume: new total)")
+    t.add_argument("--max-steps", type=NONNEG,
+                   help="total optimizer steps (with --resume: new total); 0: no limit (all epochs; "
+                        "with --resume: lifts the run's limit)")
     t.add_argument("--holdout", type=_float_in(0.0, 0.9))
     t.add_argument("--records", choices=["file", "blank-line", "line", "stream"],
                    help="documents: each file (default) / blank-line-separated block / line "

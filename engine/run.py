@@ -378,9 +378,13 @@ def _open(folder: Path, which: str = rf.LATEST
     return spec, snap, trainer, [f"{e}; using {snap.name} instead" for e in refused]
 
 
+NO_LIMIT = 0  # resume(max_steps=NO_LIMIT): lift a run's max-steps limit (train all its epochs)
+
+
 def resume(folder: str | Path, **overrides: Any) -> Run:
     """Reopen ``folder`` for training at its latest good snapshot. ``overrides``: any of
-    ``RESUME_OVERRIDES`` (None values are ignored). Needs no corpus: the folder has its token ids."""
+    ``RESUME_OVERRIDES`` (None values are ignored; ``max_steps=NO_LIMIT`` (0) removes the run's
+    max-steps limit). Needs no corpus: the folder has its token ids."""
     folder = Path(folder)
     bad = sorted(set(overrides) - set(RESUME_OVERRIDES))
     if bad:
@@ -391,6 +395,8 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         rf.clean_stale(folder)
         spec, snap, meta, refused = _open(folder)
         train_kw = {k: v for k, v in overrides.items() if v is not None and hasattr(spec.train, k)}
+        if train_kw.get("max_steps") == NO_LIMIT:
+            train_kw["max_steps"] = None  # all epochs
         run_kw = {k: v for k, v in overrides.items() if v is not None and not hasattr(spec.train, k)}
         spec = replace(spec, train=replace(spec.train, **train_kw), **run_kw)
         spec.check(new=False)
@@ -454,8 +460,8 @@ def open_run(folder: str | Path, which: str = rf.LATEST) -> RunView:
                    rf.read_data(folder), refused)
 
 
-__all__ = ["RESUME_OVERRIDES", "Run", "RunSpec", "RunView", "TrainResult", "list_runs", "load_model",
-           "open_run", "read_metrics", "read_run_spec", "resume", "start", "stop_on_signals"]
+__all__ = ["NO_LIMIT", "RESUME_OVERRIDES", "Run", "RunSpec", "RunView", "TrainResult", "list_runs",
+           "load_model", "open_run", "read_metrics", "read_run_spec", "resume", "start", "stop_on_signals"]
 list_runs = rf.list_runs
 read_metrics = rf.read_metrics
 start_run = start  # the names engine exports (engine.start_run, engine.resume_run)

@@ -137,3 +137,12 @@ def test_continue_shows_and_keeps_the_runs_preview_prompts(win, qtbot):
     assert "prompts" not in win.make_job().overrides
     win.preview.prompts.setPlainText("Gamma ")
     assert win.make_job().overrides["prompts"] == ("Gamma ",)
+
+
+def test_continue_can_set_max_steps_back_to_no_limit(win, qtbot):
+    folder = train_until_idle(qtbot, win, max_steps=2)
+    win.choose_continue(folder)
+    assert win.train.max_steps.value() == 2
+    win.train.max_steps.setValue(0)  # "no limit"
+    assert win.continue_overrides() == {"max_steps": 0}
+    assert "max steps no limit (was 2)" in win.next_label.text()
