@@ -362,7 +362,10 @@ def cmd_eval(a: argparse.Namespace) -> int:
     is_run = rf.is_run(Path(a.model))
     if not a.corpus and is_run:  # a run knows its own held-out split
         return _eval_run_heldout(a.model, a.max_tokens)
-    spec = read_run_spec(a.model) if is_run else None
+    path = Path(a.model)  # a run, or one of its snapshots: split CORPUS as that run did
+    owner = path if is_run else path.parent.parent if (
+        path.parent.name == rf.SNAPSHOTS and rf.is_run(path.parent.parent)) else None
+    spec = read_run_spec(owner) if owner is not None else None
     records = a.records or (spec.records if spec is not None else "stream")
     seq_len = a.seq_len or (spec.train.seq_len if spec is not None else 256)
     lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))

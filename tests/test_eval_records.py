@@ -35,3 +35,6 @@ def test_eval_of_a_line_records_run_splits_the_corpus_by_line(tmp_path: Path, ca
     assert out.startswith(f"loss {by_line.loss:.4f}") and "line records, as the run was trained" in out
     assert main(["eval", str(tmp_path / "r"), str(corpus), "--records", "stream"]) == 0
     assert _loss_line(capsys) == f"loss {stream.loss:.4f}"
+    snap = next((tmp_path / "r" / "snapshots").iterdir())  # a snapshot of the run: the same split
+    assert main(["eval", str(snap), str(corpus)]) == 0
+    assert "line records, as the run was trained" in capsys.readouterr().out
