@@ -141,6 +141,8 @@ class TrainWorker(QObject):
                                    control=self.control, on_save=self._on_save,
                                    on_notice=self.info.emit)
                 self._serve_requests()
+                if tuple(self.prompts) != run.spec.prompts:  # edited while training: kept
+                    run.set_prompts(self.prompts)
                 why = f" ({self.stop_reason})" if self.stop_reason else ""
                 self.saved.emit(f"{result.state} at step {result.step}{why}; snapshot {result.snapshot}")
         except Exception as exc:

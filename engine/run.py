@@ -175,6 +175,15 @@ class Run:
             self.best_val = val_loss
         return path
 
+    def set_prompts(self, prompts: Sequence[str]) -> None:
+        """Keep new preview prompts in run.json (the app's Preview edited during training), so
+        the run's next resume previews with them."""
+        spec = replace(self.spec, prompts=tuple(prompts))
+        spec.check(new=False)
+        d = rf.read_run_json(self.folder)
+        rf.write_run_json(self.folder, spec.to_dict(), d["name"], d["created"])
+        self.spec = spec
+
     def _val_loss(self, control: TrainControl) -> float | None:
         """Held-out loss for the last save: None without a held-out set, after a stop request,
         or when one comes during it (checked between batches: Stop / SIGTERM end promptly)."""

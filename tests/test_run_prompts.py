@@ -45,6 +45,10 @@ def test_prompts_survive_resume_and_can_be_replaced(tmp_path):
         pass
     spec_json = json.loads((tmp_path / "r" / "run.json").read_text())["spec"]
     assert spec_json["prompts"] == ["Twice", "Thrice"]
+    with resume(tmp_path / "r") as run:
+        run.set_prompts(["Four"])  # the app's Preview edited during training
+    with resume(tmp_path / "r") as run:
+        assert run.spec.prompts == ("Four",)
 
 
 def test_cli_prompt_is_kept_for_previews_after_resume(tmp_path, capsys):

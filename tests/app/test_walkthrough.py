@@ -146,3 +146,13 @@ def test_continue_can_set_max_steps_back_to_no_limit(win, qtbot):
     win.train.max_steps.setValue(0)  # "no limit"
     assert win.continue_overrides() == {"max_steps": 0}
     assert "max steps no limit (was 2)" in win.next_label.text()
+
+
+def test_prompts_edited_while_training_are_kept_for_continue(win, qtbot):
+    win.preview.prompts.setPlainText("First ")
+    win.train.max_steps.setValue(2)
+    win.start_training()
+    win.preview.prompts.setPlainText("Second ")  # pushed to the running worker at once
+    qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    assert runapi.read_run_spec(win.last_folder).prompts == ("Second ",)
