@@ -244,7 +244,9 @@ class MainWindow(QMainWindow):
             step = f" from step {info.steps}" if info else ""
             over = self.continue_overrides()
             saved = self.continue_spec.train if self.continue_spec is not None else None
-            changes = ", ".join(f"{LABELS[k]} {v:g} (was {getattr(saved, k) or 'no limit'})"
+            changes = ", ".join(f"{LABELS[k]} {v or 'no limit'} (was "
+                                f"{getattr(saved, k) or 'no limit'})" if k == "max_steps" else
+                                f"{LABELS[k]} {v:g} (was {getattr(saved, k) or 'no limit'})"
                                 for k, v in over.items())
             how = (f"with {changes}" if changes else
                    "with its own settings (change epochs, max steps, learning rate or held-out "
@@ -325,24 +327,33 @@ class MainWindow(QMainWindow):
         tc = self.train.train_config()
         eval_every = tc.eval_every
         if eval_every == 0:  # auto: held-out evaluation costs < 10 % of training time
-            val = int(self._corpus_tokens() * 0.1)
+            val = min(int(self._corpus_tokens() * 0.1), engine.HELDOUT_SAMPLE_TOKENS)  # a sample
             eval_every = auto_eval_every(val, tc.batch_size * tc.grad_accum, tc.seq_len)
         spec = replace(self.train.run_spec(self.init_dir, eval_every),
-                       records=self.corpus.record_mode())
+                       records=self.corpus.record_mode(), prompts=tuple(self.preview.prompt_list()))
         spec.check()
+        over = self.continue_overrides()
+        if self.continue_dir and self.continue_spec is not None \
+                and spec.prompts != self.continue_spec.prompts:
+            over["prompts"] = spec.prompts  # edited after Continue showed the run's own: kept
         return TrainJob(spec=spec, paths=self.corpus.paths(), runs_root=self.runs_root,
-                        continue_folder=self.continue_dir, overrides=self.continue_overrides(),
+                        continue_folder=self.continue_dir, overrides=over,
                         backend=self.backend.currentText(), early=self.train.early_stopping())
 
     def continue_overrides(self) -> dict[str, object]:
         """What Continue passes to ``engine.resume_run``: the panel's epochs, max steps, learning
         rate and held-out cadence that the user changed after choosing Continue (which showed the
-        run's own values); "no limit" and "auto" keep the run's."""
+        run's own values); "auto" keeps the run's cadence; max steps set back to "no limit" lifts
+        the run's limit (``engine.NO_LIMIT``)."""
         if not self.continue_dir or self.continue_shown is None:
             return {}
         now, shown = self.train.train_config(), self.continue_shown
-        return {k: getattr(now, k) for k in LABELS if k in engine.RESUME_OVERRIDES
-                and getattr(now, k) and getattr(now, k) != getattr(shown, k)}
+        over: dict[str, object] = {
+            k: getattr(now, k) for k in LABELS if k in engine.RESUME_OVERRIDES
+            and getattr(now, k) and getattr(now, k) != getattr(shown, k)}
+        if now.max_steps is None and shown.max_steps is not None:  # set back to "no limit"
+            over["max_steps"] = engine.NO_LIMIT
+        return over
 
     def start_training(self) -> None:
         if self.state != "idle":
@@ -442,7 +453,8 @@ class MainWindow(QMainWindow):
     def _on_epoch(self, e: engine.EpochReport) -> None:
         step = self.plots.steps[-1] if self.plots.steps else 0
         self.plots.add_epoch(e, int(step))
-        val = f", held-out {e.val.loss:.4f} (ppl {e.val.perplexity:.2f})" if e.val else ""
+        val = (f", held-out {e.val.loss:.4f} (ppl {e.val.perplexity:.2f}, {e.val.describe()})"
+               if e.val else "")
         self._notice(f"epoch {e.epoch + 1}: train {e.train_loss:.4f}, grad norm "
                      f"{e.grad_norm:.3f}{val}")
 
@@ -488,6 +500,7 @@ class MainWindow(QMainWindow):
         self.continue_shown = None  # no overrides while the panel is being set
         self.init_dir = None
         self.train.show_resumable(spec.train)  # the panel starts from the run's own values
+        self.preview.set_prompts(spec.prompts)  # ... and its preview prompts (run.json)
         self.continue_shown = self.train.train_config()
         self.plots.load_history(engine.read_metrics(folder))
         self.gallery.show_run(folder)
@@ -550,7 +563,7 @@ class MainWindow(QMainWindow):
     def current_settings(self) -> engine.RunSettings:
         tc = self.train.train_config()
         spec = replace(self.train.run_spec(self.init_dir, tc.eval_every),
-                       records=self.corpus.record_mode())
+                       records=self.corpus.record_mode(), prompts=tuple(self.preview.prompt_list()))
         return engine.RunSettings(spec, tuple(self.corpus.paths()), self.train.early_stopping())
 
     def save_settings_file(self, path: str) -> None:
@@ -569,6 +582,7 @@ class MainWindow(QMainWindow):
             return
         self.train.set_from(s.spec, s.early_stopping)
         self.corpus.set_record_mode(s.spec.records)
+        self.preview.set_prompts(s.spec.prompts)
         if s.spec.init:
             self.open_model(s.spec.init)
         if s.corpus:

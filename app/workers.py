@@ -98,7 +98,8 @@ class TrainWorker(QObject):
         if j.continue_folder:
             over = {k: v for k, v in j.overrides.items() if k in engine.RESUME_OVERRIDES}
             run = engine.resume_run(j.continue_folder, **over)
-            changed = ", ".join(f"{k} {v}" for k, v in over.items())
+            changed = ", ".join(f"{k} {'no limit' if k == 'max_steps' and not v else v}"
+                                for k, v in over.items())
             self.info.emit(f"continuing {run.folder} from step {run.step}"
                            + (f" with {changed}" if changed else ""))
             return run
@@ -125,7 +126,8 @@ class TrainWorker(QObject):
                 self.info.emit(
                     f"run {run.folder.name}: {tr.lm.n_params:,} parameters; "
                     f"{tr.trainable.describe() if tr.trainable else ''}; "
-                    f"{len(tr.train_ids):,} training / {len(tr.val_ids):,} held-out tokens; "
+                    f"{tr.token_counts[0]:,} training / {tr.token_counts[1]:,} held-out tokens"
+                    f"{held_note(tr.token_counts[1])}; "
                     f"{tr.total_steps} steps")
                 for note in run.notices:
                     self.info.emit(f"note: {note}")
@@ -139,6 +141,8 @@ class TrainWorker(QObject):
                                    control=self.control, on_save=self._on_save,
                                    on_notice=self.info.emit)
                 self._serve_requests()
+                if tuple(self.prompts) != run.spec.prompts:  # edited while training: kept
+                    run.set_prompts(self.prompts)
                 why = f" ({self.stop_reason})" if self.stop_reason else ""
                 self.saved.emit(f"{result.state} at step {result.step}{why}; snapshot {result.snapshot}")
         except Exception as exc:
@@ -212,7 +216,8 @@ class TrainWorker(QObject):
                     "tag": tag, "step": step, "epoch": epoch, "prompt": prompt, "text": text,
                     "seed": cfg.seed, "temperature": cfg.temperature, "top_k": cfg.top_k,
                     "top_p": cfg.top_p, "repetition_penalty": cfg.repetition_penalty,
-                    "max_new_tokens": cfg.max_new_tokens, "backend": self._backend})
+                    "max_new_tokens": cfg.max_new_tokens, "stop_at_eos": cfg.stop_at_eos,
+                    "backend": self._backend})
             self.preview_ready.emit(tag, "\n\n".join(texts), self._backend)
         except Exception:
             self.info.emit(f"preview failed: {traceback.format_exc()}")
@@ -327,6 +332,12 @@ def run_in_thread(fn: Callable[[], Any], on_done: Callable[[Any], None],
 
 def default_runs_root() -> str:
     return str(Path.home() / ".local" / "share" / "mamba-studio" / "runs")
+
+
+def held_note(val_tokens: int) -> str:
+    """What the held-out loss is measured on, when training scores a sample of it."""
+    cap = engine.HELDOUT_SAMPLE_TOKENS
+    return f" (held-out loss on a fixed sample of ~{cap:,})" if val_tokens > cap else ""
 
 
 def auto_eval_every(val_tokens: int, batch_size: int, seq_len: int, budget: float = 0.1) -> int:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         TrainingError,
     )
     from .estimate import estimate_run, measure_step_seconds
+    from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .export import export_gguf, export_merged, export_peft
     from .gpu import GpuUnavailable, open_stepper, pick_backend
     from .lm import MambaLM
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from .packing import PackedRows, iter_batches, line_end_table, pack_spans
     from .params import INITS
     from .run import (
+        NO_LIMIT,
         RESUME_OVERRIDES,
         Run,
         RunSpec,
@@ -122,10 +124,12 @@ _EXPORTS: dict[str, str] = {
     "TrainControl": "trainer",
     "Trainer": "trainer",
     "evaluate": "trainer",
+    "HELDOUT_SAMPLE_TOKENS": "evaluation",
     "format_duration": "trainer",
     "RunSpec": "run",
     "Run": "run",
     "RESUME_OVERRIDES": "run",
+    "NO_LIMIT": "run",
     "load_model": "run",
     "read_metrics": "run",
     "read_run_spec": "run",
@@ -180,6 +184,7 @@ __all__ = [
     "FastAdapter",
     "format_duration",
     "GpuUnavailable",
+    "HELDOUT_SAMPLE_TOKENS",
     "INITS",
     "PRESET_DEFAULTS",
     "iter_batches",
@@ -199,6 +204,7 @@ __all__ = [
     "MambaLM",
     "MambaStudioError",
     "measure_step_seconds",
+    "NO_LIMIT",
     "open_run",
     "open_stepper",
     "pack_spans",

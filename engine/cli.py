@@ -117,12 +117,16 @@ def _spec(a: argparse.Namespace):
         base = RunSpec(preset=a.preset or RunSpec.preset)
         base = replace(base, train=TrainConfig.for_preset(base.preset))
     train = {f: getattr(a, k) for k, f in _TRAIN_FLAGS.items() if getattr(a, k) is not None}
+    if train.get("max_steps") == 0:  # --max-steps 0: no limit
+        train["max_steps"] = None
     train["activation_checkpointing"] = a.checkpointing
     train["wsla"] = a.wsla
     if a.lora:
         train["lora"] = LoRAConfig(tuple(a.lora.split(",")), rank=a.lora_rank, alpha=a.lora_alpha,
                                    dropout=a.lora_dropout)
     run = {f: getattr(a, k) for k, f in _RUN_FLAGS.items() if getattr(a, k) is not None}
+    if a.prompt is not None:
+        run["prompts"] = (a.prompt,)
     return replace(base, train=replace(base.train, **train), **run)
 
 
@@ -146,6 +150,8 @@ def _open_for_training(a: argparse.Namespace):
         return run
     given = {f: getattr(a, k) for k, f in {**_TRAIN_FLAGS, **_RUN_FLAGS}.items()
              if getattr(a, k) is not None}
+    if a.prompt is not None:  # a new preview prompt, kept in run.json from now on
+        given["prompts"] = (a.prompt,)
     fixed = sorted(k for k in given if k not in RESUME_OVERRIDES)
     if fixed or a.lora or a.wsla or a.checkpointing:
         raise ValueError(f"--resume continues a run with its own settings; {fixed or 'LoRA/WSLA'} "
@@ -187,10 +193,14 @@ def cmd_train(a: argparse.Namespace) -> int:
 
 
 def _train(a: argparse.Namespace, run, job) -> int:
+    from dataclasses import replace
+
     from . import SamplingConfig
     from .control import TrainControl
     from .earlystop import EarlyStopping
+    from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .run import stop_on_signals
+    from .samples import sample_seed
     from .tblog import TBLogger
 
     with run:
@@ -199,6 +209,10 @@ def _train(a: argparse.Namespace, run, job) -> int:
         print(f"model: {lm.n_params:,} parameters; {tr.trainable.describe()}; optimizer state "
               f"{tr.optimizer.state_bytes():,} bytes; {tr.token_counts[0]:,} train / "
               f"{tr.token_counts[1]:,} held-out tokens ({run.data.records})", file=sys.stderr)
+        if tr.token_counts[1] > HELDOUT_SAMPLE_TOKENS:
+            print(f"note: held-out loss is measured on a fixed sample of about "
+                  f"{HELDOUT_SAMPLE_TOKENS:,} of the {tr.token_counts[1]:,} held-out tokens "
+                  "(rows spread evenly over the held-out documents)", file=sys.stderr)
         for note in run.notices:
             print(f"note: {note}", file=sys.stderr)
         if job is not None:
@@ -217,17 +231,22 @@ def _train(a: argparse.Namespace, run, job) -> int:
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
                   f"{more} with a larger total to continue it", file=sys.stderr)
             return 0
-        sampling = SamplingConfig(max_new_tokens=a.sample_tokens, seed=tr.cfg.seed)
+        sampling = SamplingConfig(max_new_tokens=a.sample_tokens, seed=tr.cfg.seed,
+                                  stop_at_eos=True)
 
-        def show_sample(tag: str) -> None:
-            if a.sample_tokens > 0:
-                text = "".join(lm.generate(a.prompt, sampling))
-                print(f"\n--- sample {tag} ---\n{a.prompt}{text}\n", file=sys.stderr)
+        def show_sample(tag: str) -> None:  # the run's prompts (run.json): the same after resume
+            if a.sample_tokens <= 0:
+                return
+            for i, prompt in enumerate(run.spec.prompts):
+                s = replace(sampling, seed=sample_seed(sampling.seed, i))
+                text = "".join(lm.generate(prompt, s))
+                print(f"\n--- sample {tag} ---\n{prompt}{text}\n", file=sys.stderr)
 
         def on_epoch(rep) -> None:
             sys.stderr.write("\n")
             val = (f" | held-out loss {rep.val.loss:.4f} ppl {rep.val.perplexity:.2f} "
-                   f"bpb {rep.val.bits_per_byte:.3f} acc {rep.val.accuracy:.3f}") if rep.val else ""
+                   f"bpb {rep.val.bits_per_byte:.3f} acc {rep.val.accuracy:.3f} on "
+                   f"{rep.val.describe()}") if rep.val else ""
             print(f"epoch {rep.epoch + 1}: train loss {rep.train_loss:.4f}, grad norm "
                   f"{rep.grad_norm:.3f}{val}", file=sys.stderr)
             show_sample(f"after epoch {rep.epoch + 1}")
@@ -318,7 +337,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
             return 2
     s = SamplingConfig(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p,
                        max_new_tokens=a.max_new_tokens, seed=a.seed,
-                       repetition_penalty=a.repetition_penalty)
+                       repetition_penalty=a.repetition_penalty, stop_at_eos=a.stop)
     pieces = lm.generate(a.prompt, s, backend=backend)
     if not a.stream:  # all at once, e.g. for a pipe that wants whole lines
         pieces = iter(["".join(pieces)])
@@ -335,11 +354,20 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from . import runformat as rf
     from .corpuswalk import summary
     from .data import id_dtype
+    from .documents import encode_documents
     from .limits import MemorySpec, check_fits
-    from .run import load_model
+    from .packing import line_end_table, pack_spans
+    from .run import load_model, read_run_spec
 
-    if not a.corpus and rf.is_run(Path(a.model)):  # a run knows its own held-out split
-        return _eval_run_heldout(a.model)
+    is_run = rf.is_run(Path(a.model))
+    if not a.corpus and is_run:  # a run knows its own held-out split
+        return _eval_run_heldout(a.model, a.max_tokens)
+    path = Path(a.model)  # a run, or one of its snapshots: split CORPUS as that run did
+    owner = path if is_run else path.parent.parent if (
+        path.parent.name == rf.SNAPSHOTS and rf.is_run(path.parent.parent)) else None
+    spec = read_run_spec(owner) if owner is not None else None
+    records = a.records or (spec.records if spec is not None else "stream")
+    seq_len = a.seq_len or (spec.train.seq_len if spec is not None else 256)
     lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     if not a.corpus:
@@ -348,16 +376,25 @@ def cmd_eval(a: argparse.Namespace) -> int:
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
     for line in summary(corpus.rejected):
         print(line, file=sys.stderr)
-    check_fits(MemorySpec(lm.config, batch_size=8, seq_len=a.seq_len, training=False,
+    check_fits(MemorySpec(lm.config, batch_size=8, seq_len=seq_len, training=False,
                           corpus_tokens=corpus.n_bytes,
                           id_bytes=id_dtype(lm.tokenizer.vocab_size).itemsize))
-    r = evaluate(lm, encode_corpus(corpus, lm.tokenizer), a.seq_len)
+    if records == "stream":
+        ids = encode_corpus(corpus, lm.tokenizer)
+        r = evaluate(lm, ids, seq_len, max_tokens=a.max_tokens)
+    else:  # documents packed into rows with the state reset at each, as training does
+        docs = encode_documents(corpus, lm.tokenizer, records)
+        rows = pack_spans(docs.ids, docs.spans(), seq_len, line_end_table(lm.tokenizer))
+        r = evaluate(lm, rows, seq_len, max_tokens=a.max_tokens)
+    how = (f"{records} records" + (", as the run was trained" if spec is not None
+                                   and records == spec.records and not a.records else ""))
     print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
-          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.tokens:,} tokens)")
+          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.describe()}; {how}, "
+          f"seq len {seq_len})")
     return 0
 
 
-def _eval_run_heldout(folder: str) -> int:
+def _eval_run_heldout(folder: str, max_tokens: int) -> int:
     """``eval RUN`` without a corpus: the run's saved held-out split, the loss its training reports."""
     from .errors import CorpusError
     from .run import _trainer, open_run
@@ -369,9 +406,9 @@ def _eval_run_heldout(folder: str) -> int:
     tr = _trainer(view.lm, view.data, view.spec.train)
     if not tr.has_val:
         raise CorpusError(f"{folder}: the run has no held-out split (holdout 0); pass a corpus")
-    r = tr.evaluate()
+    r = tr.evaluate(max_tokens=max_tokens)
     print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
-          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.tokens:,} tokens, the "
+          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.describe()}, the "
           f"run's held-out split at step {view.step})")
     return 0
 
@@ -397,6 +434,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from .bench import BENCH_CONFIGS
+    from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .lora import LORA_TARGETS
     from .params import INITS
 
@@ -426,7 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--weight-decay", type=_float_in(0.0, 1e3))
     t.add_argument("--clip", type=_float_in(0.0, 1e12))
     t.add_argument("--seed", type=_int_in(0, (1 << 63) - 1))
-    t.add_argument("--max-steps", type=POS, help="total optimizer steps (with --resume: new total)")
+    t.add_argument("--max-steps", type=NONNEG,
+                   help="total optimizer steps (with --resume: new total); 0: no limit (all epochs; "
+                        "with --resume: lifts the run's limit)")
     t.add_argument("--holdout", type=_float_in(0.0, 0.9))
     t.add_argument("--records", choices=["file", "blank-line", "line", "stream"],
                    help="documents: each file (default) / blank-line-separated block / line "
@@ -450,7 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999), default=0.0)
     t.add_argument("--export-adapter",
                    help="with --lora: write the PEFT adapter here (+ its unmerged base in ./base)")
-    t.add_argument("--prompt", type=_text, default="The ")
+    t.add_argument("--prompt", type=_text,
+                   help="preview prompt (default 'The '); kept in run.json, so a resumed run "
+                        "keeps it; with --resume: a new one")
     t.add_argument("--sample-tokens", type=_int_in(0, 1_000_000), default=160)
     t.add_argument("--distributed", action="store_true",
                    help="one rank of a data-parallel job: mpirun -n N python -m engine train ... "
@@ -470,6 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=0)
     g.add_argument("--repetition-penalty", type=_float_in(1.0, 100.0), default=1.0,
                    help="> 1 makes tokens of the last 64 less likely (1 = off)")
+    g.add_argument("--stop", action=argparse.BooleanOptionalAction, default=True,
+                   help="end at the model's end-of-text token (default; training puts one after "
+                        "every document / record, for both tokenizers); --no-stop: always "
+                        "generate --max-new-tokens")
     g.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
                    help="print each token as it is generated (default) or the text at the end")
     g.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"],
@@ -479,7 +525,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("model")
     e.add_argument("corpus", nargs="*", help="default: a run's own held-out split; for a model "
                    "folder, the bundled sample corpus")
-    e.add_argument("--seq-len", type=_int_in(2, 1 << 24), default=256)
+    e.add_argument("--seq-len", type=_int_in(2, 1 << 24),
+                   help="row length (default: the run's; 256 for a model folder)")
+    e.add_argument("--records", choices=["file", "blank-line", "line", "stream"],
+                   help="how CORPUS is split into documents (default: as the run was trained; "
+                        "stream for a model folder)")
+    e.add_argument("--max-tokens", type=NONNEG, default=HELDOUT_SAMPLE_TOKENS,
+                   help=f"score a fixed sample of at most this many tokens, rows spread evenly "
+                        f"over the text (default {HELDOUT_SAMPLE_TOKENS:,}, as training does; "
+                        "0: all)")
     e.set_defaults(fn=cmd_eval)
     b = sub.add_parser("bench", help="training-step throughput")
     b.add_argument("--json", action="store_true")

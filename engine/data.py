@@ -75,10 +75,44 @@ class _Texts(Sequence[str]):
         return self.corpus.files[i].text
 
 
+class FileGone(CorpusError):
+    """A corpus file that passed the scan could not be read again (deleted, made unreadable or
+    changed in between): the readers skip it (``Corpus.drop``) instead of ending the run."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+
+def reread(path: Path, pieces: Iterator[Any]) -> Iterator[Any]:
+    """``pieces`` of ``path`` (``iter_bytes`` / ``iter_text``) read after the scan: any failure
+    to read them (not one of the caller's own) is raised as ``FileGone``."""
+    try:
+        yield from pieces
+    except FileGone:
+        raise
+    except (MambaStudioError, OSError) as exc:
+        text = str(exc) if isinstance(exc, MambaStudioError) else (exc.strerror or str(exc))
+        reason = text.split(": ", 1)[-1] if text.startswith(str(path)) else text
+        raise FileGone(path, f"{reason} (since the scan)") from None
+
+
 @dataclass
 class Corpus:
     files: list[CorpusFile] = field(default_factory=list)
     rejected: list[tuple[Path, str]] = field(default_factory=list)  # (path, reason)
+    gone: list[tuple[Path, str]] = field(default_factory=list)  # scanned, then unreadable: skipped
+
+    def drop(self, f: CorpusFile, reason: str) -> None:
+        """Skip ``f``, which could not be read again after the scan (listed in ``gone``). Raises
+        CorpusError when no file is left."""
+        if f in self.files:
+            self.files.remove(f)
+            self.gone.append((f.path, reason))
+        if not self.files:
+            why = "; ".join(f"{p}: {r}" for p, r in self.gone[:3])
+            raise CorpusError(f"no usable text left: every corpus file vanished or became "
+                              f"unreadable after the scan ({why})")
 
     @property
     def texts(self) -> Sequence[str]:
@@ -91,8 +125,11 @@ class Corpus:
     def chunks(self) -> Iterator[str]:
         """Every file's text in pieces of about ``CHUNK`` bytes cut after a newline that is followed
         by a non-space character (a cut that byte-level BPE pre-tokenisation never crosses)."""
-        for f in self.files:
-            yield from iter_text(f.path)
+        for f in list(self.files):
+            try:
+                yield from reread(f.path, iter_text(f.path))
+            except FileGone as exc:
+                self.drop(f, exc.reason)
 
 
 def _open_checked(path: Path):
@@ -244,24 +281,30 @@ def encode_files(corpus: Corpus, tokenizer: Any, progress: Progress | None = Non
     out = np.empty(cap, dtype=dtype)
     pos = 0
     done = 0
-    for i, f in enumerate(corpus.files):
-        if i:
-            out, pos = _put(out, pos, np.array([tokenizer.eos_id], dtype=dtype))
-        if tokenizer.kind == "bytes":
-            for data in iter_bytes(f.path):
-                out, pos = _put(out, pos, np.frombuffer(data, dtype=np.uint8))
-                done += len(data)
-                if progress is not None:
-                    progress(done, total)
-        else:
-            for text in iter_text(f.path):
-                ids = tokenizer.encode(text)
-                if len(ids) and int(ids.max()) >= np.iinfo(dtype).max + 1:
-                    raise CorpusError(f"{f.path}: tokenizer produced an id outside its vocabulary")
-                out, pos = _put(out, pos, ids.astype(dtype, copy=False))
-                done += len(text.encode("utf-8"))
-                if progress is not None:
-                    progress(min(done, total), total)
+    for f in list(corpus.files):  # a file unreadable since the scan is skipped (Corpus.drop)
+        mark = pos
+        try:
+            if pos:
+                out, pos = _put(out, pos, np.array([tokenizer.eos_id], dtype=dtype))
+            if tokenizer.kind == "bytes":
+                for data in reread(f.path, iter_bytes(f.path)):
+                    out, pos = _put(out, pos, np.frombuffer(data, dtype=np.uint8))
+                    done += len(data)
+                    if progress is not None:
+                        progress(done, total)
+            else:
+                for text in reread(f.path, iter_text(f.path)):
+                    ids = tokenizer.encode(text)
+                    if len(ids) and int(ids.max()) >= np.iinfo(dtype).max + 1:
+                        raise CorpusError(f"{f.path}: tokenizer produced an id outside its "
+                                          "vocabulary")
+                    out, pos = _put(out, pos, ids.astype(dtype, copy=False))
+                    done += len(text.encode("utf-8"))
+                    if progress is not None:
+                        progress(min(done, total), total)
+        except FileGone as exc:
+            pos = mark  # what was read of it is dropped with it
+            corpus.drop(f, exc.reason)
     out.resize(pos, refcheck=False)  # shrinks in place (realloc), no copy
     return out
 

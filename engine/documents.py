@@ -30,7 +30,18 @@ from typing import Any
 
 import numpy as np
 
-from .data import CHUNK, Corpus, Progress, _last_cut, id_dtype, iter_bytes, iter_text
+from .data import (
+    CHUNK,
+    Corpus,
+    CorpusFile,
+    FileGone,
+    Progress,
+    _last_cut,
+    id_dtype,
+    iter_bytes,
+    iter_text,
+    reread,
+)
 from .errors import CorpusError
 
 RECORDS = ("file", "blank-line", "line")
@@ -157,38 +168,52 @@ def encode_documents(corpus: Corpus, tokenizer: Any, records: str = "file",
     check_records(records)
     dtype = id_dtype(int(tokenizer.vocab_size))
     eos = np.array([tokenizer.eos_id], dtype=dtype)
-    limit = np.iinfo(dtype).max + 1
     total = corpus.n_bytes
     out = _Growing(total + len(corpus.files) + 1, dtype)  # byte-level: <= 1 id per byte
     offsets = array("q")
     done = 0
-    for f in corpus.files:
-        if records == "file" and tokenizer.kind == "bytes":
-            offsets.append(out.n)
-            out.put(eos)
-            for data in iter_bytes(f.path):
-                out.put(np.frombuffer(data, dtype=np.uint8))
-                done += len(data)
-                if progress is not None:
-                    progress(done, total)
-            continue
-        fresh = True
-        pieces = _counted(iter_text(f.path, TEXT_CHUNK), progress, total, done)
-        for batch in iter_record_batches(pieces, records, 4 * TEXT_CHUNK):
-            ids, lens = _encode_batch(tokenizer, [t for t, _ in batch])
-            if len(ids) and int(ids.max()) >= limit:
-                raise CorpusError(f"{f.path}: tokenizer produced an id outside its vocabulary")
-            begins = np.array([fresh] + [e for _, e in batch[:-1]], dtype=bool)  # a new document
-            at = (np.cumsum(lens) - lens)[begins]
-            offsets.extend((out.n + at + np.arange(len(at))).tolist())
-            out.put(np.insert(ids.astype(dtype, copy=False), at, eos[0]))
-            fresh = batch[-1][1]
-        done += f.n_bytes
+    for f in list(corpus.files):  # a file unreadable since the scan is skipped (Corpus.drop)
+        mark, n_docs = out.n, len(offsets)
+        try:
+            done = _encode_file(f, tokenizer, records, out, offsets, progress, total, done)
+        except FileGone as exc:
+            out.n = mark  # what was read of it is dropped with it
+            del offsets[n_docs:]
+            corpus.drop(f, exc.reason)
     if not offsets:
         raise CorpusError(f"no non-blank {records} records in the corpus; check --records")
     offsets.append(out.n)
     out.put(eos)
     return Documents(out.done(), np.frombuffer(offsets, dtype=np.int64))
+
+
+def _encode_file(f: CorpusFile, tokenizer: Any, records: str, out: _Growing, offsets: array,
+                 progress: Progress | None, total: int, done: int) -> int:
+    """Append the documents of one file to ``out`` / ``offsets``; returns the bytes done."""
+    dtype = out.a.dtype
+    eos = np.array([tokenizer.eos_id], dtype=dtype)
+    if records == "file" and tokenizer.kind == "bytes":
+        offsets.append(out.n)
+        out.put(eos)
+        for data in reread(f.path, iter_bytes(f.path)):
+            out.put(np.frombuffer(data, dtype=np.uint8))
+            done += len(data)
+            if progress is not None:
+                progress(done, total)
+        return done
+    limit = np.iinfo(dtype).max + 1
+    fresh = True
+    pieces = _counted(reread(f.path, iter_text(f.path, TEXT_CHUNK)), progress, total, done)
+    for batch in iter_record_batches(pieces, records, 4 * TEXT_CHUNK):
+        ids, lens = _encode_batch(tokenizer, [t for t, _ in batch])
+        if len(ids) and int(ids.max()) >= limit:
+            raise CorpusError(f"{f.path}: tokenizer produced an id outside its vocabulary")
+        begins = np.array([fresh] + [e for _, e in batch[:-1]], dtype=bool)  # a new document
+        at = (np.cumsum(lens) - lens)[begins]
+        offsets.extend((out.n + at + np.arange(len(at))).tolist())
+        out.put(np.insert(ids.astype(dtype, copy=False), at, eos[0]))
+        fresh = batch[-1][1]
+    return done + f.n_bytes
 
 
 def _counted(chunks: Iterator[str], progress: Progress | None, total: int,

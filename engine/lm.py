@@ -56,7 +56,7 @@ class MambaLM:
         self, prompt_ids: np.ndarray, sampling: SamplingConfig, backend: Stepper | None = None
     ) -> Iterator[int]:
         """Yield new token ids one at a time with the recurrent step of ``backend`` (a
-        ``GpuStepper``; the CPU step when None)."""
+        ``GpuStepper``; the CPU step when None); ends early at a stop token (``SamplingConfig``)."""
         stepper = backend if backend is not None else CpuStepper(self.params, self.config)
         rng = np.random.default_rng(sampling.seed)
         ids = np.asarray(prompt_ids, dtype=np.int64).reshape(-1)
@@ -64,9 +64,11 @@ class MambaLM:
             ids = np.array([self.tokenizer.eos_id], dtype=np.int64)
         logits = stepper.prefill(ids)
         history = list(ids[-sampling.repetition_window:])
+        stops = {t for t in (sampling.stop_token,
+                             self.tokenizer.eos_id if sampling.stop_at_eos else None) if t is not None}
         for _ in range(sampling.max_new_tokens):
             tok = sample(logits, sampling, rng, np.asarray(history))
-            if sampling.stop_token is not None and tok == sampling.stop_token:
+            if tok in stops:
                 return
             yield tok
             history.append(tok)

@@ -7,7 +7,8 @@
     view = open_run("runs/2026-12-03-small-1")             # read-only, checksums verified
 
 ``RunSpec`` holds the only copy of every default (the CLI and the app read theirs from it).
-Resume overrides (``RESUME_OVERRIDES``) change the schedule from the saved step on: ``epochs`` and
+Resume overrides (``RESUME_OVERRIDES``) change the schedule from the saved step on (and the
+preview ``prompts``, kept in run.json so previews keep them after a resume): ``epochs`` and
 ``max_steps`` are totals (not "more"), and the warmup + cosine schedule is recomputed over the new
 total, so the learning rate continues from where the new curve is at the saved step.
 """
@@ -41,7 +42,9 @@ from .tokenizer import BPETokenizer, ByteTokenizer, check_fits
 from .trainer import EpochReport, StepReport, TrainConfig, TrainControl, Trainer
 
 RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
-                    "autosave_steps", "autosave_minutes")
+                    "autosave_steps", "autosave_minutes", "prompts")
+MAX_PROMPTS = 16  # preview prompts of a run, each at most MAX_PROMPT_CHARS
+MAX_PROMPT_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,18 @@ class RunSpec:
     autosave_steps: int = 0  # also save every N optimizer steps (0: off)
     autosave_minutes: float = 5.0  # ... and every M minutes (0: off); always at epoch ends
     keep: int = rf.KEEP  # most recent snapshots kept, plus the best by held-out loss
+    prompts: tuple[str, ...] = ("The ",)  # preview prompts (train --prompt, the app's Preview)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prompts, str):  # one prompt given as a string
+            object.__setattr__(self, "prompts", (self.prompts,))
+        elif isinstance(self.prompts, list):  # run.json / TOML hold a list
+            object.__setattr__(self, "prompts", tuple(self.prompts))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["train"] = self.train.to_dict()
+        d["prompts"] = list(self.prompts)
         return d
 
     @classmethod
@@ -99,6 +110,10 @@ class RunSpec:
         if not (self.autosave_steps >= 0 and math.isfinite(self.autosave_minutes)
                 and self.autosave_minutes >= 0 and self.keep >= 1):
             raise ValueError("autosave_steps/minutes must be >= 0 and finite, keep >= 1")
+        if not (isinstance(self.prompts, tuple) and 1 <= len(self.prompts) <= MAX_PROMPTS
+                and all(isinstance(p, str) and len(p) <= MAX_PROMPT_CHARS for p in self.prompts)):
+            raise ValueError(f"prompts must be 1 to {MAX_PROMPTS} texts of at most "
+                             f"{MAX_PROMPT_CHARS} characters")
 
 
 @dataclass(frozen=True)
@@ -160,8 +175,23 @@ class Run:
             self.best_val = val_loss
         return path
 
-    def _val_loss(self) -> float | None:
-        return self.trainer.evaluate().loss if self.trainer.has_val else None
+    def set_prompts(self, prompts: Sequence[str]) -> None:
+        """Keep new preview prompts in run.json (the app's Preview edited during training), so
+        the run's next resume previews with them."""
+        spec = replace(self.spec, prompts=tuple(prompts))
+        spec.check(new=False)
+        d = rf.read_run_json(self.folder)
+        rf.write_run_json(self.folder, spec.to_dict(), d["name"], d["created"])
+        self.spec = spec
+
+    def _val_loss(self, control: TrainControl) -> float | None:
+        """Held-out loss for the last save: None without a held-out set, after a stop request,
+        or when one comes during it (checked between batches: Stop / SIGTERM end promptly)."""
+        local = getattr(control, "local", control)  # a collective control's own rank's flag
+        if local.stopped:
+            return None
+        val = self.trainer.held_out(lambda: local.stopped)
+        return val.loss if val is not None else None
 
     def _status(self, state: str) -> None:
         rf.write_status(self.folder, state, step=self.step, total_steps=self.trainer.total_steps,
@@ -224,7 +254,7 @@ class Run:
             self._status("stopped")
             raise
         if self.step != self.saved_step:
-            save(self._val_loss())
+            save(self._val_loss(control))
         done = self.step >= self.trainer.total_steps or self.trainer.cursor.epoch >= spec.train.epochs
         state = "finished" if done else "stopped"
         self._status(state)
@@ -329,9 +359,17 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         if not lm.params:
             lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed, init=spec.init_scheme)
         arrays, n_train = _encode(spec, corpus, lm.tokenizer)
-        rf.write_data(folder, arrays, n_train, rf.file_sources([f.path for f in corpus.files]),
+        for path, why in corpus.gone[:10]:  # vanished or unreadable between scan and read
+            say(f"note: skipped {path}: {why}")
+        if corpus.gone:
+            say(f"note: {len(corpus.gone):,} corpus file(s) skipped after the scan; training on "
+                f"the other {len(corpus.files):,}")
+        rf.write_data(folder, arrays, n_train,
+                      rf.file_sources([(f.path, f.n_bytes) for f in corpus.files]),
                       {"records": spec.records, "holdout": spec.holdout, "seed": spec.train.seed,
-                       "seq_len_at_split": spec.train.seq_len, "tokenizer": lm.tokenizer.kind})
+                       "seq_len_at_split": spec.train.seq_len, "tokenizer": lm.tokenizer.kind,
+                       "skipped_after_scan": [{"path": str(p), "reason": r}
+                                              for p, r in corpus.gone]})
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.save()  # step 0: the folder is a complete, resumable run from the start
         rf.write_run_json(folder, spec.to_dict(), folder.name)  # last: marks the run complete
@@ -349,9 +387,13 @@ def _open(folder: Path, which: str = rf.LATEST
     return spec, snap, trainer, [f"{e}; using {snap.name} instead" for e in refused]
 
 
+NO_LIMIT = 0  # resume(max_steps=NO_LIMIT): lift a run's max-steps limit (train all its epochs)
+
+
 def resume(folder: str | Path, **overrides: Any) -> Run:
     """Reopen ``folder`` for training at its latest good snapshot. ``overrides``: any of
-    ``RESUME_OVERRIDES`` (None values are ignored). Needs no corpus: the folder has its token ids."""
+    ``RESUME_OVERRIDES`` (None values are ignored; ``max_steps=NO_LIMIT`` (0) removes the run's
+    max-steps limit). Needs no corpus: the folder has its token ids."""
     folder = Path(folder)
     bad = sorted(set(overrides) - set(RESUME_OVERRIDES))
     if bad:
@@ -362,6 +404,8 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         rf.clean_stale(folder)
         spec, snap, meta, refused = _open(folder)
         train_kw = {k: v for k, v in overrides.items() if v is not None and hasattr(spec.train, k)}
+        if train_kw.get("max_steps") == NO_LIMIT:
+            train_kw["max_steps"] = None  # all epochs
         run_kw = {k: v for k, v in overrides.items() if v is not None and not hasattr(spec.train, k)}
         spec = replace(spec, train=replace(spec.train, **train_kw), **run_kw)
         spec.check(new=False)
@@ -425,8 +469,8 @@ def open_run(folder: str | Path, which: str = rf.LATEST) -> RunView:
                    rf.read_data(folder), refused)
 
 
-__all__ = ["RESUME_OVERRIDES", "Run", "RunSpec", "RunView", "TrainResult", "list_runs", "load_model",
-           "open_run", "read_metrics", "read_run_spec", "resume", "start", "stop_on_signals"]
+__all__ = ["NO_LIMIT", "RESUME_OVERRIDES", "Run", "RunSpec", "RunView", "TrainResult", "list_runs",
+           "load_model", "open_run", "read_metrics", "read_run_spec", "resume", "start", "stop_on_signals"]
 list_runs = rf.list_runs
 read_metrics = rf.read_metrics
 start_run = start  # the names engine exports (engine.start_run, engine.resume_run)

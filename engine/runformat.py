@@ -213,9 +213,17 @@ def read_data(folder: Path) -> RunData:
     return RunData(ids, arrays["offsets"], arrays["train_spans"], arrays["val_spans"], m["n_train"], m)
 
 
-def file_sources(paths: list[Path]) -> list[dict[str, Any]]:
-    """Manifest entries of the corpus files: path, size and sha256 (fingerprints, not copies)."""
-    return [{"path": str(p), "bytes": p.stat().st_size, "sha256": ckpt.sha256_file(p)} for p in paths]
+def file_sources(files: list[tuple[Path, int]]) -> list[dict[str, Any]]:
+    """Manifest entries of the corpus files (path, bytes read): path, size and sha256
+    (fingerprints, not copies); a file that can no longer be read gets sha256 None."""
+    out = []
+    for p, n in files:
+        try:
+            digest: str | None = ckpt.sha256_file(p)
+        except OSError:  # gone since it was encoded: its ids are in the run all the same
+            digest = None
+        out.append({"path": str(p), "bytes": int(n), "sha256": digest})
+    return out
 
 
 # ------------------------------------------------------------------------------ snapshots

@@ -11,7 +11,13 @@ import numpy as np
 class SamplingConfig:
     """temperature <= 0 means greedy; top_k <= 0 and top_p >= 1 disable those filters;
     repetition_penalty > 1 divides positive (multiplies negative) logits of tokens already in the
-    last ``repetition_window`` tokens (CTRL, Keskar et al. 2019), 1.0 is off."""
+    last ``repetition_window`` tokens (CTRL, Keskar et al. 2019), 1.0 is off.
+
+    Stopping: generation ends early when ``stop_token`` is sampled, or, with ``stop_at_eos``, the
+    tokenizer's end-of-text id (both tokenizers have one: BPE's ``<|endoftext|>``, the byte
+    tokenizer's id 256; training puts it at the end of every document / record, so it is where a
+    model says "done"). The stop token itself is never yielded. The CLI and the app turn
+    ``stop_at_eos`` on (``generate --no-stop`` and the Playground checkbox turn it off)."""
 
     temperature: float = 0.8
     top_k: int = 40
@@ -19,6 +25,7 @@ class SamplingConfig:
     max_new_tokens: int = 200
     seed: int | None = 0
     stop_token: int | None = None
+    stop_at_eos: bool = False  # also stop at the tokenizer's end-of-text id
     repetition_penalty: float = 1.0
     repetition_window: int = 64
 

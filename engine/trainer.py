@@ -21,7 +21,7 @@ from .control import TrainControl
 from .data import make_rows
 from .defaults import DEFAULT_PRESET, PRESET_DEFAULTS
 from .errors import CorpusError, TrainingError
-from .evaluation import EvalReport, evaluate
+from .evaluation import HELDOUT_SAMPLE_TOKENS, EvalReport, EvalStopped, evaluate
 from .lm import MambaLM
 from .model import loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, lr_at
@@ -174,6 +174,7 @@ class Trainer:
         self.epochs: list[EpochReport] = []
         self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
         self.thread_tuner = ThreadTuner()
+        self._should_stop: Callable[[], bool] | None = None  # the stop flag while ``run`` runs
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -217,10 +218,24 @@ class Trainer:
     def has_val(self) -> bool:
         return len(self.val_rows) > 0 if self.val_rows is not None else len(self.val_ids) >= 2
 
-    def evaluate(self) -> EvalReport:
-        """Held-out metrics of the current weights (packed rows when given, else the stream)."""
+    def evaluate(self, should_stop: Callable[[], bool] | None = None,
+                 max_tokens: int | None = HELDOUT_SAMPLE_TOKENS) -> EvalReport:
+        """Held-out metrics of the current weights (packed rows when given, else the stream),
+        over a fixed sample of at most ``max_tokens`` targets (``engine.evaluation``; None: all).
+        Raises ``EvalStopped`` when ``should_stop()`` turns True between batches."""
         val = self.val_rows if self.val_rows is not None else self.val_ids
-        return evaluate(self.lm, val, self.cfg.seq_len)
+        return evaluate(self.lm, val, self.cfg.seq_len, max_tokens=max_tokens,
+                        should_stop=should_stop)
+
+    def held_out(self, should_stop: Callable[[], bool] | None = None) -> EvalReport | None:
+        """``evaluate`` when there is a held-out set; None without one or when stopped part-way
+        (``should_stop``, default: the stop flag of the ``run`` in progress)."""
+        if not self.has_val:
+            return None
+        try:
+            return self.evaluate(should_stop or self._should_stop)
+        except EvalStopped:
+            return None
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -299,6 +314,15 @@ class Trainer:
         """Train until done, ``max_steps``, or ``control.stop()``. Returns the epochs finished
         in this call. Stopping happens between optimizer steps, so the state is always consistent.
         ``guard`` (optional) sees every step and may roll it back (its report is then dropped)."""
+        self._should_stop = (lambda: control.stopped) if control is not None else None
+        try:  # held-out evaluations inside the loop give up as soon as a stop is asked
+            return self._loop(on_step, on_epoch, control, guard)
+        finally:
+            self._should_stop = None
+
+    def _loop(self, on_step: Callable[[StepReport], None] | None,
+              on_epoch: Callable[[EpochReport], None] | None, control: TrainControl | None,
+              guard: StepGuard | None) -> list[EpochReport]:
         c = self.cfg
         t0 = time.perf_counter()
         tokens = [0]
@@ -352,8 +376,9 @@ class Trainer:
         rate = tokens[0] / elapsed if elapsed > 0 else 0.0
         remaining = (self.total_steps - self.cursor.step) * self.rows_per_step * c.seq_len
         val_loss = None
-        if c.eval_every > 0 and self.cursor.step % c.eval_every == 0 and self.has_val:
-            val_loss = self.evaluate().loss
+        if c.eval_every > 0 and self.cursor.step % c.eval_every == 0:
+            val = self.held_out()  # None when a stop came during it: the loop stops next
+            val_loss = val.loss if val is not None else None
         return StepReport(
             self.cursor.step, self.cursor.epoch, self.total_steps, loss, norm, lr,
             ntok / max(time.perf_counter() - ts, 1e-9),
@@ -371,7 +396,7 @@ class Trainer:
 
     def _end_epoch(self) -> EpochReport:
         cur = self.cursor
-        val = self.evaluate() if self.has_val else None
+        val = self.held_out()  # None when stopped part-way: the epoch still ends and is saved
         rep = EpochReport(
             cur.epoch,
             cur.loss_sum / cur.good if cur.good else float("nan"),

@@ -69,3 +69,31 @@ def test_documents_split_whole_files_and_respect_the_byte_budgets():
     held_docs = set(held.split("# module ")) - {""}
     assert not held_docs & set(train.split("# module ")) - {""}
     assert len(train) < 2_000 + 200 and len(held) < 500 + 200
+
+
+def test_line_rows_come_from_the_products_document_split():
+    """run.py imports engine.runtime.configure at import time, so it is checked in a child."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = """
+import numpy as np
+from benchmarks.learning.run import predict_next, text_rows
+from engine import ByteTokenizer, MambaLM, preset
+tok = ByteTokenizer()
+text = "ab|b\\n\\ncd|d\\nef|f\\n"
+rows = text_rows(tok, text, 16, "line")
+x, y, reset = rows.batch(np.arange(len(rows)))
+assert 10 not in x[y >= 0] and 10 not in y  # line breaks are replaced by end-of-text
+assert int(reset.sum()) == 3 and (x[reset] == tok.eos_id).all()  # 3 records, each from EOS
+assert sorted(y[y >= 0].tolist()).count(tok.eos_id) == 3  # ... and each ends predicting EOS
+lm = MambaLM.create(preset("tiny", 257), tok)
+ids = tok.encode(text)
+assert predict_next(lm, ids, lead=True)[0] >= 0 and predict_next(lm, ids)[0] == -1
+print("ok")
+"""
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

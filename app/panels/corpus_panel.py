@@ -96,7 +96,11 @@ def _inspect(paths: list[str], tokenizer: Any) -> tuple[list[tuple[engine.Corpus
         except engine.CorpusError as exc:
             rejected.append((p, str(exc)))
             continue
-        files.extend((f, _count_tokens(f, tokenizer)) for f in c.files)
+        for f in c.files:
+            try:
+                files.append((f, _count_tokens(f, tokenizer)))
+            except engine.CorpusError as exc:  # vanished / unreadable since load_corpus read it
+                rejected.append((str(f.path), str(exc).split(": ", 1)[-1]))
         rejected.extend((str(a), b) for a, b in c.rejected)
     return files, rejected
 

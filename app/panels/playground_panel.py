@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QThread, Signal
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
@@ -75,6 +76,11 @@ class PlaygroundPanel(QWidget):
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
         self.seed.setToolTip("Same seed + same settings = same text")
+        self.stop_at_end = QCheckBox("stop at end of text")
+        self.stop_at_end.setChecked(True)
+        self.stop_at_end.setToolTip("End where the model writes its end-of-text token (training "
+                                    "puts one after every document or example); off: always "
+                                    "generate the full number of tokens")
         self.backend = QComboBox()
         self.backend.addItems(list(BACKEND_TIPS))
         self.backend.setToolTip("; ".join(f"{k}: {v}" for k, v in BACKEND_TIPS.items()))
@@ -101,6 +107,7 @@ class PlaygroundPanel(QWidget):
                                         ("backend", self.backend))):
             knobs.addWidget(QLabel(label), i // 4, 2 * (i % 4))
             knobs.addWidget(w, i // 4, 2 * (i % 4) + 1)
+        knobs.addWidget(self.stop_at_end, 1, 6, 1, 2)
         form = QFormLayout()
         form.addRow("Prompt", self.prompt)
         actions = QHBoxLayout()
@@ -151,7 +158,8 @@ class PlaygroundPanel(QWidget):
         return engine.SamplingConfig(
             temperature=self.temperature.value(), top_k=self.top_k.value(),
             top_p=self.top_p.value(), max_new_tokens=self.max_tokens.value(),
-            seed=self.seed.value(), repetition_penalty=self.rep.value())
+            seed=self.seed.value(), repetition_penalty=self.rep.value(),
+            stop_at_eos=self.stop_at_end.isChecked())
 
     def generate(self) -> None:
         if self.gen_thread is not None:

@@ -62,10 +62,14 @@ class PreviewPanel(QWidget):
         lines = [p for p in self.prompts.toPlainText().split("\n") if p.strip()]
         return lines or ["The "]
 
+    def set_prompts(self, prompts: tuple[str, ...]) -> None:
+        """Show a run's (or a settings file's) preview prompts, one per line."""
+        self.prompts.setPlainText("\n".join(prompts))
+
     def sampling(self) -> engine.SamplingConfig:
         return engine.SamplingConfig(temperature=self.temperature.value(), top_k=self.top_k.value(),
                                      top_p=self.top_p.value(), max_new_tokens=self.length.value(),
-                                     seed=0)
+                                     seed=0, stop_at_eos=True)
 
     def show_preview(self, tag: str, text: str, backend: str) -> None:
         self.tag.setText(f"sample — {tag}")

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+import tempfile
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -38,7 +40,9 @@ from engine import (
     TrainConfig,
     TrainControl,
     Trainer,
+    encode_documents,
     evaluate,
+    load_corpus,
     preset,
 )
 from engine.packing import PackedRows, line_end_table, pack_spans
@@ -71,21 +75,25 @@ def line_bounds(line_end: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.n
     return np.concatenate([[0], ends[:-1]]), ends
 
 
-def predict_next(lm: MambaLM, ids: np.ndarray, batch: int = 64) -> np.ndarray:
+def predict_next(lm: MambaLM, ids: np.ndarray, batch: int = 64, lead: bool = False) -> np.ndarray:
     """ids (T,) -> (T,) argmax guess for each position from the logits one step before, each
     line read on its own from its first token (a fresh state, whatever the training rows were;
-    lines are right-padded to a batch, which a causal model never sees). Entry 0 of a line is -1."""
+    lines are right-padded to a batch, which a causal model never sees). Entry 0 of a line is -1,
+    unless ``lead``: each line is then read after an end-of-text token, as line records train it
+    (``engine.documents``: every record starts with one), and its entry 0 is guessed too."""
     out = np.full(len(ids), -1, dtype=np.int64)
     starts, ends = line_bounds(line_end_table(lm.tokenizer), ids)
+    k = int(lead)
     for s in range(0, len(starts), batch):
         a, b = starts[s : s + batch], ends[s : s + batch]
-        width = int((b - a).max())
+        width = int((b - a).max()) + k
         x = np.zeros((len(a), width), dtype=np.int64)
+        x[:, 0] = lm.tokenizer.eos_id  # overwritten below unless ``lead``
         for r, (i, j) in enumerate(zip(a, b, strict=True)):
-            x[r, : j - i] = ids[i:j]
+            x[r, k : k + j - i] = ids[i:j]
         guess = lm.logits(x).argmax(axis=-1)
         for r, (i, j) in enumerate(zip(a, b, strict=True)):
-            out[i + 1 : j] = guess[r, : j - i - 1]
+            out[i + 1 - k : j] = guess[r, : j - i - 1 + k]
     return out
 
 
@@ -99,19 +107,20 @@ def calibrate(lm: MambaLM, train_ids: np.ndarray, cfg: TrainConfig, steps: int =
     return (times[-1] - times[2]) / (len(times) - 3)
 
 
-def text_rows(tok: Any, ids: np.ndarray, seq_len: int, records: str) -> PackedRows:
-    """Packed rows over ``ids`` (T,): "file" one document cut after line breaks (what
-    ``engine.run`` does with a one-file corpus), "line" every line its own document."""
-    line_end = line_end_table(tok)
-    if records == "file":
-        return pack_spans(ids, np.array([[0, len(ids) - 1]], dtype=np.int64), seq_len, line_end)
-    starts, ends = line_bounds(line_end, ids)
-    spans = np.stack([starts, ends - starts - 1], axis=1).astype(np.int64)  # targets in the line
-    return pack_spans(ids, spans[spans[:, 1] > 0], seq_len, line_end)
+def text_rows(tok: Any, text: str, seq_len: int, records: str) -> PackedRows:
+    """Packed rows of ``text`` made by the product's path: the text is written as a one-file
+    corpus, split by ``engine.encode_documents`` ("file": one document, cut into rows after line
+    breaks; "line": every non-blank line its own document, its line break replaced by the
+    end-of-text id) and packed with a state reset at each document, as ``engine.run`` does."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "train.txt"
+        path.write_text(text, encoding="utf-8")
+        docs = encode_documents(load_corpus([path]), tok, records)
+    return pack_spans(docs.ids, docs.spans(), seq_len, line_end_table(tok))
 
 
 def load_data(task: str, tokenizer: str, bpe_vocab: int, seed: int):  # type: ignore[no-untyped-def]
-    """-> (tokenizer, train ids, held-out text, held-out ids, baselines dict)."""
+    """-> (tokenizer, train text, train ids, held-out text, held-out ids, baselines dict)."""
     if task in TASKS:
         t = TASKS[task]
         train_text, held_text = t.text(200_000, seed), t.text(1_000, seed + 1)
@@ -124,7 +133,7 @@ def load_data(task: str, tokenizer: str, bpe_vocab: int, seed: int):  # type: ig
         base["ngram_s"] = round(time.perf_counter() - t0, 1)
         base["train_bytes"], base["heldout_bytes"] = len(train_text.encode()), len(held_text.encode())
     tok = BPETokenizer.train([train_text], vocab_size=bpe_vocab) if tokenizer == "bpe" else ByteTokenizer()
-    return tok, tok.encode(train_text), held_text, tok.encode(held_text), base
+    return tok, train_text, tok.encode(train_text), held_text, tok.encode(held_text), base
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--evals", type=int, default=12, help="evaluations along the run")
     ap.add_argument("--target", type=float, help="stop once the metric reaches this")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--model", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a MambaConfig field of the preset (d_model, n_layer, d_state...)")
+    ap.add_argument("--out-proj", default="init", choices=["init", "zero", "depth"],
+                    help="study only: out_proj.weight as initialised, zeros, or / n_layer more")
     ap.add_argument("--records", default="file", choices=["file", "line", "stream"],
                     help="file (as a run of the app or CLI on one file): the text is one document "
                          "cut into rows after line breaks; line: every line its own document "
@@ -150,20 +163,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="benchmarks/results/learning")
     a = ap.parse_args(argv)
 
-    tok, train_ids, held_text, held_ids, base = load_data(a.task, a.tokenizer, a.bpe_vocab, a.seed)
+    tok, train_text, train_ids, held_text, held_ids, base = load_data(a.task, a.tokenizer,
+                                                                      a.bpe_vocab, a.seed)
     cfg = TrainConfig.for_preset(a.preset, epochs=1_000, seed=a.seed, **_parse_set(a.set))
-    lm = MambaLM.create(preset(a.preset, tok.vocab_size), tok, seed=a.seed, init=a.init)
+    shape = {k: int(v) for k, _, v in (m.partition("=") for m in a.model)}
+    lm = MambaLM.create(replace(preset(a.preset, tok.vocab_size), **shape), tok, seed=a.seed,
+                        init=a.init)
+    for name, w in lm.params.items():
+        if name.endswith("out_proj.weight") and a.out_proj != "init":
+            w *= 0.0 if a.out_proj == "zero" else 1.0 / math.sqrt(lm.config.n_layer)
     steps, speed = a.steps, calibrate(lm, train_ids, cfg)
     if steps is None:
         steps = max(1, int(0.97 * a.minutes * 60 / speed))
     cfg = replace(cfg, max_steps=steps)
-    rows = None if a.records == "stream" else text_rows(tok, train_ids, cfg.seq_len, a.records)
+    rows = None if a.records == "stream" else text_rows(tok, train_text, cfg.seq_len, a.records)
+    if rows is not None:
+        train_ids = rows.ids
     trainer = Trainer(lm, train_ids, train_ids[:0], cfg, rows=rows)
     name = f"{a.task}_{a.preset}{'_' + a.tag if a.tag else ''}"
     out = Path(a.out) / f"{name}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     head = {"run": name, "task": a.task, "preset": a.preset, "init": a.init, "tokenizer": tok.kind,
-            "records": a.records,
+            "records": a.records, "model": shape, "out_proj": a.out_proj,
             "vocab": lm.config.vocab_size, "params": lm.n_params, "train_tokens": len(train_ids),
             "train_config": {k: v for k, v in asdict(cfg).items() if k != "lora"},
             "baselines": base, "s_per_step": round(speed, 4), "cpus": len(os.sched_getaffinity(0))}
@@ -174,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     def measure(rep: StepReport) -> None:
         te = time.perf_counter()
         if a.task in TASKS:
-            guess = predict_next(lm, held_ids)
+            guess = predict_next(lm, held_ids, lead=a.records == "line")
             metric = {"accuracy": answer_accuracy(held_text, guess, TASKS[a.task].answer_len)}
         else:
             metric = {"bpb": evaluate(lm, held_ids, cfg.seq_len).bits_per_byte}

@@ -235,3 +235,11 @@ def test_preset_tooltips_say_what_each_preset_learns(win):
             assert tip == engine.PRESET_DEFAULTS[name].learns and "weights" in tip
         else:
             assert name == "custom" and not tip
+
+
+def test_playground_stops_at_end_of_text_unless_unticked(win):
+    pg = win.playground
+    assert pg.stop_at_end.isChecked() and pg.sampling().stop_at_eos
+    pg.stop_at_end.setChecked(False)
+    assert not pg.sampling().stop_at_eos
+    assert win.preview.sampling().stop_at_eos  # training previews end at end-of-text too

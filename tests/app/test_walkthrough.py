@@ -125,3 +125,34 @@ def test_export_into_a_non_empty_folder_asks_before_replacing(win, qtbot, tmp_pa
     qtbot.waitUntil(lambda: win.log.toPlainText().count("merged written") == n + 1,
                     timeout=RUN_TIMEOUT)
     assert (out / "model.safetensors").stat().st_mtime_ns != first
+
+
+def test_continue_shows_and_keeps_the_runs_preview_prompts(win, qtbot):
+    win.preview.prompts.setPlainText("Alpha \nBeta ")
+    folder = train_until_idle(qtbot, win, max_steps=2)
+    assert runapi.read_run_spec(folder).prompts == ("Alpha ", "Beta ")
+    win.preview.prompts.setPlainText("Other ")
+    win.choose_continue(folder)
+    assert win.preview.prompt_list() == ["Alpha ", "Beta "]  # the run's own prompts are shown
+    assert "prompts" not in win.make_job().overrides
+    win.preview.prompts.setPlainText("Gamma ")
+    assert win.make_job().overrides["prompts"] == ("Gamma ",)
+
+
+def test_continue_can_set_max_steps_back_to_no_limit(win, qtbot):
+    folder = train_until_idle(qtbot, win, max_steps=2)
+    win.choose_continue(folder)
+    assert win.train.max_steps.value() == 2
+    win.train.max_steps.setValue(0)  # "no limit"
+    assert win.continue_overrides() == {"max_steps": 0}
+    assert "max steps no limit (was 2)" in win.next_label.text()
+
+
+def test_prompts_edited_while_training_are_kept_for_continue(win, qtbot):
+    win.preview.prompts.setPlainText("First ")
+    win.train.max_steps.setValue(2)
+    win.start_training()
+    win.preview.prompts.setPlainText("Second ")  # pushed to the running worker at once
+    qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    assert runapi.read_run_spec(win.last_folder).prompts == ("Second ",)
