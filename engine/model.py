@@ -135,7 +135,7 @@ def layer_backward(
         dy, c.u, c.delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], c.xz,
         z_offset=e, dz=dxz, reset=c.reset, need_dA=mx + "A_log" in grads,
     )
-    if dA_log is not None:
+    if dA_log is not None and mx + "A_log" in grads:
         grads[mx + "A_log"] += dA_log
     if mx + "D" in grads:
         grads[mx + "D"] += dD
@@ -158,7 +158,7 @@ def layer_backward(
     _, dconv_w, dconv_b = conv1d_backward(du.reshape(b, length, e), c.xz, p[mx + "conv1d.weight"],
                                           c.xc, dx=dxz, reset=c.reset,
                                           need_dw=mx + "conv1d.weight" in grads)
-    if dconv_w is not None:
+    if dconv_w is not None and mx + "conv1d.weight" in grads:
         grads[mx + "conv1d.weight"] += dconv_w
     if mx + "conv1d.bias" in grads:
         grads[mx + "conv1d.bias"] += dconv_b
