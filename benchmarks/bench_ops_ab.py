@@ -11,6 +11,7 @@ with each swapped op's CPU ms per step inside the step for both versions.
 
 import argparse
 import importlib.util
+import inspect
 import json
 import os
 import subprocess
@@ -51,8 +52,19 @@ def load_ref(ref: str, folder: str) -> dict[str, object]:
         m: ModuleType = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = m
         spec.loader.exec_module(m)
-        funcs.update({n: getattr(m, n) for n in names})
+        funcs.update({n: _known_kwargs(getattr(m, n)) for n in names})
     return funcs
+
+
+def _known_kwargs(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` dropping keyword arguments it does not take (an older ref's op has no
+    ``need_dA`` / ``need_dw``: it then computes that gradient, which the model ignores)."""
+    params = inspect.signature(fn).parameters
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **{k: v for k, v in kwargs.items() if k in params})
+
+    return call
 
 
 def timed(fn: Callable[..., Any], acc: dict[str, float], key: str) -> Callable[..., Any]:

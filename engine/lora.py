@@ -188,8 +188,17 @@ class LoRATrainable:
 
     # -------------------------------------------------------------- merge / unmerge
     def merge(self) -> None:
+        """params[name] = base + s B @ A for every target, formed in place (no temporaries; the
+        same operations, so the same bits, as ``base + ad.delta()``)."""
         for name, ad in self.adapters.items():
-            self.params[name][...] = self.base[name] + ad.delta().reshape(self.base[name].shape)
+            w = self.params[name]
+            if not w.flags.c_contiguous:
+                w[...] = self.base[name] + ad.delta().reshape(w.shape)
+                continue
+            flat = w.reshape(ad.B.shape[0], ad.A.shape[1])  # a view
+            np.matmul(ad.B, ad.A, out=flat)
+            flat *= np.float32(ad.scale)
+            w += self.base[name]
 
     def unmerge(self) -> None:
         """Put the exact base weights back into ``params``."""
@@ -258,6 +267,7 @@ class LoRATrainable:
 
 
 _PROJECTIONS = ("in_proj", "x_proj", "dt_proj", "out_proj")
+_ROWS = 128  # row block of the adapter-gradient products (128-512 measured; 128 best)
 
 
 class _LoRAHooks:
@@ -276,14 +286,23 @@ class _LoRAHooks:
         extra[key] = extra[key] + g if key in extra else g
 
     def weight_grad(self, name: str, dy: np.ndarray, x: np.ndarray) -> None:
+        """dB = s dy.T (x A.T), dA = s (dy B).T x over blocks of ``_ROWS`` rows, so each block of
+        dy (M, out) and x (M, in) is read by both of its products while in cache (these thin
+        products are memory-bound: 20-33 % faster than four whole-M products, measured)."""
         ad = self.lt.adapters.get(name)
         if ad is None:
             return
         s = dy.dtype.type(ad.scale)
-        xa = x @ ad.A.T  # (M, r)
-        dyb = dy @ ad.B  # (M, r)
-        self._add(name + "::lora_B", (dy.T @ xa) * s)
-        self._add(name + "::lora_A", (dyb.T @ x) * s)
+        dB = np.zeros(ad.B.shape, dy.dtype)  # (out, r)
+        dA = np.zeros(ad.A.shape, dy.dtype)  # (r, in)
+        for i in range(0, dy.shape[0], _ROWS):
+            xb, dyb = x[i : i + _ROWS], dy[i : i + _ROWS]
+            dB += dyb.T @ (xb @ ad.A.T)
+            dA += (dyb @ ad.B).T @ xb
+        dB *= s
+        dA *= s
+        self._add(name + "::lora_B", dB)
+        self._add(name + "::lora_A", dA)
 
     def forward(self, name: str, x: np.ndarray) -> np.ndarray | None:
         ad = self.lt.adapters.get(name)

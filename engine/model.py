@@ -133,9 +133,9 @@ def layer_backward(
     dxz = np.empty_like(c.xz)  # (b, l, 2e): conv-input grads [..., :e], gate grads [..., e:]
     du, ddelta, dA_log, dB, dC, dD, _ = selective_scan_backward(
         dy, c.u, c.delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], c.xz,
-        z_offset=e, dz=dxz, reset=c.reset,
+        z_offset=e, dz=dxz, reset=c.reset, need_dA=mx + "A_log" in grads,
     )
-    if mx + "A_log" in grads:
+    if dA_log is not None and mx + "A_log" in grads:
         grads[mx + "A_log"] += dA_log
     if mx + "D" in grads:
         grads[mx + "D"] += dD
@@ -156,8 +156,9 @@ def layer_backward(
         return None
     du = du.reshape(-1, e) + _hook_bwd(hooks, mx + "x_proj.weight", dx_dbl, dx_dbl @ W_x)
     _, dconv_w, dconv_b = conv1d_backward(du.reshape(b, length, e), c.xz, p[mx + "conv1d.weight"],
-                                          c.xc, dx=dxz, reset=c.reset)
-    if mx + "conv1d.weight" in grads:
+                                          c.xc, dx=dxz, reset=c.reset,
+                                          need_dw=mx + "conv1d.weight" in grads)
+    if dconv_w is not None and mx + "conv1d.weight" in grads:
         grads[mx + "conv1d.weight"] += dconv_w
     if mx + "conv1d.bias" in grads:
         grads[mx + "conv1d.bias"] += dconv_b

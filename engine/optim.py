@@ -29,11 +29,14 @@ from .params import Params, decays
 
 
 @kernel
-def _adamw_kernel(p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2, gscale, max_delta):
-    """Flat p, g, m, v (same size). Returns False (and changes nothing) if g is not finite."""
-    for i in range(g.size):
-        if not np.isfinite(g[i]):
-            return False
+def _adamw_kernel(p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2, gscale, max_delta, check):
+    """Flat p, g, m, v (same size). Returns False (and changes nothing) if g is not finite.
+    ``check`` False skips that scan of g (a scalar loop: its early exit does not vectorise),
+    for a g whose sum of squares, ``grad_norm``, already came out finite."""
+    if check:
+        for i in range(g.size):
+            if not np.isfinite(g[i]):
+                return False
     decay = 1.0 - lr * wd
     for i in range(g.size):
         gi = g[i] * gscale
@@ -97,7 +100,8 @@ class StepStats:
 
 
 def grad_norm(grads: Params, names: list[str]) -> tuple[float, list[str]]:
-    """Global L2 norm over ``names``; also returns the names whose gradient is not finite."""
+    """Global L2 norm over ``names``; also returns the names whose gradient is not finite (a
+    float64 sum of float32 squares is finite exactly when every element is)."""
     total = 0.0
     bad = []
     for name in names:
@@ -155,11 +159,15 @@ class AdamW:
         bc1 = 1.0 - c.beta1**self.t
         bc2 = 1.0 - c.beta2**self.t
         skipped = []
+        nonfinite = set(bad)
         for n in self.owned:
-            ok = _adamw_kernel(
+            # float32: grad_norm's float64 sum of squares is finite exactly when every element
+            # is, so the kernel's own scan of g is skipped (float64 may overflow the sum: scan)
+            known = grads[n].dtype == np.float32
+            ok = not (known and n in nonfinite) and _adamw_kernel(
                 _flat_view(params[n], n), np.ascontiguousarray(grads[n]).reshape(-1),
                 _flat_view(self.m[n], n), _flat_view(self.v[n], n), lr, c.beta1, c.beta2, c.eps,
-                c.weight_decay if self.decay[n] else 0.0, bc1, bc2, scale, c.max_delta,
+                c.weight_decay if self.decay[n] else 0.0, bc1, bc2, scale, c.max_delta, not known,
             )
             if not ok:
                 skipped.append(n)

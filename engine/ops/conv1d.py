@@ -62,9 +62,11 @@ def _conv1d_silu_forward_kernel(x, wT, bias, reset, xc, u):
 @parallel_kernel
 def _conv1d_silu_backward_kernel(du, x, wT, xc, reset, dx, dwT_part, db_part):
     """du, xc (b, l, e), x (b, l, >= e), wT (k, e), reset (b, l) or (b, 0) -> dx[..., :e];
-    dwT_part (b, k, e); db_part (b, e)."""
+    dwT_part (b, k, e), or (b, 0, e) when the weight is frozen (its sum is then skipped);
+    db_part (b, e)."""
     nb, nl = x.shape[0], x.shape[1]
     nk, ne = wT.shape
+    want_dw = dwT_part.shape[1] > 0
     for b in prange(nb):
         g = np.empty(ne, x.dtype)
         dbb = db_part[b]
@@ -82,10 +84,13 @@ def _conv1d_silu_backward_kernel(du, x, wT, xc, reset, dx, dwT_part, db_part):
             first = _window_start(reset, b, t, nk)
             for j in range(nk):
                 ts = t - (nk - 1) + j
-                if ts >= first:
+                if ts >= first and want_dw:
                     for c in range(ne):
                         dx[b, ts, c] += wT[j, c] * g[c]
                         dwT_part[b, j, c] += g[c] * x[b, ts, c]
+                elif ts >= first:
+                    for c in range(ne):
+                        dx[b, ts, c] += wT[j, c] * g[c]
 
 
 def _check_weights(weight: np.ndarray, bias: np.ndarray, dt: np.dtype | None = None) -> np.dtype:
@@ -111,10 +116,11 @@ def conv1d_forward(
 
 def conv1d_backward(
     du: np.ndarray, x: np.ndarray, weight: np.ndarray, xc: np.ndarray,
-    dx: np.ndarray | None = None, reset: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    dx: np.ndarray | None = None, reset: np.ndarray | None = None, need_dw: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """du (b, l, e) -> (dx, dweight (e, 1, k), dbias (e,)); dx is (b, l, e) or, when given,
-    ``dx`` (b, l, c >= e) with its first e columns overwritten. ``reset`` as in the forward."""
+    ``dx`` (b, l, c >= e) with its first e columns overwritten. ``reset`` as in the forward.
+    ``need_dw`` False (a frozen weight): the kernel skips the weight's sum, dweight is None."""
     dt = check("weight", weight, (None, 1, None))
     ne, _, nk = weight.shape
     check_wider("x", x, ne, dt)
@@ -128,10 +134,11 @@ def conv1d_backward(
         check("dx", dx, (nb, nl, None), dt)
     rm = reset_mask(reset, nb, nl)
     wT = np.ascontiguousarray(weight[:, 0, :].T)
-    dwT = np.zeros((nb, nk, ne), dtype=x.dtype)
+    dwT = np.zeros((nb, nk if need_dw else 0, ne), dtype=x.dtype)
     db = np.zeros((nb, ne), dtype=x.dtype)
     _conv1d_silu_backward_kernel(du, x, wT, xc, rm, dx, dwT, db)
-    return dx, dwT.sum(axis=0).T[:, None, :].copy(), db.sum(axis=0)
+    dw = dwT.sum(axis=0).T[:, None, :].copy() if need_dw else None
+    return dx, dw, db.sum(axis=0)
 
 
 @kernel

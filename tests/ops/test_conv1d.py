@@ -109,3 +109,18 @@ def test_backward_with_reset_finite_differences_float64():
     assert_grad_close(dx, loss, x)
     assert_grad_close(dw, loss, w)
     assert_grad_close(db, loss, bias)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backward_without_dweight_is_the_same_except_dweight_is_none(dtype):
+    """need_dw=False (a frozen conv1d weight) skips the weight's sum; dx and dbias are
+    bit-identical."""
+    x, w, bias = _inputs(dtype)
+    du = np.random.default_rng(1).standard_normal(x.shape).astype(dtype)
+    reset = _reset_mask(2, 11, seed=2)
+    _, xc = conv1d_forward(x, w, bias, reset)
+    dx, dw, db = conv1d_backward(du, x, w, xc, reset=reset)
+    dx2, dw2, db2 = conv1d_backward(du, x, w, xc, reset=reset, need_dw=False)
+    assert dw2 is None and dw is not None
+    np.testing.assert_array_equal(dx, dx2)
+    np.testing.assert_array_equal(db, db2)

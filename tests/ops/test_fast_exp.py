@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine._jit import fast_exp
+from engine._jit import decay_exp, fast_exp
 from engine.ops.activations import softplus_forward
 from engine.ops.selective_scan import selective_scan_forward
 
@@ -17,6 +17,22 @@ def _exp_all(x):  # type: ignore[no-untyped-def]
     for i in range(x.size):
         out[i] = fast_exp(x[i])
     return out
+
+
+@njit(cache=False)
+def _decay_exp_all(x):  # type: ignore[no-untyped-def]
+    out = np.empty_like(x)
+    for i in range(x.size):
+        out[i] = decay_exp(x[i])
+    return out
+
+
+def test_decay_exp_float32_is_fast_exp_bit_for_bit_up_to_its_overflow() -> None:
+    x = np.concatenate([np.linspace(-110.0, 88.3, 400_001, dtype=np.float32),
+                        np.array([-np.inf, np.nan, 0.0, -0.0, 88.37], np.float32)])
+    got, want = _decay_exp_all(x), _exp_all(x)
+    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+    assert np.isfinite(_decay_exp_all(np.array([1e30], np.float32))).all()  # no inf branch
 
 
 def test_fast_exp_float32_matches_float64_exp_within_4e7_relative() -> None:

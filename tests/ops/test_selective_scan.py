@@ -141,3 +141,17 @@ def test_step_matches_full_forward():
         y = selective_scan_step(h, row[0], row[1], A_log, row[2], row[3], D, row[4])
         np.testing.assert_allclose(y, out[:, t], rtol=1e-12, atol=1e-12, err_msg=str(t))
     np.testing.assert_allclose(h, h_last, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backward_without_dA_is_the_same_except_dA_log_is_none(dtype):
+    """need_dA=False (A_log frozen) runs the reverse step without the dA sum; every other
+    gradient is bit-identical."""
+    args = _inputs(dtype)
+    dout = np.random.default_rng(1).standard_normal(args[0].shape).astype(dtype)
+    reset = _reset_mask(2, 9, seed=3)
+    full = selective_scan_backward(dout, *args, reset=reset)
+    part = selective_scan_backward(dout, *args, reset=reset, need_dA=False)
+    assert part[2] is None and full[2] is not None
+    for i in (0, 1, 3, 4, 5, 6):
+        np.testing.assert_array_equal(full[i], part[i])
