@@ -130,7 +130,7 @@ PRESETS: dict[str, dict[str, Any]] = {name: d.model() for name, d in PRESET_DEFA
 
 
 def preset(name: str, vocab_size: int) -> MambaConfig:
-    """``preset("small", 257)`` -> MambaConfig(d_model=192, n_layer=2, vocab padded to 264).
+    """``preset("small", 257)`` -> MambaConfig(d_model=128, n_layer=2, vocab padded to 264).
 
     A new model's embedding table is padded to a multiple of 8 (as mamba_ssm does); the config
     then says 264 and every file we write has exactly 264 rows."""

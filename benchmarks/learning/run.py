@@ -35,6 +35,7 @@ from engine import (
     PRESETS,
     BPETokenizer,
     ByteTokenizer,
+    MambaConfig,
     MambaLM,
     StepReport,
     TrainConfig,
@@ -167,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                                                                       a.bpe_vocab, a.seed)
     cfg = TrainConfig.for_preset(a.preset, epochs=1_000, seed=a.seed, **_parse_set(a.set))
     shape = {k: int(v) for k, _, v in (m.partition("=") for m in a.model)}
-    lm = MambaLM.create(replace(preset(a.preset, tok.vocab_size), **shape), tok, seed=a.seed,
-                        init=a.init)
+    base_cfg = preset(a.preset, tok.vocab_size)  # a new config, so dt_rank/d_inner follow d_model
+    model_cfg = MambaConfig(**{**PRESETS[a.preset], **shape, "vocab_size": base_cfg.vocab_size})
+    lm = MambaLM.create(model_cfg, tok, seed=a.seed, init=a.init)
     for name, w in lm.params.items():
         if name.endswith("out_proj.weight") and a.out_proj != "init":
             w *= 0.0 if a.out_proj == "zero" else 1.0 / math.sqrt(lm.config.n_layer)
