@@ -268,14 +268,23 @@ class GenerateWorker(QObject):
             lm.check_finite(self.source)
             stepper, desc = engine.pick_backend(lm, self.backend)
             t0 = time.perf_counter()
-            n = 0
-            for piece in lm.generate(self.prompt, self.sampling, stepper):
-                self.piece.emit(piece)
+            n, stopped = 0, False
+            stream = lm.tokenizer.stream()  # as lm.generate, counting tokens, not pieces
+            for tok in lm.generate_ids(lm.tokenizer.encode(self.prompt), self.sampling, stepper):
                 n += 1
+                piece = stream.step(int(tok))
+                if piece:
+                    self.piece.emit(piece)
                 if self._stop.is_set():
+                    stopped = True
                     break
+            tail = stream.flush()
+            if tail:
+                self.piece.emit(tail)
             dt = max(time.perf_counter() - t0, 1e-9)
-            self.done.emit(f"{n} streamed pieces in {dt:.2f} s ({n / dt:,.0f}/s) — {desc}")
+            why = ("stopped" if stopped else "ended at end of text"
+                   if n < self.sampling.max_new_tokens else "reached the length")
+            self.done.emit(f"{n} tokens in {dt:.2f} s ({n / dt:,.0f}/s), {why} — {desc}")
         except Exception as exc:
             self.failed.emit(describe_error(exc))
             self.done.emit("failed")
