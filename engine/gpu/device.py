@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -39,12 +40,18 @@ class GpuDevice:
 # what libwayland prints (once per probe, straight to fd 2) when the OpenGL/EGL probe looks for
 # a Wayland display without XDG_RUNTIME_DIR: harmless, but it read like one of our errors
 PROBE_NOISE = "XDG_RUNTIME_DIR is invalid or not set"
+_FD2_LOCK = threading.Lock()  # two probes at once would restore each other's redirect
 
 
 @contextmanager
 def quiet_probe_noise() -> Iterator[None]:
     """Drop ``PROBE_NOISE`` lines written to file descriptor 2 inside the block; every other line
-    written there is passed on to stderr afterwards, unchanged."""
+    written there is passed on to stderr afterwards, unchanged. One block at a time."""
+    with _FD2_LOCK:
+        yield from _filtered_fd2()
+
+
+def _filtered_fd2() -> Iterator[None]:
     try:
         sys.stderr.flush()
         saved = os.dup(2)
