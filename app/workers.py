@@ -131,6 +131,12 @@ class TrainWorker(QObject):
                     f"{tr.total_steps} steps")
                 for note in run.notices:
                     self.info.emit(f"note: {note}")
+                if tr.cfg.warmup_steps >= tr.total_steps > tr.cursor.step:  # as the CLI says
+                    fix = ("Epochs" if tr.total_steps == tr.steps_per_epoch * tr.cfg.epochs
+                           else "Max steps")
+                    self.saved.emit(f"note: the {tr.cfg.warmup_steps}-step warmup outlasts this run "
+                                    f"({tr.total_steps} steps): the learning rate never reaches "
+                                    f"{tr.cfg.lr:g} and the model learns little; raise {fix}")
                 if tr.cursor.step >= tr.total_steps:  # Continue on a finished run: say what to do
                     self.saved.emit(f"{run.folder.name} is already at step {tr.cursor.step} of "
                                     f"{tr.total_steps}: raise Epochs or Max steps (Model & training),"
