@@ -276,9 +276,12 @@ class GenerateWorker(QObject):
             t0 = time.perf_counter()
             n, stopped = 0, False
             stream = lm.tokenizer.stream()  # as lm.generate, counting tokens, not pieces
+            eos = lm.tokenizer.eos_id
             for tok in lm.generate_ids(lm.tokenizer.encode(self.prompt), self.sampling, stepper):
                 n += 1
-                piece = stream.step(int(tok))
+                # "stop at end of text" off: an end of text decoded to nothing (bytes: the
+                # examples ran together) or "<|endoftext|>" (BPE); a line break for both
+                piece = stream.flush() + "\n" if tok == eos else stream.step(int(tok))
                 if piece:
                     self.piece.emit(piece)
                 if self._stop.is_set():

@@ -259,7 +259,7 @@ def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
 
         def generate_ids(self, ids, sampling, backend):
             n = 2 if sampling.stop_at_eos else sampling.max_new_tokens  # "end of text" after 2
-            yield from [104, 105, 33, 33, 33, 33][:n]
+            yield from [104, 105, self.tokenizer.eos_id, 33, 33, 33][:n]
 
     monkeypatch.setattr(engine, "load_model", lambda src: FakeLM())
     monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, "CPU step"))
@@ -271,4 +271,4 @@ def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
         w.done.connect(done.append)
         w.run()
         assert done[0].startswith(f"{why} in ") and text in done[0] and "CPU step" in done[0]
-        assert "".join(pieces) == "hi!!!!"[:int(why[0])]
+        assert "".join(pieces) == ("hi" if stop else "hi\n!!!")  # end of text shown, not lost
