@@ -131,6 +131,12 @@ class TrainWorker(QObject):
                     f"{tr.total_steps} steps")
                 for note in run.notices:
                     self.info.emit(f"note: {note}")
+                if tr.cfg.warmup_steps >= tr.total_steps > tr.cursor.step:  # as the CLI says
+                    fix = ("Epochs" if tr.total_steps == tr.steps_per_epoch * tr.cfg.epochs
+                           else "Max steps")
+                    self.saved.emit(f"note: the {tr.cfg.warmup_steps}-step warmup outlasts this run "
+                                    f"({tr.total_steps} steps): the learning rate never reaches "
+                                    f"{tr.cfg.lr:g} and the model learns little; raise {fix}")
                 if tr.cursor.step >= tr.total_steps:  # Continue on a finished run: say what to do
                     self.saved.emit(f"{run.folder.name} is already at step {tr.cursor.step} of "
                                     f"{tr.total_steps}: raise Epochs or Max steps (Model & training),"
@@ -268,14 +274,26 @@ class GenerateWorker(QObject):
             lm.check_finite(self.source)
             stepper, desc = engine.pick_backend(lm, self.backend)
             t0 = time.perf_counter()
-            n = 0
-            for piece in lm.generate(self.prompt, self.sampling, stepper):
-                self.piece.emit(piece)
+            n, stopped = 0, False
+            stream = lm.tokenizer.stream()  # as lm.generate, counting tokens, not pieces
+            eos = lm.tokenizer.eos_id
+            for tok in lm.generate_ids(lm.tokenizer.encode(self.prompt), self.sampling, stepper):
                 n += 1
+                # "stop at end of text" off: an end of text decoded to nothing (bytes: the
+                # examples ran together) or "<|endoftext|>" (BPE); a line break for both
+                piece = stream.flush() + "\n" if tok == eos else stream.step(int(tok))
+                if piece:
+                    self.piece.emit(piece)
                 if self._stop.is_set():
+                    stopped = True
                     break
+            tail = stream.flush()
+            if tail:
+                self.piece.emit(tail)
             dt = max(time.perf_counter() - t0, 1e-9)
-            self.done.emit(f"{n} streamed pieces in {dt:.2f} s ({n / dt:,.0f}/s) — {desc}")
+            why = ("stopped" if stopped else "ended at end of text"
+                   if n < self.sampling.max_new_tokens else "reached the length")
+            self.done.emit(f"{n} tokens in {dt:.2f} s ({n / dt:,.0f}/s), {why} — {desc}")
         except Exception as exc:
             self.failed.emit(describe_error(exc))
             self.done.emit("failed")

@@ -24,6 +24,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
+# C0 controls but tab, newline and carriage return; DEL; C1 controls (ESC starts a terminal escape)
+_CONTROLS = {c: "\ufffd" for c in [*range(32), *range(127, 160)] if c not in (9, 10, 13)}
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with control characters (ESC, NUL, backspace, ...) shown as U+FFFD: a barely
+    trained byte model samples them, and raw they move the cursor or restyle the terminal."""
+    return text.translate(_CONTROLS)
+
+
 def _int_in(lo: int, hi: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -222,6 +232,10 @@ def _train(a: argparse.Namespace, run, job) -> int:
             print(f"note: {tr.cfg.epochs} epochs end at step {by_epochs}, before max steps "
                   f"{tr.cfg.max_steps}; pass --epochs {-(-tr.cfg.max_steps // tr.steps_per_epoch)} "
                   "to reach it", file=sys.stderr)
+        if (tr.cfg.lora is not None or tr.cfg.wsla) and run.spec.init is None:
+            what = "LoRA adapters" if tr.cfg.lora is not None else "WSLA (x_proj only)"
+            print(f"note: {what} on a new model with random weights: the base stays random; to "
+                  "fine-tune a trained model pass --init RUN_OR_MODEL_FOLDER", file=sys.stderr)
         if tr.cfg.warmup_steps >= tr.total_steps > tr.cursor.step:
             print(f"note: the {tr.cfg.warmup_steps}-step warmup outlasts the run ({tr.total_steps} "
                   f"steps): the learning rate never reaches {tr.cfg.lr:g}; lower --warmup",
@@ -240,7 +254,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
             for i, prompt in enumerate(run.spec.prompts):
                 s = replace(sampling, seed=sample_seed(sampling.seed, i))
                 text = "".join(lm.generate(prompt, s))
-                print(f"\n--- sample {tag} ---\n{prompt}{text}\n", file=sys.stderr)
+                print(f"\n--- sample {tag} ---\n{terminal_safe(prompt + text)}\n", file=sys.stderr)
 
         def on_epoch(rep) -> None:
             sys.stderr.write("\n")
@@ -341,9 +355,10 @@ def cmd_generate(a: argparse.Namespace) -> int:
     pieces = lm.generate(a.prompt, s, backend=backend)
     if not a.stream:  # all at once, e.g. for a pipe that wants whole lines
         pieces = iter(["".join(pieces)])
-    sys.stdout.write(a.prompt)
+    shown = terminal_safe if sys.stdout.isatty() else str  # a file or pipe gets the exact text
+    sys.stdout.write(shown(a.prompt))
     for piece in pieces:
-        sys.stdout.write(piece)
+        sys.stdout.write(shown(piece))
         sys.stdout.flush()  # --stream: each piece as soon as its token is sampled
     sys.stdout.write("\n")
     return 0

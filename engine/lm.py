@@ -56,7 +56,8 @@ class MambaLM:
         self, prompt_ids: np.ndarray, sampling: SamplingConfig, backend: Stepper | None = None
     ) -> Iterator[int]:
         """Yield new token ids one at a time with the recurrent step of ``backend`` (a
-        ``GpuStepper``; the CPU step when None); ends early at a stop token (``SamplingConfig``)."""
+        ``GpuStepper``; the CPU step when None); ends early at a stop token (``SamplingConfig``).
+        An end-of-text id that does not stop it resets the state (each document trains from zero)."""
         stepper = backend if backend is not None else CpuStepper(self.params, self.config)
         rng = np.random.default_rng(sampling.seed)
         ids = np.asarray(prompt_ids, dtype=np.int64).reshape(-1)
@@ -66,6 +67,7 @@ class MambaLM:
         history = list(ids[-sampling.repetition_window:])
         stops = {t for t in (sampling.stop_token,
                              self.tokenizer.eos_id if sampling.stop_at_eos else None) if t is not None}
+        eos = self.tokenizer.eos_id
         for _ in range(sampling.max_new_tokens):
             tok = sample(logits, sampling, rng, np.asarray(history))
             if tok in stops:
@@ -73,7 +75,9 @@ class MambaLM:
             yield tok
             history.append(tok)
             del history[:-sampling.repetition_window]
-            logits = stepper.step(tok)
+            # past an end of text (not stopping there) a new document starts as in training: from
+            # a zero state with the end-of-text id as its first input
+            logits = stepper.prefill(np.array([tok])) if tok == eos else stepper.step(tok)
 
     def generate(
         self, prompt: str, sampling: SamplingConfig | None = None, backend: Stepper | None = None

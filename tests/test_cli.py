@@ -58,8 +58,8 @@ def test_eval_of_a_run_without_a_corpus_uses_its_held_out_split(tmp_path, capsys
 
 
 def test_lora_bpe_and_adapter_export(tmp_path, capsys):
-    out = tmp_path / "run"
-    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--tokenizer", "bpe",
+    out, corpus = tmp_path / "run", _corpus(tmp_path)
+    assert main(["train", str(corpus), "--preset", "tiny", "--tokenizer", "bpe",
                  "--bpe-vocab", "300", "--seq-len", "16", "--batch", "2", "--max-steps", "2",
                  "--lora", "in_proj,dt_proj", "--export-adapter", str(tmp_path / "ad"),
                  "--out", str(out), "--sample-tokens", "0"]) == 0
@@ -67,6 +67,11 @@ def test_lora_bpe_and_adapter_export(tmp_path, capsys):
     assert "LoRA r=8: 4 modules adapted" in err and "PEFT un-merged LoRA on dt_proj" in err
     assert (tmp_path / "ad" / "adapter_model.safetensors").exists()
     assert (tmp_path / "ad" / "base" / "model.safetensors").exists()  # the unmerged base
+    assert "LoRA adapters on a new model with random weights" in err  # no --init: said so
+    assert main(["train", str(corpus), "--init", str(out), "--lora", "in_proj",
+                 "--seq-len", "16", "--batch", "2", "--max-steps", "1", "--out",
+                 str(tmp_path / "ft"), "--sample-tokens", "0"]) == 0
+    assert "random weights" not in capsys.readouterr().err
 
 
 def test_adapter_export_peft_cannot_load_is_refused_before_training(tmp_path, capsys):
@@ -89,3 +94,11 @@ def test_bench_json_line(capsys):
     assert main(["bench", "--json", "--configs", "small", "--steps", "1"]) == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["config"] == "small" and line["tokens_per_s"] > 0 and "blas_kernel" in line
+
+
+def test_samples_cannot_drive_the_terminal():
+    """An early byte model samples ESC, NUL, backspace...: shown as U+FFFD, text kept."""
+    from engine.cli import terminal_safe
+
+    assert terminal_safe("a\x1b[2Jb\x00c\x08d\x7f\x9be") == "a\ufffd[2Jb\ufffdc\ufffdd\ufffd\ufffde"
+    assert terminal_safe("line\tone\r\nläuft ✓\n") == "line\tone\r\nläuft ✓\n"

@@ -44,3 +44,36 @@ def test_cli_generate_stops_at_end_of_text_unless_no_stop(tmp_path: Path, monkey
     assert main(["generate", str(tmp_path / "m"), "--prompt", "A", "--max-new-tokens", "6",
                  "--no-stop"]) == 0
     assert capsys.readouterr().out == "AHiHaa\n"  # went on past the end-of-text id (not shown)
+
+
+def test_past_an_unstopped_end_of_text_the_state_restarts_as_in_training(monkeypatch):
+    """Training starts every document from a zero state fed the end-of-text id; generation went
+    on from the old state, so '12+54=70' was followed by fragments ('3', '3', '3370=97')."""
+    from engine.inference import CpuStepper
+
+    lm = _lm()
+    calls: list[tuple[str, list[int]]] = []
+
+    class Recording(CpuStepper):
+        def prefill(self, ids):
+            calls.append(("prefill", [int(i) for i in ids]))
+            return super().prefill(ids)
+
+        def step(self, token):
+            calls.append(("step", [int(token)]))
+            return super().step(token)
+
+    seen: list[np.ndarray] = []
+
+    def scripted(logits, *a, **k):
+        seen.append(np.array(logits))
+        return [72, 256, 105][len(seen) - 1] if len(seen) <= 3 else 97
+
+    monkeypatch.setattr(engine.lm, "sample", scripted)
+    out = list(lm.generate_ids(np.array([65]), SamplingConfig(max_new_tokens=4, stop_at_eos=False),
+                               Recording(lm.params, lm.config)))
+    assert out == [72, 256, 105, 97]
+    assert calls == [("prefill", [65]), ("step", [72]), ("prefill", [256]), ("step", [105]),
+                     ("step", [97])]
+    fresh = CpuStepper(lm.params, lm.config).prefill(np.array([256]))  # a new document's start
+    np.testing.assert_array_equal(seen[2], fresh)

@@ -58,7 +58,7 @@ class DropZone(QFrame):
         self.setObjectName("dropZone")
         self.setMinimumHeight(56)
         self.setStyleSheet("#dropZone { border: 2px dashed #7a8ca3; border-radius: 8px; }")
-        self.setToolTip("Drop files or folders: they are copied into nothing, only read "
+        self.setToolTip("Drop files or folders: they are only read, never copied or changed "
                         "(text and code files; others are listed as skipped)")
         lay = QVBoxLayout(self)
         label = QLabel("Drop text or code files / folders here")

@@ -9,6 +9,11 @@ Kinds: "disabled", "no-wgpu" (package missing), "no-adapter" (no Vulkan/GL drive
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +37,48 @@ class GpuDevice:
     adapter_type: str
 
 
+# what libwayland prints (once per probe, straight to fd 2) when the OpenGL/EGL probe looks for
+# a Wayland display without XDG_RUNTIME_DIR: harmless, but it read like one of our errors
+PROBE_NOISE = "XDG_RUNTIME_DIR is invalid or not set"
+_FD2_LOCK = threading.Lock()  # two probes at once would restore each other's redirect
+
+
+@contextmanager
+def quiet_probe_noise() -> Iterator[None]:
+    """Drop ``PROBE_NOISE`` lines written to file descriptor 2 inside the block; every other line
+    written there is passed on to stderr afterwards, unchanged. One block at a time."""
+    with _FD2_LOCK:
+        yield from _filtered_fd2()
+
+
+def _filtered_fd2() -> Iterator[None]:
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable fd 2: nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as buf:
+        os.dup2(buf.fileno(), 2)
+        try:
+            yield
+        finally:
+            with suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            buf.seek(0)
+            kept = [ln for ln in buf.read().splitlines(keepends=True)
+                    if PROBE_NOISE.encode() not in ln]
+            if kept:
+                os.write(2, b"".join(kept))
+
+
 def _enumerate() -> list[Any]:
     import wgpu
 
-    return list(wgpu.gpu.enumerate_adapters_sync())
+    with quiet_probe_noise():
+        return list(wgpu.gpu.enumerate_adapters_sync())
 
 
 def _software(a: Any) -> bool:

@@ -243,3 +243,32 @@ def test_playground_stops_at_end_of_text_unless_unticked(win):
     pg.stop_at_end.setChecked(False)
     assert not pg.sampling().stop_at_eos
     assert win.preview.sampling().stop_at_eos  # training previews end at end-of-text too
+
+
+def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
+    """The status said "N streamed pieces" whether or not end-of-text ended it."""
+    import engine
+    from app.workers import GenerateWorker
+    from engine.tokenizer import ByteTokenizer
+
+    class FakeLM:
+        tokenizer = ByteTokenizer()
+
+        def check_finite(self, source):
+            pass
+
+        def generate_ids(self, ids, sampling, backend):
+            n = 2 if sampling.stop_at_eos else sampling.max_new_tokens  # "end of text" after 2
+            yield from [104, 105, self.tokenizer.eos_id, 33, 33, 33][:n]
+
+    monkeypatch.setattr(engine, "load_model", lambda src: FakeLM())
+    monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, "CPU step"))
+    for stop, why, text in ((True, "2 tokens", "ended at end of text"),
+                            (False, "6 tokens", "reached the length")):
+        w = GenerateWorker("m", "", engine.SamplingConfig(max_new_tokens=6, stop_at_eos=stop), "cpu")
+        pieces, done = [], []
+        w.piece.connect(pieces.append)
+        w.done.connect(done.append)
+        w.run()
+        assert done[0].startswith(f"{why} in ") and text in done[0] and "CPU step" in done[0]
+        assert "".join(pieces) == ("hi" if stop else "hi\n!!!")  # end of text shown, not lost
