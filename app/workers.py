@@ -131,12 +131,12 @@ class TrainWorker(QObject):
                     f"{tr.total_steps} steps")
                 for note in run.notices:
                     self.info.emit(f"note: {note}")
-                if tr.cfg.warmup_steps >= tr.total_steps > tr.cursor.step:  # as the CLI says
+                if tr.warmup_steps < tr.cfg.warmup_steps and tr.total_steps > tr.cursor.step:
                     fix = ("Epochs" if tr.total_steps == tr.steps_per_epoch * tr.cfg.epochs
-                           else "Max steps")
-                    self.saved.emit(f"note: the {tr.cfg.warmup_steps}-step warmup outlasts this run "
-                                    f"({tr.total_steps} steps): the learning rate never reaches "
-                                    f"{tr.cfg.lr:g} and the model learns little; raise {fix}")
+                           else "Max steps")  # as the CLI says
+                    self.saved.emit(f"note: the {tr.cfg.warmup_steps}-step warmup is cut to "
+                                    f"{tr.warmup_steps} steps, a fifth of this {tr.total_steps}-step "
+                                    f"run; a run this short learns little: raise {fix}")
                 if tr.cursor.step >= tr.total_steps:  # Continue on a finished run: say what to do
                     self.saved.emit(f"{run.folder.name} is already at step {tr.cursor.step} of "
                                     f"{tr.total_steps}: raise Epochs or Max steps (Model & training),"

@@ -41,7 +41,7 @@ PRESET_DEFAULTS: dict[str, PresetDefaults] = {
                "selective copying and induction-head recall in about 2 minutes on 2 cores",
     ),
     "small": PresetDefaults(
-        # 2 layers of d 128, not 4: 4-layer models stayed at chance on selective copying in 6 of 7
+        # 2 layers of d 128, not 4: 4-layer models learned selective copying in only 1 of 10
         # runs, 2-layer d 128 learned it in 4 of 4 seeds (and induction in 750 steps), with text
         # as good in equal time (1.647 vs 1.665 bits/byte in 6.3 min); docs/learning.md
         d_model=128, n_layer=2, lr=3e-3, batch_size=8, seq_len=256, warmup_steps=100,

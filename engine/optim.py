@@ -200,11 +200,21 @@ class AdamW:
         self.t = int(t)
 
 
+MAX_WARMUP_FRACTION = 0.2  # a warmup longer than a fifth of the run leaves no time to learn
+
+
+def effective_warmup(warmup: int, total_steps: int) -> int:
+    """The warmup a run of ``total_steps`` uses: ``warmup``, cut to a fifth of the run (the
+    default 100 steps on a 33-step run left held-out loss at 3.96 nats against 2.65 with 6)."""
+    return min(warmup, int(total_steps * MAX_WARMUP_FRACTION))
+
+
 def lr_at(step: int, total_steps: int, base_lr: float, warmup: int, min_ratio: float = 0.1,
           decay_fraction: float = 1.0) -> float:
-    """Linear warmup over ``warmup`` steps, ``base_lr`` held, then cosine decay to
-    ``min_ratio * base_lr`` over the last ``decay_fraction`` of the steps after the warmup
-    (warmup-stable-decay; 1.0 is a cosine over the whole run)."""
+    """Linear warmup over ``effective_warmup(warmup, total_steps)`` steps, ``base_lr`` held,
+    then cosine decay to ``min_ratio * base_lr`` over the last ``decay_fraction`` of the steps
+    after the warmup (warmup-stable-decay; 1.0 is a cosine over the whole run)."""
+    warmup = effective_warmup(warmup, total_steps)
     if warmup > 0 and step < warmup:
         return base_lr * (step + 1) / warmup
     start = warmup + (1.0 - decay_fraction) * max(0, total_steps - warmup)

@@ -24,7 +24,7 @@ from .errors import CorpusError, TrainingError
 from .evaluation import HELDOUT_SAMPLE_TOKENS, EvalReport, EvalStopped, evaluate
 from .lm import MambaLM
 from .model import loss_and_grad
-from .optim import AdamW, AdamWConfig, ShardSpec, lr_at
+from .optim import AdamW, AdamWConfig, ShardSpec, effective_warmup, lr_at
 from .reports import EpochReport, StepReport, format_duration  # noqa: F401  (re-exported)
 from .threads import ThreadTuner
 from .trainable import Trainable, TrainableKind, make_trainable, trainable_kind
@@ -199,6 +199,11 @@ class Trainer:
         if not self.cfg.shuffle:
             return np.arange(n)
         return np.random.default_rng([self.cfg.seed, epoch]).permutation(n)
+
+    @property
+    def warmup_steps(self) -> int:
+        """The warmup this run uses: ``cfg.warmup_steps`` cut to a fifth of ``total_steps``."""
+        return effective_warmup(self.cfg.warmup_steps, self.total_steps)
 
     def current_lr(self) -> float:
         """The learning rate of the next optimizer step (warmup, stable, decay)."""

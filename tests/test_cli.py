@@ -20,7 +20,7 @@ def test_train_generate_eval_resume(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "skipped" in err and "b.bin" in err  # the binary file is reported, the rest trains
     assert "sample before training" in err and "saved" in err and "step-3" in err
-    assert "the 100-step warmup outlasts the run (3 steps)" in err  # tiny's warmup is 100
+    assert "the 100-step warmup is cut to 0 steps, a fifth of this 3-step run" in err
     assert json.loads((out / "latest.json").read_text())["step"] == 3
     assert main(["train", "--resume", str(out), "--sample-tokens", "0"]) == 0
     assert "already at step 3 of 3" in capsys.readouterr().err  # max_steps kept

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.optim import AdamW, AdamWConfig, ShardSpec, lr_at
+from engine.optim import AdamW, AdamWConfig, ShardSpec, effective_warmup, lr_at
 from engine.params import decays
 
 
@@ -167,3 +167,12 @@ def test_old_run_json_keeps_its_cosine_schedule():
     assert d["train"]["decay_fraction"] == 0.2  # the default schedule is warmup-stable-decay
     del d["train"]["decay_fraction"]  # a run.json written before the field existed
     assert RunSpec.from_dict(d).train.decay_fraction == 1.0
+
+
+def test_warmup_is_cut_to_a_fifth_of_a_short_run():
+    # a 33-step run (3 epochs of the sample corpus) with the default 100-step warmup: 6 steps
+    assert effective_warmup(100, 33) == 6
+    assert effective_warmup(100, 1000) == 100
+    assert lr_at(5, 33, 1.0, 100) == pytest.approx(1.0)  # warmup over, lr at its peak
+    assert lr_at(0, 33, 1.0, 100) == pytest.approx(1 / 6)
+    assert lr_at(0, 3, 1.0, 100) == pytest.approx(1.0)  # a 3-step run: no warmup at all

@@ -162,5 +162,5 @@ def test_a_run_shorter_than_the_warmup_says_so(win, qtbot):
     """The app's default 3 epochs on the sample corpus are 33 steps, all inside the 100-step
     warmup: the CLI said so, the window did not (the samples just stayed noise)."""
     train_until_idle(qtbot, win, max_steps=2)
-    assert "the 100-step warmup outlasts this run (2 steps)" in win.log.toPlainText()
+    assert "the 100-step warmup is cut to 0 steps, a fifth of this 2-step run" in win.log.toPlainText()
     assert "raise Max steps" in win.log.toPlainText()  # max steps, not the epochs, ended it
