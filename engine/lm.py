@@ -84,10 +84,12 @@ class MambaLM:
     ) -> Iterator[str]:
         """Stream decoded text pieces; multi-byte characters are emitted once complete. Decoding is
         incremental (the tokenizer's ``stream()``), so each token costs the same however long the
-        text already is."""
+        text already is. The prompt is read after an end-of-text id, as every training document
+        starts (``engine.documents``), so a prompt is the beginning of a document."""
         sampling = sampling or SamplingConfig()
         stream = self.tokenizer.stream()
-        for tok in self.generate_ids(self.tokenizer.encode(prompt), sampling, backend):
+        ids = np.concatenate([[self.tokenizer.eos_id], self.tokenizer.encode(prompt)])
+        for tok in self.generate_ids(ids.astype(np.int64), sampling, backend):
             piece = stream.step(int(tok))
             if piece:
                 yield piece

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from engine import ByteTokenizer, MambaLM
 from engine.inference import InferenceState, prefill, step
 from engine.model import logits_forward
 from engine.sampling import SamplingConfig, sample
@@ -65,3 +66,21 @@ def test_generate_stops_at_stop_token_and_is_seeded():
     c = list(lm.generate_ids(np.array([65, 66]), SamplingConfig(temperature=1.0, max_new_tokens=30,
                                                                  seed=3, stop_token=stop)))
     assert c == a[: a.index(stop)]
+
+
+def test_text_prompt_is_read_as_the_start_of_a_document(monkeypatch):
+    # training puts an end-of-text id before every document, so generate() reads the prompt
+    # after one: the ids it hands to generate_ids are [eos] + the prompt's ids
+    tok = ByteTokenizer()
+    lm = MambaLM.create(tiny_config(vocab_size=tok.vocab_size), tok, seed=5)
+    seen = []
+    real = MambaLM.generate_ids
+
+    def spy(self, ids, sampling, backend=None):
+        seen.append(np.asarray(ids).tolist())
+        return real(self, ids, sampling, backend)
+
+    monkeypatch.setattr(MambaLM, "generate_ids", spy)
+    out = "".join(lm.generate("ab", SamplingConfig(temperature=0.0, max_new_tokens=3)))
+    assert seen == [[tok.eos_id, *tok.encode("ab").tolist()]]
+    assert isinstance(out, str)

@@ -213,8 +213,8 @@ def test_incremental_generation_text_equals_full_decode(kind):
     tok = ByteTokenizer() if kind == "bytes" else BPETokenizer.train(texts, vocab_size=320)
     lm = MambaLM.create(tiny_config(vocab_size=tok.vocab_size), tok, seed=3)
     s = SamplingConfig(temperature=1.5, top_k=0, top_p=1.0, max_new_tokens=300, seed=1)
-    ids = list(lm.generate_ids(tok.encode("hé"), s))
-    text = "".join(lm.generate("hé", s))
+    ids = list(lm.generate_ids(np.concatenate([[tok.eos_id], tok.encode("hé")]), s))
+    text = "".join(lm.generate("hé", s))  # reads the prompt after an end-of-text id
     full = tok.decode(ids)
     assert text == full.rstrip("\ufffd") or text == full  # an incomplete last character is held
 
