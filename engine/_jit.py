@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar, cast
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic, overload, register_jitable
 
 FASTMATH = frozenset({"reassoc", "contract", "nsz"})
 
@@ -78,18 +78,25 @@ _P4 = np.float32(1.6666665459e-1)
 _P5 = np.float32(5.0000001201e-1)
 
 
+@register_jitable(fastmath=set(FASTMATH))
+def _exp_poly(x):  # pragma: no cover - compiled
+    """float32 exp(x) for x clamped to [_LO, _HI]: 2^n * a degree-7 polynomial of the remainder
+    (Cephes expf); shared by ``fast_exp`` and ``decay_exp``, which add their range handling."""
+    xc = min(max(x, _LO), _HI)
+    fx = np.floor(xc * _LOG2E + _HALF)
+    r = xc - fx * _C1 - fx * _C2
+    z = r * r
+    p = ((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5
+    return (p * z + r + _ONE) * _int32_bits_as_float32(np.int32((np.int32(fx) + np.int32(127))
+                                                              << 23))
+
+
 @overload(fast_exp, jit_options={"fastmath": set(FASTMATH)})
 def _fast_exp_overload(x):
     if x == types.float32:
 
         def impl(x):
-            xc = min(max(x, _LO), _HI)
-            fx = np.floor(xc * _LOG2E + _HALF)
-            r = xc - fx * _C1 - fx * _C2
-            z = r * r
-            p = ((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5
-            y = (p * z + r + _ONE) * _int32_bits_as_float32(np.int32((np.int32(fx) + np.int32(127))
-                                                                     << 23))
+            y = _exp_poly(x)
             # outside the polynomial's range: overflow is inf, underflow 0, NaN stays NaN (selects,
             # so the loop still vectorises); the optimizer's non-finite guard must see them
             y = _INF if x > _HI else y
@@ -118,13 +125,7 @@ def _decay_exp_overload(x):
     if x == types.float32:
 
         def impl(x):
-            xc = min(max(x, _LO), _HI)
-            fx = np.floor(xc * _LOG2E + _HALF)
-            r = xc - fx * _C1 - fx * _C2
-            z = r * r
-            p = ((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5
-            y = (p * z + r + _ONE) * _int32_bits_as_float32(np.int32((np.int32(fx) + np.int32(127))
-                                                                     << 23))
+            y = _exp_poly(x)
             y = _ZERO if x < _LO else y
             return x if x != x else y
 
