@@ -49,7 +49,9 @@ TIPS = {
     "d_model": "Width of the model (hidden size); parameters grow with its square",
     "n_layer": "Number of Mamba blocks stacked",
     "d_state": "Size of each channel's recurrent state (N in the selective scan)",
-    "tokenizer": "bytes: one token per UTF-8 byte; bpe: a tokenizer trained on your corpus",
+    "tokenizer": ("bytes: one token per UTF-8 byte (best for small corpora); bpe: a tokenizer "
+                  "trained on your corpus: on 8 MB of code it reached 14 % below a 5-gram model "
+                  "in 10 minutes, bytes 6 %"),
     "bpe_vocab": "Number of tokens the BPE tokenizer learns (bpe only)",
     "init_scheme": "Weight initialisation of a new model (not used when starting from opened "
                    "weights); reference = the mamba_ssm / Hugging Face init",
