@@ -131,12 +131,10 @@ class TrainWorker(QObject):
                     f"{tr.total_steps} steps")
                 for note in run.notices:
                     self.info.emit(f"note: {note}")
-                if tr.warmup_steps < tr.cfg.warmup_steps and tr.total_steps > tr.cursor.step:
-                    fix = ("Epochs" if tr.total_steps == tr.steps_per_epoch * tr.cfg.epochs
-                           else "Max steps")  # as the CLI says
-                    self.saved.emit(f"note: the {tr.cfg.warmup_steps}-step warmup is cut to "
-                                    f"{tr.warmup_steps} steps, a fifth of this {tr.total_steps}-step "
-                                    f"run; a run this short learns little: raise {fix}")
+                fix = ("Epochs" if tr.total_steps == tr.steps_per_epoch * tr.cfg.epochs
+                       else "Max steps")
+                if (warmup_note := tr.warmup_notice(fix)) is not None:
+                    self.saved.emit(f"note: {warmup_note}")
                 if tr.cursor.step >= tr.total_steps:  # Continue on a finished run: say what to do
                     self.saved.emit(f"{run.folder.name} is already at step {tr.cursor.step} of "
                                     f"{tr.total_steps}: raise Epochs or Max steps (Model & training),"

@@ -236,10 +236,8 @@ def _train(a: argparse.Namespace, run, job) -> int:
             what = "LoRA adapters" if tr.cfg.lora is not None else "WSLA (x_proj only)"
             print(f"note: {what} on a new model with random weights: the base stays random; to "
                   "fine-tune a trained model pass --init RUN_OR_MODEL_FOLDER", file=sys.stderr)
-        if tr.warmup_steps < tr.cfg.warmup_steps and tr.total_steps > tr.cursor.step:
-            print(f"note: the {tr.cfg.warmup_steps}-step warmup is cut to {tr.warmup_steps} steps, a "
-                  f"fifth of this {tr.total_steps}-step run; a run this short learns little: raise "
-                  "--epochs", file=sys.stderr)
+        if (warmup_note := tr.warmup_notice("--epochs")) is not None:
+            print(f"note: {warmup_note}", file=sys.stderr)
         if tr.cursor.step >= tr.total_steps:
             more = "--epochs" if tr.total_steps == by_epochs else "--max-steps or --epochs"
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "

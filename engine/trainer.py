@@ -205,6 +205,15 @@ class Trainer:
         """The warmup this run uses: ``cfg.warmup_steps`` cut to a fifth of ``total_steps``."""
         return effective_warmup(self.cfg.warmup_steps, self.total_steps)
 
+    def warmup_notice(self, fix: str) -> str | None:
+        """The note the CLI and the app show when the configured warmup was cut to a fifth of this
+        run (``effective_warmup``) and steps remain; ``fix`` names the setting to raise."""
+        if self.warmup_steps < self.cfg.warmup_steps and self.total_steps > self.cursor.step:
+            return (f"the {self.cfg.warmup_steps}-step warmup is cut to {self.warmup_steps} "
+                    f"steps, a fifth of this {self.total_steps}-step run; a run this short learns "
+                    f"little: raise {fix}")
+        return None
+
     def current_lr(self) -> float:
         """The learning rate of the next optimizer step (warmup, stable, decay)."""
         c = self.cfg
