@@ -44,8 +44,8 @@ from engine import (
     encode_documents,
     evaluate,
     load_corpus,
-    preset,
 )
+from engine.config import padded_vocab
 from engine.packing import PackedRows, line_end_table, pack_spans
 
 from .ngram import baselines
@@ -168,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                       a.bpe_vocab, a.seed)
     cfg = TrainConfig.for_preset(a.preset, epochs=1_000, seed=a.seed, **_parse_set(a.set))
     shape = {k: int(v) for k, _, v in (m.partition("=") for m in a.model)}
-    base_cfg = preset(a.preset, tok.vocab_size)  # a new config, so dt_rank/d_inner follow d_model
-    model_cfg = MambaConfig(**{**PRESETS[a.preset], **shape, "vocab_size": base_cfg.vocab_size})
+    # a new config (not ``replace`` of the preset's), so dt_rank and d_inner follow d_model
+    model_cfg = MambaConfig(**{**PRESETS[a.preset], **shape}, vocab_size=padded_vocab(tok.vocab_size))
     lm = MambaLM.create(model_cfg, tok, seed=a.seed, init=a.init)
     for name, w in lm.params.items():
         if name.endswith("out_proj.weight") and a.out_proj != "init":
