@@ -35,6 +35,12 @@ if TYPE_CHECKING:
 _D = PRESET_DEFAULTS[DEFAULT_PRESET]  # the per-preset table (engine/defaults.py) is the one source
 
 
+def epoch_steps(n_rows: int, rows_per_step: int) -> int:
+    """Optimizer steps of one epoch over ``n_rows`` rows taken ``rows_per_step`` at a time (the
+    last step may be smaller): the count ``Trainer`` walks and the estimates show."""
+    return -(-n_rows // rows_per_step)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Training settings; the defaults are the default preset's row of ``PRESET_DEFAULTS``
@@ -183,7 +189,7 @@ class Trainer:
 
     @property
     def steps_per_epoch(self) -> int:
-        return -(-len(self.rows) // self.rows_per_step)
+        return epoch_steps(len(self.rows), self.rows_per_step)
 
     @property
     def total_steps(self) -> int:

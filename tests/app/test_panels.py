@@ -3,6 +3,8 @@ settings files and exports."""
 
 import json
 import math
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -160,15 +162,32 @@ def test_lora_panel_never_scrolls_sideways_at_1024x700(win, qtbot):
 def test_estimate_changes_with_batch_size(win, qtbot, monkeypatch):
     monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")
     win._schedule_estimate()
-    qtbot.waitUntil(lambda: "per epoch" in win.estimate.text(), timeout=RUN_TIMEOUT)
+    qtbot.waitUntil(lambda: "ms/step ×" in win.estimate.text(), timeout=RUN_TIMEOUT)
     before = win.estimate.text()
     assert "82,368 parameters" in before and "memory" in before
     win.train.batch.setValue(16)
-    qtbot.waitUntil(lambda: "per epoch" in win.estimate.text() and win.estimate.text() != before,
+    qtbot.waitUntil(lambda: "ms/step ×" in win.estimate.text() and win.estimate.text() != before,
                     timeout=RUN_TIMEOUT)
     after = win.estimate.text()
     steps = [int(t.split("× ")[1].rstrip(")").replace(",", "")) for t in (before, after)]
     assert steps[0] == 4 * steps[1] or abs(steps[0] - 4 * steps[1]) <= 3  # 4x batch, 1/4 steps
+
+
+def test_estimate_shows_the_steps_the_run_takes(win, qtbot, tmp_path, monkeypatch):
+    """The estimate's steps per epoch are a started run's (packed rows): with the defaults on the
+    sample corpus it once showed tokens / (batch x seq_len), 10, where the run took 11."""
+    monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")
+    win.train.preset.setCurrentText("small")
+    win.train.seq_len.setValue(256)
+    win.train.batch.setValue(8)
+    win._refresh_estimate()  # the text now follows these settings (measured and counted next)
+    count = re.compile(r"ms/step × ([\d,]+)\)")
+    qtbot.waitUntil(lambda: count.search(win.estimate.text()) is not None, timeout=RUN_TIMEOUT)
+    shown = int(count.search(win.estimate.text())[1].replace(",", ""))
+    tc = win.train.train_config()
+    spec = replace(win.train.run_spec(None, tc.eval_every), records=win.corpus.record_mode())
+    with runapi.start(spec, win.corpus.paths(), out=tmp_path / "run") as run:
+        assert shown == run.trainer.steps_per_epoch == 11
 
 
 def test_trainable_count_follows_the_opened_model(win, qtbot, tiny_run):
