@@ -113,7 +113,8 @@ class MainWindow(QMainWindow):
         self.next_label.setToolTip("What the next Start does (choose Continue in the Runs tab)")
         self.estimate = QLabel("estimating…")
         self.estimate.setWordWrap(True)
-        self.estimate.setToolTip("Parameters, peak memory and time per epoch (two real steps timed)")
+        self.estimate.setToolTip("Parameters, peak memory and time per epoch: the run's steps per epoch "
+                                 "(its packed rows) x the median of three real steps timed")
 
         left = QTabWidget()
         left.addTab(self.corpus, "Corpus")

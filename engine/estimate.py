@@ -1,5 +1,6 @@
 """Honest estimates before a run starts: parameters (total and trained), peak memory (from
-``limits.estimate``) and time per epoch from timing two real training steps of the same shapes."""
+``limits.estimate``) and time per epoch: the steps of an epoch (``run.plan_epoch``) times the
+median of three real training steps of the same shapes."""
 
 from __future__ import annotations
 
@@ -66,9 +67,10 @@ def estimate_run(cfg: MambaConfig, tc: TrainConfig, corpus_tokens: int, rows: in
     return RunEstimate(total, trained, mem, steps, step_s)
 
 
-def measure_step_seconds(cfg: MambaConfig, tc: TrainConfig, steps: int = 2) -> float:
+def measure_step_seconds(cfg: MambaConfig, tc: TrainConfig, steps: int = 3) -> float:
     """Seconds per optimizer step: a random model of ``cfg`` trained ``steps`` steps (after one
-    untimed warm-up step that compiles the kernels) on random tokens; the median is returned."""
+    untimed warm-up step that compiles the kernels) on random tokens; the median is returned
+    (of 3: one step slowed by another process's burst does not move it, as it would a mean)."""
     lm = MambaLM.create(cfg, seed=0)
     tc = replace(tc, epochs=1, max_steps=None, eval_every=0, shuffle=False)
     rows = tc.batch_size * tc.grad_accum

@@ -21,6 +21,7 @@ from .control import TrainControl
 from .data import make_rows
 from .defaults import DEFAULT_PRESET, PRESET_DEFAULTS
 from .errors import CorpusError, TrainingError
+from .eta import Eta
 from .evaluation import HELDOUT_SAMPLE_TOKENS, EvalReport, EvalStopped, evaluate
 from .lm import MambaLM
 from .model import loss_and_grad
@@ -180,6 +181,7 @@ class Trainer:
         self.epochs: list[EpochReport] = []
         self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
         self.thread_tuner = ThreadTuner()
+        self.eta = Eta()  # seconds left, from the median of recent step times (engine/eta.py)
         self._should_stop: Callable[[], bool] | None = None  # the stop flag while ``run`` runs
 
     # ------------------------------------------------------------------ sizes
@@ -252,10 +254,13 @@ class Trainer:
         (``should_stop``, default: the stop flag of the ``run`` in progress)."""
         if not self.has_val:
             return None
+        t0 = time.perf_counter()
         try:
             return self.evaluate(should_stop or self._should_stop)
         except EvalStopped:
             return None
+        finally:
+            self.eta.evaluation(time.perf_counter() - t0)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -345,7 +350,6 @@ class Trainer:
               guard: StepGuard | None) -> list[EpochReport]:
         c = self.cfg
         t0 = time.perf_counter()
-        tokens = [0]
         finished: list[EpochReport] = []
         bad_run = 0
         while self.cursor.step < self.total_steps and self.cursor.epoch < c.epochs:
@@ -359,7 +363,7 @@ class Trainer:
                         return finished
                 if guard is not None:
                     guard.before(self)
-                report = self._step(order, t0, tokens)
+                report = self._step(order, t0)
                 if guard is not None and guard.after(self, report):
                     continue  # rolled back: the cursor is where it was before the bad step
                 self._count(report)
@@ -379,7 +383,7 @@ class Trainer:
                 on_epoch(rep)
         return finished
 
-    def _step(self, order: np.ndarray, t0: float, tokens: list[int]) -> StepReport:
+    def _step(self, order: np.ndarray, t0: float) -> StepReport:
         """Run the next optimizer step of the epoch whose row order is ``order``; advance the cursor."""
         c = self.cfg
         g = self.cursor.group
@@ -388,21 +392,18 @@ class Trainer:
         lr = self.current_lr()
         with self.thread_tuner.step():  # BLAS threads chosen by measurement
             loss, norm, bad, skipped = self.train_step(rows)
+        step_s = max(time.perf_counter() - ts, 1e-9)
+        self.eta.step(step_s)
         self.cursor.group += 1
         self.cursor.step += 1
-        ntok = self._last_tokens
-        tokens[0] += ntok
-        elapsed = time.perf_counter() - t0
-        rate = tokens[0] / elapsed if elapsed > 0 else 0.0
-        remaining = (self.total_steps - self.cursor.step) * self.rows_per_step * c.seq_len
         val_loss = None
         if c.eval_every > 0 and self.cursor.step % c.eval_every == 0:
             val = self.held_out()  # None when a stop came during it: the loop stops next
             val_loss = val.loss if val is not None else None
         return StepReport(
             self.cursor.step, self.cursor.epoch, self.total_steps, loss, norm, lr,
-            ntok / max(time.perf_counter() - ts, 1e-9),
-            remaining / rate if rate > 0 else float("inf"), elapsed, bad, skipped, val_loss,
+            self._last_tokens / step_s, self.eta.seconds_left(self.total_steps - self.cursor.step),
+            time.perf_counter() - t0, bad, skipped, val_loss,
         )
 
     def _count(self, report: StepReport) -> None:
