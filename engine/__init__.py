@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from .runtime import configure
     from .runtoml import RunSettings, load_settings, save_settings
     from .samples import append_sample, read_samples, sample_seed
-    from .sampling import SamplingConfig
+    from .sampling import GENERATION_DEFAULTS, SamplingConfig
     from .tblog import TBLogger
     from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer
     from .trainer import (
@@ -116,6 +116,7 @@ _EXPORTS: dict[str, str] = {
     "pack_spans": "packing",
     "configure": "runtime",
     "SamplingConfig": "sampling",
+    "GENERATION_DEFAULTS": "sampling",
     "BPETokenizer": "tokenizer",
     "ByteTokenizer": "tokenizer",
     "load_tokenizer": "tokenizer",
@@ -188,6 +189,7 @@ __all__ = [
     "export_peft",
     "FastAdapter",
     "format_duration",
+    "GENERATION_DEFAULTS",
     "GpuUnavailable",
     "HELDOUT_SAMPLE_TOKENS",
     "INITS",

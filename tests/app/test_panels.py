@@ -86,7 +86,18 @@ def test_gallery_lists_saved_samples_after_relaunch(qtbot, tmp_path):
     assert g.table.rowCount() == 2 and all(s["epoch"] == 1 for s in g.shown)
     g.table.selectRow(0)
     assert "after epoch 1" in g.detail.toPlainText() and "seed" in g.detail.toPlainText()
+    rep = w2.playground.rep.value()  # what the Playground offers is what the previews used
+    assert rep > 1 and f"repetition {rep} " in g.detail.toPlainText()
     close_window(qtbot, w2)
+
+
+def test_previews_and_playground_share_the_generation_defaults(win):
+    """One set of defaults (engine.GENERATION_DEFAULTS) for the training previews the Gallery
+    lists and the Playground: the Gallery once showed repetition 1.0 beside the Playground's 1.1."""
+    pre, pg = win.preview.sampling(), win.playground.sampling()
+    for k in ("temperature", "top_k", "top_p", "repetition_penalty", "repetition_window",
+              "stop_at_eos"):
+        assert getattr(pre, k) == getattr(pg, k), k
 
 
 def test_run_logs_metrics_csv_and_tensorboard_events(win, qtbot):
