@@ -14,7 +14,15 @@ if TYPE_CHECKING:
     from .adapt import AdaptReport, FastAdapter
     from .checkpoint import atomic_write_bytes
     from .config import PRESETS, MambaConfig, preset
-    from .data import Corpus, CorpusFile, encode_corpus, iter_text, load_corpus, split_holdout
+    from .data import (
+        Corpus,
+        CorpusFile,
+        count_tokens,
+        encode_corpus,
+        iter_text,
+        load_corpus,
+        split_holdout,
+    )
     from .defaults import PRESET_DEFAULTS
     from .docstore import load_documents, save_documents
     from .documents import RECORDS, Documents, encode_documents, split_documents
@@ -85,6 +93,7 @@ _EXPORTS: dict[str, str] = {
     "preset": "config",
     "Corpus": "data",
     "CorpusFile": "data",
+    "count_tokens": "data",
     "encode_corpus": "data",
     "load_corpus": "data",
     "split_holdout": "data",
@@ -174,6 +183,7 @@ __all__ = [
     "Corpus",
     "CorpusError",
     "CorpusFile",
+    "count_tokens",
     "count_trainable",
     "Documents",
     "EarlyStopping",

@@ -302,3 +302,31 @@ def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
         w.run()
         assert done[0].startswith(f"{why} in ") and text in done[0] and "CPU step" in done[0]
         assert "".join(pieces) == ("hi" if stop else "hi\n!!!")  # end of text shown, not lost
+
+
+def test_token_count_skips_a_corpus_file_that_vanished(win, qtbot, tmp_path):
+    """Counting tokens for an opened model's tokenizer goes on past a file deleted since it was
+    added: the others are counted and the gone one is listed as skipped (it failed as a whole)."""
+    class Words:  # a tokenizer whose count differs from the byte count
+        kind = "words"
+
+        def encode(self, text):  # noqa: ANN001, ANN202
+            return text.split()
+
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for name in "abc":
+        (d / f"{name}.txt").write_text(f"text of {name}\n" * 50)
+    win.corpus.files.clear()
+    win.corpus.tokens.clear()
+    win.corpus.add_paths([str(d)], sync=True)
+    (d / "b.txt").unlink()
+    notes: list[str] = []
+    win.corpus.rejected.connect(notes.append)
+    win.corpus.set_tokenizer(Words(), "words")
+    qtbot.waitUntil(lambda: win.corpus.pending == 0, timeout=RUN_TIMEOUT)
+    assert win.corpus.tokens == {str(d / "a.txt"): 150, str(d / "c.txt"): 150}
+    assert str(d / "b.txt") not in win.corpus.files
+    assert [p for p, _ in win.corpus.skipped] == [str(d / "b.txt")]
+    assert "1 file(s) skipped while counting tokens" in notes[-1] and "other 2" in notes[-1]
+    assert "300 tokens (words)" in win.corpus.summary.text()
