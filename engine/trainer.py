@@ -254,13 +254,10 @@ class Trainer:
         (``should_stop``, default: the stop flag of the ``run`` in progress)."""
         if not self.has_val:
             return None
-        t0 = time.perf_counter()
         try:
             return self.evaluate(should_stop or self._should_stop)
         except EvalStopped:
             return None
-        finally:
-            self.eta.evaluation(time.perf_counter() - t0)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -350,6 +347,7 @@ class Trainer:
               guard: StepGuard | None) -> list[EpochReport]:
         c = self.cfg
         t0 = time.perf_counter()
+        self.eta = Eta()  # this stretch's step times (the time before it is not comparable)
         finished: list[EpochReport] = []
         bad_run = 0
         while self.cursor.step < self.total_steps and self.cursor.epoch < c.epochs:
@@ -400,10 +398,12 @@ class Trainer:
         if c.eval_every > 0 and self.cursor.step % c.eval_every == 0:
             val = self.held_out()  # None when a stop came during it: the loop stops next
             val_loss = val.loss if val is not None else None
+        elapsed = time.perf_counter() - t0
         return StepReport(
             self.cursor.step, self.cursor.epoch, self.total_steps, loss, norm, lr,
-            self._last_tokens / step_s, self.eta.seconds_left(self.total_steps - self.cursor.step),
-            time.perf_counter() - t0, bad, skipped, val_loss,
+            self._last_tokens / step_s,
+            self.eta.seconds_left(self.total_steps - self.cursor.step, elapsed), elapsed, bad,
+            skipped, val_loss,
         )
 
     def _count(self, report: StepReport) -> None:
