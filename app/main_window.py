@@ -337,7 +337,8 @@ class MainWindow(QMainWindow):
         tok = self.corpus.tokenizer  # an opened model's; None: a new run's own tokenizer
         if not paths:
             return "no corpus"
-        if tok is None and spec.tokenizer != "bytes":
+        n_bytes = sum(f.n_bytes for f in self.corpus.files.values())
+        if tok is None and engine.choose_tokenizer(spec.tokenizer, n_bytes) != "bytes":
             return "after Start (the BPE tokenizer is trained on the corpus then)"
         key = (paths, spec.records, id(tok), spec.holdout, spec.train.seed, spec.train.seq_len)
         if key in self._rows:
