@@ -398,6 +398,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         if auto:
             say(f"tokenizer: {spec.tokenizer} (auto: BPE from {BPE_MIN_BYTES / 1e6:g} MB of text; "
                 f"this corpus has {corpus.n_bytes / 1e6:.2f} MB), learning rate {spec.train.lr:g}")
+        if spec.tokenizer == "bpe":
+            say(f"training a {spec.bpe_vocab:,}-token BPE tokenizer on the corpus...")
         tok = (BPETokenizer.train(corpus.texts, vocab_size=spec.bpe_vocab)
                if spec.tokenizer == "bpe" else ByteTokenizer())
         lm = MambaLM(_model_config(spec, tok.vocab_size), {}, tok)
