@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                 ax.axhline(0.95, ls=":", color="red", lw=1)
                 ax.axhline(1 / 16, ls="--", color="gray", lw=0.8)
                 ax.set_ylim(0, 1.02)
-            ax.set_xlabel("training time (s, 2 cores)" if x == "train_s" else "tokens")
+            ax.set_xlabel("training time (s)" if x == "train_s" else "tokens")
             ax.set_ylabel("held-out bits per byte" if task == "text" else "answer accuracy")
             ax.set_title(task if row == 0 else "")
             ax.grid(alpha=0.3)
