@@ -165,6 +165,7 @@ class MainWindow(QMainWindow):
         self._shortcuts()
         self.corpus.rejected.connect(self._notice)
         self.corpus.changed.connect(self._schedule_estimate)
+        self.corpus.changed.connect(lambda: self.train.set_corpus_bytes(self.corpus.n_bytes()))
         self.train.changed.connect(self._schedule_estimate)
         self.train.changed.connect(self._update_next)
         self.train.tokenizer.currentTextChanged.connect(self._tokenizer_changed)
@@ -264,7 +265,10 @@ class MainWindow(QMainWindow):
         else:
             name = self.train.preset.currentText()
             init = self.train.init_scheme.currentText()
-            text = (f"Next Start: a new run ({name} model, random weights, {init} init), saved "
+            spec = self.train.run_spec(None, 0).for_corpus(self.corpus.n_bytes())
+            auto = " (auto)" if self.train.tokenizer.currentText() == "auto" else ""
+            text = (f"Next Start: a new run ({name} model, random weights, {init} init, "
+                    f"{spec.tokenizer} tokenizer{auto}, lr {spec.train.lr:g}), saved "
                     f"under {self.runs_root}")
         self.next_label.setText(text)
         self.train.model_source.setText(text.removeprefix("Next Start: "))
@@ -339,8 +343,7 @@ class MainWindow(QMainWindow):
         tok = self.corpus.tokenizer  # an opened model's; None: a new run's own tokenizer
         if not paths:
             return "no corpus"
-        n_bytes = sum(f.n_bytes for f in self.corpus.files.values())
-        if tok is None and engine.choose_tokenizer(spec.tokenizer, n_bytes) == "bpe":
+        if tok is None and engine.choose_tokenizer(spec.tokenizer, self.corpus.n_bytes()) == "bpe":
             return "after Start (the BPE tokenizer is trained on the corpus then)"
         key = (paths, spec.records, id(tok), spec.holdout, spec.train.seed, spec.train.seq_len)
         if key in self._rows:

@@ -328,9 +328,13 @@ class CorpusPanel(QWidget):
         self.tokenizer_kind = kind
         self._refresh()
 
+    def n_bytes(self) -> int:
+        """Bytes of the accepted files."""
+        return sum(f.n_bytes for f in self.files.values())
+
     def new_run_kind(self) -> str:
         """The tokenizer a new run on these files gets: "auto" made concrete by their size."""
-        return engine.choose_tokenizer(self.tokenizer_kind, sum(f.n_bytes for f in self.files.values()))
+        return engine.choose_tokenizer(self.tokenizer_kind, self.n_bytes())
 
     def _refresh(self) -> None:
         held = self.held_out()

@@ -183,6 +183,7 @@ class TrainPanel(QWidget):
         lay.addWidget(adapt)
         lay.addStretch(1)
         self.vocab_hint = 257
+        self.corpus_bytes = 0  # the corpus panel's total: what tokenizer "auto" resolves by
         for name, tip in TIPS.items():
             getattr(self, name).setToolTip(tip)
         for t, cb in self.targets.items():
@@ -242,6 +243,12 @@ class TrainPanel(QWidget):
     def early_stopping(self) -> engine.EarlyStopping:
         return engine.EarlyStopping(patience=self.patience.value(),
                              target_loss=self.target_loss.value() or None)
+
+    def set_corpus_bytes(self, n: int) -> None:
+        """The corpus size a new run's tokenizer "auto" is chosen by (the estimate's vocabulary)."""
+        if n != self.corpus_bytes:
+            self.corpus_bytes = n
+            self._update()
 
     def run_spec(self, init: str | None, eval_every: int) -> engine.RunSpec:
         """The RunSpec of these settings (``eval_every`` resolves "auto")."""
@@ -304,7 +311,7 @@ class TrainPanel(QWidget):
                 w.blockSignals(True)
                 w.setValue(v)
                 w.blockSignals(False)
-        bpe = self.tokenizer.currentText() == "bpe"
+        bpe = engine.choose_tokenizer(self.tokenizer.currentText(), self.corpus_bytes) == "bpe"
         self.bpe_vocab.setEnabled(self.tokenizer.currentText() != "bytes")
         self.init_scheme.setEnabled(self.model_override is None)  # opened weights need no init
         self.vocab_hint = self.bpe_vocab.value() if bpe else engine.ByteTokenizer.vocab_size

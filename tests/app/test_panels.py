@@ -347,7 +347,10 @@ def test_tokenizer_auto_says_what_a_new_run_gets(win, qtbot, monkeypatch):
     win.train.tokenizer.setCurrentText("auto")
     assert "tokenizer bpe (auto): trained at Start" in c.summary.text()
     assert c.table.item(0, 2).text() == "after Start"
+    assert "bpe tokenizer (auto), lr 0.006" in win.next_label.text()  # the rate the run will use
+    assert win.train.model_config().vocab_size >= 2048  # the estimate counts the BPE embedding
     spec = win.train.run_spec(None, 0)
     assert "after Start" in str(win._epoch_rows(spec))
     win.train.tokenizer.setCurrentText("bytes")
     assert c.summary.text().split(";")[0].endswith("tokens (bytes)")
+    assert "bytes tokenizer, lr 0.003" in win.next_label.text()
