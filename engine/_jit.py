@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar, cast
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic, overload, register_jitable
 
 FASTMATH = frozenset({"reassoc", "contract", "nsz"})
@@ -53,6 +54,31 @@ def _int32_bits_as_float32(typingctx, bits):
         return builder.bitcast(args[0], ir.FloatType())
 
     return types.float32(types.int32), codegen
+
+
+@intrinsic
+def prefetch(typingctx, arr, i):
+    """prefetch(arr, i): ask the CPU to bring the cache line holding element ``i`` of the
+    contiguous 1-D array ``arr`` into cache (LLVM's ``llvm.prefetch``, a read hint; no effect
+    on results). The scan backward uses it on the input rows a few positions ahead: a job reads
+    its (l, 64) column block of (b, l, e) arrays, 256 bytes a row at a stride of e floats, which
+    the hardware prefetchers follow poorly (measured: 8-10 % of the kernel)."""
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+            "llvm.prefetch.p0")
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
+        # read, high temporal locality, data cache
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.none(arr, i), codegen
 
 
 def fast_exp(x):
