@@ -14,14 +14,15 @@ Document boundaries: an optional ``reset`` (b, l) mask (bool or uint8), True at 
 of each document of a packed row, zeroes the state before that position: h_t = delta_t B_t u_t, so
 no state (and no gradient) crosses a boundary. ``reset=None`` is the plain scan.
 
-Kernels run in parallel over jobs = (batch row, chunk of ``CHUNK`` channels); time is sequential and
-the (n, CHUNK) state lives in a small local buffer. The forward's inner loops run over exactly
-``CHUNK`` channels (a compile-time constant: no remainder loops; 1.1-1.25x faster, measured); the
-wrappers zero-pad e to a multiple of CHUNK when needed (padded channels have u = delta = D = z = 0:
-no state, nothing added to dB, dC). The forward stores nothing but its outputs; the backward
-recomputes each job's states and decays exp(delta_t A) into private (l + 2, n, CHUNK) and
-(l, n, CHUNK) buffers (1 MiB each at l=256; the reverse step then computes no exp), and walks
-back in time with the reverse recurrence (derived in
+Kernels run in parallel over jobs = (batch row, chunk of channels: ``CHUNK`` in the forward,
+``BWD_CHUNK`` in the backward); time is sequential and the (n, CHUNK) state lives in a small local
+buffer. The forward's inner loops run over exactly ``CHUNK`` channels (a compile-time constant: no
+remainder loops; 1.1-1.25x faster, measured); the wrappers zero-pad e to a multiple of CHUNK when
+needed (padded channels have u = delta = D = z = 0: no state, nothing added to dB, dC). The
+forward stores nothing but its outputs; the backward recomputes each job's states and decays
+exp(delta_t A) into private (l + 2, n, cw) and (l, n, cw) buffers (2 MiB each at l=256,
+cw=128; the reverse step then computes no exp), computes the gate's gradients in that forward
+pass, and walks back in time, two positions per pass, with the reverse recurrence (derived in
 docs/derivations/selective_scan_backward.md):
 
     g_t = dy_t * C_t + exp(delta_{t+1} A) * g_{t+1}
@@ -46,6 +47,8 @@ from .._jit import decay_exp, kernel, parallel_kernel, prefetch, sigmoid
 from ._common import check, check_wider, reset_mask
 
 CHUNK = 64
+BWD_CHUNK = 128  # the backward's job width (padded e is a multiple of CHUNK, so the last job
+# of a row may be CHUNK wide); 64 measured 7-15 % slower, 256 no faster, 512 +20 %
 _PF_SCAN = 2  # the backward's prefetch distances (positions ahead), measured
 _PF_OUT = 12
 
@@ -128,14 +131,14 @@ def _scan_backward_kernel(
     nb, nl, ne = u.shape
     has_reset = reset.shape[1] > 0
     nn_ = At.shape[0]
-    nch = (ne + CHUNK - 1) // CHUNK
+    nch = (ne + BWD_CHUNK - 1) // BWD_CHUNK
     zero = np.zeros(1, u.dtype)[0]
     one = np.ones(1, u.dtype)[0]
     for job in prange(nb * nch):
         b = job // nch
         ch = job % nch
-        c0 = ch * CHUNK
-        cw = min(CHUNK, ne - c0)
+        c0 = ch * BWD_CHUNK
+        cw = min(BWD_CHUNK, ne - c0)
         Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
         Dj = D[c0 : c0 + cw]
         hist = np.empty((nl + 2, nn_, cw), u.dtype)  # plane nl + 1 stays zero (reset)
@@ -387,7 +390,7 @@ def selective_scan_backward(
             dout, ep)
         z_k, zoff_k = _pad(z, ep, z_offset, ne), 0
         dz_k = np.empty_like(z_k)
-    nch = ep // CHUNK
+    nch = -(-ep // BWD_CHUNK)
     du = np.empty_like(u)
     ddelta = np.empty_like(u)
     dA_part = np.empty((nb, n, ep) if need_dA else (nb, n, 0), dtype=u.dtype)
