@@ -72,6 +72,8 @@ class MainWindow(QMainWindow):
         self._closing = False
         self._measured: dict[tuple, float] = {}
         self._measuring: tuple | None = None
+        self._rows: dict[tuple, int | str] = {}  # _epoch_rows: packed rows, or why not counted
+        self._counting: tuple | None = None
 
         self.corpus = CorpusPanel(SAMPLE_CORPUS)
         self.train = TrainPanel()
@@ -111,7 +113,8 @@ class MainWindow(QMainWindow):
         self.next_label.setToolTip("What the next Start does (choose Continue in the Runs tab)")
         self.estimate = QLabel("estimating…")
         self.estimate.setWordWrap(True)
-        self.estimate.setToolTip("Parameters, peak memory and time per epoch (two real steps timed)")
+        self.estimate.setToolTip("Parameters, peak memory and time per epoch: the run's steps per epoch "
+                                 "(its packed rows) x the median of three real steps timed")
 
         left = QTabWidget()
         left.addTab(self.corpus, "Corpus")
@@ -295,20 +298,23 @@ class MainWindow(QMainWindow):
         try:
             cfg = self.train.model_config()
             tc = self.train.train_config()
+            spec = replace(self.train.run_spec(self.init_dir, tc.eval_every),
+                           records=self.corpus.record_mode())
             est = engine.estimate_run(cfg, tc, self._corpus_tokens())
         except (ValueError, engine.MambaStudioError) as exc:
             self.estimate.setText(f"settings: {exc}")
             return
+        rows = self._epoch_rows(spec)
         key = (cfg, tc.batch_size, tc.seq_len, tc.grad_accum, tc.activation_checkpointing,
                tc.lora, tc.wsla)
         step_s = self._measured.get(key)
-        text = "Estimate: " + engine.estimate_run(cfg, tc, self._corpus_tokens(), step_s=step_s).human()
-        if step_s is None and (self.state != "idle"
-                               or os.environ.get("MAMBA_STUDIO_NO_MEASURE") == "1"):
-            text = text.replace("measuring…", "time per epoch is measured while idle")
-        self.estimate.setText(text)
-        if step_s is None and self._measuring is None and self.state == "idle" \
-                and os.environ.get("MAMBA_STUDIO_NO_MEASURE") != "1":
+        may_measure = self.state == "idle" and os.environ.get("MAMBA_STUDIO_NO_MEASURE") != "1"
+        est = engine.estimate_run(cfg, tc, self._corpus_tokens(),
+                                  rows=rows if isinstance(rows, int) else None, step_s=step_s)
+        self.estimate.setText("Estimate: " + est.human(
+            no_steps=rows if isinstance(rows, str) else "counting…",
+            no_time="measuring…" if may_measure else "measured while idle"))
+        if step_s is None and self._measuring is None and may_measure:
             self._measuring = key
 
             def done(sec: float) -> None:
@@ -321,6 +327,38 @@ class MainWindow(QMainWindow):
                 self.estimate.setText(f"Estimate: {est.human()} (timing failed: {msg[-200:]})")
 
             run_in_thread(lambda: engine.measure_step_seconds(cfg, tc), done, fail, owner=self)
+
+    def _epoch_rows(self, spec: engine.RunSpec) -> int | str | None:
+        """The packed training rows of one epoch of the next new run, counted by
+        ``engine.plan_epoch`` (the run's own encode, split and pack, so the estimate's steps per
+        epoch are the run's) in a worker, once per corpus and split settings. None while
+        counting; a str says why there is no count."""
+        paths = tuple(self.corpus.paths())
+        tok = self.corpus.tokenizer  # an opened model's; None: a new run's own tokenizer
+        if not paths:
+            return "no corpus"
+        if tok is None and spec.tokenizer != "bytes":
+            return "after Start (the BPE tokenizer is trained on the corpus then)"
+        key = (paths, spec.records, id(tok), spec.holdout, spec.train.seed, spec.train.seq_len)
+        if key in self._rows:
+            return self._rows[key]
+        if self.state != "idle":
+            return "counted while idle"
+        if self._counting is None:
+            self._counting = key
+
+            def done(plan: engine.EpochPlan) -> None:
+                self._rows[key] = plan.rows
+                self._counting = None
+                self._refresh_estimate()
+
+            def fail(msg: str) -> None:
+                self._rows[key] = f"not counted ({msg.strip().splitlines()[-1][:200]})"
+                self._counting = None
+                self._refresh_estimate()
+
+            run_in_thread(lambda: engine.plan_epoch(spec, paths, tok), done, fail, owner=self)
+        return None
 
     # ---------------------------------------------------------------- training
     def make_job(self) -> TrainJob:

@@ -14,7 +14,15 @@ if TYPE_CHECKING:
     from .adapt import AdaptReport, FastAdapter
     from .checkpoint import atomic_write_bytes
     from .config import PRESETS, MambaConfig, preset
-    from .data import Corpus, CorpusFile, encode_corpus, iter_text, load_corpus, split_holdout
+    from .data import (
+        Corpus,
+        CorpusFile,
+        count_tokens,
+        encode_corpus,
+        iter_text,
+        load_corpus,
+        split_holdout,
+    )
     from .defaults import PRESET_DEFAULTS
     from .docstore import load_documents, save_documents
     from .documents import RECORDS, Documents, encode_documents, split_documents
@@ -45,11 +53,13 @@ if TYPE_CHECKING:
     from .run import (
         NO_LIMIT,
         RESUME_OVERRIDES,
+        EpochPlan,
         Run,
         RunSpec,
         list_runs,
         load_model,
         open_run,
+        plan_epoch,
         read_metrics,
         read_run_spec,
         resume_run,
@@ -59,7 +69,7 @@ if TYPE_CHECKING:
     from .runtime import configure
     from .runtoml import RunSettings, load_settings, save_settings
     from .samples import append_sample, read_samples, sample_seed
-    from .sampling import SamplingConfig
+    from .sampling import GENERATION_DEFAULTS, SamplingConfig
     from .tblog import TBLogger
     from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer
     from .trainer import (
@@ -83,6 +93,7 @@ _EXPORTS: dict[str, str] = {
     "preset": "config",
     "Corpus": "data",
     "CorpusFile": "data",
+    "count_tokens": "data",
     "encode_corpus": "data",
     "load_corpus": "data",
     "split_holdout": "data",
@@ -114,6 +125,7 @@ _EXPORTS: dict[str, str] = {
     "pack_spans": "packing",
     "configure": "runtime",
     "SamplingConfig": "sampling",
+    "GENERATION_DEFAULTS": "sampling",
     "BPETokenizer": "tokenizer",
     "ByteTokenizer": "tokenizer",
     "load_tokenizer": "tokenizer",
@@ -138,6 +150,8 @@ _EXPORTS: dict[str, str] = {
     "list_runs": "run",
     "open_run": "run",
     "start_run": "run",
+    "plan_epoch": "run",
+    "EpochPlan": "run",
     "resume_run": "run",
     "RunLock": "runformat",
     "RunInfo": "runformat",
@@ -169,11 +183,13 @@ __all__ = [
     "Corpus",
     "CorpusError",
     "CorpusFile",
+    "count_tokens",
     "count_trainable",
     "Documents",
     "EarlyStopping",
     "encode_corpus",
     "encode_documents",
+    "EpochPlan",
     "EpochReport",
     "estimate_run",
     "EvalReport",
@@ -183,6 +199,7 @@ __all__ = [
     "export_peft",
     "FastAdapter",
     "format_duration",
+    "GENERATION_DEFAULTS",
     "GpuUnavailable",
     "HELDOUT_SAMPLE_TOKENS",
     "INITS",
@@ -211,6 +228,7 @@ __all__ = [
     "PackedRows",
     "PEFT_REFUSES",
     "pick_backend",
+    "plan_epoch",
     "preset",
     "PRESETS",
     "read_metrics",

@@ -205,12 +205,12 @@ def cmd_train(a: argparse.Namespace) -> int:
 def _train(a: argparse.Namespace, run, job) -> int:
     from dataclasses import replace
 
-    from . import SamplingConfig
     from .control import TrainControl
     from .earlystop import EarlyStopping
     from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .run import stop_on_signals
     from .samples import sample_seed
+    from .sampling import GENERATION_DEFAULTS
     from .tblog import TBLogger
 
     with run:
@@ -243,8 +243,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
                   f"{more} with a larger total to continue it", file=sys.stderr)
             return 0
-        sampling = SamplingConfig(max_new_tokens=a.sample_tokens, seed=tr.cfg.seed,
-                                  stop_at_eos=True)
+        sampling = replace(GENERATION_DEFAULTS, max_new_tokens=a.sample_tokens, seed=tr.cfg.seed)
 
         def show_sample(tag: str) -> None:  # the run's prompts (run.json): the same after resume
             if a.sample_tokens <= 0:
@@ -450,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .lora import LORA_TARGETS
     from .params import INITS
+    from .sampling import GENERATION_DEFAULTS
 
     p = _Parser(prog="python -m engine", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -516,16 +516,19 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(fn=cmd_train)
     g = sub.add_parser("generate", help="generate text from a model folder")
     g.add_argument("model", help="run folder (latest snapshot), snapshot or model folder")
+    gen = GENERATION_DEFAULTS  # the defaults the app's Playground and previews show too
     g.add_argument("--prompt", type=_text, default="The ")
-    g.add_argument("--max-new-tokens", type=_int_in(0, 1 << 40), default=200)
-    g.add_argument("--temperature", type=_float_in(0.0, 1e6), default=0.8,
+    g.add_argument("--max-new-tokens", type=_int_in(0, 1 << 40), default=gen.max_new_tokens)
+    g.add_argument("--temperature", type=_float_in(0.0, 1e6), default=gen.temperature,
                    help="0 = greedy")
-    g.add_argument("--top-k", type=NONNEG, default=40, help="0 = off")
-    g.add_argument("--top-p", type=_float_in(0.0, 1.0, lo_open=True), default=0.95)
-    g.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=0)
-    g.add_argument("--repetition-penalty", type=_float_in(1.0, 100.0), default=1.0,
-                   help="> 1 makes tokens of the last 64 less likely (1 = off)")
-    g.add_argument("--stop", action=argparse.BooleanOptionalAction, default=True,
+    g.add_argument("--top-k", type=NONNEG, default=gen.top_k, help="0 = off")
+    g.add_argument("--top-p", type=_float_in(0.0, 1.0, lo_open=True), default=gen.top_p)
+    g.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=gen.seed)
+    g.add_argument("--repetition-penalty", type=_float_in(1.0, 100.0),
+                   default=gen.repetition_penalty,
+                   help=f"> 1 makes tokens of the last {gen.repetition_window} less likely "
+                        f"(1 = off; default {gen.repetition_penalty})")
+    g.add_argument("--stop", action=argparse.BooleanOptionalAction, default=gen.stop_at_eos,
                    help="end at the model's end-of-text token (default; training puts one after "
                         "every document / record, for both tokenizers); --no-stop: always "
                         "generate --max-new-tokens")

@@ -103,13 +103,13 @@ class Corpus:
     rejected: list[tuple[Path, str]] = field(default_factory=list)  # (path, reason)
     gone: list[tuple[Path, str]] = field(default_factory=list)  # scanned, then unreadable: skipped
 
-    def drop(self, f: CorpusFile, reason: str) -> None:
+    def drop(self, f: CorpusFile, reason: str, allow_empty: bool = False) -> None:
         """Skip ``f``, which could not be read again after the scan (listed in ``gone``). Raises
-        CorpusError when no file is left."""
+        CorpusError when no file is left, unless ``allow_empty``."""
         if f in self.files:
             self.files.remove(f)
             self.gone.append((f.path, reason))
-        if not self.files:
+        if not self.files and not allow_empty:
             why = "; ".join(f"{p}: {r}" for p, r in self.gone[:3])
             raise CorpusError(f"no usable text left: every corpus file vanished or became "
                               f"unreadable after the scan ({why})")
@@ -130,6 +130,24 @@ class Corpus:
                 yield from reread(f.path, iter_text(f.path))
             except FileGone as exc:
                 self.drop(f, exc.reason)
+
+
+def count_tokens(corpus: Corpus, tokenizer: Any = None) -> dict[Path, int]:
+    """Tokens of each file of ``corpus`` for ``tokenizer`` (None: the byte tokenizer, one token
+    per byte, as the scan counted). A file that vanished or turned unreadable since the scan is
+    skipped as training skips it (``Corpus.drop``: listed in ``corpus.gone``) and the others are
+    counted; with none left the result is empty."""
+    counts: dict[Path, int] = {}
+    for f in list(corpus.files):
+        if tokenizer is None:
+            counts[f.path] = f.n_bytes
+            continue
+        try:
+            counts[f.path] = sum(len(tokenizer.encode(text))
+                                 for text in reread(f.path, iter_text(f.path)))
+        except FileGone as exc:
+            corpus.drop(f, exc.reason, allow_empty=True)
+    return counts
 
 
 def _open_checked(path: Path):

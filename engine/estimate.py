@@ -1,5 +1,6 @@
 """Honest estimates before a run starts: parameters (total and trained), peak memory (from
-``limits.estimate``) and time per epoch from timing two real training steps of the same shapes."""
+``limits.estimate``) and time per epoch: the steps of an epoch (``run.plan_epoch``) times the
+median of three real training steps of the same shapes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from .config import MambaConfig
 from .limits import MemoryEstimate, MemorySpec, estimate, human_bytes, n_params
 from .lm import MambaLM
 from .lora import count_trainable
-from .trainer import TrainConfig, Trainer
+from .trainer import TrainConfig, Trainer, epoch_steps
 
 
 @dataclass(frozen=True)
@@ -20,19 +21,27 @@ class RunEstimate:
     params: int
     trainable: int
     memory: MemoryEstimate
-    steps_per_epoch: int
+    steps_per_epoch: int | None  # from the packed rows (``run.plan_epoch``); None: not counted yet
     step_s: float | None = None  # measured seconds per optimizer step (None: not measured yet)
 
     @property
     def epoch_s(self) -> float | None:
-        return None if self.step_s is None else self.step_s * self.steps_per_epoch
+        if self.step_s is None or self.steps_per_epoch is None:
+            return None
+        return self.step_s * self.steps_per_epoch
 
-    def human(self) -> str:
-        if self.step_s is None:
-            t = "measuring…"
+    def human(self, no_steps: str = "counting…", no_time: str = "measuring…") -> str:
+        """One line; ``no_steps`` / ``no_time`` say why the steps per epoch / the step time are
+        not known yet."""
+        steps, step_s = self.steps_per_epoch, self.step_s
+        if step_s is not None and steps is not None:
+            t = f"~{_dur(step_s * steps)} per epoch ({step_s * 1e3:,.0f} ms/step × {steps:,})"
+        elif step_s is not None:
+            t = f"{step_s * 1e3:,.0f} ms/step; steps per epoch: {no_steps}"
+        elif steps is not None:
+            t = f"{steps:,} steps per epoch; step time: {no_time}"
         else:
-            t = (f"~{_dur(self.step_s * self.steps_per_epoch)} per epoch "
-                 f"({self.step_s * 1e3:,.0f} ms/step × {self.steps_per_epoch:,})")
+            t = f"steps per epoch: {no_steps}; step time: {no_time}"
         return (f"{self.params:,} parameters ({self.trainable:,} trained) · memory "
                 f"{human_bytes(self.memory.total)} · {t}")
 
@@ -45,21 +54,23 @@ def _dur(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
-def estimate_run(cfg: MambaConfig, tc: TrainConfig, corpus_tokens: int, holdout: float = 0.1,
+def estimate_run(cfg: MambaConfig, tc: TrainConfig, corpus_tokens: int, rows: int | None = None,
                  step_s: float | None = None) -> RunEstimate:
-    """Sizes and memory from the settings alone (cheap: call on every change)."""
+    """Sizes and memory from the settings alone (cheap: call on every change). ``rows``: the
+    packed training rows of an epoch (``run.plan_epoch(...).rows``); the steps per epoch come
+    from them as the trainer counts them (``trainer.epoch_steps``), None when not counted yet."""
     trained = count_trainable(cfg, tc.lora, tc.wsla)
     total = n_params(cfg)
     mem = estimate(MemorySpec(cfg, tc.batch_size, tc.seq_len, tc.activation_checkpointing,
                               trained if trained < total else None, corpus_tokens=corpus_tokens))
-    rows = max(1, int(corpus_tokens * (1 - holdout)) // tc.seq_len)
-    steps = -(-rows // (tc.batch_size * tc.grad_accum))
+    steps = None if rows is None else epoch_steps(rows, tc.batch_size * tc.grad_accum)
     return RunEstimate(total, trained, mem, steps, step_s)
 
 
-def measure_step_seconds(cfg: MambaConfig, tc: TrainConfig, steps: int = 2) -> float:
+def measure_step_seconds(cfg: MambaConfig, tc: TrainConfig, steps: int = 3) -> float:
     """Seconds per optimizer step: a random model of ``cfg`` trained ``steps`` steps (after one
-    untimed warm-up step that compiles the kernels) on random tokens; the median is returned."""
+    untimed warm-up step that compiles the kernels) on random tokens; the median is returned
+    (of 3: one step slowed by another process's burst does not move it, as it would a mean)."""
     lm = MambaLM.create(cfg, seed=0)
     tc = replace(tc, epochs=1, max_steps=None, eval_every=0, shuffle=False)
     rows = tc.batch_size * tc.grad_accum

@@ -18,7 +18,7 @@ class StepReport:
     grad_norm: float  # pre-clip
     lr: float
     tokens_per_s: float
-    eta_s: float
+    eta_s: float  # seconds left (engine.eta: steps left x median recent step + time between steps)
     elapsed_s: float
     nonfinite: bool = False
     skipped_tensors: tuple[str, ...] = ()

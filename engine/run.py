@@ -36,10 +36,10 @@ from .guard import DivergenceGuard
 from .limits import check_run, check_train, n_params
 from .lm import MambaLM
 from .lora import count_trainable
-from .packing import line_end_table, pack_spans
+from .packing import PackedRows, line_end_table, pack_spans
 from .signals import stop_on_signals
 from .tokenizer import BPETokenizer, ByteTokenizer, check_fits
-from .trainer import EpochReport, StepReport, TrainConfig, TrainControl, Trainer
+from .trainer import EpochReport, StepReport, TrainConfig, TrainControl, Trainer, epoch_steps
 
 RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
                     "autosave_steps", "autosave_minutes", "prompts")
@@ -266,10 +266,49 @@ def _trainer(lm: MambaLM, data: rf.RunData, cfg: TrainConfig) -> Trainer:
     """A trainer over the saved data: stream rows, or documents packed into rows with resets."""
     if data.records == "stream":
         return Trainer(lm, np.asarray(data.train_ids), np.asarray(data.val_ids), cfg)
-    line_end = line_end_table(lm.tokenizer)
-    rows = pack_spans(data.ids, data.train_spans, cfg.seq_len, line_end)
-    val = pack_spans(data.ids, data.val_spans, cfg.seq_len, line_end) if len(data.val_spans) else None
+    rows = _pack(data.ids, data.train_spans, cfg.seq_len, lm.tokenizer)
+    val = _pack(data.ids, data.val_spans, cfg.seq_len, lm.tokenizer) if len(data.val_spans) else None
     return Trainer(lm, data.ids, data.ids[:0], cfg, rows=rows, val_rows=val)
+
+
+def _pack(ids: np.ndarray, spans: np.ndarray, seq_len: int, tok: Any) -> PackedRows:
+    """The rows a run trains (or evaluates) on: ``spans`` (k, 2) over ``ids`` (T,) packed into rows
+    of ``seq_len``, long documents cut after a line break (``packing.pack_spans``)."""
+    return pack_spans(ids, spans, seq_len, line_end_table(tok))
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """What one epoch of a new run on a corpus holds, counted before anything is trained."""
+
+    rows: int  # packed training rows (the ``Trainer``'s ``len(rows)``)
+    train_tokens: int  # training targets per epoch
+    held_out_tokens: int
+    gone: tuple[tuple[Path, str], ...] = ()  # files that vanished since the scan: skipped
+
+    def steps(self, cfg: TrainConfig) -> int:
+        """Optimizer steps per epoch at ``cfg``'s batch size and accumulation."""
+        return epoch_steps(self.rows, cfg.batch_size * cfg.grad_accum)
+
+
+def plan_epoch(spec: RunSpec, corpus_paths: Sequence[str | Path], tokenizer: Any = None) -> EpochPlan:
+    """Count the rows of one epoch of a new run of ``spec`` on ``corpus_paths``, through the same
+    encode -> split -> pack as ``start`` and ``resume`` (so a run's ``steps_per_epoch`` is
+    ``plan.steps(spec.train)``). ``tokenizer``: an opened model's; None means the byte tokenizer
+    (a BPE one is only known once it is trained on the corpus, at ``start``). Reads the corpus;
+    memory as ``start``'s encoding (about 2 bytes per corpus byte for bytes)."""
+    if tokenizer is None:
+        if spec.tokenizer != "bytes":
+            raise ValueError("a BPE tokenizer is trained on the corpus when the run starts; "
+                             "its rows are counted then")
+        tokenizer = ByteTokenizer()
+    if spec.records == "stream":
+        raise ValueError("plan_epoch counts document rows; records 'stream' has none")
+    corpus = load_corpus(corpus_paths)
+    arrays, _ = _encode(spec, corpus, tokenizer)
+    rows = _pack(arrays["ids"], arrays["train_spans"], spec.train.seq_len, tokenizer)
+    held = int(arrays["val_spans"][:, 1].sum()) if len(arrays["val_spans"]) else 0
+    return EpochPlan(len(rows), rows.n_targets, held, tuple(corpus.gone))
 
 
 def _encode(spec: RunSpec, corpus: Any, tok: Any) -> tuple[dict[str, np.ndarray], int]:
@@ -469,8 +508,9 @@ def open_run(folder: str | Path, which: str = rf.LATEST) -> RunView:
                    rf.read_data(folder), refused)
 
 
-__all__ = ["NO_LIMIT", "RESUME_OVERRIDES", "Run", "RunSpec", "RunView", "TrainResult", "list_runs",
-           "load_model", "open_run", "read_metrics", "read_run_spec", "resume", "start", "stop_on_signals"]
+__all__ = ["NO_LIMIT", "RESUME_OVERRIDES", "EpochPlan", "Run", "RunSpec", "RunView", "TrainResult",
+           "list_runs", "load_model", "open_run", "plan_epoch", "read_metrics", "read_run_spec",
+           "resume", "start", "stop_on_signals"]
 list_runs = rf.list_runs
 read_metrics = rf.read_metrics
 start_run = start  # the names engine exports (engine.start_run, engine.resume_run)

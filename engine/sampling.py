@@ -30,6 +30,13 @@ class SamplingConfig:
     repetition_window: int = 64
 
 
+# What a person gets unless they change it: `generate`'s flags, the training previews of the CLI
+# and the app (the Gallery lists those) and the Playground. Repetition 1.1 keeps a small model's
+# low-temperature text from looping on a word; ``SamplingConfig()`` itself stays plain sampling
+# (no penalty, no stop) for the API and the interop checks against other libraries.
+GENERATION_DEFAULTS = SamplingConfig(repetition_penalty=1.1, stop_at_eos=True)
+
+
 def sample(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator,
            history: np.ndarray | None = None) -> int:
     """logits (v,) -> token id; ``history`` (n,) int: the tokens so far, for the repetition penalty."""

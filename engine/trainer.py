@@ -21,6 +21,7 @@ from .control import TrainControl
 from .data import make_rows
 from .defaults import DEFAULT_PRESET, PRESET_DEFAULTS
 from .errors import CorpusError, TrainingError
+from .eta import Eta
 from .evaluation import HELDOUT_SAMPLE_TOKENS, EvalReport, EvalStopped, evaluate
 from .lm import MambaLM
 from .model import loss_and_grad
@@ -33,6 +34,12 @@ if TYPE_CHECKING:
     from .lora import LoRAConfig
 
 _D = PRESET_DEFAULTS[DEFAULT_PRESET]  # the per-preset table (engine/defaults.py) is the one source
+
+
+def epoch_steps(n_rows: int, rows_per_step: int) -> int:
+    """Optimizer steps of one epoch over ``n_rows`` rows taken ``rows_per_step`` at a time (the
+    last step may be smaller): the count ``Trainer`` walks and the estimates show."""
+    return -(-n_rows // rows_per_step)
 
 
 @dataclass(frozen=True)
@@ -174,6 +181,7 @@ class Trainer:
         self.epochs: list[EpochReport] = []
         self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
         self.thread_tuner = ThreadTuner()
+        self.eta = Eta()  # seconds left, from the median of recent step times (engine/eta.py)
         self._should_stop: Callable[[], bool] | None = None  # the stop flag while ``run`` runs
 
     # ------------------------------------------------------------------ sizes
@@ -183,7 +191,7 @@ class Trainer:
 
     @property
     def steps_per_epoch(self) -> int:
-        return -(-len(self.rows) // self.rows_per_step)
+        return epoch_steps(len(self.rows), self.rows_per_step)
 
     @property
     def total_steps(self) -> int:
@@ -339,7 +347,7 @@ class Trainer:
               guard: StepGuard | None) -> list[EpochReport]:
         c = self.cfg
         t0 = time.perf_counter()
-        tokens = [0]
+        self.eta = Eta()  # this stretch's step times (the time before it is not comparable)
         finished: list[EpochReport] = []
         bad_run = 0
         while self.cursor.step < self.total_steps and self.cursor.epoch < c.epochs:
@@ -353,7 +361,7 @@ class Trainer:
                         return finished
                 if guard is not None:
                     guard.before(self)
-                report = self._step(order, t0, tokens)
+                report = self._step(order, t0)
                 if guard is not None and guard.after(self, report):
                     continue  # rolled back: the cursor is where it was before the bad step
                 self._count(report)
@@ -373,7 +381,7 @@ class Trainer:
                 on_epoch(rep)
         return finished
 
-    def _step(self, order: np.ndarray, t0: float, tokens: list[int]) -> StepReport:
+    def _step(self, order: np.ndarray, t0: float) -> StepReport:
         """Run the next optimizer step of the epoch whose row order is ``order``; advance the cursor."""
         c = self.cfg
         g = self.cursor.group
@@ -382,21 +390,20 @@ class Trainer:
         lr = self.current_lr()
         with self.thread_tuner.step():  # BLAS threads chosen by measurement
             loss, norm, bad, skipped = self.train_step(rows)
+        step_s = max(time.perf_counter() - ts, 1e-9)
+        self.eta.step(step_s)
         self.cursor.group += 1
         self.cursor.step += 1
-        ntok = self._last_tokens
-        tokens[0] += ntok
-        elapsed = time.perf_counter() - t0
-        rate = tokens[0] / elapsed if elapsed > 0 else 0.0
-        remaining = (self.total_steps - self.cursor.step) * self.rows_per_step * c.seq_len
         val_loss = None
         if c.eval_every > 0 and self.cursor.step % c.eval_every == 0:
             val = self.held_out()  # None when a stop came during it: the loop stops next
             val_loss = val.loss if val is not None else None
+        elapsed = time.perf_counter() - t0
         return StepReport(
             self.cursor.step, self.cursor.epoch, self.total_steps, loss, norm, lr,
-            ntok / max(time.perf_counter() - ts, 1e-9),
-            remaining / rate if rate > 0 else float("inf"), elapsed, bad, skipped, val_loss,
+            self._last_tokens / step_s,
+            self.eta.seconds_left(self.total_steps - self.cursor.step, elapsed), elapsed, bad,
+            skipped, val_loss,
         )
 
     def _count(self, report: StepReport) -> None:

@@ -102,3 +102,15 @@ def test_samples_cannot_drive_the_terminal():
 
     assert terminal_safe("a\x1b[2Jb\x00c\x08d\x7f\x9be") == "a\ufffd[2Jb\ufffdc\ufffdd\ufffd\ufffde"
     assert terminal_safe("line\tone\r\nläuft ✓\n") == "line\tone\r\nläuft ✓\n"
+
+
+def test_generate_flags_default_to_the_generation_defaults():
+    """`generate` samples as the app's Playground and previews do (it had repetition 1.0)."""
+    from engine.cli import build_parser
+    from engine.sampling import GENERATION_DEFAULTS as gen
+
+    a = build_parser().parse_args(["generate", "some-run"])
+    assert (a.temperature, a.top_k, a.top_p, a.repetition_penalty, a.stop, a.max_new_tokens,
+            a.seed) == (gen.temperature, gen.top_k, gen.top_p, gen.repetition_penalty,
+                        gen.stop_at_eos, gen.max_new_tokens, gen.seed)
+    assert gen.repetition_penalty > 1

@@ -53,6 +53,30 @@ def test_scorer_counts_only_answer_characters():
         answer_accuracy("no newline", truth, 1)
 
 
+def test_scorer_with_bpe_counts_a_character_right_only_when_its_whole_token_is():
+    from benchmarks.learning.score import token_chars
+    from engine.tokenizer import BPETokenizer, ByteTokenizer
+
+    text = SelectiveCopy().text(300, seed=1)
+    tok = BPETokenizer.train([text], vocab_size=400)
+    ids = tok.encode(text)
+    chars = token_chars(tok, tok.vocab_size + 8)
+    assert int(chars[ids].sum()) == len(text) and len(ids) < len(text)  # merged tokens
+    assert answer_accuracy(text, ids.copy(), 4, ids, chars) == 1.0
+    pos = answer_positions(text, 4)
+    ends = np.cumsum(chars[ids])
+    t = int(np.searchsorted(ends, pos[0], side="right"))  # the token holding the first answer char
+    wrong = ids.copy()
+    wrong[t] = (ids[t] + 1) % tok.vocab_size
+    covered = sum(1 for p in pos if int(np.searchsorted(ends, p, side="right")) == t)
+    assert covered >= 1
+    assert answer_accuracy(text, wrong, 4, ids, chars) == pytest.approx(1 - covered / len(pos))
+    byte_ids = ByteTokenizer().encode(text)  # bytes: the same as the default path
+    assert answer_accuracy(text, byte_ids, 4, byte_ids, token_chars(ByteTokenizer(), 264)) == 1.0
+    with pytest.raises(ValueError):
+        answer_accuracy(text, ids, 4, ids[:-1], chars)
+
+
 def test_kneser_ney_is_a_distribution_and_beats_uniform_on_repetitive_text():
     train = b"the cat sat on the mat. the dog sat on the log. " * 20
     model = KneserNey.fit(train, 4)

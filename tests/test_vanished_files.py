@@ -108,3 +108,17 @@ def test_a_run_notes_and_records_the_skipped_file(tmp_path, monkeypatch):
     manifest = json.loads((tmp_path / "r" / "data" / "manifest.json").read_text())
     assert [s["path"] for s in manifest["skipped_after_scan"]] == [str(files[0])]
     assert str(files[0]) not in [s["path"] for s in manifest["sources"]]
+
+
+def test_token_count_skips_a_vanished_file_and_counts_the_rest(tmp_path):
+    files = _files(tmp_path)
+    corpus = load_corpus([tmp_path / "c"])
+    files[1].unlink()
+    tok = BPETokenizer.train(corpus.texts[:1], vocab_size=300)
+    counts = engine.data.count_tokens(corpus, tok)
+    assert set(counts) == {files[0], files[2]}
+    assert counts[files[0]] == len(tok.encode(files[0].read_text()))
+    assert [p for p, _ in corpus.gone] == [files[1]] and "since the scan" in corpus.gone[0][1]
+    files[0].unlink()
+    files[2].unlink()
+    assert engine.data.count_tokens(corpus, tok) == {}  # nothing left: nothing counted, no error

@@ -80,10 +80,15 @@ class DropZone(QFrame):
             event.accept()
 
 
-def _count_tokens(f: engine.CorpusFile, tokenizer: Any) -> int:
-    if tokenizer is None:
-        return f.n_bytes  # the byte tokenizer: one token per byte
-    return sum(len(tokenizer.encode(piece)) for piece in engine.iter_text(f.path))
+Counted = tuple[dict[str, int], list[tuple[str, str]]]  # tokens by path, (path, why) skipped
+
+
+def _count(files: list[engine.CorpusFile], tokenizer: Any) -> Counted:
+    """Tokens of each file (``engine.count_tokens``); files that vanished or turned unreadable
+    since they were read are skipped with their reason, as training skips them."""
+    corpus = engine.Corpus(files=list(files))
+    counts = engine.count_tokens(corpus, tokenizer)
+    return {str(p): n for p, n in counts.items()}, [(str(p), why) for p, why in corpus.gone]
 
 
 def _inspect(paths: list[str], tokenizer: Any) -> tuple[list[tuple[engine.CorpusFile, int]],
@@ -96,11 +101,9 @@ def _inspect(paths: list[str], tokenizer: Any) -> tuple[list[tuple[engine.Corpus
         except engine.CorpusError as exc:
             rejected.append((p, str(exc)))
             continue
-        for f in c.files:
-            try:
-                files.append((f, _count_tokens(f, tokenizer)))
-            except engine.CorpusError as exc:  # vanished / unreadable since load_corpus read it
-                rejected.append((str(f.path), str(exc).split(": ", 1)[-1]))
+        counts, gone = _count(c.files, tokenizer)
+        files.extend((f, counts[str(f.path)]) for f in c.files if str(f.path) in counts)
+        rejected.extend(gone)
         rejected.extend((str(a), b) for a, b in c.rejected)
     return files, rejected
 
@@ -226,11 +229,22 @@ class CorpusPanel(QWidget):
         self.pending += 1
         self.progress.setVisible(True)
 
-        def done(counts: dict[str, int]) -> None:
+        def done(result: Counted) -> None:
             self.pending -= 1
             self.progress.setVisible(self.pending > 0)
+            counts, gone = result
             self.tokens.update({p: n for p, n in counts.items() if p in self.files})
+            gone = [(p, why) for p, why in gone if self.files.pop(p, None) is not None]
+            for p, _ in gone:
+                self.tokens.pop(p, None)
+            self.skipped.extend(gone)
             self._refresh()
+            if gone:
+                self.message = (f"{len(gone)} file(s) skipped while counting tokens (they vanished "
+                                f"or turned unreadable); counted the other {len(counts):,}")
+                self.rejected.emit(f"{self.message}: " + "; ".join(
+                    f"{Path(p).name}: {why}" for p, why in gone[:20])
+                    + (" …" if len(gone) > 20 else ""))
             self.changed.emit()
 
         def fail(msg: str) -> None:
@@ -238,8 +252,7 @@ class CorpusPanel(QWidget):
             self.progress.setVisible(self.pending > 0)
             self.rejected.emit(msg)
 
-        run_in_thread(lambda: {p: _count_tokens(f, tokenizer) for p, f in files.items()}, done,
-                      fail, owner=self)
+        run_in_thread(lambda: _count(list(files.values()), tokenizer), done, fail, owner=self)
 
     def add_paths(self, paths: list[str], sync: bool = False) -> None:
         """Validate ``paths`` (in a worker unless ``sync``) and add the good files."""

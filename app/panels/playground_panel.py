@@ -3,6 +3,8 @@ stream in, with temperature, top-k, top-p, repetition penalty, length, seed and 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import QThread, Signal
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (
@@ -47,37 +49,38 @@ class PlaygroundPanel(QWidget):
         self.prompt = QPlainTextEdit(settings.load("playground/prompt", "The "))
         self.prompt.setMaximumHeight(70)
         self.prompt.setToolTip("The text the model continues")
+        gen = engine.GENERATION_DEFAULTS  # the training previews' (Gallery) defaults too
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 5.0)
         self.temperature.setSingleStep(0.1)
-        self.temperature.setValue(0.8)
+        self.temperature.setValue(gen.temperature)
         self.temperature.setToolTip("Randomness: 0 always picks the most likely token; higher "
                                     "flattens the distribution")
         self.top_k = QSpinBox()
         self.top_k.setRange(0, 100000)
-        self.top_k.setValue(40)
+        self.top_k.setValue(gen.top_k)
         self.top_k.setToolTip("Sample only among the k most likely tokens (0 = all)")
         self.top_p = QDoubleSpinBox()
         self.top_p.setRange(0.01, 1.0)
         self.top_p.setSingleStep(0.05)
-        self.top_p.setValue(0.95)
+        self.top_p.setValue(gen.top_p)
         self.top_p.setToolTip("Sample only among the most likely tokens whose probabilities add "
                               "up to p (1 = all)")
         self.rep = QDoubleSpinBox()
         self.rep.setRange(1.0, 5.0)
         self.rep.setSingleStep(0.05)
-        self.rep.setValue(1.1)
-        self.rep.setToolTip("Makes tokens seen in the last 64 less likely (1 = off); stops "
-                            "greedy output from looping")
+        self.rep.setValue(gen.repetition_penalty)
+        self.rep.setToolTip(f"Makes tokens seen in the last {gen.repetition_window} less likely "
+                            "(1 = off); stops greedy output from looping")
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 100000)
-        self.max_tokens.setValue(200)
+        self.max_tokens.setValue(gen.max_new_tokens)
         self.max_tokens.setToolTip("How many tokens to generate")
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
         self.seed.setToolTip("Same seed + same settings = same text")
         self.stop_at_end = QCheckBox("stop at end of text")
-        self.stop_at_end.setChecked(True)
+        self.stop_at_end.setChecked(gen.stop_at_eos)
         self.stop_at_end.setToolTip("End where the model writes its end-of-text token (training "
                                     "puts one after every document or example); off: always "
                                     "generate the full number of tokens")
@@ -155,11 +158,11 @@ class PlaygroundPanel(QWidget):
             self.set_source(path)
 
     def sampling(self) -> engine.SamplingConfig:
-        return engine.SamplingConfig(
-            temperature=self.temperature.value(), top_k=self.top_k.value(),
-            top_p=self.top_p.value(), max_new_tokens=self.max_tokens.value(),
-            seed=self.seed.value(), repetition_penalty=self.rep.value(),
-            stop_at_eos=self.stop_at_end.isChecked())
+        return replace(engine.GENERATION_DEFAULTS,
+                       temperature=self.temperature.value(), top_k=self.top_k.value(),
+                       top_p=self.top_p.value(), max_new_tokens=self.max_tokens.value(),
+                       seed=self.seed.value(), repetition_penalty=self.rep.value(),
+                       stop_at_eos=self.stop_at_end.isChecked())
 
     def generate(self) -> None:
         if self.gen_thread is not None:

@@ -3,6 +3,8 @@ knobs, the latest samples, and which backend produced them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFormLayout,
@@ -24,17 +26,18 @@ class PreviewPanel(QWidget):
         super().__init__()
         self.prompts = QPlainTextEdit(settings.load("preview/prompts", "The "))
         self.prompts.setMaximumHeight(60)
+        gen = engine.GENERATION_DEFAULTS  # the Playground's defaults too
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 5.0)
         self.temperature.setSingleStep(0.1)
-        self.temperature.setValue(settings.load("preview/temperature", 0.8))
+        self.temperature.setValue(settings.load("preview/temperature", gen.temperature))
         self.top_k = QSpinBox()
         self.top_k.setRange(0, 100000)
-        self.top_k.setValue(settings.load("preview/top_k", 40))
+        self.top_k.setValue(settings.load("preview/top_k", gen.top_k))
         self.top_p = QDoubleSpinBox()
         self.top_p.setRange(0.01, 1.0)
         self.top_p.setSingleStep(0.05)
-        self.top_p.setValue(settings.load("preview/top_p", 0.95))
+        self.top_p.setValue(settings.load("preview/top_p", gen.top_p))
         self.length = QSpinBox()
         self.length.setRange(1, 4000)
         self.length.setValue(settings.load("preview/length", 160))
@@ -67,9 +70,11 @@ class PreviewPanel(QWidget):
         self.prompts.setPlainText("\n".join(prompts))
 
     def sampling(self) -> engine.SamplingConfig:
-        return engine.SamplingConfig(temperature=self.temperature.value(), top_k=self.top_k.value(),
-                                     top_p=self.top_p.value(), max_new_tokens=self.length.value(),
-                                     seed=0, stop_at_eos=True)
+        """The engine's generation defaults (repetition penalty, stop at end of text) with this
+        panel's knobs; seed 0 (each prompt gets its own: ``engine.sample_seed``)."""
+        return replace(engine.GENERATION_DEFAULTS, temperature=self.temperature.value(),
+                       top_k=self.top_k.value(), top_p=self.top_p.value(),
+                       max_new_tokens=self.length.value(), seed=0)
 
     def show_preview(self, tag: str, text: str, backend: str) -> None:
         self.tag.setText(f"sample — {tag}")

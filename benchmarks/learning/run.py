@@ -49,7 +49,7 @@ from engine.config import padded_vocab
 from engine.packing import PackedRows, line_end_table, pack_spans
 
 from .ngram import baselines
-from .score import answer_accuracy
+from .score import answer_accuracy, token_chars
 from .tasks import TASKS, split_documents, stdlib_documents
 
 TEXT_TRAIN_BYTES = 8_000_000
@@ -192,13 +192,15 @@ def main(argv: list[str] | None = None) -> int:
             "baselines": base, "s_per_step": round(speed, 4), "cpus": len(os.sched_getaffinity(0))}
     every = max(1, steps // a.evals)
     control = TrainControl()
+    chars = token_chars(tok, lm.config.vocab_size)
     state = {"eval_s": 0.0, "t0": time.perf_counter()}
 
     def measure(rep: StepReport) -> None:
         te = time.perf_counter()
         if a.task in TASKS:
             guess = predict_next(lm, held_ids, lead=a.records == "line")
-            metric = {"accuracy": answer_accuracy(held_text, guess, TASKS[a.task].answer_len)}
+            metric = {"accuracy": answer_accuracy(held_text, guess, TASKS[a.task].answer_len,
+                                                  held_ids, chars)}
         else:
             metric = {"bpb": evaluate(lm, held_ids, cfg.seq_len).bits_per_byte}
         state["eval_s"] += time.perf_counter() - te

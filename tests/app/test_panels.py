@@ -3,6 +3,8 @@ settings files and exports."""
 
 import json
 import math
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -84,7 +86,18 @@ def test_gallery_lists_saved_samples_after_relaunch(qtbot, tmp_path):
     assert g.table.rowCount() == 2 and all(s["epoch"] == 1 for s in g.shown)
     g.table.selectRow(0)
     assert "after epoch 1" in g.detail.toPlainText() and "seed" in g.detail.toPlainText()
+    rep = w2.playground.rep.value()  # what the Playground offers is what the previews used
+    assert rep > 1 and f"repetition {rep} " in g.detail.toPlainText()
     close_window(qtbot, w2)
+
+
+def test_previews_and_playground_share_the_generation_defaults(win):
+    """One set of defaults (engine.GENERATION_DEFAULTS) for the training previews the Gallery
+    lists and the Playground: the Gallery once showed repetition 1.0 beside the Playground's 1.1."""
+    pre, pg = win.preview.sampling(), win.playground.sampling()
+    for k in ("temperature", "top_k", "top_p", "repetition_penalty", "repetition_window",
+              "stop_at_eos"):
+        assert getattr(pre, k) == getattr(pg, k), k
 
 
 def test_run_logs_metrics_csv_and_tensorboard_events(win, qtbot):
@@ -160,15 +173,32 @@ def test_lora_panel_never_scrolls_sideways_at_1024x700(win, qtbot):
 def test_estimate_changes_with_batch_size(win, qtbot, monkeypatch):
     monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")
     win._schedule_estimate()
-    qtbot.waitUntil(lambda: "per epoch" in win.estimate.text(), timeout=RUN_TIMEOUT)
+    qtbot.waitUntil(lambda: "ms/step ×" in win.estimate.text(), timeout=RUN_TIMEOUT)
     before = win.estimate.text()
     assert "82,368 parameters" in before and "memory" in before
     win.train.batch.setValue(16)
-    qtbot.waitUntil(lambda: "per epoch" in win.estimate.text() and win.estimate.text() != before,
+    qtbot.waitUntil(lambda: "ms/step ×" in win.estimate.text() and win.estimate.text() != before,
                     timeout=RUN_TIMEOUT)
     after = win.estimate.text()
     steps = [int(t.split("× ")[1].rstrip(")").replace(",", "")) for t in (before, after)]
     assert steps[0] == 4 * steps[1] or abs(steps[0] - 4 * steps[1]) <= 3  # 4x batch, 1/4 steps
+
+
+def test_estimate_shows_the_steps_the_run_takes(win, qtbot, tmp_path, monkeypatch):
+    """The estimate's steps per epoch are a started run's (packed rows): with the defaults on the
+    sample corpus it once showed tokens / (batch x seq_len), 10, where the run took 11."""
+    monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")
+    win.train.preset.setCurrentText("small")
+    win.train.seq_len.setValue(256)
+    win.train.batch.setValue(8)
+    win._refresh_estimate()  # the text now follows these settings (measured and counted next)
+    count = re.compile(r"ms/step × ([\d,]+)\)")
+    qtbot.waitUntil(lambda: count.search(win.estimate.text()) is not None, timeout=RUN_TIMEOUT)
+    shown = int(count.search(win.estimate.text())[1].replace(",", ""))
+    tc = win.train.train_config()
+    spec = replace(win.train.run_spec(None, tc.eval_every), records=win.corpus.record_mode())
+    with runapi.start(spec, win.corpus.paths(), out=tmp_path / "run") as run:
+        assert shown == run.trainer.steps_per_epoch == 11
 
 
 def test_trainable_count_follows_the_opened_model(win, qtbot, tiny_run):
@@ -272,3 +302,31 @@ def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
         w.run()
         assert done[0].startswith(f"{why} in ") and text in done[0] and "CPU step" in done[0]
         assert "".join(pieces) == ("hi" if stop else "hi\n!!!")  # end of text shown, not lost
+
+
+def test_token_count_skips_a_corpus_file_that_vanished(win, qtbot, tmp_path):
+    """Counting tokens for an opened model's tokenizer goes on past a file deleted since it was
+    added: the others are counted and the gone one is listed as skipped (it failed as a whole)."""
+    class Words:  # a tokenizer whose count differs from the byte count
+        kind = "words"
+
+        def encode(self, text):  # noqa: ANN001, ANN202
+            return text.split()
+
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for name in "abc":
+        (d / f"{name}.txt").write_text(f"text of {name}\n" * 50)
+    win.corpus.files.clear()
+    win.corpus.tokens.clear()
+    win.corpus.add_paths([str(d)], sync=True)
+    (d / "b.txt").unlink()
+    notes: list[str] = []
+    win.corpus.rejected.connect(notes.append)
+    win.corpus.set_tokenizer(Words(), "words")
+    qtbot.waitUntil(lambda: win.corpus.pending == 0, timeout=RUN_TIMEOUT)
+    assert win.corpus.tokens == {str(d / "a.txt"): 150, str(d / "c.txt"): 150}
+    assert str(d / "b.txt") not in win.corpus.files
+    assert [p for p, _ in win.corpus.skipped] == [str(d / "b.txt")]
+    assert "1 file(s) skipped while counting tokens" in notes[-1] and "other 2" in notes[-1]
+    assert "300 tokens (words)" in win.corpus.summary.text()

@@ -1,0 +1,47 @@
+"""The steps per epoch an estimate shows are the steps the run takes: both come from the packed
+rows (``run.plan_epoch`` -> ``trainer.epoch_steps``), not from tokens / (batch x seq_len)."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from engine.config import preset
+from engine.estimate import estimate_run
+from engine.run import RunSpec, plan_epoch, start
+from engine.trainer import TrainConfig
+
+SAMPLE = Path(__file__).resolve().parents[1] / "assets" / "sample_corpus"
+
+
+@pytest.mark.parametrize("records,seq_len,batch", [("file", 256, 8), ("file", 64, 4),
+                                                   ("line", 128, 8), ("blank-line", 256, 3)])
+def test_plan_counts_the_rows_the_run_trains_on(tmp_path, records, seq_len, batch):
+    spec = RunSpec(preset="tiny", records=records,
+                   train=TrainConfig(batch_size=batch, seq_len=seq_len, seed=3))
+    plan = plan_epoch(spec, [SAMPLE])
+    with start(spec, [SAMPLE], out=tmp_path / "run") as run:
+        tr = run.trainer
+        assert plan.rows == len(tr.rows)
+        assert plan.steps(spec.train) == tr.steps_per_epoch
+        assert (plan.train_tokens, plan.held_out_tokens) == tr.token_counts
+    est = estimate_run(preset("tiny", 257), spec.train, 0, rows=plan.rows)
+    assert est.steps_per_epoch == tr.steps_per_epoch
+
+
+def test_sample_corpus_estimate_is_not_tokens_over_batch(tmp_path):
+    """The known case: 21 KB at 8 x 256 was shown as 10 steps an epoch; packing gives 11."""
+    spec = RunSpec()
+    tokens = sum(p.stat().st_size for p in SAMPLE.iterdir())
+    naive = -(-(int(tokens * 0.9) // 256) // 8)
+    with start(spec, [SAMPLE], out=tmp_path / "run") as run:
+        steps, rows = run.trainer.steps_per_epoch, len(run.trainer.rows)
+    assert steps != naive  # the count the estimate used to show
+    plan = plan_epoch(spec, [SAMPLE])
+    assert plan.steps(spec.train) == steps
+    assert plan.steps(replace(spec.train, grad_accum=2)) == -(-rows // 16)
+
+
+def test_plan_refuses_an_untrained_bpe():
+    with pytest.raises(ValueError, match="trained on the corpus"):
+        plan_epoch(RunSpec(tokenizer="bpe"), [SAMPLE])

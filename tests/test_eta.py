@@ -1,0 +1,82 @@
+"""The ETA the CLI and the app show while training follows the run's typical step time: a few
+slow steps (a load burst on a shared machine) barely move it, a lasting slow-down is followed,
+and packed rows' padding does not inflate it."""
+
+import time
+
+import numpy as np
+import pytest
+
+from engine import MambaLM, TrainConfig, Trainer
+from engine.packing import pack_spans
+from engine.tokenizer import ByteTokenizer
+from tests.helpers import tiny_config
+
+
+class _Clock:
+    """perf_counter for the trainer: moves only by what a step is said to take."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1e-7
+        return self.now
+
+
+def _run(monkeypatch, step_s, steps, rows=None, epoch_end_s=0.0, clocked=None, n_ids=2400):
+    """Train ``steps`` steps, step k taking ``step_s(k)`` seconds of the fake clock and each epoch
+    end ``epoch_end_s`` more (a callback: samples, a save); the reports. ``clocked`` (a list)
+    gets the clock at each report."""
+    clock = _Clock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    ids = np.tile(np.arange(40), 60)[:n_ids]
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=0)
+    tr = Trainer(lm, ids, ids[:0], TrainConfig(batch_size=1, seq_len=8, epochs=500,
+                                               max_steps=steps, shuffle=False), rows=rows)
+    real = tr.train_step
+
+    def timed(r):  # noqa: ANN001
+        out = real(r)
+        clock.now += step_s(tr.cursor.step)
+        return out
+
+    def epoch_end(_rep):  # noqa: ANN001
+        clock.now += epoch_end_s
+
+    tr.train_step = timed
+    tr.run(on_step=lambda r: clocked.append(clock.now) if clocked is not None else None,
+           on_epoch=epoch_end)
+    return tr.history, clock.now
+
+
+def test_a_load_burst_barely_moves_the_eta(monkeypatch):
+    reports, _ = _run(monkeypatch, lambda k: 3.0 if k in (3, 4) else 0.1, 30)
+    r = reports[14]  # 15 steps done, two of them 30x slower; 15 left at 0.1 s
+    assert r.eta_s == pytest.approx(15 * 0.1, rel=0.1)  # the mean since the start said 7.3 s
+
+
+def test_a_lasting_slowdown_is_followed(monkeypatch):
+    reports, _ = _run(monkeypatch, lambda k: 0.1 if k < 20 else 0.3, 50)
+    r = reports[34]  # 15 of the last 20 steps at 0.3 s
+    assert r.eta_s == pytest.approx(15 * 0.3, rel=0.1)
+
+
+def test_padding_of_packed_rows_does_not_inflate_the_eta(monkeypatch):
+    ids = np.tile(np.arange(40), 60)
+    spans = np.array([[s, 8 if s % 50 == 0 else 5] for s in range(0, 1200, 10)], dtype=np.int64)
+    rows = pack_spans(ids, spans, 8)  # 4 of 5 rows hold 5 tokens of 8
+    assert rows.fill < 0.75
+    reports, _ = _run(monkeypatch, lambda k: 0.1, 20, rows=rows)
+    assert reports[9].eta_s == pytest.approx(10 * 0.1, rel=0.1)
+
+
+def test_time_between_steps_is_spread_over_the_steps(monkeypatch):
+    """Epoch-end work (samples, saves, evaluations) as long as the epoch's steps: the ETA half way
+    is the time the rest of the run then took, not only its steps' time."""
+    at: list[float] = []
+    reports, end = _run(monkeypatch, lambda k: 0.1, 100, epoch_end_s=0.5, clocked=at, n_ids=41)
+    assert [r.epoch for r in reports[:6]] == [0] * 5 + [1]  # 5 steps an epoch
+    left = end - at[51]  # after step 52: 48 steps and 10 epoch ends, 9.8 s
+    assert left == pytest.approx(9.8, abs=1e-3)
+    assert reports[51].eta_s == pytest.approx(left, rel=0.1)  # steps alone would say 4.8 s
