@@ -167,6 +167,8 @@ class MainWindow(QMainWindow):
         self.corpus.changed.connect(self._schedule_estimate)
         self.train.changed.connect(self._schedule_estimate)
         self.train.changed.connect(self._update_next)
+        self.train.tokenizer.currentTextChanged.connect(self._tokenizer_changed)
+        self._tokenizer_changed(self.train.tokenizer.currentText())
         self.preview.prompts.textChanged.connect(self._push_preview_settings)
         for knob in (self.preview.temperature, self.preview.top_k, self.preview.top_p,
                      self.preview.length):
@@ -337,7 +339,8 @@ class MainWindow(QMainWindow):
         tok = self.corpus.tokenizer  # an opened model's; None: a new run's own tokenizer
         if not paths:
             return "no corpus"
-        if tok is None and spec.tokenizer != "bytes":
+        n_bytes = sum(f.n_bytes for f in self.corpus.files.values())
+        if tok is None and engine.choose_tokenizer(spec.tokenizer, n_bytes) == "bpe":
             return "after Start (the BPE tokenizer is trained on the corpus then)"
         key = (paths, spec.records, id(tok), spec.holdout, spec.train.seed, spec.train.seq_len)
         if key in self._rows:
@@ -588,6 +591,12 @@ class MainWindow(QMainWindow):
             self._say(f"opened {path}: {lm.n_params:,} parameters, {lm.tokenizer.kind} tokenizer")
 
         run_in_thread(load, done, self._error, owner=self)
+
+    def _tokenizer_changed(self, kind: str) -> None:
+        """A new run's tokenizer choice: the corpus summary says what it will be (token counts
+        stay bytes until a BPE is trained at Start)."""
+        if self.corpus.tokenizer is None:
+            self.corpus.set_new_run_kind(kind)
 
     def new_model(self) -> None:
         self.init_dir = self.continue_dir = None

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         load_corpus,
         split_holdout,
     )
-    from .defaults import PRESET_DEFAULTS
+    from .defaults import BPE_MIN_BYTES, PRESET_DEFAULTS, choose_tokenizer
     from .docstore import load_documents, save_documents
     from .documents import RECORDS, Documents, encode_documents, split_documents
     from .earlystop import EarlyStopping
@@ -147,6 +147,8 @@ _EXPORTS: dict[str, str] = {
     "read_run_spec": "run",
     "INITS": "params",
     "PRESET_DEFAULTS": "defaults",
+    "BPE_MIN_BYTES": "defaults",
+    "choose_tokenizer": "defaults",
     "list_runs": "run",
     "open_run": "run",
     "start_run": "run",
@@ -204,6 +206,8 @@ __all__ = [
     "HELDOUT_SAMPLE_TOKENS",
     "INITS",
     "PRESET_DEFAULTS",
+    "BPE_MIN_BYTES",
+    "choose_tokenizer",
     "iter_batches",
     "iter_text",
     "line_end_table",

@@ -462,14 +462,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace the run already in --out (and an earlier export in --export-adapter)")
     t.add_argument("--resume", metavar="RUN", help="continue this run folder (no corpus needed)")
     t.add_argument("--preset", choices=["tiny", "small", "medium"])
-    t.add_argument("--tokenizer", choices=["bytes", "bpe"])
+    t.add_argument("--tokenizer", choices=["auto", "bytes", "bpe"],
+                   help="auto (default): bytes below 4 MB of corpus, else a BPE trained on it")
     t.add_argument("--bpe-vocab", type=_int_in(257, 1 << 20))
     t.add_argument("--init", help="start from this model folder, run or snapshot (ours or HF)")
     t.add_argument("--init-scheme", choices=INITS,
                    help="weight init of a new model (default: default; reference = mamba_ssm / "
                         "Hugging Face init)")
     t.add_argument("--epochs", type=_int_in(1, 1_000_000))
-    t.add_argument("--lr", type=_float_in(0.0, 10.0, lo_open=True))
+    t.add_argument("--lr", type=_float_in(0.0, 10.0, lo_open=True),
+                   help="peak learning rate (default: the preset's, twice as high with BPE; a "
+                        "rate equal to the byte default also doubles when the tokenizer is BPE)")
     t.add_argument("--batch", type=_int_in(1, 65_536))
     t.add_argument("--seq-len", type=_int_in(2, 1 << 24))
     t.add_argument("--accum", type=_int_in(1, 65_536))

@@ -30,6 +30,7 @@ from . import runformat as rf
 from .config import MambaConfig, preset
 from .corpuswalk import summary
 from .data import encode_corpus, id_dtype, load_corpus, split_holdout
+from .defaults import BPE_MIN_BYTES, PRESET_DEFAULTS, choose_tokenizer
 from .documents import RECORDS, encode_documents, split_documents
 from .errors import CheckpointError, TrainingError
 from .guard import DivergenceGuard
@@ -53,7 +54,7 @@ class RunSpec:
 
     preset: str = "small"  # tiny | small | medium (ignored with ``model`` or ``init``)
     model: dict[str, int] | None = None  # explicit MambaConfig fields (d_model, n_layer, ...)
-    tokenizer: str = "bytes"  # bytes | bpe
+    tokenizer: str = "auto"  # auto | bytes | bpe (auto: engine.defaults.choose_tokenizer)
     bpe_vocab: int = 2048
     init: str | None = None  # start from this model folder / run / snapshot instead
     init_scheme: str = "default"  # weight init of a new model: one of engine.params.INITS
@@ -103,8 +104,8 @@ class RunSpec:
                                  f"starting from {self.init} keeps its trained weights (drop one)")
         if self.records not in ("stream", *RECORDS):
             raise ValueError(f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}")
-        if self.tokenizer not in ("bytes", "bpe"):
-            raise ValueError(f"tokenizer must be 'bytes' or 'bpe', not {self.tokenizer!r}")
+        if self.tokenizer not in ("auto", "bytes", "bpe"):
+            raise ValueError(f"tokenizer must be 'auto', 'bytes' or 'bpe', not {self.tokenizer!r}")
         if not (0.0 <= self.holdout <= 0.9):
             raise ValueError(f"held-out fraction {self.holdout} is outside [0, 0.9]")
         if not (self.autosave_steps >= 0 and math.isfinite(self.autosave_minutes)
@@ -114,6 +115,18 @@ class RunSpec:
                 and all(isinstance(p, str) and len(p) <= MAX_PROMPT_CHARS for p in self.prompts)):
             raise ValueError(f"prompts must be 1 to {MAX_PROMPTS} texts of at most "
                              f"{MAX_PROMPT_CHARS} characters")
+
+
+    def for_corpus(self, corpus_bytes: int) -> RunSpec:
+        """This spec with tokenizer "auto" made concrete for a corpus of ``corpus_bytes``
+        (``choose_tokenizer``). A learning rate left at the preset's byte default follows the
+        tokenizer (a BPE run's is ``BPE_LR_SCALE`` times higher); any other rate is kept."""
+        kind = choose_tokenizer(self.tokenizer, corpus_bytes)
+        train = self.train
+        preset_lr = PRESET_DEFAULTS[self.preset].lr if self.preset in PRESET_DEFAULTS else None
+        if kind == "bpe" and train.lr == preset_lr:
+            train = replace(train, lr=TrainConfig.for_preset(self.preset, kind).lr)
+        return replace(self, tokenizer=kind, train=train)
 
 
 @dataclass(frozen=True)
@@ -297,14 +310,14 @@ def plan_epoch(spec: RunSpec, corpus_paths: Sequence[str | Path], tokenizer: Any
     ``plan.steps(spec.train)``). ``tokenizer``: an opened model's; None means the byte tokenizer
     (a BPE one is only known once it is trained on the corpus, at ``start``). Reads the corpus;
     memory as ``start``'s encoding (about 2 bytes per corpus byte for bytes)."""
-    if tokenizer is None:
-        if spec.tokenizer != "bytes":
-            raise ValueError("a BPE tokenizer is trained on the corpus when the run starts; "
-                             "its rows are counted then")
-        tokenizer = ByteTokenizer()
     if spec.records == "stream":
         raise ValueError("plan_epoch counts document rows; records 'stream' has none")
     corpus = load_corpus(corpus_paths)
+    if tokenizer is None:
+        if spec.for_corpus(corpus.n_bytes).tokenizer != "bytes":
+            raise ValueError("a BPE tokenizer is trained on the corpus when the run starts; "
+                             "its rows are counted then")
+        tokenizer = ByteTokenizer()
     arrays, _ = _encode(spec, corpus, tokenizer)
     rows = _pack(arrays["ids"], arrays["train_spans"], spec.train.seq_len, tokenizer)
     held = int(arrays["val_spans"][:, 1].sum()) if len(arrays["val_spans"]) else 0
@@ -379,7 +392,14 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         say(line)
     if spec.init:
         lm = load_model(spec.init)
+        spec = replace(spec, tokenizer=lm.tokenizer.kind)
     else:
+        auto, spec = spec.tokenizer == "auto", spec.for_corpus(corpus.n_bytes)
+        if auto:
+            say(f"tokenizer: {spec.tokenizer} (auto: BPE from {BPE_MIN_BYTES / 1e6:g} MB of text; "
+                f"this corpus has {corpus.n_bytes / 1e6:.2f} MB), learning rate {spec.train.lr:g}")
+        if spec.tokenizer == "bpe":
+            say(f"training a {spec.bpe_vocab:,}-token BPE tokenizer on the corpus...")
         tok = (BPETokenizer.train(corpus.texts, vocab_size=spec.bpe_vocab)
                if spec.tokenizer == "bpe" else ByteTokenizer())
         lm = MambaLM(_model_config(spec, tok.vocab_size), {}, tok)

@@ -71,11 +71,12 @@ class TrainConfig:
     eval_every: int = 0  # also measure held-out loss every N optimizer steps (0: per epoch only)
 
     @classmethod
-    def for_preset(cls, name: str, **overrides: Any) -> TrainConfig:
-        """The preset's training defaults (``engine.defaults``) with ``overrides`` applied."""
+    def for_preset(cls, name: str, tokenizer: str = "bytes", **overrides: Any) -> TrainConfig:
+        """The preset's training defaults (``engine.defaults``) for a ``tokenizer`` ("bytes" /
+        "bpe") run, with ``overrides`` applied."""
         if name not in PRESET_DEFAULTS:
             raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESET_DEFAULTS)}")
-        return cls(**{**PRESET_DEFAULTS[name].training(), **overrides})
+        return cls(**{**PRESET_DEFAULTS[name].training(tokenizer), **overrides})
 
     def adamw(self) -> AdamWConfig:
         max_delta = self.max_delta if (self.max_delta > 0 or not self.wsla) else 0.05

@@ -323,10 +323,20 @@ class CorpusPanel(QWidget):
             self.holdout, self.seed, self.min_tokens = holdout, seed, min_tokens
             self._refresh()
 
+    def set_new_run_kind(self, kind: str) -> None:
+        """The tokenizer choice of a new run (auto / bytes / bpe), shown in the summary."""
+        self.tokenizer_kind = kind
+        self._refresh()
+
+    def new_run_kind(self) -> str:
+        """The tokenizer a new run on these files gets: "auto" made concrete by their size."""
+        return engine.choose_tokenizer(self.tokenizer_kind, sum(f.n_bytes for f in self.files.values()))
+
     def _refresh(self) -> None:
         held = self.held_out()
         by_file = self.record_mode() == "file"
-        unknown = self.tokenizer is None and self.tokenizer_kind == "bpe"
+        kind = self.tokenizer_kind if self.tokenizer is not None else self.new_run_kind()
+        unknown = self.tokenizer is None and kind == "bpe"
         self.table.setRowCount(len(self.files))
         unit = "lines" if self.record_mode() == "line" else "paragraphs"
         split_tip = (f"about {self.holdout:.0%} of the tokens, whole files chosen by the seed, are "
@@ -346,7 +356,9 @@ class CorpusPanel(QWidget):
                     and unknown else split_tip if col == 3 else ""))
                 self.table.setItem(row, col, item)
         total = sum(f.n_bytes for f in self.files.values())
-        ntok = "" if unknown else f", {sum(self.tokens.values()):,} tokens ({self.tokenizer_kind})"
+        auto = " (auto)" if self.tokenizer is None and self.tokenizer_kind == "auto" else ""
+        ntok = (f"; tokenizer bpe{auto}: trained at Start" if unknown
+                else f", {sum(self.tokens.values()):,} tokens ({kind}{auto})")
         held_text = (f"{len(held)} held-out" if by_file
                      else f"about {self.holdout:.0%} of the {unit} held-out")
         self.summary.setText(f"{len(self.files)} files, {total:,} bytes{ntok}; {held_text}")

@@ -120,7 +120,8 @@ def text_rows(tok: Any, text: str, seq_len: int, records: str) -> PackedRows:
     return pack_spans(docs.ids, docs.spans(), seq_len, line_end_table(tok))
 
 
-def load_data(task: str, tokenizer: str, bpe_vocab: int, seed: int):  # type: ignore[no-untyped-def]
+def load_data(task: str, tokenizer: str, bpe_vocab: int, seed: int,  # type: ignore[no-untyped-def]
+              train_bytes: int = TEXT_TRAIN_BYTES):
     """-> (tokenizer, train text, train ids, held-out text, held-out ids, baselines dict)."""
     if task in TASKS:
         t = TASKS[task]
@@ -128,12 +129,13 @@ def load_data(task: str, tokenizer: str, bpe_vocab: int, seed: int):  # type: ig
         base = {"chance": 1 / 16}
     else:
         docs = stdlib_documents()
-        train_text, held_text = split_documents(docs, TEXT_TRAIN_BYTES, TEXT_HELDOUT_BYTES)
+        train_text, held_text = split_documents(docs, train_bytes, TEXT_HELDOUT_BYTES)
         t0 = time.perf_counter()
         base = baselines(train_text.encode(), held_text.encode())
         base["ngram_s"] = round(time.perf_counter() - t0, 1)
         base["train_bytes"], base["heldout_bytes"] = len(train_text.encode()), len(held_text.encode())
-    tok = BPETokenizer.train([train_text], vocab_size=bpe_vocab) if tokenizer == "bpe" else ByteTokenizer()
+    kind = engine.choose_tokenizer(tokenizer, len(train_text.encode()))  # "auto": as a run picks
+    tok = BPETokenizer.train([train_text], vocab_size=bpe_vocab) if kind == "bpe" else ByteTokenizer()
     return tok, train_text, tok.encode(train_text), held_text, tok.encode(held_text), base
 
 
@@ -143,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("task", choices=[*TASKS, "text"])
     ap.add_argument("--preset", default=engine.defaults.DEFAULT_PRESET, choices=sorted(PRESETS))
     ap.add_argument("--init", default="default", choices=list(engine.params.INITS))
-    ap.add_argument("--tokenizer", default="bytes", choices=["bytes", "bpe"])
+    ap.add_argument("--tokenizer", default="auto", choices=["auto", "bytes", "bpe"],
+                    help="auto (the product's default): by the training text's size")
     ap.add_argument("--bpe-vocab", type=int, default=2048)
     ap.add_argument("--minutes", type=float, default=10.0, help="training time (evaluations excluded)")
     ap.add_argument("--steps", type=int, help="optimizer steps, the schedule's length (default: as many "
@@ -159,14 +162,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="file (as a run of the app or CLI on one file): the text is one document "
                          "cut into rows after line breaks; line: every line its own document "
                          "(state reset at each line); stream: rows cut anywhere")
+    ap.add_argument("--train-bytes", type=int, default=TEXT_TRAIN_BYTES,
+                    help="text: bytes of training text (held-out stays %(default)s's split)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tag", default="", help="name suffix of the output file")
     ap.add_argument("--out", default="benchmarks/results/learning")
     a = ap.parse_args(argv)
 
     tok, train_text, train_ids, held_text, held_ids, base = load_data(a.task, a.tokenizer,
-                                                                      a.bpe_vocab, a.seed)
-    cfg = TrainConfig.for_preset(a.preset, epochs=1_000, seed=a.seed, **_parse_set(a.set))
+                                                                      a.bpe_vocab, a.seed, a.train_bytes)
+    cfg = TrainConfig.for_preset(a.preset, tok.kind, epochs=1_000, seed=a.seed, **_parse_set(a.set))
     shape = {k: int(v) for k, _, v in (m.partition("=") for m in a.model)}
     # a new config (not ``replace`` of the preset's), so dt_rank and d_inner follow d_model
     model_cfg = MambaConfig(**{**PRESETS[a.preset], **shape}, vocab_size=padded_vocab(tok.vocab_size))

@@ -330,3 +330,24 @@ def test_token_count_skips_a_corpus_file_that_vanished(win, qtbot, tmp_path):
     assert [p for p, _ in win.corpus.skipped] == [str(d / "b.txt")]
     assert "1 file(s) skipped while counting tokens" in notes[-1] and "other 2" in notes[-1]
     assert "300 tokens (words)" in win.corpus.summary.text()
+
+
+def test_tokenizer_auto_says_what_a_new_run_gets(win, qtbot, monkeypatch):
+    """Tokenizer auto (the default): the corpus summary names the tokenizer a new run gets, BPE
+    once the corpus reaches engine.BPE_MIN_BYTES, and the estimate then waits for Start."""
+    import engine.defaults
+
+    c = win.corpus
+    c.load_sample()
+    qtbot.waitUntil(lambda: c.pending == 0 and c.table.rowCount() > 1, timeout=RUN_TIMEOUT)
+    assert win.train.tokenizer.currentText() == "auto"
+    assert c.summary.text().split(";")[0].endswith("tokens (bytes (auto))")
+    monkeypatch.setattr(engine.defaults, "BPE_MIN_BYTES", 1_000)  # the sample now counts as large
+    win.train.tokenizer.setCurrentText("bytes")
+    win.train.tokenizer.setCurrentText("auto")
+    assert "tokenizer bpe (auto): trained at Start" in c.summary.text()
+    assert c.table.item(0, 2).text() == "after Start"
+    spec = win.train.run_spec(None, 0)
+    assert "after Start" in str(win._epoch_rows(spec))
+    win.train.tokenizer.setCurrentText("bytes")
+    assert c.summary.text().split(";")[0].endswith("tokens (bytes)")
