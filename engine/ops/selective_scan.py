@@ -126,8 +126,9 @@ def _scan_backward_kernel(
     every 16-64 positions kept by the forward with L2-sized segment buffers here (half the exps,
     yet +20-40 %: LLVM vectorised the segment loops worse), and softplus(dt_pre + bias) with its
     backward fused into both kernels (+5-10 % against the separate softplus ops), and two states
-    per pass of the reverse step's channel loop (+26 %), and two positions per pass of the
-    recompute (no gain)."""
+    per pass of the reverse step's channel loop (+26 %; x2.2 with two positions), and two
+    positions (no gain) or two states (+12-17 %) per pass of the recompute; round 4 in
+    docs/performance.md lists the rest."""
     nb, nl, ne = u.shape
     has_reset = reset.shape[1] > 0
     nn_ = At.shape[0]
