@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
+from types import FunctionType
 from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
@@ -42,6 +43,20 @@ class _KernelDecorator(Protocol):
 _njit = partial(njit, cache=True, nogil=True, fastmath=set(FASTMATH), error_model="numpy")
 kernel = cast(_KernelDecorator, _njit)
 parallel_kernel = cast(_KernelDecorator, partial(_njit, parallel=True))
+
+
+def specialised(decorator: _KernelDecorator, fn: _F, **consts: object) -> _F:
+    """``decorator`` applied to a copy of ``fn`` whose module globals named in ``consts`` are
+    replaced by those values, which Numba then compiles as constants (e.g. a loop bound). The
+    copy is named ``<fn>_<values>``, so each specialisation has its own cache file."""
+    tag = "_".join(str(v) for v in consts.values())
+    g = dict(fn.__globals__)
+    g.update(consts)
+    f = FunctionType(fn.__code__, g, f"{fn.__name__}_{tag}", fn.__defaults__, fn.__closure__)
+    f.__qualname__ = f"{fn.__qualname__}_{tag}"
+    f.__module__ = fn.__module__
+    f.__doc__ = fn.__doc__
+    return decorator(cast(_F, f))
 
 
 @intrinsic

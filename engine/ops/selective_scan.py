@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._jit import decay_exp, kernel, parallel_kernel, prefetch, sigmoid
+from .._jit import decay_exp, kernel, parallel_kernel, prefetch, sigmoid, specialised
 from ._common import check, check_wider, reset_mask
 
 CHUNK = 64
@@ -98,10 +98,12 @@ def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last):
                 h_last[b, c0 + k, s] = h[s, k]
 
 
-@parallel_kernel
+_BW = 0  # the backward's job width: a constant in each compiled copy (``_BACKWARD``)
+
+
 def _scan_backward_kernel(
     dout, u, delta, At, Bm, Cm, D, z, zoff, reset, du, ddelta, dz, dA_part, dB_part, dC_part,
-    dD_part, want_dA,
+    dD_part, want_dA, c_first,
 ):
     """dout (b, l, e) + forward inputs -> du, ddelta (b, l, e); dz written at the same columns of
     ``dz`` as z is read (zoff..zoff+e); dA_part (b, n, e) (left unwritten when ``want_dA`` is
@@ -109,7 +111,12 @@ def _scan_backward_kernel(
     count as zero (the always-zero plane ``nl + 1`` of ``hist``) and cuts the carry g (the
     kept decay of position t is zeroed, so g_t exp(delta_t A) carries nothing to t - 1).
 
-    Three passes per job (batch row, chunk of cw channels):
+    This call's jobs are (batch row, chunk of cw = ``_BW`` channels) from channel ``c_first``
+    on. ``_BW`` is a compile-time constant (``_BACKWARD`` holds one compiled copy per width), so
+    the channel loops have constant bounds (measured 3-4 % faster); the wrapper runs BWD_CHUNK
+    for the full chunks, then CHUNK for a remainder.
+
+    Three passes per job:
     1. forward in time: the states h_t (``hist``, (l + 2, n, cw)) and decays exp(delta_t A)
        (``decay``, (l, n, cw)) recomputed and kept, so the reverse step computes no exp; with
        y_t complete, the gate's gradients dy_t (kept, (l, cw)) and dz_t, and dD; delta_t u_t
@@ -132,14 +139,14 @@ def _scan_backward_kernel(
     nb, nl, ne = u.shape
     has_reset = reset.shape[1] > 0
     nn_ = At.shape[0]
-    nch = (ne + BWD_CHUNK - 1) // BWD_CHUNK
+    cw = _BW
+    nch = (ne - c_first) // cw
     zero = np.zeros(1, u.dtype)[0]
     one = np.ones(1, u.dtype)[0]
     for job in prange(nb * nch):
         b = job // nch
-        ch = job % nch
-        c0 = ch * BWD_CHUNK
-        cw = min(BWD_CHUNK, ne - c0)
+        ch = c_first // BWD_CHUNK + job % nch  # index into dB_part, dC_part
+        c0 = c_first + (job % nch) * cw
         Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
         Dj = D[c0 : c0 + cw]
         hist = np.empty((nl + 2, nn_, cw), u.dtype)  # plane nl + 1 stays zero (reset)
@@ -291,6 +298,10 @@ def _scan_backward_kernel(
             dD_part[b, c0 + k] = dD_acc[k]
 
 
+_BACKWARD = {w: specialised(parallel_kernel, _scan_backward_kernel, _BW=w)
+             for w in (BWD_CHUNK, CHUNK)}
+
+
 def _A_transposed(A_log: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(-np.exp(A_log).T)
 
@@ -398,10 +409,13 @@ def selective_scan_backward(
     dB_part = np.empty((nch, nb, nl, n), dtype=u.dtype)
     dC_part = np.empty((nch, nb, nl, n), dtype=u.dtype)
     dD_part = np.empty((nb, ep), dtype=u.dtype)
-    _scan_backward_kernel(
-        dout, u, delta, At, B, C, D, z_k, zoff_k, rm, du, ddelta, dz_k, dA_part, dB_part, dC_part,
-        dD_part, need_dA,
-    )
+    full = ep // BWD_CHUNK * BWD_CHUNK  # BWD_CHUNK-wide jobs, then a CHUNK-wide remainder
+    for c_first, width, run in ((0, BWD_CHUNK, full > 0), (full, CHUNK, ep > full)):
+        if run:
+            _BACKWARD[width](
+                dout, u, delta, At, B, C, D, z_k, zoff_k, rm, du, ddelta, dz_k, dA_part, dB_part,
+                dC_part, dD_part, need_dA, c_first,
+            )
     dA_log = dA_part.sum(axis=0).T[:ne] * At.T[:ne] if need_dA else None  # (e, n)
     dD = dD_part.sum(axis=0)[:ne]
     if ep != ne:
