@@ -10,8 +10,8 @@
 
 The activation model follows ``engine.model.layer_forward``'s ``LayerCache`` (float32, per token
 per layer: h, xn (d each), xz (2e), xc, u, dt_pre, delta, y (e each), x_dbl (r + 2n), rstd (1)) and
-the backward's largest transient (the scan's per-thread state history and decays,
-(2 l + 2) x n x 64 floats).
+the backward's largest transient (the scan's per-thread state history and decays and its
+per-channel rows, ((2 l + 2) n + 4 l) x 128 floats).
 It is an estimate within about 25 % of the measured peak RSS, not a bound.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 from .errors import MambaStudioError
 
 F32 = 4
-SCAN_CHUNK = 64  # engine.ops.selective_scan.CHUNK
+SCAN_CHUNK = 128  # engine.ops.selective_scan.BWD_CHUNK (the scan backward's job width)
 BASELINE = 300 * 2**20  # interpreter + NumPy + Numba + compiled kernels
 
 
@@ -244,9 +244,10 @@ def estimate(spec: MemorySpec) -> MemoryEstimate:
     else:
         acts = c.n_layer * per_layer
     # backward of one layer: dxz, du, ddelta, dx_dbl, dy... (~8e floats per token), the scan's
-    # per-thread state history and decays and its dB/dC partial sums
+    # per-thread state history and decays, its (l, width) rows (dy, delta u, gb, dd) and its
+    # dB/dC partial sums
     chunks = -(-e // SCAN_CHUNK)
-    scan = (min(threads, spec.batch_size * chunks) * (2 * spec.seq_len + 2) * n
+    scan = (min(threads, spec.batch_size * chunks) * ((2 * spec.seq_len + 2) * n + 4 * spec.seq_len)
             * min(e, SCAN_CHUNK) * F32)
     scan += 2 * chunks * tokens * n * F32
     workspace = 8 * e * F32 * tokens + scan + k * e * F32 * spec.batch_size

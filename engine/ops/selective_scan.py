@@ -14,14 +14,15 @@ Document boundaries: an optional ``reset`` (b, l) mask (bool or uint8), True at 
 of each document of a packed row, zeroes the state before that position: h_t = delta_t B_t u_t, so
 no state (and no gradient) crosses a boundary. ``reset=None`` is the plain scan.
 
-Kernels run in parallel over jobs = (batch row, chunk of ``CHUNK`` channels); time is sequential and
-the (n, CHUNK) state lives in a small local buffer. The forward's inner loops run over exactly
-``CHUNK`` channels (a compile-time constant: no remainder loops; 1.1-1.25x faster, measured); the
-wrappers zero-pad e to a multiple of CHUNK when needed (padded channels have u = delta = D = z = 0:
-no state, nothing added to dB, dC). The forward stores nothing but its outputs; the backward
-recomputes each job's states and decays exp(delta_t A) into private (l + 2, n, CHUNK) and
-(l, n, CHUNK) buffers (1 MiB each at l=256; the reverse step then computes no exp), and walks
-back in time with the reverse recurrence (derived in
+Kernels run in parallel over jobs = (batch row, chunk of channels: ``CHUNK`` in the forward,
+``BWD_CHUNK`` in the backward); time is sequential and the (n, CHUNK) state lives in a small local
+buffer. The forward's inner loops run over exactly ``CHUNK`` channels (a compile-time constant: no
+remainder loops; 1.1-1.25x faster, measured); the wrappers zero-pad e to a multiple of CHUNK when
+needed (padded channels have u = delta = D = z = 0: no state, nothing added to dB, dC). The
+forward stores nothing but its outputs; the backward recomputes each job's states and decays
+exp(delta_t A) into private (l + 2, n, cw) and (l, n, cw) buffers (2 MiB each at l=256,
+cw=128; the reverse step then computes no exp), computes the gate's gradients in that forward
+pass, and walks back in time, two positions per pass, with the reverse recurrence (derived in
 docs/derivations/selective_scan_backward.md):
 
     g_t = dy_t * C_t + exp(delta_{t+1} A) * g_{t+1}
@@ -42,10 +43,14 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._jit import decay_exp, kernel, parallel_kernel, sigmoid
+from .._jit import decay_exp, kernel, parallel_kernel, prefetch, sigmoid, specialised
 from ._common import check, check_wider, reset_mask
 
 CHUNK = 64
+BWD_CHUNK = 128  # the backward's job width (padded e is a multiple of CHUNK, so the last job
+# of a row may be CHUNK wide); 64 measured 7-15 % slower, 256 no faster, 512 +20 %
+_PF_SCAN = 2  # the backward's prefetch distances (positions ahead), measured
+_PF_OUT = 12
 
 
 @parallel_kernel
@@ -93,54 +98,83 @@ def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last):
                 h_last[b, c0 + k, s] = h[s, k]
 
 
-@parallel_kernel
+_BW = 0  # the backward's job width: a constant in each compiled copy (``_BACKWARD``)
+
+
 def _scan_backward_kernel(
     dout, u, delta, At, Bm, Cm, D, z, zoff, reset, du, ddelta, dz, dA_part, dB_part, dC_part,
-    dD_part, want_dA,
+    dD_part, want_dA, c_first,
 ):
     """dout (b, l, e) + forward inputs -> du, ddelta (b, l, e); dz written at the same columns of
     ``dz`` as z is read (zoff..zoff+e); dA_part (b, n, e) (left unwritten when ``want_dA`` is
     False); dB_part, dC_part (chunks, b, l, n); dD_part (b, e). A reset at t makes h_{t-1}
-    count as zero (the always-zero plane ``nl + 1`` of ``hist``) and cuts the carry g.
+    count as zero (the always-zero plane ``nl + 1`` of ``hist``) and cuts the carry g (the
+    kept decay of position t is zeroed, so g_t exp(delta_t A) carries nothing to t - 1).
 
-    The recompute keeps each state h_t (``hist``, (l + 2, n, cw)) and each decay
-    exp(delta_t A) (``decay``, (l, n, cw)), so the reverse step computes no exp. It uses
-    exp(delta_t A) h_{t-1} = h_t - delta_t u_t B_t (the recurrence itself: no h_{t-1} read, and
-    0 to rounding after a reset), and the per-channel sums over states
-    gb = sum_n g B (du = D dy + delta gb, ddelta = u gb + sum_n A w), w = g exp(delta A) h_{t-1}.
+    This call's jobs are (batch row, chunk of cw = ``_BW`` channels) from channel ``c_first``
+    on. ``_BW`` is a compile-time constant (``_BACKWARD`` holds one compiled copy per width), so
+    the channel loops have constant bounds (measured 3-4 % faster); the wrapper runs BWD_CHUNK
+    for the full chunks, then CHUNK for a remainder.
+
+    Three passes per job:
+    1. forward in time: the states h_t (``hist``, (l + 2, n, cw)) and decays exp(delta_t A)
+       (``decay``, (l, n, cw)) recomputed and kept, so the reverse step computes no exp; with
+       y_t complete, the gate's gradients dy_t (kept, (l, cw)) and dz_t, and dD; delta_t u_t
+       kept (l, cw). The input rows are prefetched ``_PF_SCAN`` positions ahead.
+    2. backward in time, two positions per pass of the channel loop (the carry g, dA's sum
+       and A read once for both): w = g exp(delta A) h_{t-1} = g (h_t - delta_t u_t B_t) (the
+       recurrence itself: no h_{t-1} read, 0 to rounding after a reset), and per channel the
+       sums over states gb = sum_n g B and dd = sum_n A w, kept (l, cw); dB, dC summed over
+       the channels.
+    3. forward in time: du = D dy + delta gb, ddelta = u gb + dd (rows prefetched
+       ``_PF_OUT`` ahead).
     Arrays are indexed directly (hist[t, s, k]) rather than through per-row views. Measured
     slower, so not kept: recomputing the decay in the reverse step (+16 %), and state checkpoints
     every 16-64 positions kept by the forward with L2-sized segment buffers here (half the exps,
     yet +20-40 %: LLVM vectorised the segment loops worse), and softplus(dt_pre + bias) with its
     backward fused into both kernels (+5-10 % against the separate softplus ops), and two states
-    per pass of the reverse step's channel loop (+26 %)."""
+    per pass of the reverse step's channel loop (+26 %; x2.2 with two positions), and two
+    positions (no gain) or two states (+12-17 %) per pass of the recompute; round 4 in
+    docs/performance.md lists the rest."""
     nb, nl, ne = u.shape
     has_reset = reset.shape[1] > 0
     nn_ = At.shape[0]
-    nch = (ne + CHUNK - 1) // CHUNK
+    cw = _BW
+    nch = (ne - c_first) // cw
     zero = np.zeros(1, u.dtype)[0]
+    one = np.ones(1, u.dtype)[0]
     for job in prange(nb * nch):
         b = job // nch
-        ch = job % nch
-        c0 = ch * CHUNK
-        cw = min(CHUNK, ne - c0)
+        ch = c_first // BWD_CHUNK + job % nch  # index into dB_part, dC_part
+        c0 = c_first + (job % nch) * cw
         Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
         Dj = D[c0 : c0 + cw]
         hist = np.empty((nl + 2, nn_, cw), u.dtype)  # plane nl + 1 stays zero (reset)
         hist[0] = 0
         hist[nl + 1] = 0
         decay = np.empty((nl, nn_, cw), u.dtype)
-        ys = np.empty((nl, cw), u.dtype)
-        dbu = np.empty(cw, u.dtype)
-        # -- recompute the forward states and decays
+        dyk = np.empty((nl, cw), u.dtype)  # dy_t = dout_t silu'(z_t)-gated
+        dbk = np.empty((nl, cw), u.dtype)  # delta_t u_t
+        gbk = np.empty((nl, cw), u.dtype)  # sum_n g B
+        ddk = np.empty((nl, cw), u.dtype)  # sum_n A w
+        y = np.empty(cw, u.dtype)
+        dD_acc = np.zeros(cw, u.dtype)
+        # -- 1. recompute the states and decays; the gate's gradients
         for t in range(nl):
+            if t + _PF_SCAN < nl:
+                tq = t + _PF_SCAN
+                for k in range(0, cw, 16):
+                    prefetch(u[b, tq, c0:], k)
+                    prefetch(delta[b, tq, c0:], k)
+                    prefetch(z[b, tq, zoff + c0 :], k)
+                    prefetch(dout[b, tq, c0:], k)
             rs = has_reset and reset[b, t] != 0
             ut = u[b, t, c0 : c0 + cw]
             dt = delta[b, t, c0 : c0 + cw]
-            yt = ys[t]
+            dbu = dbk[t]
             for k in range(cw):
                 dbu[k] = dt[k] * ut[k]
-                yt[k] = Dj[k] * ut[k]
+                y[k] = Dj[k] * ut[k]
             tp = nl + 1 if rs else t
             for s in range(nn_):
                 bs = Bm[b, t, s]
@@ -150,61 +184,122 @@ def _scan_backward_kernel(
                     decay[t, s, k] = ea
                     hv = ea * hist[tp, s, k] + dbu[k] * bs
                     hist[t + 1, s, k] = hv
-                    yt[k] += cs * hv
-        # -- reverse-time scan
-        gh = np.zeros((nn_, cw), u.dtype)
-        dA_acc = np.zeros((nn_, cw), u.dtype)
-        dD_acc = np.zeros(cw, u.dtype)
-        dy = np.empty(cw, u.dtype)
-        gb = np.empty(cw, u.dtype)
-        dd_acc = np.empty(cw, u.dtype)
-        for t in range(nl - 1, -1, -1):
-            rs = has_reset and reset[b, t] != 0
-            ut = u[b, t, c0 : c0 + cw]
-            dt = delta[b, t, c0 : c0 + cw]
+                    y[k] += cs * hv
+            if rs:
+                decay[t] = 0
             zt = z[b, t, zoff + c0 : zoff + c0 + cw]
             got = dout[b, t, c0 : c0 + cw]
             dzt = dz[b, t, zoff + c0 : zoff + c0 + cw]
-            yt = ys[t]
+            dy = dyk[t]
+            gb = gbk[t]
+            dd = ddk[t]
             for k in range(cw):
                 sg = sigmoid(zt[k])
                 dy[k] = got[k] * zt[k] * sg
-                dzt[k] = got[k] * yt[k] * sg * (1 + zt[k] * (1 - sg))
+                dzt[k] = got[k] * y[k] * sg * (one + zt[k] * (one - sg))
                 dD_acc[k] += dy[k] * ut[k]
-                dbu[k] = dt[k] * ut[k]
                 gb[k] = zero
-                dd_acc[k] = zero
+                dd[k] = zero
+        # -- 2. reverse-time scan, positions t and t - 1 in one pass (t = 0 alone if l is odd)
+        gh = np.zeros((nn_, cw), u.dtype)  # exp(delta_{t+1} A) g_{t+1}
+        dA_acc = np.zeros((nn_, cw), u.dtype)
+        t = nl - 1
+        while t >= 1:
+            dt1 = delta[b, t, c0 : c0 + cw]
+            dt0 = delta[b, t - 1, c0 : c0 + cw]
+            dy1 = dyk[t]
+            dy0 = dyk[t - 1]
+            db1 = dbk[t]
+            db0 = dbk[t - 1]
+            gb1 = gbk[t]
+            gb0 = gbk[t - 1]
+            dd1 = ddk[t]
+            dd0 = ddk[t - 1]
             for s in range(nn_):
-                bs = Bm[b, t, s]
-                cs = Cm[b, t, s]
-                sB = zero
-                sC = zero
+                bs1 = Bm[b, t, s]
+                cs1 = Cm[b, t, s]
+                bs0 = Bm[b, t - 1, s]
+                cs0 = Cm[b, t - 1, s]
+                sB1 = zero
+                sC1 = zero
+                sB0 = zero
+                sC0 = zero
                 for k in range(cw):
-                    g = gh[s, k] + dy[k] * cs
-                    hn = hist[t + 1, s, k]
-                    sC += dy[k] * hn
-                    w = g * (hn - dbu[k] * bs)
-                    gb[k] += g * bs
-                    sB += g * dbu[k]
-                    dd_acc[k] += Aj[s, k] * w
-                    if want_dA:  # loop-invariant: compiled as two loops (A_log frozen: no dA sum)
-                        dA_acc[s, k] += dt[k] * w
-                    gh[s, k] = g * decay[t, s, k]
-                dB_part[ch, b, t, s] = sB
-                dC_part[ch, b, t, s] = sC
-            if rs:
-                gh[:] = 0
+                    a = Aj[s, k]
+                    g1 = gh[s, k] + dy1[k] * cs1
+                    hn1 = hist[t + 1, s, k]
+                    sC1 += dy1[k] * hn1
+                    w1 = g1 * (hn1 - db1[k] * bs1)
+                    gb1[k] += g1 * bs1
+                    sB1 += g1 * db1[k]
+                    dd1[k] += a * w1
+                    g0 = g1 * decay[t, s, k] + dy0[k] * cs0
+                    hn0 = hist[t, s, k]
+                    sC0 += dy0[k] * hn0
+                    w0 = g0 * (hn0 - db0[k] * bs0)
+                    gb0[k] += g0 * bs0
+                    sB0 += g0 * db0[k]
+                    dd0[k] += a * w0
+                    if want_dA:  # loop-invariant (A_log frozen: no dA sum)
+                        dA_acc[s, k] = (dA_acc[s, k] + dt1[k] * w1) + dt0[k] * w0
+                    gh[s, k] = g0 * decay[t - 1, s, k]
+                dB_part[ch, b, t, s] = sB1
+                dC_part[ch, b, t, s] = sC1
+                dB_part[ch, b, t - 1, s] = sB0
+                dC_part[ch, b, t - 1, s] = sC0
+            t -= 2
+        if t == 0:
+            dt0 = delta[b, 0, c0 : c0 + cw]
+            dy0 = dyk[0]
+            db0 = dbk[0]
+            gb0 = gbk[0]
+            dd0 = ddk[0]
+            for s in range(nn_):
+                bs0 = Bm[b, 0, s]
+                cs0 = Cm[b, 0, s]
+                sB0 = zero
+                sC0 = zero
+                for k in range(cw):
+                    g0 = gh[s, k] + dy0[k] * cs0
+                    hn0 = hist[1, s, k]
+                    sC0 += dy0[k] * hn0
+                    w0 = g0 * (hn0 - db0[k] * bs0)
+                    gb0[k] += g0 * bs0
+                    sB0 += g0 * db0[k]
+                    dd0[k] += Aj[s, k] * w0
+                    dA_acc[s, k] += dt0[k] * w0  # (unconditional: one position, and the
+                    # same compiled loop, so the same sums, whether or not dA is wanted)
+                dB_part[ch, b, 0, s] = sB0
+                dC_part[ch, b, 0, s] = sC0
+        # -- 3. du, ddelta
+        for t in range(nl):
+            if t + _PF_OUT < nl:
+                tq = t + _PF_OUT
+                for k in range(0, cw, 16):
+                    prefetch(u[b, tq, c0:], k)
+                    prefetch(delta[b, tq, c0:], k)
+                    prefetch(du[b, tq, c0:], k)
+                    prefetch(ddelta[b, tq, c0:], k)
+            ut = u[b, t, c0 : c0 + cw]
+            dt = delta[b, t, c0 : c0 + cw]
             dut = du[b, t, c0 : c0 + cw]
             ddt = ddelta[b, t, c0 : c0 + cw]
+            dy = dyk[t]
+            gb = gbk[t]
+            dd = ddk[t]
             for k in range(cw):
                 dut[k] = Dj[k] * dy[k] + dt[k] * gb[k]
-                ddt[k] = ut[k] * gb[k] + dd_acc[k]
+                ddt[k] = ut[k] * gb[k] + dd[k]
         if want_dA:
             for s in range(nn_):
                 for k in range(cw):
                     dA_part[b, s, c0 + k] = dA_acc[s, k]
         for k in range(cw):
             dD_part[b, c0 + k] = dD_acc[k]
+
+
+_BACKWARD = {w: specialised(parallel_kernel, _scan_backward_kernel, _BW=w)
+             for w in (BWD_CHUNK, CHUNK)}
 
 
 def _A_transposed(A_log: np.ndarray) -> np.ndarray:
@@ -307,17 +402,20 @@ def selective_scan_backward(
             dout, ep)
         z_k, zoff_k = _pad(z, ep, z_offset, ne), 0
         dz_k = np.empty_like(z_k)
-    nch = ep // CHUNK
+    nch = -(-ep // BWD_CHUNK)
     du = np.empty_like(u)
     ddelta = np.empty_like(u)
     dA_part = np.empty((nb, n, ep) if need_dA else (nb, n, 0), dtype=u.dtype)
     dB_part = np.empty((nch, nb, nl, n), dtype=u.dtype)
     dC_part = np.empty((nch, nb, nl, n), dtype=u.dtype)
     dD_part = np.empty((nb, ep), dtype=u.dtype)
-    _scan_backward_kernel(
-        dout, u, delta, At, B, C, D, z_k, zoff_k, rm, du, ddelta, dz_k, dA_part, dB_part, dC_part,
-        dD_part, need_dA,
-    )
+    full = ep // BWD_CHUNK * BWD_CHUNK  # BWD_CHUNK-wide jobs, then a CHUNK-wide remainder
+    for c_first, width, run in ((0, BWD_CHUNK, full > 0), (full, CHUNK, ep > full)):
+        if run:
+            _BACKWARD[width](
+                dout, u, delta, At, B, C, D, z_k, zoff_k, rm, du, ddelta, dz_k, dA_part, dB_part,
+                dC_part, dD_part, need_dA, c_first,
+            )
     dA_log = dA_part.sum(axis=0).T[:ne] * At.T[:ne] if need_dA else None  # (e, n)
     dD = dD_part.sum(axis=0)[:ne]
     if ep != ne:

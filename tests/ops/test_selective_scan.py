@@ -45,8 +45,12 @@ def test_forward_float64_exact():
     np.testing.assert_allclose(h_last, h_expect, rtol=1e-12, atol=1e-12)
 
 
-def test_backward_finite_differences_float64():
-    args = _inputs(np.float64, seed=3)
+@pytest.mark.parametrize("e, length", [(70, 9), (150, 10), (40, 4)])
+def test_backward_finite_differences_float64(e, length):
+    """e=70: one 128-channel backward job (padded to 128), odd length (the reverse step's
+    single last position); e=150: a 128-channel job and a 64-channel one (padded to 192), even
+    length; e=40: only the 64-channel kernel."""
+    args = _inputs(np.float64, length=length, e=e, seed=3)
     dout = np.random.default_rng(4).standard_normal(args[0].shape)
     grads = selective_scan_backward(dout, *args)
     u, delta, A_log, B, C, D, z = args
