@@ -307,12 +307,15 @@ class EpochPlan:
 def plan_epoch(spec: RunSpec, corpus_paths: Sequence[str | Path], tokenizer: Any = None) -> EpochPlan:
     """Count the rows of one epoch of a new run of ``spec`` on ``corpus_paths``, through the same
     encode -> split -> pack as ``start`` and ``resume`` (so a run's ``steps_per_epoch`` is
-    ``plan.steps(spec.train)``). ``tokenizer``: an opened model's; None means the byte tokenizer
+    ``plan.steps(spec.train)``). ``tokenizer``: an opened model's; None means ``spec.init``'s
+    when it is set (as ``start`` uses), else the tokenizer ``start`` picks, which must be bytes
     (a BPE one is only known once it is trained on the corpus, at ``start``). Reads the corpus;
     memory as ``start``'s encoding (about 2 bytes per corpus byte for bytes)."""
     if spec.records == "stream":
         raise ValueError("plan_epoch counts document rows; records 'stream' has none")
     corpus = load_corpus(corpus_paths)
+    if tokenizer is None and spec.init:  # start trains with the starting model's tokenizer
+        tokenizer = load_model(spec.init).tokenizer
     if tokenizer is None:
         if spec.for_corpus(corpus.n_bytes).tokenizer != "bytes":
             raise ValueError("a BPE tokenizer is trained on the corpus when the run starts; "

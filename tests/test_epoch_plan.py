@@ -45,3 +45,20 @@ def test_sample_corpus_estimate_is_not_tokens_over_batch(tmp_path):
 def test_plan_refuses_an_untrained_bpe():
     with pytest.raises(ValueError, match="trained on the corpus"):
         plan_epoch(RunSpec(tokenizer="bpe"), [SAMPLE])
+
+
+def test_plan_of_a_run_started_from_a_bpe_model_uses_its_tokenizer(tmp_path):
+    """``start`` trains a run with ``init`` on the starting model's tokenizer whatever the spec's
+    tokenizer says; the plan counted byte rows for it (360 where the run had 145 on this text)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("def f(x):\n    return x + 1\n" * 400)
+    train = TrainConfig(batch_size=2, seq_len=32, max_steps=1)
+    with start(RunSpec(preset="tiny", tokenizer="bpe", bpe_vocab=300, train=train), [corpus],
+               out=tmp_path / "bpe"):
+        pass
+    spec = RunSpec(preset="tiny", init=str(tmp_path / "bpe"), train=train)
+    plan = plan_epoch(spec, [corpus])
+    with start(spec, [corpus], out=tmp_path / "run") as run:
+        assert run.lm.tokenizer.kind == "bpe"
+        assert plan.rows == len(run.trainer.rows)
+        assert plan.steps(spec.train) == run.trainer.steps_per_epoch
