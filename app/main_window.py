@@ -543,6 +543,7 @@ class MainWindow(QMainWindow):
         self.continue_spec = spec
         self.continue_shown = None  # no overrides while the panel is being set
         self.init_dir = None
+        self._drop_opened_model()  # nor is an opened model the next new run's start any more
         self.train.show_resumable(spec.train)  # the panel starts from the run's own values
         self.preview.set_prompts(spec.prompts)  # ... and its preview prompts (run.json)
         self.continue_shown = self.train.train_config()
@@ -603,11 +604,16 @@ class MainWindow(QMainWindow):
 
     def new_model(self) -> None:
         self.init_dir = self.continue_dir = None
+        self._drop_opened_model()
+        self._update_next()
+
+    def _drop_opened_model(self) -> None:
+        """Forget an opened model's shape and tokenizer (``open_model``): the model settings and
+        the corpus token counts follow the panel's preset and tokenizer choice again."""
         self.train.model_override = None
         self.train._update()
         if self.corpus.tokenizer is not None:
             self.corpus.set_tokenizer(None, self.train.tokenizer.currentText())
-        self._update_next()
 
     # ---------------------------------------------------------------- settings files
     def current_settings(self) -> engine.RunSettings:

@@ -212,6 +212,21 @@ def test_trainable_count_follows_the_opened_model(win, qtbot, tiny_run):
     assert folder and folder != tiny_run and not win.errors, win.errors
 
 
+def test_continue_forgets_an_opened_model(win, qtbot, tiny_run):
+    """Continue after Open model: the opened model's shape and tokenizer stayed in the panels,
+    so once the continued run ended, 'Next Start' announced a new preset run (tokenizer auto)
+    while the estimate used the opened model and the corpus counted its tokenizer's tokens."""
+    win.open_model(tiny_run)
+    qtbot.waitUntil(lambda: win.init_dir == tiny_run and win.corpus.pending == 0,
+                    timeout=RUN_TIMEOUT)
+    assert win.train.model_override is not None and win.corpus.tokenizer is not None
+    win.choose_continue(tiny_run)
+    qtbot.waitUntil(lambda: win.corpus.pending == 0, timeout=RUN_TIMEOUT)
+    assert win.train.model_override is None and win.corpus.tokenizer is None
+    win.train.tokenizer.setCurrentText("bpe")  # the combo drives the summary again
+    assert "tokenizer bpe: trained at Start" in win.corpus.summary.text()
+
+
 def test_settings_file_round_trip_and_one_line_error(win, qtbot, tmp_path):
     path = tmp_path / "run.toml"
     win.train.lr.setValue(0.0042)
