@@ -471,8 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "Hugging Face init)")
     t.add_argument("--epochs", type=_int_in(1, 1_000_000))
     t.add_argument("--lr", type=_float_in(0.0, 10.0, lo_open=True),
-                   help="peak learning rate (default: the preset's, twice as high with BPE; a "
-                        "rate equal to the byte default also doubles when the tokenizer is BPE)")
+                   help="peak learning rate (default: the preset's, twice as high when a new "
+                        "run's tokenizer is BPE; a rate equal to the byte default also doubles "
+                        "then; --init and --resume runs take the rate as it is)")
     t.add_argument("--batch", type=_int_in(1, 65_536))
     t.add_argument("--seq-len", type=_int_in(2, 1 << 24))
     t.add_argument("--accum", type=_int_in(1, 65_536))

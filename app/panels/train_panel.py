@@ -58,7 +58,8 @@ TIPS = {
                    "weights); reference = the mamba_ssm / Hugging Face init",
     "epochs": "Passes over the training text",
     "lr": ("Peak learning rate (after warmup; held, then decayed over the last 20 %). Left at "
-           "the preset's value, a run whose tokenizer is BPE uses twice this rate"),
+           "the preset's value, a new model whose tokenizer is BPE uses twice this rate (not a run "
+           "from opened weights, nor Continue)"),
     "batch": "Sequences per micro-batch; more uses more memory and fewer steps per epoch",
     "seq_len": "Tokens per training sequence (the context the model learns from)",
     "accum": "Gradient accumulation: micro-batches summed into one optimizer step "
