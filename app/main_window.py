@@ -511,6 +511,7 @@ class MainWindow(QMainWindow):
         self.last_folder = folder or None
         # every Start is a new run unless the user chooses Continue again
         self.continue_dir = None
+        self.train.end_resumable()
         self._set_state("idle")
         self.runs.refresh()
         self.playground.refresh_runs()
@@ -588,6 +589,7 @@ class MainWindow(QMainWindow):
         def done(lm: engine.MambaLM) -> None:
             self.init_dir = path
             self.continue_dir = None
+            self.train.end_resumable()
             self.train.model_override = lm.config
             self.train._update()
             self.corpus.set_tokenizer(lm.tokenizer, lm.tokenizer.kind)
@@ -604,6 +606,7 @@ class MainWindow(QMainWindow):
 
     def new_model(self) -> None:
         self.init_dir = self.continue_dir = None
+        self.train.end_resumable()
         self._drop_opened_model()
         self._update_next()
 

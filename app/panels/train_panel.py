@@ -185,6 +185,7 @@ class TrainPanel(QWidget):
         lay.addStretch(1)
         self.vocab_hint = 257
         self.corpus_bytes = 0  # the corpus panel's total: what tokenizer "auto" resolves by
+        self._before_resume: tuple[int, float, int] | None = None  # see show_resumable
         for name, tip in TIPS.items():
             getattr(self, name).setToolTip(tip)
         for t, cb in self.targets.items():
@@ -263,10 +264,23 @@ class TrainPanel(QWidget):
                                     else engine.RunSpec.init_scheme))
 
     def show_resumable(self, tc: engine.TrainConfig) -> None:
-        """Show a run's own epochs, learning rate and max steps (what Continue may change)."""
+        """Show a run's own epochs, learning rate and max steps (what Continue may change). The
+        values they replace come back with ``end_resumable``: a continued BPE run's 2x rate must
+        not become the next new run's (or the next launch's) rate."""
+        if self._before_resume is None:
+            self._before_resume = (self.epochs.value(), self.lr.value(), self.max_steps.value())
         self.epochs.setValue(tc.epochs)
         self.lr.setValue(tc.lr)
         self.max_steps.setValue(tc.max_steps or 0)
+
+    def end_resumable(self) -> None:
+        """Put back the new-run values ``show_resumable`` replaced (no-op if none)."""
+        if self._before_resume is not None:
+            epochs, lr, max_steps = self._before_resume
+            self._before_resume = None
+            self.epochs.setValue(epochs)
+            self.lr.setValue(lr)
+            self.max_steps.setValue(max_steps)
 
     def set_from(self, spec: engine.RunSpec, early: engine.EarlyStopping) -> None:
         """Show a RunSpec (e.g. from a settings file)."""
@@ -349,8 +363,9 @@ class TrainPanel(QWidget):
         self.wsla.setChecked(settings.load("train/wsla", False))
 
     def remember(self) -> None:
-        for k in self._KEYS:
-            settings.save(f"train/{k}", getattr(self, k).value())
+        kept = dict(zip(("epochs", "lr", "max_steps"), self._before_resume or (), strict=False))
+        for k in self._KEYS:  # while continuing a run, its own values are not remembered
+            settings.save(f"train/{k}", kept.get(k, getattr(self, k).value()))
         settings.save("train/preset", self.preset.currentText())
         settings.save("train/tokenizer", self.tokenizer.currentText())
         settings.save("train/init_scheme", self.init_scheme.currentText())

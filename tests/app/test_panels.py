@@ -369,3 +369,22 @@ def test_tokenizer_auto_says_what_a_new_run_gets(win, qtbot, monkeypatch):
     win.train.tokenizer.setCurrentText("bytes")
     assert c.summary.text().split(";")[0].endswith("tokens (bytes)")
     assert "bytes tokenizer, lr 0.003" in win.next_label.text()
+
+
+def test_continue_does_not_leave_the_runs_rate_for_new_runs(win, tiny_run):
+    """Continue shows the run's own epochs / lr / max steps; once Continue is over (New model, or
+    the continued run ended) the panel's new-run values come back, and Start while continuing
+    does not remember the run's values as the next launch's (a BPE run's 2x rate was kept and
+    then used by byte runs, where 6e-3 stayed at chance on copying)."""
+    from app import settings
+
+    run_lr = runapi.read_run_spec(tiny_run).train.lr
+    mine = 0.0011 if abs(run_lr - 0.0011) > 1e-9 else 0.0013
+    win.train.lr.setValue(mine)
+    win.train.max_steps.setValue(77)
+    win.choose_continue(tiny_run)
+    assert win.train.lr.value() == pytest.approx(run_lr)
+    win.train.remember()
+    assert float(settings.load("train/lr", 0.0)) == pytest.approx(mine)
+    win.new_model()
+    assert win.train.lr.value() == pytest.approx(mine) and win.train.max_steps.value() == 77
