@@ -42,6 +42,9 @@ def _dspin(lo: float, hi: float, value: float, decimals: int, step: float) -> QD
     return s
 
 
+# A new key: versions before tokenizer "auto" saved "train/tokenizer" (bytes) on every Start, so
+# the new default would never have reached anyone who had trained once.
+TOKENIZER_KEY = "train/tokenizer_choice"
 DEFAULT_TARGETS = ("in_proj", "x_proj", "dt_proj")  # all accepted by PEFT on Mamba
 
 TIPS = {
@@ -355,7 +358,7 @@ class TrainPanel(QWidget):
             w = getattr(self, k)
             w.setValue(settings.load(f"train/{k}", w.value()))
         self.preset.setCurrentText(settings.load("train/preset", "small"))
-        self.tokenizer.setCurrentText(settings.load("train/tokenizer", "auto"))
+        self.tokenizer.setCurrentText(settings.load(TOKENIZER_KEY, "auto"))
         scheme = settings.load("train/init_scheme", engine.RunSpec.init_scheme)
         if self.init_scheme.findText(scheme) >= 0:  # a scheme since removed falls back
             self.init_scheme.setCurrentText(scheme)
@@ -367,7 +370,7 @@ class TrainPanel(QWidget):
         for k in self._KEYS:  # while continuing a run, its own values are not remembered
             settings.save(f"train/{k}", kept.get(k, getattr(self, k).value()))
         settings.save("train/preset", self.preset.currentText())
-        settings.save("train/tokenizer", self.tokenizer.currentText())
+        settings.save(TOKENIZER_KEY, self.tokenizer.currentText())
         settings.save("train/init_scheme", self.init_scheme.currentText())
         settings.save("train/lora", self.lora.isChecked())
         settings.save("train/wsla", self.wsla.isChecked())

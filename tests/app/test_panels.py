@@ -388,3 +388,23 @@ def test_continue_does_not_leave_the_runs_rate_for_new_runs(win, tiny_run):
     assert float(settings.load("train/lr", 0.0)) == pytest.approx(mine)
     win.new_model()
     assert win.train.lr.value() == pytest.approx(mine) and win.train.max_steps.value() == 77
+
+
+def test_an_old_saved_tokenizer_does_not_hide_the_auto_default(qtbot, tmp_path):
+    """Versions before tokenizer "auto" saved "train/tokenizer" = bytes on every Start; a
+    window opened after the update starts on auto, and a choice made now is remembered."""
+    from app import settings
+
+    settings.save("train/tokenizer", "bytes")  # what an earlier version left behind
+    w = small_window(qtbot, tmp_path / "runs")
+    try:
+        assert w.train.tokenizer.currentText() == "auto"
+        w.train.tokenizer.setCurrentText("bytes")
+        w.train.remember()
+    finally:
+        close_window(qtbot, w)
+    w = small_window(qtbot, tmp_path / "runs")
+    try:
+        assert w.train.tokenizer.currentText() == "bytes"
+    finally:
+        close_window(qtbot, w)
