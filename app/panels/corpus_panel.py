@@ -359,7 +359,7 @@ class CorpusPanel(QWidget):
                     "the BPE tokenizer is trained on the corpus when the run starts" if col == 2
                     and unknown else split_tip if col == 3 else ""))
                 self.table.setItem(row, col, item)
-        total = sum(f.n_bytes for f in self.files.values())
+        total = self.n_bytes()
         auto = " (auto)" if self.tokenizer is None and self.tokenizer_kind == "auto" else ""
         ntok = (f"; tokenizer bpe{auto}: trained at Start" if unknown
                 else f", {sum(self.tokens.values()):,} tokens ({kind}{auto})")
