@@ -122,10 +122,9 @@ class RunSpec:
         (``choose_tokenizer``). A learning rate left at the preset's byte default follows the
         tokenizer (a BPE run's is ``BPE_LR_SCALE`` times higher); any other rate is kept."""
         kind = choose_tokenizer(self.tokenizer, corpus_bytes)
-        train = self.train
-        preset_lr = PRESET_DEFAULTS[self.preset].lr if self.preset in PRESET_DEFAULTS else None
-        if kind == "bpe" and train.lr == preset_lr:
-            train = replace(train, lr=TrainConfig.for_preset(self.preset, kind).lr)
+        train, d = self.train, PRESET_DEFAULTS.get(self.preset)
+        if kind == "bpe" and d is not None and train.lr == d.lr:
+            train = replace(train, lr=d.training(kind)["lr"])
         return replace(self, tokenizer=kind, train=train)
 
 
