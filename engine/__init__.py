@@ -48,7 +48,7 @@ if TYPE_CHECKING:
         load_adapter,
     )
     from .optim import AdamWConfig, ShardSpec
-    from .packing import PackedRows, iter_batches, line_end_table, pack_spans
+    from .packing import PackedRows, iter_batches, line_end_table, pack_documents, pack_spans
     from .params import INITS
     from .run import (
         NO_LIMIT,
@@ -123,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     "iter_batches": "packing",
     "line_end_table": "packing",
     "pack_spans": "packing",
+    "pack_documents": "packing",
     "configure": "runtime",
     "SamplingConfig": "sampling",
     "GENERATION_DEFAULTS": "sampling",
@@ -229,6 +230,7 @@ __all__ = [
     "open_run",
     "open_stepper",
     "pack_spans",
+    "pack_documents",
     "PackedRows",
     "PEFT_REFUSES",
     "pick_backend",

@@ -368,7 +368,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from .data import id_dtype
     from .documents import encode_documents
     from .limits import MemorySpec, check_fits
-    from .packing import line_end_table, pack_spans
+    from .packing import pack_documents
     from .run import load_model, read_run_spec
 
     is_run = rf.is_run(Path(a.model))
@@ -396,7 +396,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
         r = evaluate(lm, ids, seq_len, max_tokens=a.max_tokens)
     else:  # documents packed into rows with the state reset at each, as training does
         docs = encode_documents(corpus, lm.tokenizer, records)
-        rows = pack_spans(docs.ids, docs.spans(), seq_len, line_end_table(lm.tokenizer))
+        rows = pack_documents(docs.ids, docs.spans(), seq_len, lm.tokenizer)
         r = evaluate(lm, rows, seq_len, max_tokens=a.max_tokens)
     how = (f"{records} records" + (", as the run was trained" if spec is not None
                                    and records == spec.records and not a.records else ""))

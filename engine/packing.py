@@ -150,6 +150,13 @@ def pack_spans(ids: np.ndarray, spans: np.ndarray, seq_len: int,
     return PackedRows(ids, start, length, row_ptr, width)
 
 
+def pack_documents(ids: np.ndarray, spans: np.ndarray, seq_len: int, tokenizer: Any) -> PackedRows:
+    """The rows a run trains (or evaluates) on: ``pack_spans`` with long documents cut after a
+    line break of ``tokenizer`` (``line_end_table``). One composition for the run, ``eval`` and
+    the learning benchmark, so they pack alike."""
+    return pack_spans(ids, spans, seq_len, line_end_table(tokenizer))
+
+
 @kernel
 def _first_fit(length: np.ndarray, seq_len: int, window: int) -> np.ndarray:  # pragma: no cover
     """length (n,) int64 -> row (n,) int64: each piece goes into the first of the ``window`` most

@@ -37,7 +37,7 @@ from .guard import DivergenceGuard
 from .limits import check_run, check_train, n_params
 from .lm import MambaLM
 from .lora import count_trainable
-from .packing import PackedRows, line_end_table, pack_spans
+from .packing import pack_documents
 from .signals import stop_on_signals
 from .tokenizer import BPETokenizer, ByteTokenizer, check_fits
 from .trainer import EpochReport, StepReport, TrainConfig, TrainControl, Trainer, epoch_steps
@@ -278,15 +278,9 @@ def _trainer(lm: MambaLM, data: rf.RunData, cfg: TrainConfig) -> Trainer:
     """A trainer over the saved data: stream rows, or documents packed into rows with resets."""
     if data.records == "stream":
         return Trainer(lm, np.asarray(data.train_ids), np.asarray(data.val_ids), cfg)
-    rows = _pack(data.ids, data.train_spans, cfg.seq_len, lm.tokenizer)
-    val = _pack(data.ids, data.val_spans, cfg.seq_len, lm.tokenizer) if len(data.val_spans) else None
+    rows = pack_documents(data.ids, data.train_spans, cfg.seq_len, lm.tokenizer)
+    val = pack_documents(data.ids, data.val_spans, cfg.seq_len, lm.tokenizer) if len(data.val_spans) else None
     return Trainer(lm, data.ids, data.ids[:0], cfg, rows=rows, val_rows=val)
-
-
-def _pack(ids: np.ndarray, spans: np.ndarray, seq_len: int, tok: Any) -> PackedRows:
-    """The rows a run trains (or evaluates) on: ``spans`` (k, 2) over ``ids`` (T,) packed into rows
-    of ``seq_len``, long documents cut after a line break (``packing.pack_spans``)."""
-    return pack_spans(ids, spans, seq_len, line_end_table(tok))
 
 
 @dataclass(frozen=True)
@@ -321,7 +315,7 @@ def plan_epoch(spec: RunSpec, corpus_paths: Sequence[str | Path], tokenizer: Any
                              "its rows are counted then")
         tokenizer = ByteTokenizer()
     arrays, _ = _encode(spec, corpus, tokenizer)
-    rows = _pack(arrays["ids"], arrays["train_spans"], spec.train.seq_len, tokenizer)
+    rows = pack_documents(arrays["ids"], arrays["train_spans"], spec.train.seq_len, tokenizer)
     held = int(arrays["val_spans"][:, 1].sum()) if len(arrays["val_spans"]) else 0
     return EpochPlan(len(rows), rows.n_targets, held, tuple(corpus.gone))
 

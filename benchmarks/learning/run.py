@@ -46,7 +46,7 @@ from engine import (
     load_corpus,
 )
 from engine.config import padded_vocab
-from engine.packing import PackedRows, line_end_table, pack_spans
+from engine.packing import PackedRows, line_end_table, pack_documents
 
 from .ngram import baselines
 from .score import answer_accuracy, token_chars
@@ -117,7 +117,7 @@ def text_rows(tok: Any, text: str, seq_len: int, records: str) -> PackedRows:
         path = Path(d) / "train.txt"
         path.write_text(text, encoding="utf-8")
         docs = encode_documents(load_corpus([path]), tok, records)
-    return pack_spans(docs.ids, docs.spans(), seq_len, line_end_table(tok))
+    return pack_documents(docs.ids, docs.spans(), seq_len, tok)
 
 
 def load_data(task: str, tokenizer: str, bpe_vocab: int, seed: int,  # type: ignore[no-untyped-def]
