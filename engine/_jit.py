@@ -9,6 +9,11 @@ Every kernel in ``engine.ops`` is compiled with the decorators below, so the fla
   multiply-adds. ``nnan``/``ninf`` are never enabled: the code uses exp/log/softplus and the
   optimizer's NaN guard must see non-finite values.
 * ``error_model="numpy"`` -- division by zero gives inf/nan instead of raising inside a kernel.
+* ``inline="always"`` on the scalar helpers (``fast_exp``, ``decay_exp``, ``sigmoid``,
+  ``softplus``) -- Numba inlines them itself rather than leaving it to LLVM's inliner, whose
+  choice depends on the CPU: on an Intel Xeon (Emerald Rapids, Numba 0.68.0) LLVM kept
+  ``softplus`` out of line, so the softplus loop ran scalar, 15x slower (tests/ops/
+  test_helpers_inlined.py compiles the kernels with LLVM's inliner off to hold this).
 
 Kernels are type-generic: the same source compiles for float32 (training) and float64
 (finite-difference gradient checks).
@@ -119,7 +124,7 @@ _P4 = np.float32(1.6666665459e-1)
 _P5 = np.float32(5.0000001201e-1)
 
 
-@register_jitable(fastmath=set(FASTMATH))
+@register_jitable(inline="always", fastmath=set(FASTMATH))
 def _exp_poly(x):  # pragma: no cover - compiled
     """float32 exp(x) for x clamped to [_LO, _HI]: 2^n * a degree-7 polynomial of the remainder
     (Cephes expf); shared by ``fast_exp`` and ``decay_exp``, which add their range handling."""
@@ -132,7 +137,7 @@ def _exp_poly(x):  # pragma: no cover - compiled
                                                               << 23))
 
 
-@overload(fast_exp, jit_options={"fastmath": set(FASTMATH)})
+@overload(fast_exp, inline="always", jit_options={"fastmath": set(FASTMATH)})
 def _fast_exp_overload(x):
     if x == types.float32:
 
@@ -161,7 +166,7 @@ def decay_exp(x):
     return math.exp(x)
 
 
-@overload(decay_exp, jit_options={"fastmath": set(FASTMATH)})
+@overload(decay_exp, inline="always", jit_options={"fastmath": set(FASTMATH)})
 def _decay_exp_overload(x):
     if x == types.float32:
 
@@ -183,7 +188,7 @@ def sigmoid(x):
     return 1.0 / (1.0 + math.exp(-x))
 
 
-@overload(sigmoid, jit_options={"fastmath": set(FASTMATH)})
+@overload(sigmoid, inline="always", jit_options={"fastmath": set(FASTMATH)})
 def _sigmoid_overload(x):
     if x == types.float32:
 
@@ -216,7 +221,7 @@ _LOGP = tuple(
 _L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7, _L8 = _LOGP
 
 
-@overload(softplus, jit_options={"fastmath": set(FASTMATH)})
+@overload(softplus, inline="always", jit_options={"fastmath": set(FASTMATH)})
 def _softplus_overload(x):
     if x == types.float32:
 
