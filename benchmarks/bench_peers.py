@@ -12,6 +12,13 @@ cross-entropy over all positions, AdamW lr 1e-3 wd 0.1), float32:
 * ours             -- engine.Trainer.train_step.
 Every round times one step of each, so all see the same machine state; one JSON line per
 (config, impl) with the median and ``ours_speedup`` = peer median / our median.
+
+The hybrid's and our lines also carry ``scan_ms``, the step's time in the scan kernels (the
+hybrid: timed around its calls in every step, median; ours: two profiled steps after the timed
+ones, ``engine.opprofile``), and ``rest_ms`` = median - scan_ms. Ours adds ``gemm_only_ms`` (the
+step's GEMMs alone, ``engine.stepgemms``) and ``rest_for_3x_hybrid_ms``: since the hybrid runs
+the same scan kernels, ours is 3x the hybrid only when our rest is at most (hybrid rest -
+2 x scan) / 3; below our GEMM-only time that needs GEMMs faster than this BLAS alone.
 """
 
 from __future__ import annotations
@@ -33,7 +40,11 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from engine.bench import BENCH_CONFIGS, _trainer, blas_info, cpu_model, set_threads  # noqa: E402
+from engine.opprofile import profile_ops  # noqa: E402
 from engine.ops.selective_scan import selective_scan_backward, selective_scan_forward  # noqa: E402
+from engine.stepgemms import standalone_ms, step_gemms  # noqa: E402
+
+SCAN_SECONDS = [0.0]  # the hybrid's time inside the scan kernels since the last reset
 
 
 class NumbaScan(torch.autograd.Function):
@@ -42,13 +53,18 @@ class NumbaScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, delta, A_log, B, C, D, z):  # type: ignore[no-untyped-def]
         arrs = [t.detach().contiguous().numpy() for t in (u, delta, A_log, B, C, D, z)]
+        t0 = time.perf_counter()
         out, _ = selective_scan_forward(*arrs)
+        SCAN_SECONDS[0] += time.perf_counter() - t0
         ctx.arrs = arrs
         return torch.from_numpy(out)
 
     @staticmethod
     def backward(ctx, g):  # type: ignore[no-untyped-def]
-        grads = selective_scan_backward(g.contiguous().numpy(), *ctx.arrs)
+        g = g.contiguous().numpy()
+        t0 = time.perf_counter()
+        grads = selective_scan_backward(g, *ctx.arrs)
+        SCAN_SECONDS[0] += time.perf_counter() - t0
         du, dd, dA_log, dB, dC, dD, dz = (torch.from_numpy(np.ascontiguousarray(a)) for a in grads)
         return du, dd, dA_log, dB, dC, dD, dz
 
@@ -171,7 +187,7 @@ def main() -> None:
         steppers = {}
         for impl in a.impls.split(","):
             if impl == "ours":
-                tr = _trainer(name, "full", rounds * c["batch"])
+                tr = _trainer(name, "full", (rounds + 2) * c["batch"])  # + 2 profiled steps
                 cur = {"i": 0}
 
                 def ours(tr=tr, cur=cur, b=c["batch"]) -> None:  # type: ignore[no-untyped-def]
@@ -182,21 +198,46 @@ def main() -> None:
             else:
                 steppers[impl] = torch_stepper(c, scans[impl], rounds * c["batch"])
         times: dict[str, list[float]] = {k: [] for k in steppers}
+        hybrid_scan: list[float] = []
         for r in range(rounds):
             for impl, fn in steppers.items():
+                SCAN_SECONDS[0] = 0.0
                 t = clock()
                 fn()
                 if r >= a.warmup:
                     times[impl].append(clock() - t)
+                    if impl == "torch-numba":
+                        hybrid_scan.append(SCAN_SECONDS[0])
+        split: dict[str, dict[str, float]] = {}
+        if hybrid_scan:
+            split["torch-numba"] = {"scan_ms": float(np.median(hybrid_scan)) * 1e3}
+        if "ours" in steppers:
+            with profile_ops() as ops:
+                steppers["ours"]()
+                steppers["ours"]()
+            tr = _trainer(name, "full", c["batch"])
+            split["ours"] = {
+                "scan_ms": (ops.get("selective_scan_forward", 0.0)
+                            + ops.get("selective_scan_backward", 0.0)) / 2 * 1e3,
+                "gemm_only_ms": standalone_ms(step_gemms(tr.lm.config, c["batch"], c["seq_len"])),
+            }
         tokens = c["batch"] * c["seq_len"]
         ours_med = float(np.median(times["ours"])) if "ours" in times else None
+        hyb_med = float(np.median(times["torch-numba"])) if "torch-numba" in times else None
         for impl, ts in times.items():
             med = float(np.median(ts))
+            extra = {k: round(v, 2) for k, v in split.get(impl, {}).items()}
+            if "scan_ms" in extra:
+                extra["rest_ms"] = round(med * 1e3 - extra["scan_ms"], 2)
+            if impl == "ours" and hyb_med is not None and "torch-numba" in split:
+                hyb_rest = hyb_med * 1e3 - split["torch-numba"]["scan_ms"]
+                extra["rest_for_3x_hybrid_ms"] = round((hyb_rest - 2 * extra["scan_ms"]) / 3, 2)
             print(json.dumps({
                 "bench": "peers", "config": name, "impl": impl, "median_ms": round(med * 1e3, 2),
                 "min_ms": round(min(ts) * 1e3, 2), "max_ms": round(max(ts) * 1e3, 2),
                 "tokens_per_s": round(tokens / med, 1),
                 "ours_speedup": round(med / ours_med, 2) if ours_med else None,
+                **extra,
                 "steps": a.steps, "threads": a.threads, "clock": clock.__name__,
                 "torch": torch.__version__,
                 "cpu": cpu_model(), **blas_info()}), flush=True)
