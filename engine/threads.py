@@ -1,4 +1,4 @@
-"""How many BLAS threads a training step uses, chosen by measuring steps as they run.
+"""How many threads (Numba and BLAS) a training step uses, chosen by measuring steps as they run.
 
 Measured on the 2-core target while other processes kept the cores busy (small preset, one run,
 medians, interleaved): Numba 2 + OpenBLAS 2 threads 640 ms a step, 1 + 1 248 ms, Numba 2 +
@@ -6,10 +6,14 @@ OpenBLAS 1 261 ms and, with dynamic scheduling of the Numba loops (chunk size 1)
 OpenBLAS threads hand each GEMM to a worker that may be descheduled, so under load two threads
 ran 2.6x slower than one; on a quiet machine two BLAS threads are what make the GEMMs fast.
 
-So ``ThreadTuner`` keeps Numba at ``threads`` with dynamic scheduling and picks the BLAS thread
-count, ``threads`` or 1, from step times: each is tried for a few steps at the start, the faster
-(median) is kept, and every ``probe_every`` steps the other gets ``probe_steps`` steps again, so a
-machine that becomes busy (or quiet) is followed within about ``probe_every`` steps.
+So ``ThreadTuner`` picks, from step times, among (Numba threads, BLAS threads) = (threads,
+threads), (threads, 1) and (1, 1), the Numba loops dynamically scheduled: each is tried for a few
+steps at the start, the fastest (median) is kept, and every ``probe_every`` steps each other
+choice gets ``probe_steps`` steps again (4 % of the steps), so a machine that becomes busy (or
+quiet) is followed within about ``probe_every`` steps. (1, 1) is a choice since round 5: with
+one core kept busy, (2, 1) ran at 0.93x the speed of (1, 1) (``benchmarks/bench_threads.py``,
+small), so keeping two Numba threads could not hold "two threads are never slower than one".
+The kernels partition their work and sums into fixed blocks, so the choice changes no result bit.
 """
 
 from __future__ import annotations
@@ -38,36 +42,50 @@ def default_threads() -> int:
     return max(1, min(n, numba.config.NUMBA_NUM_THREADS))
 
 
+Choice = tuple[int, int]  # (Numba threads, BLAS threads)
+
+
 class ThreadTuner:
-    def __init__(self, threads: int | None = None, first_trials: int = 3, probe_every: int = 50,
+    def __init__(self, threads: int | None = None, first_trials: int = 3, probe_every: int = 100,
                  probe_steps: int = 2, clock: Callable[[], float] = time.perf_counter) -> None:
         self.clock = clock
         self.threads = threads or default_threads()
-        self.candidates = [self.threads] if self.threads == 1 else [self.threads, 1]
+        t = self.threads
+        self.candidates: list[Choice] = [(t, t)] if t == 1 else [(t, t), (t, 1), (1, 1)]
         self.first_trials = first_trials
-        self.probe_every = probe_every
+        self.probe_every = max(probe_every, (len(self.candidates) - 1) * probe_steps + 1)
         self.probe_steps = probe_steps
-        self.blas = self.candidates[0]
-        self.history: dict[int, deque[float]] = {c: deque(maxlen=5) for c in self.candidates}
+        self.choice: Choice = self.candidates[0]
+        self.history: dict[Choice, deque[float]] = {c: deque(maxlen=5) for c in self.candidates}
         self.steps = 0
         self._ctl: ThreadpoolController | None = None  # threadpoolctl controller, made on first use
 
-    def _planned(self) -> int:
-        """The BLAS thread count for the next step."""
-        if len(self.candidates) == 1:
-            return self.blas
+    @property
+    def blas(self) -> int:
+        """The BLAS thread count chosen so far."""
+        return self.choice[1]
+
+    @property
+    def numba(self) -> int:
+        """The Numba thread count chosen so far."""
+        return self.choice[0]
+
+    def _planned(self) -> Choice:
+        """The (Numba, BLAS) thread counts for the next step."""
+        n = len(self.candidates)
         s = self.steps - 1  # step 0 compiles kernels: not measured against anything
-        if s < 0:
-            return self.blas
-        if s < 2 * self.first_trials:
-            return self.candidates[s % 2]
-        other = self.candidates[1] if self.blas == self.candidates[0] else self.candidates[0]
-        return other if s % self.probe_every >= self.probe_every - self.probe_steps else self.blas
+        if n == 1 or s < 0:
+            return self.choice
+        if s < n * self.first_trials:
+            return self.candidates[s % n]
+        others = [c for c in self.candidates if c != self.choice]
+        k = s % self.probe_every - (self.probe_every - len(others) * self.probe_steps)
+        return others[k // self.probe_steps] if k >= 0 else self.choice
 
     def _decide(self) -> None:
         meds = {c: float(np.median(h)) for c, h in self.history.items() if h}
         if len(meds) == len(self.candidates):
-            self.blas = min(meds, key=lambda c: meds[c])
+            self.choice = min(meds, key=lambda c: meds[c])
 
     @contextmanager
     def step(self) -> Iterator[None]:
@@ -78,15 +96,17 @@ class ThreadTuner:
         if self._ctl is None:
             self._ctl = ThreadpoolController()  # scans the loaded libraries once, not per step
         use = self._planned()
-        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+        numba_before = numba.get_num_threads()
+        numba.set_num_threads(min(use[0], numba.config.NUMBA_NUM_THREADS))
         chunk = numba.get_parallel_chunksize()
         numba.set_parallel_chunksize(1)
         t = self.clock()
         try:
-            with self._ctl.limit(limits=use, user_api="blas"):
+            with self._ctl.limit(limits=use[1], user_api="blas"):
                 yield
         finally:
             numba.set_parallel_chunksize(chunk)
+            numba.set_num_threads(numba_before)
         if self.steps > 0:
             self.history[use].append(self.clock() - t)
             self._decide()

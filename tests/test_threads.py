@@ -1,11 +1,18 @@
-"""engine.threads.ThreadTuner: the BLAS thread count follows measured step times (a fake clock
-stands in for the machine, so nothing here depends on this machine's speed)."""
+"""engine.threads.ThreadTuner: the (Numba, BLAS) thread counts follow measured step times (a fake
+clock stands in for the machine, so nothing here depends on this machine's speed); and the
+choice changes no result bit."""
 
 from __future__ import annotations
 
-from threadpoolctl import threadpool_info
+import numba
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
+from engine.bench import _trainer
 from engine.threads import ThreadTuner
+
+needs_two = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 Numba threads")
 
 
 class _Clock:
@@ -16,35 +23,67 @@ class _Clock:
         return self.now
 
 
-def _run(tuner: ThreadTuner, clock: _Clock, steps: int, cost: dict[int, float]) -> list[int]:
+def _run(tuner: ThreadTuner, clock: _Clock, steps: int,
+         cost: dict[tuple[int, int], float]) -> list[tuple[int, int]]:
     used = []
     for _ in range(steps):
         with tuner.step():
             blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"][0]
-            used.append(blas)
-            clock.now += cost[blas]
+            used.append((numba.get_num_threads(), blas))
+            clock.now += cost[used[-1]]
     return used
 
 
-def test_tuner_keeps_two_blas_threads_when_they_are_faster() -> None:
-    clock = _Clock()
-    tuner = ThreadTuner(threads=2, first_trials=3, probe_every=10, probe_steps=2, clock=clock)
-    used = _run(tuner, clock, 30, {2: 0.05, 1: 0.09})
-    assert used[1:7] == [2, 1, 2, 1, 2, 1]  # the first trials alternate
-    assert tuner.blas == 2
-    assert used[-10:].count(2) >= 8  # only the probes use 1
+QUIET = {(2, 2): 0.05, (2, 1): 0.09, (1, 1): 0.12}
 
 
-def test_tuner_switches_to_one_blas_thread_when_the_machine_gets_busy() -> None:
+@needs_two
+def test_tuner_keeps_two_threads_when_they_are_faster() -> None:
     clock = _Clock()
     tuner = ThreadTuner(threads=2, first_trials=3, probe_every=10, probe_steps=2, clock=clock)
-    _run(tuner, clock, 20, {2: 0.05, 1: 0.09})
-    assert tuner.blas == 2
-    _run(tuner, clock, 30, {2: 0.30, 1: 0.10})  # two threads now 3x slower than one
-    assert tuner.blas == 1
+    used = _run(tuner, clock, 30, QUIET)
+    assert used[1:10] == [(2, 2), (2, 1), (1, 1)] * 3  # the first trials take turns
+    assert tuner.choice == (2, 2) and tuner.blas == 2 and tuner.numba == 2
+    assert used[-10:].count((2, 2)) == 6  # each other choice is probed for 2 steps in 10
+    assert set(used[-10:]) == {(2, 2), (2, 1), (1, 1)}
+
+
+@needs_two
+def test_tuner_follows_a_machine_that_gets_busy() -> None:
+    clock = _Clock()
+    tuner = ThreadTuner(threads=2, first_trials=3, probe_every=10, probe_steps=2, clock=clock)
+    _run(tuner, clock, 20, QUIET)
+    assert tuner.choice == (2, 2)
+    # only the BLAS hand-off suffers: two Numba threads with one BLAS thread is best
+    _run(tuner, clock, 30, {(2, 2): 0.30, (2, 1): 0.08, (1, 1): 0.10})
+    assert tuner.choice == (2, 1)
+    # a core fully taken: one thread of each is best (two threads must not be slower than one)
+    _run(tuner, clock, 30, {(2, 2): 0.30, (2, 1): 0.12, (1, 1): 0.10})
+    assert tuner.choice == (1, 1)
+    _run(tuner, clock, 30, QUIET)  # and back when the machine is quiet again
+    assert tuner.choice == (2, 2)
 
 
 def test_single_thread_tuner_never_probes() -> None:
     clock = _Clock()
     tuner = ThreadTuner(threads=1, clock=clock)
-    assert set(_run(tuner, clock, 12, {1: 0.1})) == {1}
+    assert set(_run(tuner, clock, 12, {(1, 1): 0.1})) == {(1, 1)}
+
+
+@needs_two
+def test_thread_counts_change_no_result_bit() -> None:
+    """The same three training steps at (Numba, BLAS) = (2, 2) and (1, 1) give the same bits,
+    so the tuner's probing cannot make a run depend on the machine's load."""
+    out = []
+    for n in (2, 1):
+        tr = _trainer("small", "full", 12)
+        numba.set_num_threads(n)
+        try:
+            with threadpool_limits(n, user_api="blas"):
+                for i in range(3):
+                    tr.train_step(np.arange(i * 4, (i + 1) * 4))
+        finally:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        out.append({k: np.asarray(v).copy() for k, v in tr.lm.params.items()})
+    for k in out[0]:
+        assert np.array_equal(out[0][k].view(np.uint8), out[1][k].view(np.uint8)), k
