@@ -7,16 +7,22 @@ import sys
 
 
 def run() -> int:
-    from .errors import MambaStudioError
-    from .runtime import configure
-
     try:
-        configure(tune_allocator=True)  # before the CLI imports the kernels (fixes their cache folder)
-    except MambaStudioError as exc:
-        print(f"error: {exc}", file=sys.stderr)  # noqa: T201  (the CLI's one-line error)
-        return 2
-    from .cli import main
+        from .errors import MambaStudioError
+        from .runtime import configure
 
+        try:
+            configure(tune_allocator=True)  # before the CLI imports the kernels (fixes their cache folder)
+        except MambaStudioError as exc:
+            print(f"error: {exc}", file=sys.stderr)  # noqa: T201  (the CLI's one-line error)
+            return 2
+        from .cli import main
+    except ModuleNotFoundError as exc:  # a Python without the dependencies (not the set-up .venv)
+        if not exc.name or exc.name.split(".")[0] == __package__:
+            raise
+        print(f"error: {exc.name} is not installed for {sys.executable}; run `bash scripts/setup.sh` "  # noqa: T201
+              "once, then use .venv/bin/python (or `source .venv/bin/activate` first)", file=sys.stderr)
+        return 2
     return main()
 
 

@@ -213,6 +213,12 @@ def save_model_files(
 def read_config(folder: Path) -> MambaConfig:
     path = Path(folder) / "config.json"
     if not path.exists() and not path.is_symlink():
+        folder = Path(folder)
+        fix = "pass a run folder (runs/...) or a model folder"
+        if not folder.exists() and not folder.is_symlink():
+            raise CheckpointError(f"{folder}: no such file or folder; {fix}")
+        if not folder.is_dir():
+            raise CheckpointError(f"{folder}: a file, not a folder; {fix}")
         raise CheckpointError(f"{folder}: no config.json (not a model folder)")
     from .limits import check_hf_config
     from .safeio import read_json

@@ -36,6 +36,28 @@ CHUNK = 4 * MiB  # bytes read (and text tokenised) at a time
 SNIFF = 64 * 1024  # a NUL byte in the first SNIFF bytes means binary
 _BOM = b"\xef\xbb\xbf"
 _WS = b" \t\n\r\x0b\x0c"
+# (leading bytes, what the file is, the fix): archives and documents that are not text, named
+# so the error says what to do (none of these prefixes starts valid UTF-8 text a user would train on)
+_NOT_TEXT = (
+    (b"\x1f\x8b", "gzip-compressed", "decompress it first (gunzip)"),
+    (b"PK\x03\x04", "a zip archive", "unzip it and add the text files"),
+    (b"\xfd7zXZ\x00", "xz-compressed", "decompress it first (unxz)"),
+    (b"(\xb5/\xfd", "zstd-compressed", "decompress it first (unzstd)"),
+    (b"7z\xbc\xaf'\x1c", "a 7-Zip archive", "extract it and add the text files"),
+    (b"%PDF-", "a PDF", "save it as plain text first"),
+)
+
+
+def _not_text(head: bytes) -> str | None:
+    """What a file starting with ``head`` is and how to make it text (compressed, an archive,
+    a PDF), or None when it does not start like one of those."""
+    for magic, kind, fix in _NOT_TEXT:
+        if head.startswith(magic):
+            return f"{kind}, not text; {fix}"
+    if head[:3] == b"BZh" and head[4:10] == b"1AY&SY":
+        return "bzip2-compressed, not text; decompress it first (bunzip2)"
+    return None
+
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
 
@@ -183,6 +205,9 @@ def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
                 raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from None
             final = not data
             if first:
+                what = _not_text(data)
+                if what:
+                    raise CorpusError(f"{path}: {what}")
                 if b"\x00" in data[:SNIFF]:
                     raise CorpusError(f"{path}: looks binary (contains NUL bytes), not text")
                 while data.startswith(_BOM):

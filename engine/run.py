@@ -274,6 +274,12 @@ class Run:
 
 
 # ---------------------------------------------------------------------- building blocks
+def _megabytes(n: int) -> str:
+    """A corpus size in the unit of BPE_MIN_BYTES (decimal MB); bytes below 0.01 MB, which
+    would print as 0.00 MB."""
+    return f"{n / 1e6:.2f} MB" if n >= 10_000 else f"{n:,} bytes"
+
+
 def _trainer(lm: MambaLM, data: rf.RunData, cfg: TrainConfig) -> Trainer:
     """A trainer over the saved data: stream rows, or documents packed into rows with resets."""
     if data.records == "stream":
@@ -393,7 +399,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         auto, spec = spec.tokenizer == "auto", spec.for_corpus(corpus.n_bytes)
         if auto:
             say(f"tokenizer: {spec.tokenizer} (auto: BPE from {BPE_MIN_BYTES / 1e6:g} MB of text; "
-                f"this corpus has {corpus.n_bytes / 1e6:.2f} MB), learning rate {spec.train.lr:g}")
+                f"this corpus has {_megabytes(corpus.n_bytes)}), learning rate {spec.train.lr:g}")
         if spec.tokenizer == "bpe":
             say(f"training a {spec.bpe_vocab:,}-token BPE tokenizer on the corpus...")
         tok = (BPETokenizer.train(corpus.texts, vocab_size=spec.bpe_vocab)

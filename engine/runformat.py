@@ -119,6 +119,9 @@ def read_run_json(folder: Path) -> dict[str, Any]:
     """run.json with its format and version checked (a clear error for other versions)."""
     path = Path(folder) / RUN_JSON
     if not path.exists():
+        if not Path(folder).is_dir():
+            what = "a file, not a folder" if Path(folder).exists() else "no such folder"
+            raise CheckpointError(f"{folder}: {what}; pass a run folder (runs/...)")
         hint = (" (an old single-folder checkpoint: it loads for generate/eval/--init but cannot "
                 "be resumed as a run)") if (Path(folder) / "trainer_state.json").exists() else ""
         raise CheckpointError(f"{folder}: no {RUN_JSON}, not a run folder{hint}")

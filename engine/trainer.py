@@ -218,8 +218,9 @@ class Trainer:
         """The note the CLI and the app show when the configured warmup was cut to a fifth of this
         run (``effective_warmup``) and steps remain; ``fix`` names the setting to raise."""
         if self.warmup_steps < self.cfg.warmup_steps and self.total_steps > self.cursor.step:
+            steps = "step" if self.warmup_steps == 1 else "steps"
             return (f"the {self.cfg.warmup_steps}-step warmup is cut to {self.warmup_steps} "
-                    f"steps, a fifth of this {self.total_steps}-step run; a run this short learns "
+                    f"{steps}, a fifth of this {self.total_steps}-step run; a run this short learns "
                     f"little: raise {fix}")
         return None
 

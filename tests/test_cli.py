@@ -87,7 +87,7 @@ def test_bad_input_exits_with_a_clear_error(tmp_path, capsys):
     assert main(["train", str(empty), "--out", str(tmp_path / "r")]) == 2
     assert "error: no usable text" in capsys.readouterr().err
     assert main(["generate", str(tmp_path / "nope")]) == 2
-    assert "no config.json" in capsys.readouterr().err
+    assert "no such file or folder" in capsys.readouterr().err
 
 
 def test_bench_json_line(capsys):

@@ -1,0 +1,83 @@
+"""Wrong files a new user hands the CLI: each is refused in one line that names the file, what it
+is and the fix (found by a walk-through of the README's commands)."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import engine.__main__ as entry
+from engine.cli import main
+from engine.data import iter_bytes
+from engine.errors import CorpusError
+from engine.run import _megabytes
+
+TEXT = b"The river ferry crosses twice an hour.\n" * 40
+
+
+def _zip(path: Path) -> None:
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("notes.txt", TEXT)
+
+
+@pytest.mark.parametrize("name,write,says", [
+    ("notes.txt.gz", lambda p: p.write_bytes(gzip.compress(TEXT)), "gzip-compressed, not text; decompress"),
+    ("notes.zip", _zip, "a zip archive, not text; unzip"),
+    ("notes.txt.bz2", lambda p: p.write_bytes(bz2.compress(TEXT)), "bzip2-compressed, not text"),
+    ("notes.txt.xz", lambda p: p.write_bytes(lzma.compress(TEXT)), "xz-compressed, not text"),
+    ("paper.pdf", lambda p: p.write_bytes(b"%PDF-1.7\n" + TEXT), "a PDF, not text; save it as plain text"),
+])
+def test_compressed_and_pdf_files_say_what_they_are_and_the_fix(tmp_path, capsys, name, write, says):
+    path = tmp_path / name
+    write(path)
+    with pytest.raises(CorpusError, match=says.split(";")[0]):
+        list(iter_bytes(path))
+    assert main(["train", str(path), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and name in err and says in err
+
+
+def test_plain_text_that_starts_like_nothing_special_still_loads(tmp_path):
+    path = tmp_path / "bzh.txt"
+    path.write_bytes(b"BZh is not bzip2 without its block magic\n")
+    assert b"".join(iter_bytes(path)).startswith(b"BZh")
+
+
+def test_a_missing_or_file_model_path_says_so(tmp_path, capsys):
+    assert main(["generate", str(tmp_path / "nope")]) == 2
+    assert "nope: no such file or folder; pass a run folder" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_bytes(TEXT)
+    assert main(["eval", str(tmp_path / "notes.txt")]) == 2
+    assert "notes.txt: a file, not a folder; pass a run folder" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path / "nope")]) == 2
+    assert "nope: no such folder; pass a run folder" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path / "notes.txt")]) == 2
+    assert "notes.txt: a file, not a folder" in capsys.readouterr().err
+
+
+def test_a_python_without_the_dependencies_gets_one_line(monkeypatch, capsys):
+    def missing(**_kw: object) -> None:
+        raise ModuleNotFoundError("No module named 'numba'", name="numba")
+
+    monkeypatch.setattr("engine.runtime.configure", missing)
+    assert entry.run() == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: numba is not installed for ") and "scripts/setup.sh" in err
+
+    def ours(**_kw: object) -> None:  # a module of the package itself missing is a bug: traceback
+        raise ModuleNotFoundError("No module named 'engine.gone'", name="engine.gone")
+
+    monkeypatch.setattr("engine.runtime.configure", ours)
+    with pytest.raises(ModuleNotFoundError):
+        entry.run()
+
+
+def test_corpus_size_in_the_auto_tokenizer_line_is_never_zero():
+    assert _megabytes(7_800) == "7,800 bytes"
+    assert _megabytes(21_520) == "0.02 MB"
+    assert _megabytes(4_000_000) == "4.00 MB"
