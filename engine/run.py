@@ -96,6 +96,9 @@ class RunSpec:
         if new:
             from .params import INITS
 
+            if self.model is None and self.init is None and self.preset not in PRESET_DEFAULTS:
+                raise ValueError(f"preset must be one of {', '.join(PRESET_DEFAULTS)}; "
+                                 f"not {self.preset!r}")
             if self.init_scheme not in INITS:
                 raise ValueError(f"init scheme must be one of {', '.join(INITS)}; "
                                  f"not {self.init_scheme!r}")

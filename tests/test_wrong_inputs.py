@@ -81,3 +81,12 @@ def test_corpus_size_in_the_auto_tokenizer_line_is_never_zero():
     assert _megabytes(7_800) == "7,800 bytes"
     assert _megabytes(21_520) == "0.02 MB"
     assert _megabytes(4_000_000) == "4.00 MB"
+
+
+def test_an_unknown_preset_in_a_settings_file_names_the_file_before_any_work(tmp_path, capsys):
+    toml = tmp_path / "run.toml"
+    toml.write_text('[run]\npreset = "huge"\n')
+    assert main(["train", "--config", str(toml), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "run.toml: preset must be one of tiny, small, medium; not 'huge'" in err
+    assert "tokenizer:" not in err and not (tmp_path / "run").exists()
