@@ -236,7 +236,8 @@ def _train(a: argparse.Namespace, run, job) -> int:
             what = "LoRA adapters" if tr.cfg.lora is not None else "WSLA (x_proj only)"
             print(f"note: {what} on a new model with random weights: the base stays random; to "
                   "fine-tune a trained model pass --init RUN_OR_MODEL_FOLDER", file=sys.stderr)
-        if (warmup_note := tr.warmup_notice("--epochs")) is not None:
+        fix = "--epochs" if tr.total_steps == by_epochs else "--max-steps"  # the one that cut it
+        if (warmup_note := tr.warmup_notice(fix)) is not None:
             print(f"note: {warmup_note}", file=sys.stderr)
         if tr.cursor.step >= tr.total_steps:
             more = "--epochs" if tr.total_steps == by_epochs else "--max-steps or --epochs"

@@ -21,6 +21,7 @@ def test_train_generate_eval_resume(tmp_path, capsys):
     assert "skipped" in err and "b.bin" in err  # the binary file is reported, the rest trains
     assert "sample before training" in err and "saved" in err and "step-3" in err
     assert "the 100-step warmup is cut to 0 steps, a fifth of this 3-step run" in err
+    assert "raise --max-steps" in err  # --max-steps 3 cut the run, not --epochs
     assert json.loads((out / "latest.json").read_text())["step"] == 3
     assert main(["train", "--resume", str(out), "--sample-tokens", "0"]) == 0
     assert "already at step 3 of 3" in capsys.readouterr().err  # max_steps kept
