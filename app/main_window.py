@@ -245,7 +245,10 @@ class MainWindow(QMainWindow):
 
     def _update_next(self) -> None:
         """The one line that says what the next Start does."""
-        if self.continue_dir:
+        if self.continue_dir and self.state != "idle":  # Continue is one-shot: used by this run
+            text = (f"Next Start: a new run, once this continued run of "
+                    f"{Path(self.continue_dir).name} ends (or choose Continue again in the Runs tab)")
+        elif self.continue_dir:
             info = next((r for r in self.runs.runs if str(r.path) == self.continue_dir), None)
             step = f" from step {info.steps}" if info else ""
             over = self.continue_overrides()
@@ -430,6 +433,7 @@ class MainWindow(QMainWindow):
         self.worker.failed.connect(self._error)
         self.worker.finished.connect(self._on_finished)
         self._set_state("running")
+        self._update_next()
         self.status.setText("preparing (corpus, tokenizer, model, kernels)…")
         self.train_thread.start()
 

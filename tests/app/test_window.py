@@ -135,7 +135,9 @@ def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
     win.choose_continue(str(folder))
     assert "continues run" in win.next_label.text() and f"step {done}" in win.next_label.text()
     win.train.max_steps.setValue(done + 2)
-    train_until_idle(qtbot, win)
+    win.start_training()  # while it runs, the line no longer says "continues ... from step N"
+    assert win.next_label.text().startswith("Next Start: a new run, once this continued run of")
+    qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
     assert not win.errors, win.errors
     assert win.last_folder == str(folder) and len(list(folder.parent.iterdir())) == 1
     assert win.plots.steps[0] == 1 and win.plots.steps[-1] == done + 2
