@@ -5,7 +5,9 @@ step)``. A median, not the last step or the mean since the start: on a shared ma
 a few runs 2-10x slower (another process's burst, the thread tuner trying a setting), and the
 median ignores such steps while following a lasting change of speed within half a window. The
 other time (held-out evaluations, epoch-end samples and saves: everything between steps but
-pauses) comes every so many steps, so it is spread over all steps instead.
+pauses) comes every so many steps, so it is spread over all steps instead. The first step of a
+stretch is left out of the median (it compiles or loads the kernels and starts the thread tuner:
+on a cold cache it said "ETA 43:46" for a 40-second run); until a second step the ETA is unknown.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ class Eta:
         self.step_s = 0.0  # all steps' seconds
 
     def step(self, seconds: float) -> None:
-        self.recent.append(seconds)
+        if self.steps:  # not the first: see the module's docstring
+            self.recent.append(seconds)
         self.steps += 1
         self.step_s += seconds
 
     def seconds_left(self, steps_left: int, elapsed_s: float) -> float:
         """``elapsed_s``: wall seconds (pauses excluded) since the first step of this stretch
-        began; what the steps did not take of it is the other time. inf before a step."""
+        began; what the steps did not take of it is the other time. inf before a second step."""
         if not self.recent:
             return math.inf
         other = max(elapsed_s - self.step_s, 0.0) / self.steps

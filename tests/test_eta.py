@@ -80,3 +80,10 @@ def test_time_between_steps_is_spread_over_the_steps(monkeypatch):
     left = end - at[51]  # after step 52: 48 steps and 10 epoch ends, 9.8 s
     assert left == pytest.approx(9.8, abs=1e-3)
     assert reports[51].eta_s == pytest.approx(left, rel=0.1)  # steps alone would say 4.8 s
+
+
+def test_the_first_step_compiling_the_kernels_does_not_set_the_eta(monkeypatch):
+    """Step 1 of a cold cache took 14 s of a run of 0.1 s steps: the CLI said ETA 43:46."""
+    reports, _ = _run(monkeypatch, lambda k: 14.0 if k == 0 else 0.1, 30)  # k: steps done before
+    assert reports[0].eta_s == float("inf")  # shown as --:--
+    assert reports[1].eta_s == pytest.approx(28 * 0.1, rel=0.1)
