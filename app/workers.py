@@ -11,6 +11,7 @@ for the Playground. Signals carry immutable engine reports or plain values, neve
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import threading
@@ -312,9 +313,15 @@ class _Job(QRunnable):
         try:
             result = self.fn()
         except Exception as exc:
-            self.signals.failed.emit(describe_error(exc))
+            self._emit("failed", describe_error(exc))
             return
-        self.signals.done.emit(result)
+        self._emit("done", result)
+
+    def _emit(self, name: str, value: object) -> None:
+        # RuntimeError: the app quit while this ran (the window closed in its first seconds, the
+        # step timing still running) and deleted its signals; no one is waiting for them
+        with contextlib.suppress(RuntimeError):
+            getattr(self.signals, name).emit(value)
 
 
 _jobs: set[_Job] = set()
