@@ -324,7 +324,15 @@ def cmd_export(a: argparse.Namespace) -> int:
     from .export import export_gguf, export_merged, export_peft
 
     fn = {"merged": export_merged, "peft": export_peft, "gguf": export_gguf}[a.kind]
-    for note in fn(a.run, a.out, force=a.force):
+    try:
+        notes = fn(a.run, a.out, force=a.force)
+    except OSError as exc:  # writing the output: named by it, not by a temp file beside it
+        where = Path(a.out).resolve().parent
+        if not (exc.filename and Path(exc.filename).resolve().is_relative_to(where)):
+            raise
+        raise MambaStudioError(f"{a.out}: cannot write ({exc.strerror or exc}); choose another "
+                               "output path") from None
+    for note in notes:
         print(f"note: {note}", file=sys.stderr)
     loads = {"merged": "AutoModelForCausalLM.from_pretrained (transformers 4.x/5.x)",
              "peft": "AutoPeftModelForCausalLM.from_pretrained, or PeftModel over OUT/base",

@@ -137,15 +137,32 @@ def test_cli_export_writes_each_kind(lora_run: Path, tmp_path: Path, capsys) -> 
     (["--merged", "{tmp}/missing", "{tmp}/m"], "not a folder"),
     (["--gguf", "{tmp}/empty", "{tmp}/x.gguf"], "no config.json"),
     (["--merged", "{run}", "{run}/out"], "of its own"),
+    (["--gguf", "{run}", "{tmp}/afile/m.gguf"], "afile is a file, not a folder; choose another"),
+    (["--merged", "{run}", "{tmp}/afile/hf"], "afile is a file, not a folder; choose another"),
 ])
 def test_cli_export_errors_are_one_line(tmp_path: Path, capsys, args, message) -> None:  # type: ignore[no-untyped-def]
     run = tmp_path / "full"
     MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer()).save(run)
     (tmp_path / "empty").mkdir()
+    (tmp_path / "afile").write_text("not a folder")
     argv = ["export", *(a.format(run=run, tmp=tmp_path) for a in args)]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
+
+
+def test_cli_export_write_error_names_the_output_not_a_temp_file(tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    run = tmp_path / "full"
+    MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer()).save(run)
+    out = tmp_path / "m.gguf"
+
+    def denied(*_a: object, **_k: object) -> list[str]:  # what /sys (read-only) answered
+        raise PermissionError(13, "Permission denied", str(tmp_path / ".m.gguf.1a2b3c.tmp"))
+
+    monkeypatch.setattr("engine.export.export_gguf", denied)
+    assert main(["export", "--gguf", str(run), str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {out}: cannot write (Permission denied); choose another output path"
 
 
 def test_cli_export_needs_exactly_one_kind(capsys) -> None:  # type: ignore[no-untyped-def]

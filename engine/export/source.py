@@ -6,6 +6,7 @@ base. Every checksum the folder has is verified first (a half-written snapshot i
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +112,12 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
                                       "--force only replaces an earlier export: choose a new "
                                       "folder name")
     missing = [p for p in out.parents if not p.exists()]
+    base = next((p for p in out.parents if p.exists()), Path("."))  # what the export writes in
+    if not base.is_dir():
+        raise CheckpointError(f"{out}: {base} is a file, not a folder; choose another output path")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise CheckpointError(f"{out}: cannot write in {base} (no permission, or a read-only "
+                              "file system); choose another output path")
     return [f"created the missing folder {missing[-1]}"] if missing else []
 
 
