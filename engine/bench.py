@@ -20,6 +20,8 @@ BENCH_CONFIGS: dict[str, dict[str, int]] = {
     "medium": {"d_model": 256, "n_layer": 6, "batch": 8, "seq_len": 256, "vocab": 256},
     # the product's default: preset small (engine/defaults.py, d 128 x 2, batch 8 x 256), bytes
     "default": {"d_model": 128, "n_layer": 2, "batch": 8, "seq_len": 256, "vocab": 256},
+    # the same with the 2,048-token BPE tokenizer that `auto` picks for corpora of 4 MB and more
+    "default-bpe": {"d_model": 128, "n_layer": 2, "batch": 8, "seq_len": 256, "vocab": 2048},
     # mamba-130m sized (GPT-NeoX BPE vocabulary): what fine-tuning a 130M model costs on a CPU
     "large": {"d_model": 768, "n_layer": 24, "batch": 1, "seq_len": 256, "vocab": 50280,
               "max_steps": 3},
