@@ -129,3 +129,14 @@ def test_format_duration():
     assert format_duration(65.9) == "01:05"
     assert format_duration(3725) == "1:02:05"
     assert format_duration(float("inf")) == format_duration(float("nan")) == "--:--"
+
+
+@pytest.mark.parametrize("max_steps,little", [(3, True), (49, True), (110, False), (330, False)])
+def test_warmup_note_says_learns_little_only_for_a_short_run(max_steps, little):
+    """run.sh's 110 steps on the sample corpus learn word-like text: its note no longer says the
+    run learns little (it did on every default run); 33 steps still do learn little."""
+    tr = Trainer(_lm(), _ids(4000), _ids(40), TrainConfig(batch_size=1, seq_len=8, epochs=1000,
+                                                          max_steps=max_steps))
+    note = tr.warmup_notice("--max-steps")
+    assert note is not None and note.startswith(f"the 100-step warmup is cut to {max_steps // 5} ")
+    assert ("learns little: raise --max-steps" in note) == little
