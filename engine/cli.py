@@ -460,8 +460,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .params import INITS
     from .sampling import GENERATION_DEFAULTS
 
-    p = _Parser(prog="python -m engine", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = _Parser(prog="python -m engine", description="Mamba Studio without a window: train a "
+                "model, generate from it, evaluate it, benchmark a step, export it for other tools.")
+    commands = "{train,generate,eval,bench,export}"  # named in the error when none is given
+    sub = p.add_subparsers(dest="cmd", required=True, metavar=commands)
     t = sub.add_parser("train", help="train on text files/folders (default: bundled sample corpus)")
     t.add_argument("corpus", nargs="*")
     t.add_argument("--config", metavar="TOML",

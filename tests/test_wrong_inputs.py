@@ -90,3 +90,11 @@ def test_an_unknown_preset_in_a_settings_file_names_the_file_before_any_work(tmp
     err = capsys.readouterr().err
     assert "run.toml: preset must be one of tiny, small, medium; not 'huge'" in err
     assert "tokenizer:" not in err and not (tmp_path / "run").exists()
+
+
+def test_no_command_names_the_commands(capsys):
+    with pytest.raises(SystemExit) as e:
+        main([])
+    assert e.value.code == 2
+    err = capsys.readouterr().err  # was "the following arguments are required: cmd"
+    assert "required: {train,generate,eval,bench,export}" in err and err.count("\n") == 1
