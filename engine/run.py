@@ -397,6 +397,9 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         say(line)
     if spec.init:
         lm = load_model(spec.init)
+        if spec.tokenizer not in ("auto", lm.tokenizer.kind):  # it was dropped without a word
+            say(f"note: tokenizer {spec.tokenizer} not used: a run from {spec.init} keeps that "
+                f"model's {lm.tokenizer.kind} tokenizer")
         spec = replace(spec, tokenizer=lm.tokenizer.kind)
     else:
         auto, spec = spec.tokenizer == "auto", spec.for_corpus(corpus.n_bytes)

@@ -55,3 +55,21 @@ def test_a_new_run_records_the_chosen_tokenizer_and_rate(tmp_path, monkeypatch):
     assert code == 0
     saved = json.loads((tmp_path / "b" / "run.json").read_text())["spec"]
     assert saved["tokenizer"] == "bytes" and saved["train"]["lr"] == 2e-3
+
+
+def test_a_tokenizer_setting_a_run_from_a_model_cannot_use_is_said(tmp_path):
+    """--init keeps the model's tokenizer; --tokenizer bpe beside a bytes model was dropped without
+    a word (found by a walk-through of the README's LoRA line)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("def f(x):\n    return x + 1\n" * 40)
+    base = start(RunSpec(tokenizer="bytes", train=TrainConfig.for_preset("tiny", max_steps=1)),
+                 [corpus], out=tmp_path / "base")
+    base.close()
+    for tokenizer, said in (("bpe", True), ("auto", False), ("bytes", False)):
+        notes: list[str] = []
+        run = start(RunSpec(tokenizer=tokenizer, init=str(tmp_path / "base"),
+                            train=TrainConfig.for_preset("tiny", max_steps=1)),
+                    [corpus], out=tmp_path / f"from-{tokenizer}", progress=notes.append)
+        run.close()
+        assert run.lm.tokenizer.kind == "bytes"
+        assert any("tokenizer bpe not used" in n and "bytes tokenizer" in n for n in notes) == said
