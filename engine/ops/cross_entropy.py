@@ -18,7 +18,7 @@ from ._common import check, check_index
 
 
 @parallel_kernel
-def _cross_entropy_kernel(logits, targets, scale, losses, dlogits, inplace):
+def _cross_entropy_kernel(logits, targets, scale, losses, dlogits, inplace, lanes):
     """``inplace``: dlogits is logits. The exp pass reads and writes through one array reference
     (dlogits' row, after a copy when not in place): through two, LLVM's run-time overlap check
     finds them overlapping in place and runs the scalar copy of the loop, 3-4x slower on
@@ -35,31 +35,21 @@ def _cross_entropy_kernel(logits, targets, scale, losses, dlogits, inplace):
                 drow[j] = zero
             continue
         lt = row[t]
-        # the row's max in 8 independent chains: a single running max is a serial chain of
-        # compares that LLVM does not vectorise without the nnan flag (never enabled here);
-        # the max is exact in any order, so the results keep their bits
-        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row[0]
+        # the row's max in 8 independent lanes (``lanes`` (m, 8): this row's scratch): a single
+        # running max is a serial chain of compares that LLVM does not vectorise without the
+        # nnan flag (never enabled here); the max is exact in any order, so no bit changes
+        acc = lanes[i]
+        for k in range(8):
+            acc[k] = row[0]
         for j in range(0, v - 7, 8):
-            x = row[j]
-            m0 = x if x > m0 else m0
-            x = row[j + 1]
-            m1 = x if x > m1 else m1
-            x = row[j + 2]
-            m2 = x if x > m2 else m2
-            x = row[j + 3]
-            m3 = x if x > m3 else m3
-            x = row[j + 4]
-            m4 = x if x > m4 else m4
-            x = row[j + 5]
-            m5 = x if x > m5 else m5
-            x = row[j + 6]
-            m6 = x if x > m6 else m6
-            x = row[j + 7]
-            m7 = x if x > m7 else m7
+            for k in range(8):
+                x = row[j + k]
+                acc[k] = x if x > acc[k] else acc[k]
+        mx = acc[0]
+        for k in range(1, 8):
+            mx = acc[k] if acc[k] > mx else mx
         for j in range(v - v % 8, v):
-            x = row[j]
-            m0 = x if x > m0 else m0
-        mx = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+            mx = row[j] if row[j] > mx else mx
         if not inplace:
             for j in range(v):
                 drow[j] = row[j]
@@ -87,5 +77,6 @@ def cross_entropy_forward_backward(
         raise ValueError(f"target id {int(targets.max())} >= vocab size {logits.shape[1]}")
     losses = np.empty(logits.shape[0], dtype=np.float64)
     dlogits = logits if inplace else np.empty_like(logits)
-    _cross_entropy_kernel(logits, targets, logits.dtype.type(scale), losses, dlogits, inplace)
+    lanes = np.empty((logits.shape[0], 8), dtype=logits.dtype)
+    _cross_entropy_kernel(logits, targets, logits.dtype.type(scale), losses, dlogits, inplace, lanes)
     return losses, dlogits
