@@ -209,6 +209,7 @@ def softplus(x):
 
 
 _SQRT2M1 = np.float32(0.41421356)
+_TINY = np.float32(1e-12)
 _LN2_HI = np.float32(0.693359375)
 _LN2_LO = np.float32(-2.12194440e-4)
 _LOGP = tuple(
@@ -232,7 +233,10 @@ def _softplus_overload(x):
             # without the rounded sum 1 + y (no cancellation, and safe under reassociation)
             r = (y - _ONE) * _HALF if big else y
             e = _ONE if big else _ZERO
-            z = r * r
+            # below y = 1e-12 (then r = y), log1p(r) rounds to r, and r * r is a denormal for
+            # r < 1.1e-19, which costs Intel CPUs a microcode assist per operation: softplus
+            # forward on x in [-60, -45] took 3.8 ms against 0.29 (Xeon, (1024, 256)); same bits
+            z = r * r if y > _TINY else _ZERO
             p = (((((((_L0 * r + _L1) * r + _L2) * r + _L3) * r + _L4) * r + _L5) * r + _L6) * r
                  + _L7) * r + _L8
             l1p = r + (r * z * p - _HALF * z) + e * _LN2_LO + e * _LN2_HI
