@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from app.main_window import MainWindow
 from engine import run as runapi
 from engine.params import INITS
 from engine.trainer import TrainConfig
@@ -159,8 +160,21 @@ def test_prompts_edited_while_training_are_kept_for_continue(win, qtbot):
 
 
 def test_a_run_shorter_than_the_warmup_says_so(win, qtbot):
-    """The app's default 3 epochs on the sample corpus are 33 steps, all inside the 100-step
-    warmup: the CLI said so, the window did not (the samples just stayed noise)."""
+    """A run shorter than the 100-step warmup (the app's old default, 3 epochs on the sample
+    corpus, was 33 steps): the CLI said so, the window did not (the samples just stayed noise)."""
     train_until_idle(qtbot, win, max_steps=2)
     assert "the 100-step warmup is cut to 0 steps, a fifth of this 2-step run" in win.log.toPlainText()
     assert "raise Max steps" in win.log.toPlainText()  # max steps, not the epochs, ended it
+
+
+def test_a_first_start_on_the_bundled_corpus_trains_past_the_warmup(qtbot, tmp_path):
+    """A new user's first Start (fresh settings, the bundled corpus, every field at its default)
+    must run long enough to learn: the default epochs times the run's own steps per epoch reach
+    past the 100-step warmup (3 epochs were 33 steps, all inside it: noise samples)."""
+    w = MainWindow(runs_root=str(tmp_path / "runs"))
+    try:
+        spec = w.train.run_spec(None, 0)
+        steps = runapi.plan_epoch(spec, w.corpus.paths()).steps(spec.train)
+        assert spec.train.epochs * steps >= 100, (spec.train.epochs, steps)
+    finally:
+        close_window(qtbot, w)
