@@ -46,7 +46,10 @@ def _dspin(lo: float, hi: float, value: float, decimals: int, step: float) -> QD
 # the new default would never have reached anyone who had trained once.
 TOKENIZER_KEY = "train/tokenizer_choice"
 DEFAULT_TARGETS = ("in_proj", "x_proj", "dt_proj")  # all accepted by PEFT on Mamba
-APP_DEFAULT_EPOCHS = 10  # a first Start on the bundled corpus trains 110 steps (see the epochs field)
+# 10 passes, as run.sh's headless run: on the bundled corpus (11 steps an epoch) a first Start
+# then trains 110 steps, past the 100-step warmup, to word-like samples; 3 passes (the CLI's
+# default) gave 33 steps inside the warmup and noise
+APP_DEFAULT_EPOCHS = 10
 
 TIPS = {
     "preset": "Model size: tiny/small/medium presets, or custom sizes below",
@@ -127,9 +130,6 @@ class TrainPanel(QWidget):
         mf.addRow("Weight init", self.init_scheme)
         mf.addRow("Start from", self.model_source)
         # --- training
-        # 10 passes, as run.sh's headless run: on the bundled corpus (11 steps an epoch) a first
-        # Start then trains 110 steps, past the 100-step warmup, to word-like samples; 3 passes
-        # (the CLI's default) gave 33 steps inside the warmup and noise
         self.epochs = _spin(1, 1000, APP_DEFAULT_EPOCHS)
         self.lr = _dspin(1e-5, 1.0, 3e-3, 5, 1e-3)
         self.batch = _spin(1, 256, 8)
