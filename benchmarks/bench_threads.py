@@ -61,9 +61,9 @@ def main() -> None:
         fn()
     busy = None if a.quiet else subprocess.Popen([sys.executable, "-c", SPIN])
     try:
-        # the tuner's first trials (each choice 3 times) under the same load, not timed: the
+        # the tuner's first trials (each choice first_trials times) under the same load, untimed: the
         # timed steps show the choice it settles on, with its periodic probes
-        for _ in range(3 * len(tuner.candidates)):
+        for _ in range(tuner.first_trials * len(tuner.candidates)):
             tuned()
         times: dict[str, list[float]] = {k: [] for k in variants}
         for _ in range(a.steps):
