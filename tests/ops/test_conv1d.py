@@ -124,3 +124,24 @@ def test_backward_without_dweight_is_the_same_except_dweight_is_none(dtype):
     assert dw2 is None and dw is not None
     np.testing.assert_array_equal(dx, dx2)
     np.testing.assert_array_equal(db, db2)
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_forward_other_kernel_sizes_match_reference(k):
+    """k != 4 takes the general tap-by-tap loop (the one-pass path is for Mamba's k = 4)."""
+    x, w, bias = _inputs(np.float32, length=13, k=k)
+    u, xc = conv1d_forward(x, w, bias)
+    expect = ref.conv1d(x.astype(np.float64), w, bias)
+    np.testing.assert_allclose(xc, expect, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(u, ref.silu(expect), rtol=1e-5, atol=1e-5)
+
+
+def test_one_pass_path_has_the_general_loops_bits():
+    """k = 4 with a whole window runs one pass; the same taps behind a zero fifth tap (k = 5)
+    run the general loop, which adds the taps in the same order: equal to the last bit."""
+    x, w, bias = _inputs(np.float32, b=3, length=40, e=70, seed=5)
+    w5 = np.concatenate([np.zeros((70, 1, 1), np.float32), w], axis=2)
+    u4, xc4 = conv1d_forward(x, w, bias)
+    u5, xc5 = conv1d_forward(x, w5, bias)
+    np.testing.assert_array_equal(xc4, xc5)
+    np.testing.assert_array_equal(u4, u5)
