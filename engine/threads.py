@@ -56,6 +56,7 @@ class ThreadTuner:
         self.probe_every = max(probe_every, (len(self.candidates) - 1) * probe_steps + 1)
         self.probe_steps = probe_steps
         self.choice: Choice = self.candidates[0]
+        self.current: Choice = self.choice  # the counts of the step in progress (or the last one)
         self.history: dict[Choice, deque[float]] = {c: deque(maxlen=5) for c in self.candidates}
         self.steps = 0
         self._ctl: ThreadpoolController | None = None  # threadpoolctl controller, made on first use
@@ -95,7 +96,7 @@ class ThreadTuner:
 
         if self._ctl is None:
             self._ctl = ThreadpoolController()  # scans the loaded libraries once, not per step
-        use = self._planned()
+        use = self.current = self._planned()
         numba_before = numba.get_num_threads()
         numba.set_num_threads(min(use[0], numba.config.NUMBA_NUM_THREADS))
         chunk = numba.get_parallel_chunksize()
