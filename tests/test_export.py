@@ -227,3 +227,21 @@ def test_missing_parent_folders_are_created_and_said(lora_run: Path, tmp_path: P
                     (export_gguf, tmp_path / "e" / "f" / "m.gguf")):
         notes = fn(lora_run, out)
         assert out.exists() and f"created the missing folder {out.parent.parent}" in notes[0], notes
+
+
+@pytest.mark.parametrize("records", ["file", "line", "stream"])
+def test_card_counts_the_held_out_targets_the_run_trains_against(tmp_path: Path,
+                                                                 records: str) -> None:
+    """The card's "(H held out)" is the count ``train`` prints: by-document splits used to read
+    0 (every token sits before n_train there) and stream runs one more than the targets."""
+    from engine.export.card import corpus_summary
+    from engine.run import RunSpec, start
+
+    (tmp_path / "corpus.txt").write_text("\n".join(f"line {i} of the corpus, some words"
+                                                   for i in range(120)))
+    spec = RunSpec(model={"d_model": 16, "n_layer": 2, "d_state": 4}, records=records,
+                   train=TrainConfig(epochs=1, batch_size=2, seq_len=16, max_steps=1))
+    with start(spec, [tmp_path / "corpus.txt"], out=tmp_path / "run") as run:
+        held = run.trainer.token_counts[1]
+    assert held > 0
+    assert f"({held:,} held out)" in corpus_summary(tmp_path / "run")

@@ -46,7 +46,8 @@ def _samples(run: RunSource) -> list[str]:
 
 
 def corpus_summary(folder: Path) -> str:
-    """"N files, B bytes, T tokens (H held out)" from a run folder's data manifest ("" if none)."""
+    """"N files, B bytes, T tokens (H held out)" from a run folder's data manifest and held-out
+    spans ("" if none)."""
     from .. import runformat as rf
     from ..safeio import read_json
 
@@ -54,10 +55,12 @@ def corpus_summary(folder: Path) -> str:
     try:
         m = read_json(path, what="data manifest")
         ids = np.load(Path(folder) / rf.IDS, mmap_mode="r")
+        val = np.load(Path(folder) / rf.DATA_FILES["val_spans"], allow_pickle=False)
         sources = m.get("sources", [])
         n_bytes = sum(int(s.get("bytes", 0)) for s in sources)
+        # held-out targets: the spans' lengths, as ``train`` prints them, for every records mode
         return (f"{len(sources)} file(s), {n_bytes:,} bytes, {len(ids):,} tokens "
-                f"({len(ids) - int(m['n_train']):,} held out)")
+                f"({int(val[:, 1].sum()) if val.size else 0:,} held out)")
     except (MambaStudioError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return ""
 
