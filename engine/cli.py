@@ -470,7 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run settings file (the app's File > Save settings as…); flags override it")
     t.add_argument("--out", help="run folder (default: a new runs/<date>-<preset>-<n>)")
     t.add_argument("--force", action="store_true",
-                   help="replace the run already in --out (and an earlier export in --export-adapter)")
+                   help="replace the run already in --out (never a folder holding other files) and an "
+                        "earlier export in --export-adapter")
     t.add_argument("--resume", metavar="RUN", help="continue this run folder (no corpus needed)")
     t.add_argument("--preset", choices=["tiny", "small", "medium"])
     t.add_argument("--tokenizer", choices=["auto", "bytes", "bpe"],

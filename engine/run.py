@@ -382,16 +382,26 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
           progress: Callable[[str], None] | None = None) -> Run:
     """Create a new run folder (``out``, or a unique ``root/<date>-<preset>-<n>``) from ``spec``
     and the corpus; everything is checked (settings, memory, output folder, lock) before any
-    training. An ``out`` that holds a run is refused unless ``force`` (then it is replaced)."""
+    training. An ``out`` that holds a run is refused unless ``force`` (then it is replaced); one
+    holding anything a run does not write is refused even with ``force``."""
     say = progress or (lambda m: None)
     spec.check()
     folder = Path(out) if out is not None else rf.unique_run_folder(Path(root), _label(spec))
     if folder.exists() and not folder.is_dir():
         raise CheckpointError(f"{folder}: exists and is not a folder; choose another --out")
-    if folder.is_dir() and any(folder.iterdir()) and not force:
-        what = "holds a run" if rf.is_run(folder) else "is not empty"
-        raise CheckpointError(f"{folder} {what}; continue it with --resume {folder}, replace it "
-                              "with --force, or choose another --out")
+    if folder.is_dir() and any(folder.iterdir()):
+        foreign = rf.foreign_entries(folder)
+        if foreign:  # never offered to --force: it would delete the user's files
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3:,} more" if len(foreign) > 3
+                                              else "")
+            raise CheckpointError(f"{folder} holds files that are not a run's ({shown}); choose "
+                                  "another --out (--force replaces only a run folder)")
+        if not force:
+            if rf.is_run(folder):
+                raise CheckpointError(f"{folder} holds a run; continue it with --resume {folder}, "
+                                      "replace it with --force, or choose another --out")
+            raise CheckpointError(f"{folder} holds an unfinished run (no {rf.RUN_JSON}); replace "
+                                  "it with --force, or choose another --out")
     corpus = load_corpus(corpus_paths)
     for line in summary(corpus.rejected):  # a walk of / skips thousands: 11 lines at most
         say(line)
@@ -420,8 +430,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     lock = rf.RunLock(folder).acquire()
     try:
         if force:
-            for p in folder.iterdir():
-                if p.name != rf.LOCK:
+            for p in folder.iterdir():  # a run's own entries only (checked above)
+                if p.name != rf.LOCK and p.name in rf.RUN_ENTRIES:
                     shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
         if not lm.params:
             lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed, init=spec.init_scheme)

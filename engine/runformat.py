@@ -19,6 +19,7 @@
                                "best_val_loss", "pid", "updated"}
     lock                      flock()ed by the one writer; holds its pid (a dead holder's lock is
                               released by the kernel, so a stale lock is simply taken over)
+    tb/                       TensorBoard event files (``engine.tblog``)
 
 A snapshot is written into ``snapshots/.tmp-step-N-<pid>/``, every file fsynced, the folder renamed
 to ``step-N`` and the parent fsynced; only then is ``latest.json`` atomically replaced (and its
@@ -59,6 +60,8 @@ BEST = "best.json"
 METRICS = "metrics.csv"
 STATUS = "status.json"
 LOCK = "lock"
+TB = "tb"
+RUN_ENTRIES = frozenset({RUN_JSON, DATA, SNAPSHOTS, LATEST, BEST, METRICS, STATUS, LOCK, TB})
 SNAP_STATE = "state.safetensors"
 SNAP_TRAINER = "trainer.json"
 SNAP_MANIFEST = "manifest.json"
@@ -108,6 +111,14 @@ def now_iso() -> str:
 # ------------------------------------------------------------------------------ run.json
 def is_run(folder: Path) -> bool:
     return (Path(folder) / RUN_JSON).is_file()
+
+
+def foreign_entries(folder: Path) -> list[str]:
+    """Names in ``folder`` that no run writes (``RUN_ENTRIES`` and ``.*.tmp`` leftovers aside),
+    sorted: what ``--force`` must never delete."""
+    return sorted(p.name for p in Path(folder).iterdir()
+                  if p.name not in RUN_ENTRIES
+                  and not (p.name.startswith(".") and p.name.endswith(".tmp")))
 
 
 def write_run_json(folder: Path, spec: dict[str, Any], name: str, created: str | None = None) -> None:

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-TB_DIR = "tb"
+from .runformat import TB as TB_DIR
 
 
 class TBLogger:

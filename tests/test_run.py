@@ -109,6 +109,39 @@ def test_out_holding_a_run_needs_resume_or_force(tmp_path, capsys):
     assert rf.read_pointer(out)["step"] == 1
 
 
+def test_force_never_deletes_files_a_run_did_not_write(tmp_path, capsys):
+    """``--out ~/Documents --force`` once deleted everything in the folder: a folder holding
+    anything a run does not write is refused, with or without --force, and nothing is deleted;
+    the message offers no --resume (there is no run to continue)."""
+    corpus = _corpus(tmp_path)
+    out = tmp_path / "docs"
+    out.mkdir()
+    (out / "thesis.txt").write_text("years of work")
+    (out / "photos").mkdir()
+    for extra in ([], ["--force"]):
+        assert main(["train", str(corpus), *TINY, "--max-steps", "1", *extra, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "not a run's (photos, thesis.txt)" in err[0], err
+        assert "--resume" not in err[0]
+    assert sorted(p.name for p in out.iterdir()) == ["photos", "thesis.txt"]
+    # a run folder the user added a file to: --force keeps refusing, the run and the file stay
+    run = tmp_path / "r"
+    assert main(["train", str(corpus), *TINY, "--max-steps", "1", "--out", str(run)]) == 0
+    (run / "notes.md").write_text("mine")
+    assert main(["train", str(corpus), *TINY, "--max-steps", "1", "--force", "--out", str(run)]) == 2
+    assert (run / "notes.md").read_text() == "mine" and rf.read_pointer(run)["step"] == 1
+
+
+def test_force_replaces_a_run_that_died_before_run_json(tmp_path, capsys):
+    corpus = _corpus(tmp_path)
+    out = tmp_path / "r"
+    (out / rf.DATA).mkdir(parents=True)  # what a start killed while encoding leaves
+    assert main(["train", str(corpus), *TINY, "--max-steps", "1", "--out", str(out)]) == 2
+    assert "unfinished run" in capsys.readouterr().err
+    assert main(["train", str(corpus), *TINY, "--max-steps", "1", "--force", "--out", str(out)]) == 0
+    assert rf.read_pointer(out)["step"] == 1
+
+
 def test_new_runs_get_unique_folders(tmp_path):
     corpus = _corpus(tmp_path)
     for _ in range(2):
