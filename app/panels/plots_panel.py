@@ -1,7 +1,8 @@
 """Live plots (pyqtgraph): loss (nats per token, with a bits-per-byte axis) and gradient norm per
 step and per epoch, train and held-out, non-finite (skipped) steps marked, an optional second run
-overlaid for comparison. Legends sit below the data; "Reset view" undoes any zoom. Redraws are
-debounced to 10 per second."""
+overlaid for comparison. Each plot's legend is a compact box (one swatch beside each name) inside
+the plot's top-right corner, on a translucent background so curves under it stay visible; drag it
+with the mouse to move it. "Reset view" undoes any zoom. Redraws are debounced to 10 per second."""
 
 from __future__ import annotations
 
@@ -14,10 +15,55 @@ from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QPushButton, QV
 
 import engine
 
+MARGIN = 6  # pixels between a legend and its plot's top and right edges
 
 def _dark() -> bool:
     app = QApplication.instance()
     return isinstance(app, QApplication) and app.palette().window().color().lightness() < 128
+
+
+class _Legend(pg.LegendItem):
+    """A legend whose box is the size of its rows (pyqtgraph's adds each row's full height and
+    ignores negative spacing, leaving a blank band under the last name), and which spreads its
+    entries over more columns when one column would cover most of a short plot."""
+
+    def updateSize(self) -> None:  # noqa: N802
+        if self.size is None:
+            hint = self.layout.preferredSize()
+            self.setGeometry(0, 0, hint.width(), hint.height())
+
+    def fit(self, height: float) -> None:
+        """The fewest columns (each swatch kept beside its name) that keep the box within about
+        half of a ``height``-pixel plot: one row of every entry when none does; hidden when even
+        that does not fit (it would cover the axes)."""
+        n = len(self.items)
+        if not n:
+            return
+        row = max(max(s.height(), lab.height()) for s, lab in self.items)
+        _, top, _, bottom = self.layout.getContentsMargins()
+        for cols in range(1, n + 1):
+            rows = math.ceil(n / cols)
+            box = top + bottom + rows * row + (rows - 1) * self.layout.verticalSpacing()
+            if box <= 0.55 * height:
+                break
+        self.setColumnCount(cols)
+        self.setVisible(box + 2 * MARGIN <= height)
+
+
+def _legend(plot: Any, bg: str, fg: str) -> Any:
+    """A compact legend inside ``plot``'s top-right corner: one row per curve (swatch, then its
+    name), tight spacing, a small font, a translucent box (the curves under it show through),
+    never more than about half the plot's height (more columns when the plot is short)."""
+    fill = pg.mkColor(bg)
+    fill.setAlpha(170)
+    edge = pg.mkColor(fg)
+    edge.setAlpha(70)
+    legend = _Legend(offset=(-MARGIN, MARGIN), horSpacing=4, verSpacing=-6, labelTextSize="8pt",
+                     brush=pg.mkBrush(fill), pen=pg.mkPen(edge))
+    legend.layout.setContentsMargins(4, 2, 6, 2)
+    legend.setParentItem(plot.vb)  # inside the data area, anchored to its top-right corner
+    plot.vb.sigResized.connect(lambda vb: legend.fit(vb.height()))
+    return legend
 
 
 class PlotsPanel(QWidget):
@@ -28,12 +74,9 @@ class PlotsPanel(QWidget):
         pg.setConfigOptions(antialias=False, background=bg, foreground=fg)
         self.canvas = pg.GraphicsLayoutWidget()
         self.loss_plot = self.canvas.addPlot(row=0, col=0, title="Loss")
-        self.loss_legend = pg.LegendItem()
-        self.canvas.addItem(self.loss_legend, row=0, col=1)  # beside the data, never over it
         self.norm_plot = self.canvas.addPlot(row=1, col=0, title="Gradient norm (pre-clip)")
-        self.norm_legend = pg.LegendItem()
-        self.canvas.addItem(self.norm_legend, row=1, col=1)
-        self.canvas.ci.layout.setColumnStretchFactor(0, 5)
+        self.loss_legend = _legend(self.loss_plot, bg, fg)
+        self.norm_legend = _legend(self.norm_plot, bg, fg)
         for p in (self.loss_plot, self.norm_plot):
             p.showGrid(x=True, y=True, alpha=0.3)
             p.setLabel("bottom", "step")

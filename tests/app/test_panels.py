@@ -408,3 +408,38 @@ def test_an_old_saved_tokenizer_does_not_hide_the_auto_default(qtbot, tmp_path):
         assert w.train.tokenizer.currentText() == "bytes"
     finally:
         close_window(qtbot, w)
+
+
+def test_plot_legends_are_compact_boxes_in_the_top_right_corner(qtbot):
+    """Each legend sits inside its plot, top-aligned at the top-right, each swatch on the row of
+    its name and left of it, rows packed tight, on a translucent box (the curves show through);
+    in a short plot (the window's own size) it takes more columns instead of covering it all."""
+    from app.panels.plots_panel import PlotsPanel
+
+    panel = PlotsPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    rows = [{"kind": "step", "step": i, "loss": 5 * math.exp(-i / 30) + 1, "grad_norm": 2 - i / 100}
+            for i in range(1, 120)]
+    rows += [{"kind": "eval", "step": i, "val_loss": 3 - i / 100} for i in range(10, 120, 20)]
+    panel.load_history(rows)
+    panel._redraw()
+    for width, height in ((850, 520), (820, 300)):
+        panel.resize(width, height)
+        qtbot.wait(50)
+        for plot, legend in ((panel.loss_plot, panel.loss_legend),
+                             (panel.norm_plot, panel.norm_legend)):
+            data = plot.vb.sceneBoundingRect()
+            box = legend.sceneBoundingRect()
+            assert legend.isVisible()
+            assert data.contains(box), (data, box)  # inside the plot, not in a column beside it
+            assert 0 <= box.top() - data.top() <= 12 and 0 <= data.right() - box.right() <= 12
+            assert box.height() <= 0.6 * data.height(), (width, height, box)
+            assert len(legend.items) >= 2
+            for sample, label in legend.items:
+                s, t = sample.sceneBoundingRect(), label.sceneBoundingRect()
+                assert abs(s.center().y() - t.center().y()) <= 2, label.text  # one row
+                assert s.right() <= t.left() + 1 and t.left() - s.right() <= 12, label.text
+            n_rows = len({round(s.sceneBoundingRect().top()) for s, _ in legend.items})
+            assert box.height() <= 18 * n_rows + 12  # no blank band, no loose rows
+            assert 0 < legend.opts["brush"].color().alpha() < 255
