@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 import engine
 
 from . import settings
-from .panels.corpus_panel import CorpusPanel
+from .panels.corpus_panel import CorpusPanel, skip_line
 from .panels.gallery_panel import GalleryPanel
 from .panels.playground_panel import BACKEND_TIPS, PlaygroundPanel
 from .panels.plots_panel import PlotsPanel
@@ -74,6 +74,7 @@ class MainWindow(QMainWindow):
         self._measuring: tuple | None = None
         self._rows: dict[tuple, int | str] = {}  # _epoch_rows: packed rows, or why not counted
         self._counting: tuple | None = None
+        self.skip_box: QMessageBox | None = None  # the open "nothing was added" warning
 
         self.corpus = CorpusPanel(SAMPLE_CORPUS)
         self.train = TrainPanel()
@@ -164,6 +165,7 @@ class MainWindow(QMainWindow):
         self._menus()
         self._shortcuts()
         self.corpus.rejected.connect(self._notice)
+        self.corpus.added.connect(self._on_corpus_added)
         self.corpus.changed.connect(self._schedule_estimate)
         self.corpus.changed.connect(lambda: self.train.set_corpus_bytes(self.corpus.n_bytes()))
         self.train.changed.connect(self._schedule_estimate)
@@ -285,6 +287,33 @@ class MainWindow(QMainWindow):
         """A success/info message the user sees (status bar) and the log keeps."""
         self.log.appendPlainText(msg)
         self.statusBar().showMessage(msg, 10000)
+
+    def _on_corpus_added(self, n_added: int, rejected: list[tuple[str, str]]) -> None:
+        """Say plainly what a drop or pick did not add: the status bar names the first file and
+        why (the Corpus tab's notice names a few); when nothing at all was added, a warning names
+        each file (up to 10), the reason and what to do, one line a file."""
+        if not rejected:
+            return
+        first = skip_line(*rejected[0])
+        more = f" (and {len(rejected) - 1:,} more: Corpus tab)" if len(rejected) > 1 else ""
+        if n_added:
+            self.statusBar().showMessage(f"Added {n_added:,} file(s); not added: {first}{more}",
+                                         15000)
+            return
+        self.statusBar().showMessage(f"Nothing added: {first}{more}", 15000)
+        lines = [f"• {skip_line(p, why)}" for p, why in rejected[:10]]
+        if len(rejected) > 10:
+            lines.append(f"… and {len(rejected) - 10:,} more (listed under \"files skipped\" in "
+                         "the Corpus tab)")
+        if self.skip_box is not None:  # one warning at a time: the newest drop's
+            self.skip_box.close()
+            self.skip_box.deleteLater()
+        box = QMessageBox(QMessageBox.Icon.Warning, "Nothing added to the corpus",
+                          "\n".join(["Nothing was added to the corpus:", *lines]), parent=self)
+        box.setTextFormat(Qt.TextFormat.PlainText)  # file names are not markup
+        box.setInformativeText("The corpus takes text and code files in UTF-8.")
+        self.skip_box = box
+        box.open()  # non-blocking, as errors are
 
     def _error(self, msg: str) -> None:
         self.errors.append(msg)

@@ -1,7 +1,9 @@
 """Corpus panel: a drop zone, a table of accepted files (bytes, tokens for the chosen tokenizer,
 the held-out ones marked), totals, a collapsible "N files skipped" list, and a preview of the
-selected file. Files are read in a worker (a busy bar shows progress); thousands of rejected
-files cost one line until the user opens the list."""
+selected file. Files are read in a worker (a busy bar shows progress). When an add skips files,
+a notice under the drop zone names the first few, one line each with the reason and what to do
+(``skip_line``), until the next add; thousands of rejected files cost a few lines there and one
+in the collapsed list until the user opens it."""
 
 from __future__ import annotations
 
@@ -36,6 +38,20 @@ from ..workers import run_in_thread
 
 PREVIEW_BYTES = 4096
 MAX_SKIPPED_SHOWN = 5000  # lines in the skipped list (the count is always exact)
+NOTICE_LINES = 3  # skipped files named in the notice under the drop zone
+# what to do about a rejected file, by a word of the engine's reason (reasons that already say
+# what to do, after a "; ", get nothing more)
+FIXES = (
+    ("binary", "add text or code files only"),
+    ("UTF-8", "if it is text, re-save it as UTF-8 (an editor's Save as offers the encoding)"),
+    ("empty folder", "drop a folder that holds text files"),
+    ("file is empty", "add a file that has text in it"),
+    ("not a text file type", "only text and code files are read from a folder (.txt, .md, .py, …)"),
+    ("no such file", "it was moved or deleted; add it from where it is now"),
+    ("cannot read", "check that you may read it"),
+    ("cannot list", "check that you may open the folder"),
+    ("not a regular file", "add regular text files"),
+)
 # engine.RECORDS -> (combo label, tooltip); the first is the default (RunSpec.records)
 RECORD_CHOICES = {
     "file": ("each file is one document",
@@ -83,6 +99,18 @@ class DropZone(QFrame):
 Counted = tuple[dict[str, int], list[tuple[str, str]]]  # tokens by path, (path, why) skipped
 
 
+def reason(why: str) -> str:
+    """The engine's reason without the path some of its messages start with."""
+    return why.split(": ", 1)[-1]
+
+
+def skip_line(path: str, why: str) -> str:
+    """One line for a skipped file: its name, why, and what to do about it."""
+    text = reason(why)
+    fix = "" if "; " in text else next((f for key, f in FIXES if key in text), "")
+    return f"{Path(path).name}: {text}" + (f" — {fix}" if fix else "")
+
+
 def _count(files: list[engine.CorpusFile], tokenizer: Any) -> Counted:
     """Tokens of each file (``engine.count_tokens``); files that vanished or turned unreadable
     since they were read are skipped with their reason, as training skips them."""
@@ -111,6 +139,7 @@ def _inspect(paths: list[str], tokenizer: Any) -> tuple[list[tuple[engine.Corpus
 class CorpusPanel(QWidget):
     changed = Signal()
     rejected = Signal(str)  # a one-line summary of rejected files
+    added = Signal(int, list)  # after an add: files added, [(path, why)] skipped by it
 
     def __init__(self, sample_dir: Path) -> None:
         super().__init__()
@@ -154,6 +183,13 @@ class CorpusPanel(QWidget):
         self.skipped_list.setMaximumHeight(140)
         self.skipped_list.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.skipped_list.setVisible(False)
+        self.notice = QLabel()  # what the last add skipped, named, one line a file
+        self.notice.setObjectName("skipNotice")
+        self.notice.setTextFormat(Qt.TextFormat.PlainText)  # file names are not markup
+        self.notice.setWordWrap(True)
+        self.notice.setStyleSheet("#skipNotice { border: 1px solid #d9a400; border-radius: 4px; "
+                                  "padding: 4px; background: rgba(255, 196, 0, 40); }")
+        self.notice.setVisible(False)
         self.status = self.summary  # one line of status (kept for callers)
         self.records = QComboBox()
         for key, (label, tip) in RECORD_CHOICES.items():
@@ -183,6 +219,7 @@ class CorpusPanel(QWidget):
         split.setSizes([300, 120])
         lay = QVBoxLayout(self)
         lay.addWidget(self.drop)
+        lay.addWidget(self.notice)
         lay.addLayout(buttons)
         lay.addLayout(records_row)
         lay.addWidget(self.progress)
@@ -257,6 +294,7 @@ class CorpusPanel(QWidget):
     def add_paths(self, paths: list[str], sync: bool = False) -> None:
         """Validate ``paths`` (in a worker unless ``sync``) and add the good files."""
         tok = self.tokenizer
+        self.notice.setVisible(False)  # it speaks of the last add only
         if sync:
             self._accept(_inspect(paths, tok))
             return
@@ -286,9 +324,22 @@ class CorpusPanel(QWidget):
         if rejected:
             self.message = f"{len(rejected)} file(s) skipped"
             self.rejected.emit(f"{self.message}: " + "; ".join(
-                f"{Path(p).name}: {why.split(': ', 1)[-1]}" for p, why in rejected[:20])
+                f"{Path(p).name}: {reason(why)}" for p, why in rejected[:20])
                 + (" …" if len(rejected) > 20 else ""))
+            self._show_notice(len(files), rejected)
         self.changed.emit()
+        self.added.emit(len(files), rejected)
+
+    def _show_notice(self, n_added: int, rejected: list[tuple[str, str]]) -> None:
+        head = (f"Added {n_added:,} file{'s' if n_added != 1 else ''}; not added:" if n_added
+                else "Nothing added:")
+        lines = [f"• {skip_line(p, why)}" for p, why in rejected[:NOTICE_LINES]]
+        more = len(rejected) - len(lines)
+        if more > 0:
+            lines.append(f"… and {more:,} more (the skipped list below names them all)")
+        self.notice.setText("\n".join([head, *lines]))
+        self.notice.setToolTip("\n".join(p for p, _ in rejected[:NOTICE_LINES]))
+        self.notice.setVisible(True)
 
     def _toggle_skipped(self, on: bool) -> None:
         self.skipped_btn.setArrowType(Qt.ArrowType.DownArrow if on else Qt.ArrowType.RightArrow)
@@ -296,7 +347,7 @@ class CorpusPanel(QWidget):
             shown = self.skipped[:MAX_SKIPPED_SHOWN]
             extra = len(self.skipped) - len(shown)
             self.skipped_list.setPlainText(
-                "\n".join(f"{Path(p).name}: {why.split(': ', 1)[-1]}   ({p})" for p, why in shown)
+                "\n".join(f"{skip_line(p, why)}   ({p})" for p, why in shown)
                 + (f"\n… and {extra} more" if extra > 0 else ""))
         self.skipped_list.setVisible(on)
 

@@ -49,6 +49,65 @@ def test_drop_good_and_bad_files(win, qtbot, tmp_path):
     assert "UTF-8" in msg and "binary" in msg
 
 
+def _record_boxes(monkeypatch) -> list:
+    """Message boxes the window opens, recorded instead of shown (nothing waits for a click)."""
+    from PySide6.QtWidgets import QMessageBox
+
+    shown: list = []
+    monkeypatch.setattr(QMessageBox, "open", lambda box: shown.append(box))
+    return shown
+
+
+def test_a_drop_that_skips_files_names_them_and_why(win, qtbot, tmp_path, monkeypatch):
+    """Some files added, some not: no dialog, but the window says which were not added and why,
+    one line a file, where the user dropped them and in the status bar."""
+    shown = _record_boxes(monkeypatch)
+    good = tmp_path / "notes.md"
+    good.write_text("some text\n" * 20)
+    (tmp_path / "blob.txt").write_bytes(b"\x00\x01\x02binary")
+    (tmp_path / "latin.txt").write_bytes("d\xe9j\xe0".encode("latin-1"))
+    before = len(win.corpus.paths())
+    drop(win, [good, tmp_path / "blob.txt", tmp_path / "latin.txt"])
+    qtbot.waitUntil(lambda: win.corpus.pending == 0 and len(win.corpus.paths()) == before + 1)
+    assert win.corpus.notice.isVisible()
+    lines = win.corpus.notice.text().splitlines()
+    assert lines[0] == "Added 1 file; not added:"
+    assert lines[1].startswith("• blob.txt: looks binary") and "text or code files" in lines[1]
+    assert lines[2].startswith("• latin.txt: not valid UTF-8") and "re-save it as UTF-8" in lines[2]
+    assert len(lines) == 3
+    status = win.statusBar().currentMessage()
+    assert "blob.txt: looks binary" in status and "1 more" in status
+    assert shown == []
+    drop(win, [good])  # the next add that skips nothing clears the notice
+    qtbot.waitUntil(lambda: win.corpus.pending == 0)
+    assert not win.corpus.notice.isVisible()
+
+
+def test_a_drop_of_only_unusable_files_warns_with_name_reason_and_fix(win, qtbot, tmp_path,
+                                                                      monkeypatch):
+    shown = _record_boxes(monkeypatch)
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    before = win.corpus.paths()
+    drop(win.corpus.drop, [tmp_path / "photo.png"])
+    qtbot.waitUntil(lambda: win.corpus.pending == 0 and len(shown) == 1)
+    box = shown[0]
+    assert box.icon() == box.Icon.Warning and win.corpus.paths() == before
+    lines = box.text().splitlines()
+    assert lines[0] == "Nothing was added to the corpus:"
+    assert lines[1].startswith("• photo.png: looks binary") and "text or code files" in lines[1]
+    assert len(lines) == 2 and "Traceback" not in box.text()
+    assert win.errors == []  # a warning about the user's files, not an error of the app
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(12):
+        (many / f"empty{i:02d}.txt").write_text("")
+    drop(win, [many])  # a folder of twelve unusable files: ten named, then a count
+    qtbot.waitUntil(lambda: win.corpus.pending == 0 and len(shown) == 2)
+    lines = shown[1].text().splitlines()
+    assert len(lines) == 12 and lines[1].startswith("• empty00.txt: file is empty — add a file")
+    assert lines[-1].startswith("… and 2 more")
+
+
 def test_drop_anywhere_on_the_window(win, qtbot, tmp_path):
     f = tmp_path / "code.py"
     f.write_text("def f(x):\n    return x + 1\n" * 10)
