@@ -377,6 +377,12 @@ def _label(spec: RunSpec) -> str:
     return "custom" if spec.model else ("init" if spec.init else spec.preset)
 
 
+def _inside(folder: Path, paths: Sequence[Path]) -> Path | None:
+    """The first of ``paths`` that lies inside ``folder`` (links resolved), else None."""
+    root = folder.resolve()
+    return next((p for p in paths if p.resolve().is_relative_to(root)), None)
+
+
 def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | None = None,
           force: bool = False, root: str | Path = "runs",
           progress: Callable[[str], None] | None = None) -> Run:
@@ -403,6 +409,10 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             raise CheckpointError(f"{folder} holds an unfinished run (no {rf.RUN_JSON}); replace "
                                   "it with --force, or choose another --out")
     corpus = load_corpus(corpus_paths)
+    inside = _inside(folder, [f.path for f in corpus.files])
+    if inside is not None:  # a new run empties its folder, and the corpus is read again later
+        raise CheckpointError(f"{inside}: a corpus file inside the run folder {folder}; choose "
+                              "another --out")
     for line in summary(corpus.rejected):  # a walk of / skips thousands: 11 lines at most
         say(line)
     if spec.init:

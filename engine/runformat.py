@@ -113,12 +113,55 @@ def is_run(folder: Path) -> bool:
     return (Path(folder) / RUN_JSON).is_file()
 
 
+def _temp(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".tmp")  # ``checkpoint.create_temp``
+
+
+def _is_snapshot_dir(p: Path) -> bool:
+    name = p.name
+    return p.is_dir() and not p.is_symlink() and (
+        (name.startswith("step-") and name[5:].isdigit()) or name.startswith(TMP_PREFIX))
+
+
+def _run_made(p: Path) -> list[str]:
+    """Names under the run entry ``p`` that a run does not write ([] when ``p`` is all ours)."""
+    name = p.name
+    if name == DATA:
+        ok = {Path(f).name for f in (*DATA_FILES.values(), DATA_MANIFEST)}
+        if not p.is_dir() or p.is_symlink():
+            return [name]
+        return [f"{name}/{q.name}" for q in p.iterdir()
+                if not (q.is_file() and (q.name in ok or _temp(q.name)))]
+    if name == SNAPSHOTS:
+        if not p.is_dir() or p.is_symlink():
+            return [name]
+        bad = []
+        for q in p.iterdir():
+            if not _is_snapshot_dir(q):
+                bad.append(f"{name}/{q.name}")
+                continue
+            bad += [f"{name}/{q.name}/{f.name}" for f in q.iterdir()
+                    if not (f.is_file() and f.suffix in (".json", ".safetensors") or _temp(f.name))]
+        return bad
+    if name == TB:
+        if not p.is_dir() or p.is_symlink():
+            return [name]
+        return [f"{name}/{q.name}" for q in p.iterdir()
+                if not (q.is_file() and q.name.startswith("events.out.tfevents."))]
+    return [] if p.is_file() and not p.is_symlink() else [name]
+
+
 def foreign_entries(folder: Path) -> list[str]:
-    """Names in ``folder`` that no run writes (``RUN_ENTRIES`` and ``.*.tmp`` leftovers aside),
-    sorted: what ``--force`` must never delete."""
-    return sorted(p.name for p in Path(folder).iterdir()
-                  if p.name not in RUN_ENTRIES
-                  and not (p.name.startswith(".") and p.name.endswith(".tmp")))
+    """Paths in ``folder`` (relative, sorted) that no run writes: anything outside
+    ``RUN_ENTRIES`` and ``.*.tmp`` leftovers, or inside data/, snapshots/ and tb/ anything but
+    the files a run puts there. What ``--force`` must never delete."""
+    bad: list[str] = []
+    for p in Path(folder).iterdir():
+        if p.name in RUN_ENTRIES:
+            bad += _run_made(p)
+        elif not (_temp(p.name) and p.is_file()):
+            bad.append(p.name)
+    return sorted(bad)
 
 
 def write_run_json(folder: Path, spec: dict[str, Any], name: str, created: str | None = None) -> None:

@@ -132,6 +132,31 @@ def test_force_never_deletes_files_a_run_did_not_write(tmp_path, capsys):
     assert (run / "notes.md").read_text() == "mine" and rf.read_pointer(run)["step"] == 1
 
 
+@pytest.mark.parametrize("inside", ["data/my_notes.txt", "snapshots/x.txt", "tb/notes.txt",
+                                    "snapshots/step-3/notes.txt", "data/ids.npy/x.txt"])
+def test_force_keeps_user_files_under_names_a_run_uses(tmp_path, capsys, inside):
+    """A walk-through's ``train proj/data --out proj --force`` deleted the corpus in proj/data:
+    a file under data/, snapshots/ or tb/ that a run does not write is the user's."""
+    corpus = _corpus(tmp_path)
+    out = tmp_path / "proj"
+    (out / inside).parent.mkdir(parents=True)
+    (out / inside).write_text("mine")
+    assert main(["train", str(corpus), *TINY, "--max-steps", "1", "--force", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "not a run's" in err and inside.split("/")[0] in err
+    assert (out / inside).read_text() == "mine"
+
+
+def test_a_corpus_inside_the_run_folder_is_refused(tmp_path, capsys):
+    out = tmp_path / "proj"
+    (out / "data").mkdir(parents=True)
+    text = (out / "data" / "ids.npy")  # even under a name a run writes
+    text.write_text((_corpus(tmp_path) / "a.txt").read_text())
+    assert main(["train", str(text), *TINY, "--max-steps", "1", "--force", "--out", str(out)]) == 2
+    assert "a corpus file inside the run folder" in capsys.readouterr().err
+    assert text.exists()
+
+
 def test_force_replaces_a_run_that_died_before_run_json(tmp_path, capsys):
     corpus = _corpus(tmp_path)
     out = tmp_path / "r"
