@@ -36,7 +36,7 @@ CHUNK = 4 * MiB  # bytes read (and text tokenised) at a time
 SNIFF = 64 * 1024  # a NUL byte in the first SNIFF bytes means binary
 _BOM = b"\xef\xbb\xbf"
 _WS = b" \t\n\r\x0b\x0c"
-# (leading bytes, what the file is, the fix): archives and documents that are not text, named
+# (leading bytes, what the file is, the fix): archives, documents and images that are not text, named
 # so the error says what to do (none of these prefixes starts valid UTF-8 text a user would train on)
 _NOT_TEXT = (
     (b"\x1f\x8b", "gzip-compressed", "decompress it first (gunzip)"),
@@ -45,6 +45,9 @@ _NOT_TEXT = (
     (b"(\xb5/\xfd", "zstd-compressed", "decompress it first (unzstd)"),
     (b"7z\xbc\xaf'\x1c", "a 7-Zip archive", "extract it and add the text files"),
     (b"%PDF-", "a PDF", "save it as plain text first"),
+    (b"\xff\xd8\xff", "a JPEG image", "add text or code files only"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image", "add text or code files only"),
+    (b"GIF8", "a GIF image", "add text or code files only"),
 )
 
 
@@ -221,8 +224,8 @@ def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
                 bad = offset - carried + exc.start
                 byte = exc.object[exc.start]
                 raise CorpusError(
-                    f"{path}: not valid UTF-8 (byte 0x{byte:02x} at offset {bad})"
-                ) from None
+                    f"{path}: not valid UTF-8 (byte 0x{byte:02x} at offset {bad}); if it is text, "
+                    "save it as UTF-8 (an editor's Save as, or iconv -f latin1 -t utf-8)") from None
             if final:
                 break
             content = content or bool(data.strip(_WS))

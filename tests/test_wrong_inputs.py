@@ -6,6 +6,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import re
 import zipfile
 from pathlib import Path
 
@@ -31,11 +32,16 @@ def _zip(path: Path) -> None:
     ("notes.txt.bz2", lambda p: p.write_bytes(bz2.compress(TEXT)), "bzip2-compressed, not text"),
     ("notes.txt.xz", lambda p: p.write_bytes(lzma.compress(TEXT)), "xz-compressed, not text"),
     ("paper.pdf", lambda p: p.write_bytes(b"%PDF-1.7\n" + TEXT), "a PDF, not text; save it as plain text"),
+    ("photo.txt", lambda p: p.write_bytes(b"\xff\xd8\xff\xe0" + TEXT), "a JPEG image, not text; add text"),
+    ("chart.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + TEXT), "a PNG image, not text"),
+    ("anim.gif", lambda p: p.write_bytes(b"GIF89a" + TEXT), "a GIF image, not text"),
+    ("latin.txt", lambda p: p.write_bytes("caf\xe9 au lait\n".encode("latin-1") * 9),
+     "not valid UTF-8 (byte 0xe9 at offset 3); if it is text, save it as UTF-8"),
 ])
-def test_compressed_and_pdf_files_say_what_they_are_and_the_fix(tmp_path, capsys, name, write, says):
+def test_files_that_are_not_utf8_text_say_what_they_are_and_the_fix(tmp_path, capsys, name, write, says):
     path = tmp_path / name
     write(path)
-    with pytest.raises(CorpusError, match=says.split(";")[0]):
+    with pytest.raises(CorpusError, match=re.escape(says.split(";")[0])):
         list(iter_bytes(path))
     assert main(["train", str(path), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err

@@ -43,7 +43,6 @@ NOTICE_LINES = 3  # skipped files named in the notice under the drop zone
 # what to do, after a "; ", get nothing more)
 FIXES = (
     ("binary", "add text or code files only"),
-    ("UTF-8", "if it is text, re-save it as UTF-8 (an editor's Save as offers the encoding)"),
     ("empty folder", "drop a folder that holds text files"),
     ("file is empty", "add a file that has text in it"),
     ("not a text file type", "only text and code files are read from a folder (.txt, .md, .py, …)"),

@@ -73,7 +73,7 @@ def test_a_drop_that_skips_files_names_them_and_why(win, qtbot, tmp_path, monkey
     lines = win.corpus.notice.text().splitlines()
     assert lines[0] == "Added 1 file; not added:"
     assert lines[1].startswith("• blob.txt: looks binary") and "text or code files" in lines[1]
-    assert lines[2].startswith("• latin.txt: not valid UTF-8") and "re-save it as UTF-8" in lines[2]
+    assert lines[2].startswith("• latin.txt: not valid UTF-8") and "save it as UTF-8" in lines[2]
     assert len(lines) == 3
     status = win.statusBar().currentMessage()
     assert "blob.txt: looks binary" in status and "1 more" in status
@@ -94,7 +94,7 @@ def test_a_drop_of_only_unusable_files_warns_with_name_reason_and_fix(win, qtbot
     assert box.icon() == box.Icon.Warning and win.corpus.paths() == before
     lines = box.text().splitlines()
     assert lines[0] == "Nothing was added to the corpus:"
-    assert lines[1].startswith("• photo.png: looks binary") and "text or code files" in lines[1]
+    assert lines[1].startswith("• photo.png: a PNG image, not text") and "text or code files" in lines[1]
     assert len(lines) == 2 and "Traceback" not in box.text()
     assert win.errors == []  # a warning about the user's files, not an error of the app
     many = tmp_path / "many"
