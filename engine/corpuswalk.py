@@ -22,7 +22,17 @@ TEXT_SUFFIXES = {
     ".txt", ".md", ".rst", ".py", ".js", ".ts", ".c", ".h", ".cpp", ".hpp", ".rs", ".go",
     ".java", ".kt", ".swift", ".rb", ".sh", ".toml", ".yaml", ".yml", ".json", ".html",
     ".css", ".tex", ".csv", ".ini", ".cfg", ".sql", ".lua", ".jl", ".r", ".m", ".scala", "",
+    ".text", ".log", ".markdown", ".org", ".adoc", ".tsv", ".jsonl", ".xml", ".srt", ".vtt",
+    ".cc", ".cs", ".php", ".pl", ".hs", ".ml", ".el", ".jsx", ".tsx", ".vue", ".dart", ".zig",
+    ".ex", ".exs", ".erl", ".clj", ".proto", ".conf", ".bat", ".ps1",
 }
+OTHER_TYPE = "not a text file type"  # + " (.suffix); ..." (``summary`` counts by this prefix)
+# kernel pseudo-filesystems: a folder on one is refused as a corpus (walking /proc reads
+# thousands of entries that are not anyone's text)
+PSEUDO_FS = frozenset({"proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs",
+                       "tracefs", "securityfs", "pstore", "bpf", "configfs", "fusectl", "mqueue",
+                       "hugetlbfs", "binfmt_misc", "autofs"})
+MOUNTS = "/proc/self/mounts"
 MAX_ENTRIES = 100_000  # directory entries looked at per folder given (files, folders, others)
 SPECIAL = "not a regular file (FIFO, device or socket)"
 
@@ -37,6 +47,10 @@ def walk(top: Path, max_entries: int | None = None) -> tuple[list[Path], list[tu
         device = os.stat(top).st_dev
     except OSError as exc:
         return files, [(top, f"cannot read ({exc.strerror or exc})")]
+    fs = pseudo_fs(top)
+    if fs is not None:
+        return files, [(top, f"a kernel pseudo-filesystem ({fs}), not a corpus; give folders "
+                             "of text files")]
     seen = 0
     stack = [_listing(top, rejected)]  # one iterator per open folder: entries in name order
     while stack:
@@ -73,7 +87,8 @@ def walk(top: Path, max_entries: int | None = None) -> tuple[list[Path], list[tu
         if path.suffix.lower() in TEXT_SUFFIXES:
             files.append(path)
         else:
-            rejected.append((path, f"not a text file type ({path.suffix})"))
+            rejected.append((path, f"{OTHER_TYPE} ({path.suffix}); name the file itself to "
+                                   "read it"))
     return files, rejected
 
 
@@ -97,6 +112,25 @@ def _link(path: Path) -> str:
     if stat.S_ISDIR(st.st_mode):
         return "a link to a folder (not followed; give its target to read it)"
     return "" if stat.S_ISREG(st.st_mode) else SPECIAL
+
+
+def pseudo_fs(path: Path) -> str | None:
+    """The type of the kernel pseudo-filesystem (``PSEUDO_FS``) ``path`` lies on, else None
+    (also when the mount table cannot be read: the walk's other bounds still hold)."""
+    try:
+        target = os.path.realpath(path)
+        with open(MOUNTS, encoding="utf-8", errors="replace") as f:
+            mounts = [line.split()[1:3] for line in f.read(1 << 20).splitlines()
+                      if len(line.split()) >= 3]
+    except OSError:
+        return None
+    best, kind = "", ""
+    for point, fstype in mounts:
+        point = point.replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(best):
+            best, kind = point, fstype
+    return kind if kind in PSEUDO_FS else None
 
 
 def summary(rejected: list[tuple[Path, str]], show: int = 10) -> list[str]:

@@ -310,7 +310,10 @@ def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: 
                     raise
                 corpus.rejected.append((f, str(exc).split(": ", 1)[-1]))
     if not corpus.files and not allow_empty:
-        why = "; ".join(f"{p}: {r}" for p, r in corpus.rejected[:3]) or "no files given"
+        shown: dict[str, list[str]] = {}  # reason -> the first files with it (each said once)
+        for path, reason in corpus.rejected[:3]:
+            shown.setdefault(reason, []).append(str(path))
+        why = "; ".join(f"{', '.join(ps)}: {r}" for r, ps in shown.items()) or "no files given"
         if len(corpus.rejected) > 3:  # a folder of 500 images: a line, not 500 reasons
             why += f"; and {len(corpus.rejected) - 3:,} more"
         raise CorpusError(f"no usable text in the corpus ({why})")

@@ -36,7 +36,32 @@ def test_order_is_sorted_by_path_parts_and_hidden_is_skipped(tmp_path):
     want = sorted(p for p in c.rglob("*") if p.is_file() and p.suffix != ".png"
                   and ".hidden" not in p.parts)
     assert files == want  # the order the old sorted(rglob) gave: same documents, same split
-    assert [(p.name, r) for p, r in rejected] == [("image.png", "not a text file type (.png)")]
+    assert [(p.name, r) for p, r in rejected] == [
+        ("image.png", "not a text file type (.png); name the file itself to read it")]
+
+
+def test_log_and_text_files_in_a_folder_are_read(tmp_path):
+    """A walk-through's notes.log and story.text were skipped as "not a text file type"."""
+    for name in ("notes.log", "story.text", "README.markdown", "data.jsonl"):
+        (tmp_path / name).write_text("words\n")
+    files, rejected = walk(tmp_path)
+    assert sorted(p.name for p in files) == ["README.markdown", "data.jsonl", "notes.log",
+                                             "story.text"] and rejected == []
+
+
+@pytest.mark.skipif(corpuswalk.pseudo_fs(Path("/proc")) != "proc", reason="no /proc mount here")
+def test_a_pseudo_filesystem_named_as_the_corpus_is_refused_without_a_walk(monkeypatch):
+    """``train /proc`` walked 29k entries and trained on them: the folder is refused at once."""
+    def listing(*_a: object, **_k: object) -> None:
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(corpuswalk, "_listing", listing)
+    for top in (Path("/proc"), Path("/proc/self")):
+        files, rejected = walk(top)
+        assert files == [] and rejected == [
+            (top, "a kernel pseudo-filesystem (proc), not a corpus; give folders of text files")]
+    with pytest.raises(CorpusError, match=r"/proc: a kernel pseudo-filesystem \(proc\)"):
+        load_corpus([Path("/proc")])
 
 
 def test_special_files_links_and_loops_are_skipped_with_reasons_unopened(tmp_path):

@@ -45,7 +45,6 @@ FIXES = (
     ("binary", "add text or code files only"),
     ("empty folder", "drop a folder that holds text files"),
     ("file is empty", "add a file that has text in it"),
-    ("not a text file type", "only text and code files are read from a folder (.txt, .md, .py, …)"),
     ("no such file", "it was moved or deleted; add it from where it is now"),
     ("cannot read", "check that you may read it"),
     ("cannot list", "check that you may open the folder"),
