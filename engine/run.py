@@ -353,9 +353,10 @@ def _model_config(spec: RunSpec, vocab: int) -> MambaConfig:
 
 def load_model(path: str | Path, which: str = rf.LATEST,
                notify: Callable[[str], None] | None = None) -> MambaLM:
-    """A model from a run folder (its latest/best snapshot), a snapshot folder, or a plain model
-    folder (ours or HF); checksums are verified wherever the folder has them. ``notify`` hears
-    about corrupt snapshots of a run that were passed over."""
+    """A model from a run folder (its latest/best snapshot), a snapshot folder, a plain model
+    folder (ours or HF) or a PEFT adapter folder (base + adapter, merged); checksums are verified
+    wherever the folder has them. ``notify`` hears about corrupt snapshots of a run that were
+    passed over."""
     path = Path(path)
     if rf.is_run(path):
         rf.read_run_json(path)
@@ -370,7 +371,33 @@ def load_model(path: str | Path, which: str = rf.LATEST,
         from .limits import read_trainer_state
 
         ckpt.verify_hashes(path, read_trainer_state(path)["files"])
+    elif (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").exists():
+        return _load_peft(path)
     return MambaLM.load(path)
+
+
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def _load_peft(path: Path) -> MambaLM:
+    """A PEFT adapter folder (our ``export --peft`` or PEFT's own): its base, from ``path/base``
+    when there (our export) else ``base_model_name_or_path`` (a local folder), with the adapter
+    merged in."""
+    from .lora import load_adapter
+    from .safeio import read_json
+
+    base = path / "base"
+    if not (base / "config.json").exists():
+        conf = read_json(path / ADAPTER_CONFIG, what=ADAPTER_CONFIG)
+        named = conf.get("base_model_name_or_path") if isinstance(conf, dict) else None
+        if not isinstance(named, str) or not (Path(named) / "config.json").exists():
+            raise CheckpointError(f"{path}: a PEFT adapter whose base model {named!r} is not a "
+                                  "local model folder; load the base and the adapter with PEFT, or "
+                                  "export the run merged (python -m engine export --merged)")
+        base = Path(named)
+    lm = MambaLM.load(base)
+    load_adapter(lm.params, path)
+    return lm
 
 
 def _label(spec: RunSpec) -> str:

@@ -203,3 +203,33 @@ def test_low_rank_adapter_gradients_equal_the_projected_full_gradient():
     assert set(got) == set(want) == set(lt.tensors)
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=2e-4, atol=1e-6, err_msg=k)
+
+
+def test_generate_and_load_model_open_a_peft_export(tmp_path, capsys):
+    """A walk-through's ``generate EXPORT`` on a PEFT export said "no config.json (not a model
+    folder)": the folder now loads as its base with the adapter merged, equal to the run."""
+    from engine.cli import main
+    from engine.export import export_peft
+    from engine.run import RunSpec, load_model, start
+
+    (tmp_path / "c.txt").write_text("the quick brown fox jumps over the lazy dog. " * 60)
+    spec = RunSpec(model={"d_model": 16, "n_layer": 2, "d_state": 4},
+                   train=TrainConfig(epochs=1, batch_size=2, seq_len=16, max_steps=3, lr=1e-2,
+                                     warmup_steps=0, lora=LoRAConfig(("in_proj", "x_proj"), rank=2)))
+    with start(spec, [tmp_path / "c.txt"], out=tmp_path / "run") as run:
+        run.train()
+    export_peft(tmp_path / "run", tmp_path / "p")
+    trained, loaded = load_model(tmp_path / "run"), load_model(tmp_path / "p")
+    for n, a in trained.params.items():
+        np.testing.assert_allclose(loaded.params[n], a, rtol=1e-6, atol=1e-6, err_msg=n)
+    assert main(["generate", str(tmp_path / "p"), "--prompt", "the", "--max-new-tokens", "4",
+                 "--seed", "0"]) == 0
+    # moved without its base/ and naming a base that is not a local folder: one line, the fix
+    (tmp_path / "p" / "base").rename(tmp_path / "elsewhere")
+    conf = json.loads((tmp_path / "p" / "adapter_config.json").read_text())
+    conf["base_model_name_or_path"] = "state-spaces/mamba-130m-hf"
+    (tmp_path / "p" / "adapter_config.json").write_text(json.dumps(conf))
+    capsys.readouterr()
+    assert main(["generate", str(tmp_path / "p"), "--prompt", "the"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a local model folder" in err and "--merged" in err
