@@ -29,14 +29,14 @@ def _train(folder: Path, lora: LoRAConfig | None = None, steps: int = 4) -> Mamb
     return tr.lm
 
 
-def _start_run(root: Path, lora: LoRAConfig | None, steps: int = 4) -> Path:
+def _start_run(root: Path, lora: LoRAConfig | None, steps: int = 4, **spec_kw: object) -> Path:
     """A run folder (engine.run: run.json + snapshots), as the CLI and the app write them."""
     from engine.run import RunSpec, start
 
     (root / "corpus.txt").write_text(TEXT)
     spec = RunSpec(model={"d_model": 16, "n_layer": 2, "d_state": 4},
                    train=TrainConfig(epochs=1, batch_size=2, seq_len=16, max_steps=steps, lr=1e-2,
-                                     warmup_steps=0, lora=lora))
+                                     warmup_steps=0, lora=lora), **spec_kw)  # type: ignore[arg-type]
     with start(spec, [root / "corpus.txt"], out=root / "run") as run:
         run.train()
     return root / "run"
@@ -245,3 +245,92 @@ def test_card_counts_the_held_out_targets_the_run_trains_against(tmp_path: Path,
         held = run.trainer.token_counts[1]
     assert held > 0
     assert f"({held:,} held out)" in corpus_summary(tmp_path / "run")
+
+
+def _eval_run_loss(run: Path, capsys) -> str:  # type: ignore[no-untyped-def]
+    """The loss ``python -m engine eval RUN`` prints (the run's held-out split), as text."""
+    capsys.readouterr()
+    assert main(["eval", str(run)]) == 0
+    return capsys.readouterr().out.split()[1]
+
+
+def test_card_states_the_held_out_loss_of_the_exported_weights(lora_run: Path, tmp_path: Path,
+                                                               capsys) -> None:  # type: ignore[no-untyped-def]
+    """The card used to state the last epoch's held-out loss whatever step the weights were
+    from (a walk-through: 2.1350 measured at step 22 for step-30 weights, which `eval` puts at
+    2.0895); the exported weights are now evaluated on the run's held-out split, as `eval` does."""
+    loss = _eval_run_loss(lora_run, capsys)
+    export_merged(lora_run, tmp_path / "m")
+    export_peft(lora_run, tmp_path / "p")
+    for card in (tmp_path / "m" / "README.md", tmp_path / "p" / "README.md"):
+        text = card.read_text()
+        assert f"held-out loss {loss} at step 4 (the exported weights; perplexity" in text, text
+
+
+def test_card_says_when_its_held_out_loss_is_from_an_earlier_step(lora_run: Path) -> None:
+    """When the exported weights cannot be evaluated in time (nor carry their own loss), the card
+    states the last loss measured, its step, the weights' step, and how to measure theirs."""
+    from dataclasses import replace
+
+    from engine.export.card import card_text, measure_held_out
+    from engine.export.source import open_run
+
+    val = {"loss": 2.135, "perplexity": 8.46, "bits_per_byte": 3.08, "accuracy": 0.4,
+           "tokens": 2909, "of_tokens": 2909}
+    run = replace(open_run(lora_run), val=val, val_step=2, snap_val_loss=None)
+    held = measure_held_out(run, budget_s=0.0)  # gives up at once
+    assert held.step == 2 and held.exported_step == 4 and not held.current
+    assert held.note is not None and "not measured" in held.note and "step 2" in held.note
+    text = card_text(run, "merged", held=held)
+    assert (f"held-out loss 2.1350 at step 2 (perplexity 8.46, 3.080 bits/byte, top-1 0.400, "
+            f"2,909 tokens; the exported weights are from step 4; run `python -m engine eval "
+            f"{lora_run}` for their loss)") in text, text
+    snap = replace(run, snap_val_loss=1.5)  # the loss saved with the exported snapshot
+    assert "held-out loss 1.5000 at step 4 (the exported weights)" in card_text(
+        snap, "merged", held=measure_held_out(snap, budget_s=0.0))
+
+
+def test_peft_base_card_describes_the_unmerged_base_not_the_training(lora_run: Path,
+                                                                     tmp_path: Path) -> None:
+    """base/README.md used to be the trained run's card (steps, LoRA, held-out loss, samples of
+    the trained model); base/ holds the weights before the adapter."""
+    export_peft(lora_run, tmp_path / "p")
+    card = (tmp_path / "p" / "base" / "README.md").read_text()
+    for wrong in ("optimizer steps", "held-out loss 1", "held-out loss 2", "Samples (greedy)",
+                  "# A Mamba-1 language model trained"):
+        assert wrong not in card, wrong
+    for needed in ("unmerged base", "folder above", "a new model (a custom configuration, "
+                   "`default` weight init, seed 0) that the run did not train",
+                   "r=2 on in_proj, x_proj, dt_proj", "../README.md", "PeftModel.from_pretrained"):
+        assert needed in card, needed
+
+
+def test_peft_base_card_names_the_init_model(tmp_path: Path) -> None:
+    pre = tmp_path / "pre"
+    MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=3).save(pre)
+    run = _start_run(tmp_path, LoRAConfig(("in_proj",), rank=2), steps=2, init=str(pre))
+    export_peft(run, tmp_path / "p")
+    card = (tmp_path / "p" / "base" / "README.md").read_text()
+    assert f"the model the run started from (`--init {pre}` as it was then), unchanged" in card, card
+    base, init = MambaLM.load(tmp_path / "p" / "base"), MambaLM.load(pre)
+    for n, a in init.params.items():
+        np.testing.assert_array_equal(base.params[n], a, err_msg=n)
+
+
+def test_export_says_when_it_passes_over_a_corrupt_latest_snapshot(tmp_path: Path,
+                                                                   capsys) -> None:  # type: ignore[no-untyped-def]
+    """A truncated model.safetensors in the latest snapshot: export used to fall back to an older
+    snapshot silently; it now says so, as eval and generate do."""
+    run = _start_run(tmp_path, LoRAConfig(("in_proj",), rank=2), steps=4, autosave_steps=2)
+    assert (run / "snapshots" / "step-2").is_dir()
+    weights = run / "snapshots" / "step-4" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    capsys.readouterr()
+    assert main(["export", "--merged", str(run), str(tmp_path / "m")]) == 0
+    err = capsys.readouterr().err
+    assert "step-4" in err and "using step-2 instead" in err, err
+    assert "at step 2 (the exported weights" in (tmp_path / "m" / "README.md").read_text()
+    assert main(["export", "--gguf", str(run), str(tmp_path / "m.gguf")]) == 0
+    assert "using step-2 instead" in capsys.readouterr().err
+    (note,) = export_peft(run, tmp_path / "p")
+    assert note.endswith("; using step-2 instead"), note

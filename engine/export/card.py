@@ -3,7 +3,10 @@ samples, and how to load the files)."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +17,11 @@ from .source import RunSource
 
 SAMPLE_PROMPTS = ("The ", "\n")
 SAMPLE_TOKENS = 48
+# The exported weights are evaluated on the run's held-out split at export time, over the same
+# bounded sample as training and ``eval RUN`` (HELDOUT_SAMPLE_TOKENS): 0.15-0.4 s for the presets
+# on the bundled corpus; a large model on a large corpus can take longer, so the evaluation gives up
+# after EVAL_SECONDS and the card states the last loss measured, with its step.
+EVAL_SECONDS = 10.0
 
 USAGE = {
     "merged": """```python
@@ -45,6 +53,94 @@ def _samples(run: RunSource) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    """The held-out loss the card states: ``report`` (an EvalReport dict; only "loss" when a
+    snapshot saved just the loss) measured at ``step`` of a run whose exported weights are from
+    ``exported_step``; ``report`` None when nothing was measured."""
+
+    report: dict[str, Any] | None
+    step: int | None
+    exported_step: int
+    note: str | None = None  # why the exported weights were not evaluated now (for the user)
+
+    @property
+    def current(self) -> bool:
+        return self.report is not None and self.step == self.exported_step
+
+
+def _heldout_set(run: RunSource) -> Any:
+    """The run's saved held-out split as ``evaluate`` takes it (stream ids or packed rows, as
+    training evaluates them); None without one."""
+    from .. import runformat as rf
+    from ..packing import pack_documents
+
+    assert run.run_dir is not None
+    data = rf.read_data(run.run_dir)
+    seq_len = int(run.train.get("seq_len") or 0)
+    if data.records == "stream":
+        val = np.asarray(data.val_ids)
+        return val if len(val) >= 2 else None
+    if not len(data.val_spans):
+        return None
+    return pack_documents(data.ids, data.val_spans, seq_len, run.lm.tokenizer)
+
+
+def measure_held_out(run: RunSource, budget_s: float = EVAL_SECONDS) -> HeldOut:
+    """The held-out loss of the exported weights: evaluated now on the run's saved held-out
+    split (the sample ``python -m engine eval RUN`` scores, stopped after ``budget_s``); else the
+    loss saved with the exported snapshot; else the last one recorded, at an earlier step."""
+    from ..evaluation import HELDOUT_SAMPLE_TOKENS, EvalStopped, evaluate
+
+    note = None
+    if run.run_dir is not None and run.train.get("seq_len"):
+        t0 = time.perf_counter()
+        try:
+            val = _heldout_set(run)
+            if val is not None:
+                r = evaluate(run.lm, val, int(run.train["seq_len"]), max_tokens=HELDOUT_SAMPLE_TOKENS,
+                             should_stop=lambda: time.perf_counter() - t0 > budget_s)
+                return HeldOut(asdict(r), run.step, run.step)
+        except EvalStopped:
+            note = (f"the exported weights' held-out loss was not measured (it takes over "
+                    f"{budget_s:.0f} s); run `python -m engine eval {run.run_dir}` for it")
+        except (MambaStudioError, OSError, ValueError, KeyError, TypeError) as exc:
+            note = f"the exported weights' held-out loss was not measured ({exc})"
+    if run.snap_val_loss is not None:  # saved with these weights (the loss only): nothing to say
+        return HeldOut({"loss": run.snap_val_loss}, run.step, run.step)
+    if run.val is not None and run.val_step is not None:
+        if run.val_step != run.step and note is not None:
+            note += f"; the card states the loss at step {run.val_step:,}"
+        return HeldOut(run.val, run.val_step, run.step, note)
+    return HeldOut(None, None, run.step, note)
+
+
+def _held_out_line(h: HeldOut, run: RunSource) -> str:
+    """"- held-out loss L at step S (the exported weights; perplexity ...)", or, measured at an
+    earlier step than the exported weights', that step and how to measure theirs."""
+    v = h.report
+    if v is None:
+        return "- held-out loss: not measured (no held-out split, or no evaluation finished)"
+    parts = []
+    if h.current:
+        parts.append("the exported weights")
+    if "perplexity" in v:
+        parts.append(f"perplexity {v['perplexity']:.2f}, {v['bits_per_byte']:.3f} bits/byte, "
+                     f"top-1 {v['accuracy']:.3f}, {_scored(v)}")
+    if not h.current:
+        how = (f"`python -m engine eval {run.run_dir}`" if run.run_dir is not None
+               else f"`python -m engine eval {run.folder} CORPUS` on the held-out text")
+        parts.append(f"the exported weights are from step {h.exported_step:,}; run {how} for "
+                     "their loss")
+    where = f" at step {h.step:,}" if h.step is not None else ""
+    return f"- held-out loss {v['loss']:.4f}{where} ({'; '.join(parts)})"
+
+
+def _scored(v: dict[str, Any]) -> str:
+    n, of = int(v.get("tokens", 0)), int(v.get("of_tokens", 0) or 0)
+    return f"a sample of {n:,} of {of:,} tokens" if of > n else f"{n:,} tokens"
+
+
 def corpus_summary(folder: Path) -> str:
     """"N files, B bytes, T tokens (H held out)" from a run folder's data manifest and held-out
     spans ("" if none)."""
@@ -65,18 +161,67 @@ def corpus_summary(folder: Path) -> str:
         return ""
 
 
-def card_text(run: RunSource, kind: str, out: str = ".") -> str:
-    """Markdown for ``kind`` in ("merged", "peft", "base")."""
-    cfg, tok, tc = run.lm.config, run.lm.tokenizer, run.train
+def _model_lines(run: RunSource) -> list[str]:
+    cfg, tok = run.lm.config, run.lm.tokenizer
+    return ["## Model", "",
+            f"- {cfg.n_layer} layers, d_model {cfg.d_model}, d_state {cfg.d_state}, d_conv "
+            f"{cfg.d_conv}, expand {cfg.expand}, dt_rank {cfg.dt_rank}; {run.lm.n_params:,} parameters",
+            f"- tokenizer: {tok.kind} ({tok.vocab_size:,} tokens; `<|endoftext|>` = {tok.eos_id} "
+            f"is bos/eos/pad); embedding table {cfg.vocab_size:,} rows, "
+            f"{'tied' if cfg.tie_embeddings else 'untied'} output head"]
+
+
+def _use_lines(kind: str, out: str) -> list[str]:
+    return ["", "## Use", "", USAGE[kind].format(out=out), "",
+            "llama.cpp: `python -m engine export --gguf RUN model.gguf`, then "
+            "`llama-cli -m model.gguf -p \"The \"`.", ""]
+
+
+def _base_origin(run: RunSource) -> str:
+    """Where the weights a LoRA run started from came from: its --init model or a new model."""
+    spec = run.spec
+    if spec.get("init"):
+        return (f"the model the run started from (`--init {spec['init']}` as it was then), "
+                "unchanged by the run")
+    if spec:
+        what = ("a custom configuration" if spec.get("model")
+                else f"the {spec.get('preset', '?')} preset")
+        return (f"a new model ({what}, `{spec.get('init_scheme', 'default')}` weight init, seed "
+                f"{run.train.get('seed', 0)}) that the run did not train: random weights, "
+                "useless without the adapter")
+    return "the weights the run started from, before its adapter"
+
+
+def _base_card(run: RunSource, out: str) -> str:
+    lora = run.train.get("lora") or {}
+    targets = ", ".join(lora.get("targets", [])) or "?"
+    return "\n".join(
+        ["---", "library_name: transformers", "tags: [mamba, mamba-studio]", "---", "",
+         "# The unmerged base of a Mamba Studio LoRA adapter", "",
+         "These are the weights the adapter in the folder above (`..`: adapter_config.json, "
+         "adapter_model.safetensors and its README.md) was trained on, before any adapter: "
+         f"{_base_origin(run)}. The run trained only the LoRA adapter (r={lora.get('rank', '?')} "
+         f"on {targets}); its training and held-out loss are in `../README.md`. On their own "
+         "these weights are not the trained model: apply the adapter (below) or use the merged "
+         f"export (`python -m engine export --merged {run.run_dir or 'RUN'} OUT`).", "",
+         *_model_lines(run), "",
+         "## Use", "", USAGE["base"], "",
+         "```python",
+         "from peft import PeftModel",
+         "from transformers import AutoModelForCausalLM",
+         f'model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained("{out}"), "{out}/..")',
+         "```", ""])
+
+
+def card_text(run: RunSource, kind: str, out: str = ".", held: HeldOut | None = None) -> str:
+    """Markdown for ``kind`` in ("merged", "peft", "base"). ``held``: the held-out loss to state
+    (``measure_held_out``; measured here when None)."""
+    if kind == "base":
+        return _base_card(run, out)
+    tc = run.train
     lines = ["---", "library_name: transformers" if kind != "peft" else "library_name: peft",
              "tags: [mamba, mamba-studio]", "---", "",
-             "# A Mamba-1 language model trained with Mamba Studio", "",
-             "## Model", "",
-             f"- {cfg.n_layer} layers, d_model {cfg.d_model}, d_state {cfg.d_state}, d_conv "
-             f"{cfg.d_conv}, expand {cfg.expand}, dt_rank {cfg.dt_rank}; {run.lm.n_params:,} parameters",
-             f"- tokenizer: {tok.kind} ({tok.vocab_size:,} tokens; `<|endoftext|>` = {tok.eos_id} "
-             f"is bos/eos/pad); embedding table {cfg.vocab_size:,} rows, "
-             f"{'tied' if cfg.tie_embeddings else 'untied'} output head"]
+             "# A Mamba-1 language model trained with Mamba Studio", "", *_model_lines(run)]
     if tc:
         lora = tc.get("lora")
         how = (f"LoRA r={lora['rank']} on {', '.join(lora['targets'])}" if lora
@@ -85,23 +230,17 @@ def card_text(run: RunSource, kind: str, out: str = ".") -> str:
                   f"- {run.step:,} optimizer steps, batch {tc.get('batch_size')} x "
                   f"{tc.get('seq_len')} tokens x {tc.get('grad_accum', 1)} accumulation, "
                   f"lr {tc.get('lr')}; trained: {how}"]
-        corpus = corpus_summary(run.folder)
+        corpus = corpus_summary(run.folder if run.run_dir is None else run.run_dir)
         if corpus:
             lines.append(f"- corpus: {corpus}")
-        v = run.val
-        lines.append(f"- held-out loss {v['loss']:.4f} (perplexity {v['perplexity']:.2f}, "
-                     f"{v['bits_per_byte']:.3f} bits/byte, top-1 {v['accuracy']:.3f}, "
-                     f"{v['tokens']:,} tokens)" if v else
-                     "- held-out loss: not measured (no epoch finished with a held-out split)")
-    if kind != "base":
-        lines += ["", "## Samples (greedy)", ""]
-        for s in _samples(run):
-            lines += ["```", s.replace("```", "'''"), "```"]
-    lines += ["", "## Use", "", USAGE[kind].format(out=out), "",
-              "llama.cpp: `python -m engine export --gguf RUN model.gguf`, then "
-              "`llama-cli -m model.gguf -p \"The \"`.", ""]
+        lines.append(_held_out_line(held if held is not None else measure_held_out(run), run))
+    lines += ["", "## Samples (greedy)", ""]
+    for s in _samples(run):
+        lines += ["```", s.replace("```", "'''"), "```"]
+    lines += _use_lines(kind, out)
     return "\n".join(lines)
 
 
-def write_card(out: str | Path, run: RunSource, kind: str) -> None:
-    ckpt.atomic_write_bytes(Path(out) / "README.md", card_text(run, kind, ".").encode("utf-8"))
+def write_card(out: str | Path, run: RunSource, kind: str, held: HeldOut | None = None) -> None:
+    ckpt.atomic_write_bytes(Path(out) / "README.md",
+                            card_text(run, kind, ".", held).encode("utf-8"))

@@ -90,7 +90,8 @@ def _vocab(run: RunSource) -> tuple[list[str], list[int], list[str]]:
 
 def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = False) -> list[str]:
     """Write ``out_path`` (.gguf, float32) from a run folder; an existing file is replaced only
-    with ``force``. Returns notices (a parent folder created)."""
+    with ``force``. Returns notices (a parent folder created, a corrupt latest snapshot passed
+    over for an older one)."""
     try:
         import gguf
     except ImportError:
@@ -139,4 +140,4 @@ def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = Fals
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return notes
+    return notes + run.notices

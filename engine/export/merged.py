@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import checkpoint as ckpt
-from .card import write_card
+from .card import measure_held_out, write_card
 from .source import check_out, clear_out, open_run
 
 
@@ -13,11 +13,13 @@ def export_merged(src_folder: str | Path, out: str | Path, force: bool = False) 
     """Write ``out/`` = config.json, generation_config.json, model.safetensors (sharded when
     large), tokenizer files and README.md. Loads with ``AutoModelForCausalLM.from_pretrained(out)``
     on transformers 4.x and 5.x. ``out`` must be new or empty (``force``: replace an earlier
-    export there). Returns notices (a parent folder created)."""
+    export there). Returns notices (a parent folder created, a corrupt latest snapshot passed
+    over for an older one, a held-out loss not measured)."""
     notes = check_out(src_folder, out, force=force)
     run = open_run(src_folder)
+    held = measure_held_out(run) if run.train else None
     out = Path(out)
     clear_out(out)
     ckpt.save_model_files(out, run.lm.config, run.lm.params, run.lm.tokenizer)
-    write_card(out, run, kind="merged")
-    return notes
+    write_card(out, run, kind="merged", held=held)
+    return notes + run.notices + ([held.note] if held is not None and held.note else [])

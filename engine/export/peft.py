@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import checkpoint as ckpt
 from ..errors import CheckpointError
-from .card import write_card
+from .card import measure_held_out, write_card
 from .source import check_out, clear_out, open_run
 
 LINES = ("5.x", "4.x")
@@ -55,7 +55,8 @@ def export_peft(src_folder: str | Path, out: str | Path, force: bool = False) ->
 
     Refuses (CheckpointError) a run without LoRA, and one with a target that no transformers line
     applies exactly (the adapter would load and silently compute another model). Returns the
-    per-target notices for targets exact on one line only (and a parent folder created). ``out``
+    per-target notices for targets exact on one line only (and a parent folder created, a corrupt
+    latest snapshot passed over, a held-out loss not measured). ``out``
     must be new or empty (``force``: replace an earlier export there)."""
     notes = check_out(src_folder, out, force=force)
     run = open_run(src_folder)
@@ -69,6 +70,7 @@ def export_peft(src_folder: str | Path, out: str | Path, force: bool = False) ->
             f"{src_folder}: PEFT does not apply LoRA on {broken} un-merged (" + "; ".join(
                 f"{t}: " + ", ".join(f"{line} {PEFT_SUPPORT[t][line]}" for line in LINES)
                 for t in broken) + "); use the merged export (python -m engine export --merged)")
+    held = measure_held_out(run)
     out = Path(out)
     clear_out(out)
     base = out / "base"
@@ -78,5 +80,5 @@ def export_peft(src_folder: str | Path, out: str | Path, force: bool = False) ->
     run.lora.save_adapter(out, base_model=str(base.resolve()))
     for name in ckpt.TOKENIZER_FILES:
         ckpt.atomic_write_bytes(out / name, (base / name).read_bytes())
-    write_card(out, run, kind="peft")
-    return notes + peft_notices(targets)
+    write_card(out, run, kind="peft", held=held)
+    return notes + run.notices + ([held.note] if held.note else []) + peft_notices(targets)

@@ -25,8 +25,13 @@ class RunSource:
     lm: MambaLM  # the weights as trained (LoRA merged in)
     lora: LoRATrainable | None  # adapters + the unmerged base (``lora.params``); None without LoRA
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig dict ({} for a bare model)
-    step: int = 0
-    val: dict[str, Any] | None = None  # the last held-out evaluation (EvalReport dict)
+    step: int = 0  # the optimizer step of the exported weights
+    val: dict[str, Any] | None = None  # the last held-out evaluation recorded (EvalReport dict)
+    val_step: int | None = None  # the step ``val`` was measured at (an epoch's end)
+    run_dir: Path | None = None  # the run folder (its saved held-out split), None outside a run
+    spec: dict[str, Any] = field(default_factory=dict)  # the run's RunSpec dict ({} outside a run)
+    snap_val_loss: float | None = None  # held-out loss of these very weights, saved with them
+    notices: list[str] = field(default_factory=list)  # corrupt snapshots passed over
 
 
 def _lora(lm: MambaLM, lora_cfg: dict[str, Any] | None, state: Path,
@@ -44,9 +49,25 @@ def _lora(lm: MambaLM, lora_cfg: dict[str, Any] | None, state: Path,
     return lora
 
 
-def _last_val(epochs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    vals = [e.get("val") for e in epochs if isinstance(e, dict) and e.get("val")]
-    return vals[-1] if vals else None
+def _last_val(epochs: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, int | None]:
+    """The last epoch's held-out evaluation and the step it was measured at (the end of that
+    epoch: the steps of every epoch up to it); (None, None) if no epoch has one."""
+    last: tuple[dict[str, Any] | None, int | None] = (None, None)
+    step = 0
+    for e in epochs:
+        if not isinstance(e, dict):
+            continue
+        try:
+            step += int(e.get("steps", 0))
+        except (TypeError, ValueError):
+            return last[0], None
+        if e.get("val"):
+            last = (e["val"], step)
+    return last
+
+
+def _float_or_none(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
 EXPORT_FILES = {"README.md", "config.json", "generation_config.json", ckpt.INDEX,
@@ -142,25 +163,32 @@ def open_run(folder: str | Path) -> RunSource:
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: not a folder; pass a run folder (runs/...) or a model folder")
     if rf.is_run(folder) or (folder / rf.SNAP_MANIFEST).exists():
+        refused: list[str] = []
         if rf.is_run(folder):
             run_dir = folder
-            snap, meta = rf.latest_snapshot(folder)
+            snap, meta, refused = rf.find_snapshot(folder)
         else:
             run_dir, snap, meta = folder.parent.parent, folder, rf.verify_snapshot(folder)
         spec = rf.read_run_json(run_dir)["spec"] if rf.is_run(run_dir) else {}
-        train = spec.get("train", {}) if isinstance(spec, dict) else {}
+        spec = spec if isinstance(spec, dict) else {}
+        train = spec.get("train", {})
         lm = MambaLM.load(snap)
         lm.check_finite(snap)
+        val, val_step = _last_val(meta.get("epochs", []))
         return RunSource(folder, lm, _lora(lm, train.get("lora"), snap / rf.SNAP_STATE, "trainable."),
-                         train, int(meta.get("step", 0)), _last_val(meta.get("epochs", [])))
+                         train, int(meta.get("step", 0)), val, val_step,
+                         run_dir if rf.is_run(run_dir) else None, spec,
+                         _float_or_none(meta.get("val_loss")),
+                         [f"{e}; using {snap.name} instead" for e in refused])
     if (folder / "trainer_state.json").exists():  # a checkpoint from before run folders
         state = read_trainer_state(folder)
         ckpt.verify_hashes(folder, state["files"])
         lm = MambaLM.load(folder)
         lm.check_finite(folder)
         train = state.get("train_config", {})
+        val, val_step = _last_val(state.get("epochs", []))
         return RunSource(folder, lm, _lora(lm, train.get("lora"), folder / "optimizer.safetensors", ""),
-                         train, int(state.get("step", 0)), _last_val(state.get("epochs", [])))
+                         train, int(state.get("step", 0)), val, val_step)
     lm = MambaLM.load(folder)
     lm.check_finite(folder)
     return RunSource(folder, lm, None)
