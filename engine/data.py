@@ -147,12 +147,12 @@ class Corpus:
     def n_bytes(self) -> int:
         return sum(f.n_bytes for f in self.files)
 
-    def chunks(self) -> Iterator[str]:
-        """Every file's text in pieces of about ``CHUNK`` bytes cut after a newline that is followed
-        by a non-space character (a cut that byte-level BPE pre-tokenisation never crosses)."""
+    def chunks(self, size: int | None = None) -> Iterator[str]:
+        """Every file's text in pieces of about ``size`` bytes (default ``CHUNK``) cut where
+        byte-level BPE pre-tokenisation cuts too (``iter_text``)."""
         for f in list(self.files):
             try:
-                yield from reread(f.path, iter_text(f.path))
+                yield from reread(f.path, iter_text(f.path, size))
             except FileGone as exc:
                 self.drop(f, exc.reason)
 
@@ -235,7 +235,10 @@ def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
             raise CorpusError(f"{path}: file is empty")
 
 
-_CUT = re.compile(r"\n(?=\S)")  # after a newline followed by a non-space character
+# after a newline between two non-space characters: GPT-2's pre-tokeniser splits a run of
+# whitespace before its last character when a word follows ("\n\n\nx" -> "\n\n", "\n", "x"),
+# so a cut after a run of two or more (or after " \n") would not be one of its boundaries
+_CUT = re.compile(r"(?<=\S)\n(?=\S)")
 _CUT_SPACE = re.compile(r"(?<=\S)(?= \S)")  # before a single space between two words
 
 
@@ -247,8 +250,8 @@ def _last_cut(pattern: re.Pattern[str], text: str, start: int) -> int | None:
 
 
 def iter_text(path: Path, chunk: int | None = None) -> Iterator[str]:
-    """The file's text in pieces of about ``chunk`` bytes, each cut just after a newline that is
-    followed by a non-space character (or, in a line longer than a few chunks, just before a space
+    """The file's text in pieces of about ``chunk`` bytes, each cut just after a newline between
+    two non-space characters (or, in a line longer than a few chunks, just before a space
     between two words), so tokenising the pieces one by one gives the same ids as tokenising the
     whole text with a byte-level BPE (both cuts are pre-tokeniser boundaries)."""
     chunk = chunk or CHUNK

@@ -67,11 +67,19 @@ class _HFStream:
         return ""  # an incomplete character at the very end is dropped (as decode() would garble it)
 
 
+# BPE training reads the corpus in pieces of this many bytes: HF's trainer takes ~90 bytes of
+# memory per byte of each text it is handed at once (4 MiB chunks of 17 MB of code: peak 1.56 GB),
+# against 0.23 GB for the same corpus in 64 KiB pieces, with the same tokens (the pieces are cut
+# where the byte-level pre-tokeniser cuts: ``data.iter_text``)
+BPE_PIECE_BYTES = 64 * 1024
+
+
 def _chunks(texts: Iterable[str]) -> Iterator[str]:
-    """A Corpus (or its ``texts``) streams bounded chunks from disk; anything else as given."""
+    """A Corpus (or its ``texts``) streams pieces of about ``BPE_PIECE_BYTES`` from disk;
+    anything else as given."""
     source = getattr(texts, "corpus", texts)
     chunks = getattr(source, "chunks", None)
-    yield from (chunks() if callable(chunks) else texts)
+    yield from (chunks(BPE_PIECE_BYTES) if callable(chunks) else texts)
 
 
 def _bytes_to_unicode() -> dict[int, str]:
