@@ -263,7 +263,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
                   f"{rep.grad_norm:.3f}{val}", file=sys.stderr)
             show_sample(f"after epoch {rep.epoch + 1}")
 
-        show_sample("before training")
+        show_sample(f"at step {tr.cursor.step}, resuming" if tr.cursor.step else "before training")
         t0 = time.perf_counter()
         control = TrainControl()
         n_bytes = sum(int(x.get("bytes", 0)) for x in run.data.manifest.get("sources", []))

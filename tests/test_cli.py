@@ -25,8 +25,10 @@ def test_train_generate_eval_resume(tmp_path, capsys):
     assert json.loads((out / "latest.json").read_text())["step"] == 3
     assert main(["train", "--resume", str(out), "--sample-tokens", "0"]) == 0
     assert "already at step 3 of 3" in capsys.readouterr().err  # max_steps kept
-    assert main(["train", "--resume", str(out), "--max-steps", "5", "--sample-tokens", "0"]) == 0
+    assert main(["train", "--resume", str(out), "--max-steps", "5", "--sample-tokens", "4"]) == 0
     assert json.loads((out / "latest.json").read_text())["step"] == 5  # --max-steps continues
+    err = capsys.readouterr().err  # a resumed run's first sample is not "before training"
+    assert "--- sample at step 3, resuming ---" in err and "before training" not in err
     assert main(["generate", str(out), "--prompt", "the ", "--max-new-tokens", "5"]) == 0
     assert capsys.readouterr().out.startswith("the ")
     assert main(["eval", str(out), str(corpus), "--seq-len", "32"]) == 0
