@@ -9,20 +9,32 @@ the app's File > Save settings as… / Open settings…
     [train.lora]                # optional LoRA: targets, rank, alpha, dropout
     [early_stopping]            # optional: patience, target_loss
 
-TOML has no null: a missing key means the RunSpec/TrainConfig default."""
+TOML has no null: a missing key means the RunSpec/TrainConfig default. The keys each table
+allows and their types are those of the dataclass behind it (``_CLASSES``); an unknown key or a
+wrongly typed value is one error naming the file and the table.key. A lone string where an array
+of strings is expected (``corpus = "notes.txt"``, ``targets = "in_proj"``) is a one-element
+array; an integer passes where a number is expected, a bool never passes as an integer."""
 
 from __future__ import annotations
 
+import difflib
+import json
+import math
 import tomllib
-from dataclasses import dataclass, field
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
 from .checkpoint import atomic_write_bytes
+from .config import MambaConfig
 from .earlystop import EarlyStopping
 from .errors import MambaStudioError
+from .lora import LoRAConfig
 from .run import RunSpec
 from .trainer import TrainConfig
 
@@ -62,8 +74,164 @@ def save_settings(path: str | Path, s: RunSettings) -> None:
     atomic_write_bytes(Path(path), settings_to_toml(s).encode("utf-8"))
 
 
+class _Table(dict[str, Any]):
+    """The keys one TOML table allows: key -> the type its value must have, or a _Table."""
+
+
+# the dataclass behind each table and the fields it leaves out (with what to do instead); the
+# allowed keys and their types come from the dataclass itself, so a new field is a new key
+_CLASSES: dict[str, tuple[type, dict[str, str]]] = {
+    "run": (RunSpec, {"model": "use a [model] table", "train": "use a [train] table"}),
+    "model": (MambaConfig, {"vocab_size": "the tokenizer sets it (bpe_vocab in [run]); drop it"}),
+    "train": (TrainConfig, {}),
+    "train.lora": (LoRAConfig, {}),
+    "early_stopping": (EarlyStopping, {"best": "", "bad": "", "reason": ""}),  # run state
+}
+_EXTRA: dict[str, dict[str, Any]] = {"run": {"corpus": tuple[str, ...]}}
+_LEFT_OUT: dict[str, str] = {}  # "table.key" -> why it is not a key of that table
+_SCHEMA: _Table | None = None
+
+
+def _schema() -> _Table:
+    global _SCHEMA
+    if _SCHEMA is None:
+        tables = {}
+        for name, (cls, left_out) in _CLASSES.items():
+            hints = typing.get_type_hints(cls, localns={"LoRAConfig": LoRAConfig})
+            tables[name] = _Table({f.name: hints[f.name] for f in fields(cls)
+                                   if f.init and f.name not in left_out})
+            tables[name].update(_EXTRA.get(name, {}))
+            _LEFT_OUT.update({f"{name}.{k}": why for k, why in left_out.items() if why})
+        tables["train"]["lora"] = tables.pop("train.lora")
+        _SCHEMA = _Table(tables)
+    return _SCHEMA
+
+
+class _Wrong(Exception):
+    """A value of the wrong type; the message says what was expected."""
+
+
+class _BadKey(ValueError):
+    """An unknown key or a wrongly typed value; the message is complete as it is."""
+
+
+_KINDS = ((bool, "true/false"), (int, "an integer"), (float, "a number"), (str, "a string"),
+          (list, "an array"), (dict, "a table"), ((datetime, date, time), "a date/time"))
+
+
+def _kind(value: Any) -> str:
+    return next((k for t, k in _KINDS if isinstance(value, t)), type(value).__name__)
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    return repr(value)
+
+
+def _shown(value: Any) -> str:
+    """A TOML value as the file has it (cut to one short line) and its kind."""
+    text = " ".join(_toml(value).split())
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{text} ({_kind(value)})"
+
+
+def _expected(tp: Any) -> str:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_expected(t) for t in typing.get_args(tp) if t is not type(None))
+    if typing.get_origin(tp) is tuple:
+        item = typing.get_args(tp)[0]
+        plural = {str: "strings", int: "integers", float: "numbers"}.get(item, "them")
+        return f"{_expected(item)} or an array of {plural}"
+    return dict(_KINDS).get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _conform(value: Any, tp: Any) -> Any:
+    """``value`` as type ``tp`` (an int where a float is expected becomes a float; a lone string
+    where an array of strings is expected becomes a one-element tuple), else _Wrong. A bool is
+    never an int."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        for t in typing.get_args(tp):
+            if t is not type(None):
+                try:
+                    return _conform(value, t)
+                except _Wrong:
+                    pass
+    elif origin is tuple:
+        item = typing.get_args(tp)[0]
+        if isinstance(value, list):
+            try:
+                return tuple(_conform(v, item) for v in value)
+            except _Wrong:
+                pass
+        if item is str and isinstance(value, str):  # corpus = "notes.txt": one file, not 9
+            return (value,)
+    elif tp is Any:
+        return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(tp, type) and isinstance(value, tp):
+        return value
+    raise _Wrong(_expected(tp))
+
+
+def _checked(doc: dict[str, Any], table: _Table, where: str = "") -> dict[str, Any]:
+    """``doc`` with every value conformed to ``table``; ValueError on the first unknown key or
+    wrongly typed value, naming it as table.key."""
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        shown = key if key.replace("_", "a").replace("-", "a").isalnum() and key.isascii() \
+            else json.dumps(key, ensure_ascii=False)  # a quoted key may hold a newline
+        name = f"{where}.{shown}" if where else shown
+        if key not in table:
+            if name in _LEFT_OUT:
+                raise _BadKey(f"{name} is not a setting: {_LEFT_OUT[name]}")
+            what = f"unknown key {name}" if where else f"unknown section [{name}]"
+            near = difflib.get_close_matches(key, list(table), n=1)
+            if near:
+                hint = f"did you mean {f'{where}.{near[0]}' if where else f'[{near[0]}]'}?"
+            else:
+                hint = (f"[{where}] keys are: {', '.join(table)}" if where else
+                        f"expected {', '.join(f'[{t}]' for t in table)}")
+            raise _BadKey(f"{what}; {hint}")
+        tp = table[key]
+        if isinstance(tp, _Table):
+            if not isinstance(value, dict):
+                raise _BadKey(f"{name} = {_shown(value)}; expected a [{name}] table")
+            out[key] = _checked(value, tp, name)
+            continue
+        try:
+            out[key] = _conform(value, tp)
+        except _Wrong as exc:
+            raise _BadKey(f"{name} = {_shown(value)}; expected {exc}") from None
+    return out
+
+
+def _check_early_stopping(es: EarlyStopping) -> None:
+    if es.patience < 0:
+        raise ValueError(f"early_stopping.patience = {es.patience}; expected 0 (off) or more")
+    if es.target_loss is not None and not (math.isfinite(es.target_loss) and es.target_loss > 0):
+        raise ValueError(f"early_stopping.target_loss = {es.target_loss}; expected a number > 0")
+    if not (math.isfinite(es.min_delta) and es.min_delta >= 0):
+        raise ValueError(f"early_stopping.min_delta = {es.min_delta}; expected a number >= 0")
+
+
 def load_settings(path: str | Path) -> RunSettings:
-    """Parse and check a settings file; any problem is one MambaStudioError naming the file."""
+    """Parse and check a settings file; any problem (an unknown key, a value of the wrong type or
+    out of range) is one MambaStudioError naming the file and the key."""
     path = Path(path)
     try:
         if path.stat().st_size > MAX_BYTES:
@@ -74,22 +242,26 @@ def load_settings(path: str | Path) -> RunSettings:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise MambaStudioError(f"{path}: not valid TOML ({exc}); fix the file or save it again "
                                "from the app") from None
-    unknown = sorted(set(doc) - {"run", "model", "train", "early_stopping"})
-    if unknown:
-        raise MambaStudioError(f"{path}: unknown section(s) {unknown}; expected [run], [model], "
-                               "[train], [early_stopping]")
     try:
+        doc = _checked(doc, _schema())
         run = dict(doc.get("run", {}))
+        corpus = run.pop("corpus", ())
+        if any(not c.strip() for c in corpus):
+            raise ValueError("run.corpus holds an empty path; name the files or folders to train on")
         corpus = tuple(str((path.parent / c).resolve()) if not Path(c).is_absolute() else c
-                       for c in run.pop("corpus", []))
-        train = TrainConfig.from_dict(doc.get("train", {}))
-        spec = RunSpec(model=dict(doc["model"]) if "model" in doc else None, train=train, **run)
+                       for c in corpus)
+        train_doc = dict(doc.get("train", {}))
+        lora = train_doc.pop("lora", None)
+        train = TrainConfig(**train_doc, lora=None if lora is None else LoRAConfig(**lora))
+        model = doc.get("model")
+        if model is not None:
+            MambaConfig(vocab_size=256, **model)  # its ranges, now rather than at Start
+        spec = RunSpec(model=model, train=train, **run)
         spec.check()
-        es_doc = doc.get("early_stopping", {})
-        extra = sorted(set(es_doc) - {"patience", "target_loss", "min_delta"})
-        if extra:
-            raise ValueError(f"unknown early_stopping key(s) {extra}")
-        es = EarlyStopping(**es_doc)
+        es = EarlyStopping(**doc.get("early_stopping", {}))
+        _check_early_stopping(es)
+    except _BadKey as exc:
+        raise MambaStudioError(f"{path}: {exc}") from None
     except (TypeError, ValueError) as exc:
         raise MambaStudioError(f"{path}: {exc}; fix that setting in the file") from None
     return RunSettings(spec, corpus, es)

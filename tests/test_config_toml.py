@@ -1,0 +1,91 @@
+"""``train --config run.toml``: every unknown key or wrongly typed value is one line on stderr
+naming the file and the table.key, exit code 2, before anything trains."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.runtoml import load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BAD = [  # (file text, the table.key the error names, words it must also hold)
+    ('[run]\ncorpus = ["a.txt"]\n[model]\nd_model = "big"\n', "model.d_model",
+     ['"big" (a string)', "expected an integer"]),
+    ('[run]\ncorpus = ["a.txt"]\n[model]\nd_modell = 64\n', "model.d_modell",
+     ["unknown key", "did you mean model.d_model?"]),
+    ('[run]\ncorpus = ["a.txt"]\n[train]\neval_every = 2\n[early_stopping]\npatience = "x"\n',
+     "early_stopping.patience", ["expected an integer"]),
+    ('[run]\npresett = "tiny"\n', "run.presett", ["did you mean run.preset?"]),
+    ("[run]\nrun = 5\n", "run.run", ["unknown key", "preset"]),
+    ('[run]\nholdout = "x"\n', "run.holdout", ["expected a number"]),
+    ("[run]\ncorpus = 5\n", "run.corpus", ["5 (an integer)", "array of strings"]),
+    ('[run]\ncorpus = ["a.txt", 3]\n', "run.corpus", ["array of strings"]),
+    ("[train]\nepochs = true\n", "train.epochs", ["true (true/false)", "expected an integer"]),
+    ("[train]\nshuffle = 1\n", "train.shuffle", ["expected true/false"]),
+    ("[train]\nlora = 3\n", "train.lora", ["[train.lora] table"]),
+    ('[train.lora]\ntargets = "in_proj"\nrankk = 4\n', "train.lora.rankk",
+     ["did you mean train.lora.rank?"]),
+    ("[model]\nvocab_size = 300\n", "model.vocab_size", ["tokenizer"]),
+    ('[run]\ncorpus = [""]\n', "run.corpus", ["empty path"]),
+    ('corpus = ["a.txt"]\n', "[corpus]", ["unknown section"]),
+]
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "a.txt").write_text("the cat sat on the mat and looked at the hat. " * 30)
+    return tmp_path
+
+
+@pytest.mark.parametrize("text, key, words", BAD, ids=[b[1] for b in BAD])
+def test_bad_key_or_type_is_one_line_exit_2(folder, text, key, words):
+    toml = folder / "run.toml"
+    toml.write_text(text)
+    out = folder / "out"
+    proc = subprocess.run([sys.executable, "-m", "engine", "train", "--config", str(toml),
+                           "--out", str(out), "--max-steps", "1", "--sample-tokens", "0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: {toml}: ") and key in lines[0]
+    assert all(w in lines[0] for w in words), lines[0]
+    assert not out.exists()  # nothing trained, no run folder
+
+
+@pytest.mark.parametrize("corpus, targets", [('"a.txt"', '"in_proj"'),
+                                             ('["a.txt"]', '["in_proj", "x_proj"]')])
+def test_a_lone_string_is_a_one_element_list_never_its_characters(folder, corpus, targets):
+    toml = folder / "run.toml"
+    toml.write_text(f'[run]\ncorpus = {corpus}\nprompts = "Hi "\n[train.lora]\ntargets = {targets}\n')
+    s = load_settings(toml)
+    assert s.corpus == (str(folder / "a.txt"),)
+    assert s.spec.train.lora is not None and s.spec.train.lora.targets[0] == "in_proj"
+    assert s.spec.prompts == ("Hi ",)
+
+
+def test_ints_pass_as_floats_bools_do_not_pass_as_ints(folder):
+    toml = folder / "run.toml"
+    toml.write_text("[run]\nholdout = 0\n[train]\nlr = 1\n")
+    s = load_settings(toml)
+    assert s.spec.holdout == 0.0 and isinstance(s.spec.train.lr, float)
+    toml.write_text("[train]\nseed = false\n")
+    with pytest.raises(Exception, match="train.seed = false"):
+        load_settings(toml)
+
+
+def test_a_valid_file_still_trains(folder, capsys):
+    toml = folder / "run.toml"
+    toml.write_text('[run]\npreset = "tiny"\ncorpus = "a.txt"\nholdout = 0.1\n'
+                    "[model]\nd_model = 32\nn_layer = 1\n"
+                    "[train]\nlr = 1\nbatch_size = 2\nseq_len = 32\nmax_steps = 2\neval_every = 1\n"
+                    "[early_stopping]\npatience = 5\n")
+    out = folder / "out"
+    assert main(["train", "--config", str(toml), "--out", str(out), "--sample-tokens", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and (out / "latest.json").exists()
