@@ -26,7 +26,7 @@ import typing
 from dataclasses import dataclass, field, fields
 from datetime import date, datetime, time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tomli_w
 
@@ -87,7 +87,8 @@ _CLASSES: dict[str, tuple[type, dict[str, str]]] = {
     "train.lora": (LoRAConfig, {}),
     "early_stopping": (EarlyStopping, {"best": "", "bad": "", "reason": ""}),  # run state
 }
-_EXTRA: dict[str, dict[str, Any]] = {"run": {"corpus": tuple[str, ...]}}
+_EXTRA: dict[str, dict[str, Any]] = {"run": {"corpus": tuple[str, ...]},
+                                      "model": {"dt_rank": int | Literal["auto"]}}  # as HF's
 _LEFT_OUT: dict[str, str] = {}  # "table.key" -> why it is not a key of that table
 _SCHEMA: _Table | None = None
 
@@ -147,6 +148,8 @@ def _shown(value: Any) -> str:
 def _expected(tp: Any) -> str:
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         return " or ".join(_expected(t) for t in typing.get_args(tp) if t is not type(None))
+    if typing.get_origin(tp) is Literal:
+        return " or ".join(json.dumps(v) for v in typing.get_args(tp))
     if typing.get_origin(tp) is tuple:
         item = typing.get_args(tp)[0]
         plural = {str: "strings", int: "integers", float: "numbers"}.get(item, "them")
@@ -175,6 +178,9 @@ def _conform(value: Any, tp: Any) -> Any:
                 pass
         if item is str and isinstance(value, str):  # corpus = "notes.txt": one file, not 9
             return (value,)
+    elif origin is Literal:
+        if value in typing.get_args(tp) and not isinstance(value, bool):
+            return value
     elif tp is Any:
         return value
     elif tp is float:

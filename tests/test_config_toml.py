@@ -32,6 +32,7 @@ BAD = [  # (file text, the table.key the error names, words it must also hold)
     ("[model]\nvocab_size = 300\n", "model.vocab_size", ["tokenizer"]),
     ('[run]\ncorpus = [""]\n', "run.corpus", ["empty path"]),
     ('corpus = ["a.txt"]\n', "[corpus]", ["unknown section"]),
+    ('[model]\ndt_rank = "big"\n', "model.dt_rank", ['expected an integer or "auto"']),
 ]
 
 
@@ -89,3 +90,12 @@ def test_a_valid_file_still_trains(folder, capsys):
     assert main(["train", "--config", str(toml), "--out", str(out), "--sample-tokens", "0"]) == 0
     err = capsys.readouterr().err
     assert "Traceback" not in err and (out / "latest.json").exists()
+
+
+def test_dt_rank_auto_is_accepted_as_in_hf_config(folder):
+    """``dt_rank = "auto"`` is MambaConfig's own spelling (and HF's time_step_rank)."""
+    toml = folder / "run.toml"
+    for value in ('"auto"', "0", "5"):
+        toml.write_text(f"[model]\nd_model = 64\ndt_rank = {value}\n")
+        assert load_settings(toml).spec.model["dt_rank"] == (value.strip('"') if value[0] == '"'
+                                                             else int(value))

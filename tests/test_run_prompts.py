@@ -58,7 +58,7 @@ def test_cli_prompt_is_kept_for_previews_after_resume(tmp_path, capsys):
     assert "\nZebra " in capsys.readouterr().err
     assert main(["train", "--resume", out, "--max-steps", "2", "--sample-tokens", "2"]) == 0
     err = capsys.readouterr().err
-    assert "--- sample before training ---\nZebra " in err and "\nThe " not in err
+    assert "--- sample at step 1, resuming ---\nZebra " in err and "\nThe " not in err
     assert main(["train", "--resume", out, "--max-steps", "3", "--prompt", "Yak ",
                  "--sample-tokens", "2"]) == 0
     assert "\nYak " in capsys.readouterr().err
