@@ -75,6 +75,8 @@ class PlotsPanel(QWidget):
         self.canvas = pg.GraphicsLayoutWidget()
         self.loss_plot = self.canvas.addPlot(row=0, col=0, title="Loss")
         self.norm_plot = self.canvas.addPlot(row=1, col=0, title="Gradient norm (pre-clip)")
+        self.canvas.ci.layout.setRowStretchFactor(0, 3)  # the loss, what a user watches, gets 3/5
+        self.canvas.ci.layout.setRowStretchFactor(1, 2)
         self.loss_legend = _legend(self.loss_plot, bg, fg)
         self.norm_legend = _legend(self.norm_plot, bg, fg)
         for p in (self.loss_plot, self.norm_plot):

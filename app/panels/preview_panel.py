@@ -25,7 +25,7 @@ class PreviewPanel(QWidget):
     def __init__(self) -> None:
         super().__init__()
         self.prompts = QPlainTextEdit(settings.load("preview/prompts", "The "))
-        self.prompts.setMaximumHeight(60)
+        self.prompts.setMaximumHeight(48)  # two lines (more scroll): the plots above keep room
         gen = engine.GENERATION_DEFAULTS  # the Playground's defaults too
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 5.0)
@@ -43,6 +43,7 @@ class PreviewPanel(QWidget):
         self.length.setValue(settings.load("preview/length", 160))
         self.output = QPlainTextEdit()
         self.output.setReadOnly(True)
+        self.output.setMinimumHeight(40)  # its default minimum (70 px) squeezed the plots
         self.output.setPlaceholderText("Samples appear at step 0 and after every epoch.")
         self.tag = QLabel("no preview yet")
         self.backend = QLabel("backend: —")

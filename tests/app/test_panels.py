@@ -170,6 +170,16 @@ def test_lora_panel_never_scrolls_sideways_at_1024x700(win, qtbot):
     assert win.train.width() <= viewport
 
 
+def test_the_loss_plot_keeps_room_in_the_default_window(win, qtbot):
+    """In a 1280x760 window the loss plot's data area was 79 px (the preview's minimum height
+    squeezed both plots, which split the rest equally): it is now the larger plot, >= 110 px."""
+    win.resize(1280, 760)
+    win.show()
+    qtbot.wait(100)
+    loss, norm = win.plots.loss_plot.vb.height(), win.plots.norm_plot.vb.height()
+    assert loss >= 110 and loss >= 1.4 * norm and norm >= 60, (loss, norm)
+
+
 def test_estimate_changes_with_batch_size(win, qtbot, monkeypatch):
     monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")
     win._schedule_estimate()
