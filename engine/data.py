@@ -212,7 +212,8 @@ def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
                 if what:
                     raise CorpusError(f"{path}: {what}")
                 if b"\x00" in data[:SNIFF]:
-                    raise CorpusError(f"{path}: looks binary (contains NUL bytes), not text")
+                    raise CorpusError(f"{path}: looks binary (contains NUL bytes), not text; add "
+                                     "text or code files only")
                 while data.startswith(_BOM):
                     data = data[3:]
                     offset += 3

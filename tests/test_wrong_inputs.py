@@ -35,6 +35,8 @@ def _zip(path: Path) -> None:
     ("photo.txt", lambda p: p.write_bytes(b"\xff\xd8\xff\xe0" + TEXT), "a JPEG image, not text; add text"),
     ("chart.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + TEXT), "a PNG image, not text"),
     ("anim.gif", lambda p: p.write_bytes(b"GIF89a" + TEXT), "a GIF image, not text"),
+    ("prog.txt", lambda p: p.write_bytes(b"\x7fELF\x02\x01\x00" + TEXT),
+     "looks binary (contains NUL bytes), not text; add text or code files only"),
     ("latin.txt", lambda p: p.write_bytes("caf\xe9 au lait\n".encode("latin-1") * 9),
      "not valid UTF-8 (byte 0xe9 at offset 3); if it is text, save it as UTF-8"),
 ])

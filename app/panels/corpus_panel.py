@@ -42,7 +42,6 @@ NOTICE_LINES = 3  # skipped files named in the notice under the drop zone
 # what to do about a rejected file, by a word of the engine's reason (reasons that already say
 # what to do, after a "; ", get nothing more)
 FIXES = (
-    ("binary", "add text or code files only"),
     ("empty folder", "drop a folder that holds text files"),
     ("file is empty", "add a file that has text in it"),
     ("no such file", "it was moved or deleted; add it from where it is now"),
