@@ -87,8 +87,8 @@ def walk(top: Path, max_entries: int | None = None) -> tuple[list[Path], list[tu
         if path.suffix.lower() in TEXT_SUFFIXES:
             files.append(path)
         else:
-            rejected.append((path, f"{OTHER_TYPE} ({path.suffix}); name the file itself to "
-                                   "read it"))
+            rejected.append((path, f"{OTHER_TYPE} ({path.suffix}); if it is text, name the "
+                                   "file itself to read it"))
     return files, rejected
 
 

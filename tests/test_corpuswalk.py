@@ -37,7 +37,7 @@ def test_order_is_sorted_by_path_parts_and_hidden_is_skipped(tmp_path):
                   and ".hidden" not in p.parts)
     assert files == want  # the order the old sorted(rglob) gave: same documents, same split
     assert [(p.name, r) for p, r in rejected] == [
-        ("image.png", "not a text file type (.png); name the file itself to read it")]
+        ("image.png", "not a text file type (.png); if it is text, name the file itself to read it")]
 
 
 def test_log_and_text_files_in_a_folder_are_read(tmp_path):
