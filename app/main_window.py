@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 import engine
+from engine.runformat import LATEST, read_pointer
 
 from . import settings
 from .panels.corpus_panel import CorpusPanel, skip_line
@@ -44,6 +45,11 @@ from .workers import TrainJob, TrainWorker, auto_eval_every, default_runs_root, 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = ROOT / "assets" / "sample_corpus"
 ICON = ROOT / "assets" / "icon.svg"
+EXPORT_KINDS = {  # File menu item, what the save dialog's title calls it
+    "merged": ("Export model (merged)…", "a merged model"),
+    "adapter": ("Export LoRA adapter (PEFT)…", "a LoRA adapter (PEFT)"),
+}
+NO_RUN_SHOWN = "No run is shown: Open one in the Runs tab, or train one, to export it."
 LABELS = {"epochs": "epochs", "max_steps": "max steps", "lr": "learning rate",
           "eval_every": "held-out eval every"}  # the Continue overrides, as the Next Start line says
 
@@ -69,6 +75,10 @@ class MainWindow(QMainWindow):
         self.continue_shown: engine.TrainConfig | None = None  # the panel as Continue set it
         self.current_run: str | None = None  # the run training now, or the last one
         self.last_folder: str | None = None
+        # the run the window shows (Open, Continue, the run training, the last one finished):
+        # File > Export acts on it; a run overlaid with Compare is not it
+        self.shown_run: str | None = None
+        self.export_actions: dict[str, QAction] = {}
         self._closing = False
         self._measured: dict[tuple, float] = {}
         self._measuring: tuple | None = None
@@ -204,14 +214,19 @@ class MainWindow(QMainWindow):
                 ("Open settings…", "Ctrl+Shift+O", self._open_settings_dialog),
                 ("Save settings as…", "Ctrl+S", self._save_settings_dialog),
                 ("Save a snapshot now", "", self.save_snapshot),
-                ("Export model (merged)…", "", lambda: self._export_dialog(None, "merged")),
-                ("Export LoRA adapter (PEFT)…", "", lambda: self._export_dialog(None, "adapter")),
+                *((EXPORT_KINDS[k][0], "", lambda _=False, k=k: self._export_dialog(None, k))
+                  for k in EXPORT_KINDS),
                 ("New model (forget loaded weights)", "", self.new_model)):
             act = QAction(text, self)
             if key:
                 act.setShortcut(QKeySequence(key))
             act.triggered.connect(slot)
             m.addAction(act)
+            kind = next((k for k, (item, _) in EXPORT_KINDS.items() if item == text), None)
+            if kind is not None:
+                self.export_actions[kind] = act
+        m.setToolTipsVisible(True)
+        self._show_run(None)
         m.addSeparator()
         quit_act = QAction("Quit", self)
         quit_act.setShortcut(QKeySequence.StandardKey.Quit)
@@ -468,6 +483,7 @@ class MainWindow(QMainWindow):
 
     def _on_opened(self, folder: str, continued: bool) -> None:
         self.current_run = folder
+        self._show_run(folder)
         self.runs.busy_folder = folder
         if continued:
             self.plots.load_history(engine.read_metrics(folder))  # the full history
@@ -549,6 +565,7 @@ class MainWindow(QMainWindow):
         self.runs.refresh()
         self.playground.refresh_runs()
         if folder:
+            self._show_run(folder)
             self.playground.set_source(folder)
             self.gallery.show_run(folder)
         self._update_next()
@@ -563,7 +580,16 @@ class MainWindow(QMainWindow):
         self.gallery.show_run(folder)
         self.playground.set_source(folder)
         self.tabs.setCurrentIndex(0)
+        self._show_run(folder)
         self._say(f"showing {folder}")
+
+    def _show_run(self, folder: str | None) -> None:
+        """The run File > Export acts on; its items are off (and say why) while there is none."""
+        self.shown_run = folder or None
+        for kind, act in self.export_actions.items():
+            act.setEnabled(self.shown_run is not None)
+            act.setToolTip(f"{EXPORT_KINDS[kind][0].rstrip('…')} of run {Path(folder).name}"
+                           if folder else NO_RUN_SHOWN)
 
     def choose_continue(self, folder: str) -> None:
         if self.state != "idle":
@@ -583,10 +609,13 @@ class MainWindow(QMainWindow):
         self.continue_shown = self.train.train_config()
         self.plots.load_history(engine.read_metrics(folder))
         self.gallery.show_run(folder)
+        self._show_run(folder)  # its curves are the ones shown
         self._update_next()
         self._say(f"next Start continues {folder}")
 
     def compare_run(self, folder: str) -> None:
+        """Overlay a run's curves (grey) on the shown run's; the shown run stays the one File >
+        Export acts on."""
         self.plots.set_compare(Path(folder).name, engine.read_metrics(folder))
         self.tabs.setCurrentIndex(0)
 
@@ -597,11 +626,11 @@ class MainWindow(QMainWindow):
         self.worker.request("save", "")
 
     def export(self, kind: str, path: str, folder: str | None = None, force: bool = False) -> None:
-        """'merged' | 'adapter' of ``folder`` (default: the current or last run) into ``path``
-        (``force``: replace an earlier export there)."""
-        folder = folder or self.current_run or self.last_folder
+        """'merged' | 'adapter' of ``folder`` (default: the run the window shows) into
+        ``path`` (``force``: replace an earlier export there), off the UI thread."""
+        folder = folder or self.shown_run
         if folder is None:
-            self._error("Nothing to export yet: train or pick a run in the Runs tab first.")
+            self._error(NO_RUN_SHOWN)
             return
         if self.worker is not None and folder == self.current_run:
             self.worker.request(kind, path, force)  # between two steps of the running run
@@ -609,7 +638,7 @@ class MainWindow(QMainWindow):
         def done(warnings: list[str]) -> None:
             for w in warnings:
                 self._notice(f"warning: {w}")
-            self._say(f"{kind} written to {path}")
+            self._say(f"{kind} written to {path} (from run {Path(folder).name})")
 
         run_in_thread(lambda: export_run(folder, kind, path, force), done, self._error, owner=self)
 
@@ -703,20 +732,35 @@ class MainWindow(QMainWindow):
         if path:
             self.save_settings_file(path if path.endswith(".toml") else path + ".toml")
 
+    def _run_step(self, folder: str) -> str:
+        """The step an export of ``folder`` starts from, for the save dialog's title."""
+        run = self.worker.run_obj if self.worker is not None else None
+        if run is not None and str(run.folder) == folder:
+            return f"training, now at step {run.step}"
+        ptr = read_pointer(Path(folder), LATEST)
+        return f"step {ptr['step']}" if ptr else "no snapshot yet"
+
     def _export_dialog(self, folder: str | None, kind: str) -> None:
-        """Type a new folder name (it is created) or pick an empty one; starts in the runs folder."""
-        label = "merged model" if kind == "merged" else "LoRA adapter"
+        """Export ``folder`` (default: the run the window shows), named with its step in the
+        title. Type a new folder name (it is created) or pick an empty one; starts in
+        the runs folder; replacing an earlier export asks first."""
+        folder = folder or self.shown_run
+        if folder is None or not Path(folder).is_dir():
+            self._error(NO_RUN_SHOWN if folder is None else f"cannot export {folder}: it is gone")
+            return
+        name = Path(folder).name
+        title = f"Export run {name} ({self._run_step(folder)}) as {EXPORT_KINDS[kind][1]}"
         path, _ = QFileDialog.getSaveFileName(
-            self, f"Export {label} into a new folder", str(Path(self.runs_root) / f"export-{kind}"),
+            self, title + " into a new folder", str(Path(self.runs_root) / f"{name}-{kind}"),
             options=QFileDialog.Option.DontConfirmOverwrite)
+        earlier = bool(path) and Path(path).is_dir() and any(Path(path).iterdir())
+        what = f"{path} is not empty. Replace the earlier export there? (A folder holding " \
+               "other files is never emptied.)"
         if not path:
             return
         force = False
-        if Path(path).is_dir() and any(Path(path).iterdir()):  # the engine refuses it otherwise
-            answer = QMessageBox.question(
-                self, "Export", f"{path} is not empty. Replace the earlier export there? (A folder "
-                "holding other files is never emptied.)")
-            if answer != QMessageBox.StandardButton.Yes:
+        if earlier:
+            if QMessageBox.question(self, "Export", what) != QMessageBox.StandardButton.Yes:
                 return
             force = True
         self.export(kind, path, folder, force)

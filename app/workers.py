@@ -89,7 +89,8 @@ class TrainWorker(QObject):
                 else:
                     for w in export_from(self.run_obj, kind, path, force):
                         self.info.emit(f"warning: {w}")
-                    self.saved.emit(f"{kind} written to {path}")
+                    self.saved.emit(f"{kind} written to {path} (from run "
+                                    f"{self.run_obj.folder.name}, step {self.run_obj.step})")
             except Exception as exc:
                 self.failed.emit(f"could not write {kind} to {path}: {describe_error(exc)}")
 
