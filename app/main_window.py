@@ -48,6 +48,7 @@ ICON = ROOT / "assets" / "icon.svg"
 EXPORT_KINDS = {  # File menu item, what the save dialog's title calls it
     "merged": ("Export model (merged)…", "a merged model"),
     "adapter": ("Export LoRA adapter (PEFT)…", "a LoRA adapter (PEFT)"),
+    "gguf": ("Export model (GGUF, for llama.cpp/Ollama/LM Studio)…", "a GGUF file (llama.cpp)"),
 }
 NO_RUN_SHOWN = "No run is shown: Open one in the Runs tab, or train one, to export it."
 LABELS = {"epochs": "epochs", "max_steps": "max steps", "lr": "learning rate",
@@ -626,7 +627,7 @@ class MainWindow(QMainWindow):
         self.worker.request("save", "")
 
     def export(self, kind: str, path: str, folder: str | None = None, force: bool = False) -> None:
-        """'merged' | 'adapter' of ``folder`` (default: the run the window shows) into
+        """'merged' | 'adapter' | 'gguf' of ``folder`` (default: the run the window shows) into
         ``path`` (``force``: replace an earlier export there), off the UI thread."""
         folder = folder or self.shown_run
         if folder is None:
@@ -742,20 +743,31 @@ class MainWindow(QMainWindow):
 
     def _export_dialog(self, folder: str | None, kind: str) -> None:
         """Export ``folder`` (default: the run the window shows), named with its step in the
-        title. Type a new folder name (it is created) or pick an empty one; starts in
-        the runs folder; replacing an earlier export asks first."""
+        title. Merged/adapter: type a new folder name (it is created) or pick an empty one; GGUF:
+        a file name (default ``<run>.gguf``). Starts in the runs folder; replacing an earlier
+        export asks first."""
         folder = folder or self.shown_run
         if folder is None or not Path(folder).is_dir():
             self._error(NO_RUN_SHOWN if folder is None else f"cannot export {folder}: it is gone")
             return
         name = Path(folder).name
         title = f"Export run {name} ({self._run_step(folder)}) as {EXPORT_KINDS[kind][1]}"
-        path, _ = QFileDialog.getSaveFileName(
-            self, title + " into a new folder", str(Path(self.runs_root) / f"{name}-{kind}"),
-            options=QFileDialog.Option.DontConfirmOverwrite)
-        earlier = bool(path) and Path(path).is_dir() and any(Path(path).iterdir())
-        what = f"{path} is not empty. Replace the earlier export there? (A folder holding " \
-               "other files is never emptied.)"
+        if kind == "gguf":
+            path, _ = QFileDialog.getSaveFileName(
+                self, title, str(Path(self.runs_root) / f"{name}.gguf"), "GGUF (*.gguf)",
+                options=QFileDialog.Option.DontConfirmOverwrite)
+            if path and not path.endswith(".gguf") and not Path(path).is_dir():
+                path += ".gguf"
+            earlier = bool(path) and Path(path).is_file()  # the engine refuses it otherwise
+            what = f"{path} exists. Replace the earlier export? (A file that is not a GGUF " \
+                   "export is never replaced.)"
+        else:
+            path, _ = QFileDialog.getSaveFileName(
+                self, title + " into a new folder", str(Path(self.runs_root) / f"{name}-{kind}"),
+                options=QFileDialog.Option.DontConfirmOverwrite)
+            earlier = bool(path) and Path(path).is_dir() and any(Path(path).iterdir())
+            what = f"{path} is not empty. Replace the earlier export there? (A folder holding " \
+                   "other files is never emptied.)"
         if not path:
             return
         force = False

@@ -1,10 +1,12 @@
 """File > Export acts on the run the window shows (opened, training, or last finished; a run
-overlaid with Compare is not it), names that run and its step in the save dialog."""
+overlaid with Compare is not it), names that run and its step in the save dialog, and offers GGUF
+beside the merged model and the PEFT adapter."""
 
 from pathlib import Path
 
+import numpy as np
 import pytest
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from engine import run as runapi
 from engine.trainer import TrainConfig
@@ -12,6 +14,7 @@ from engine.trainer import TrainConfig
 from .helpers import RUN_TIMEOUT, close_window, small_window, train_until_idle
 
 SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+GGUF_ITEM = "Export model (GGUF, for llama.cpp/Ollama/LM Studio)…"
 
 
 @pytest.fixture
@@ -80,10 +83,55 @@ def test_export_menu_exports_the_opened_run_not_the_last_trained_or_compared(
 def test_export_items_are_off_until_a_run_is_shown(qtbot, tmp_path):
     w = small_window(qtbot, tmp_path / "runs")
     try:
-        items = ["Export model (merged)…", "Export LoRA adapter (PEFT)…"]
+        items = ["Export model (merged)…", "Export LoRA adapter (PEFT)…", GGUF_ITEM]
         assert not any(_action(w, t).isEnabled() for t in items)
         folder = _run(tmp_path / "runs", 0)
         w.open_run_view(folder)
         assert all(_action(w, t).isEnabled() for t in items)
     finally:
         close_window(qtbot, w)
+
+
+def test_gguf_export_from_the_menu_writes_the_shown_run_and_asks_before_replacing(
+        win, qtbot, tmp_path, monkeypatch):
+    import gguf
+
+    import engine
+
+    other = _run(tmp_path / "other", 1)
+    opened = _run(tmp_path / "other", 2)
+    win.open_run_view(other)
+    win.open_run_view(opened)  # the last one opened is the one shown
+    out = tmp_path / "out" / "model"  # no suffix typed: .gguf is added
+    calls = _fake_save(monkeypatch, out)
+    _action(win, GGUF_ITEM).trigger()
+    target = out.with_suffix(".gguf")
+    qtbot.waitUntil(lambda: bool(win.errors) or "gguf written" in win.log.toPlainText(),
+                    timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    caption, default = calls[0]
+    assert f"run {Path(opened).name} (step 2)" in caption and "GGUF" in caption, caption
+    assert Path(default).name == f"{Path(opened).name}.gguf"
+    emb = {t.name: t for t in gguf.GGUFReader(str(target)).tensors}["token_embd.weight"]
+    want = engine.load_model(opened).params["backbone.embeddings.weight"]
+    assert np.allclose(np.asarray(emb.data).reshape(want.shape), want)
+    first = target.stat().st_mtime_ns
+
+    answers = [QMessageBox.StandardButton.No]
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "question",
+                        lambda _p, _t, text, *a, **k: (asked.append(text), answers.pop(0))[1])
+    _action(win, GGUF_ITEM).trigger()
+    assert asked and str(target) in asked[-1]
+    assert target.stat().st_mtime_ns == first  # declined: untouched
+    answers.append(QMessageBox.StandardButton.Yes)
+    n = win.log.toPlainText().count("gguf written")
+    _action(win, GGUF_ITEM).trigger()
+    qtbot.waitUntil(lambda: win.log.toPlainText().count("gguf written") == n + 1,
+                    timeout=RUN_TIMEOUT)
+    assert target.stat().st_mtime_ns != first and not win.errors
+
+    bad = tmp_path / "out"  # a folder, not a file: one line, from the same path as the others
+    win.export("gguf", str(bad), opened)
+    qtbot.waitUntil(lambda: bool(win.errors), timeout=RUN_TIMEOUT)
+    assert str(bad) in win.errors[-1] and "\n" not in win.errors[-1]
