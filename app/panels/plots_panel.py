@@ -2,20 +2,53 @@
 step and per epoch, train and held-out, non-finite (skipped) steps marked, an optional second run
 overlaid for comparison. Each plot's legend is a compact box (one swatch beside each name) inside
 the plot's top-right corner, on a translucent background so curves under it stay visible; drag it
-with the mouse to move it. "Reset view" undoes any zoom. Redraws are debounced to 10 per second."""
+with the mouse to move it. "Reset view" undoes any zoom. Redraws are debounced to 10 per second.
+A run shown from its folder (``show_run``: Open, Continue) gets its whole history from metrics.csv
+(step curves, epoch means, held-out points) and its own tokens per byte on the bits/byte axis."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 import engine
+from engine import runformat as rf
 
 MARGIN = 6  # pixels between a legend and its plot's top and right edges
+
+def run_tokens_per_byte(folder: str | Path) -> float | None:
+    """Tokens per corpus byte of a run (engine/cli.py's ``len(run.data.ids) / n_bytes``): the
+    sources' bytes from data/manifest.json, the token count from data/ids.npy's header (memory-
+    mapped, nothing verified or read whole). None when the run's data cannot be read."""
+    folder = Path(folder)
+    try:
+        manifest = json.loads((folder / rf.DATA_MANIFEST).read_text())
+        n_bytes = sum(int(s.get("bytes", 0)) for s in manifest.get("sources", []))
+        n_ids = len(np.load(folder / rf.IDS, mmap_mode="r", allow_pickle=False))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    return n_ids / n_bytes if n_bytes > 0 and n_ids > 0 else None
+
+
+def _epochs_done(folder: Path) -> int:
+    """Epochs completed at the run's latest snapshot (its trainer.json); 0 when unreadable."""
+    try:
+        pointer = rf.read_pointer(folder)
+        if pointer is None:
+            return 0
+        state = json.loads((folder / rf.SNAPSHOTS / str(pointer["snapshot"]) / rf.SNAP_TRAINER)
+                           .read_text())
+        return len(state.get("epochs", []))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, engine.MambaStudioError):
+        return 0
+
 
 def _dark() -> bool:
     app = QApplication.instance()
@@ -157,24 +190,72 @@ class PlotsPanel(QWidget):
         self.val_losses: list[float] = []
         self.val_step_x: list[float] = []
         self.val_step_losses: list[float] = []
+        self._history_step: int = 0  # the last step drawn from metrics.csv (load_history)
+        self._history_epochs: set[int] = set()  # the epochs whose means came from metrics.csv
         self._dirty = True
 
-    def load_history(self, rows: list[dict[str, Any]]) -> None:
-        """Replace the curves with a run's metrics.csv rows (engine.run.read_metrics)."""
+    def show_run(self, folder: str | Path) -> None:
+        """Show a run from its folder (Open, Continue): its full history and its own bits/byte
+        scale (1 token per byte when its data cannot be read)."""
+        folder = Path(folder)
+        self.load_history(engine.read_metrics(folder), epochs_done=_epochs_done(folder))
+        self.set_tokens_per_byte(run_tokens_per_byte(folder) or 1.0)
+
+    def load_history(self, rows: list[dict[str, Any]], epochs_done: int = 0) -> None:
+        """Replace the curves with a run's metrics.csv rows (engine.run.read_metrics), drawn as
+        the live run drew them: step curves, one train/grad-norm epoch-mean point per completed
+        epoch (mean of its finite steps, at its last step), held-out points per step and per
+        epoch. An "eval" row that repeats its step row's ``val_loss`` is that step's held-out
+        loss; any other is an epoch's. An epoch counts as completed when a later epoch has steps,
+        it has an epoch held-out row, it has as many steps as a completed one, or it is among the
+        first ``epochs_done`` (the latest snapshot's count). Live reports of steps and epochs
+        already drawn from here are not drawn twice."""
         self.clear()
+        per_epoch: dict[int, list[tuple[float, float, float]]] = {}  # epoch: (step, loss, norm)
+        last_step: dict[int, float] = {}
+        counts: dict[int, int] = {}  # epoch: its step rows
+        epoch_val: dict[int, tuple[float, float]] = {}
+        step_eval: tuple[int, float] | None = None  # the step row whose eval row comes next
         for row in rows:
+            epoch = int(row.get("epoch") or 0)
             if row["kind"] == "step":
-                loss = row.get("loss")
+                loss, norm, val = row.get("loss"), row.get("grad_norm"), row.get("val_loss")
+                last_step[epoch] = max(last_step.get(epoch, 0), row["step"])
+                counts[epoch] = counts.get(epoch, 0) + 1
                 if loss is None or not math.isfinite(loss):
                     self.nan_steps.append(row["step"])
                     self.nan_y.append(self.losses[-1] if self.losses else 0.0)
+                    per_epoch.setdefault(epoch, [])
                 else:
                     self.steps.append(row["step"])
                     self.losses.append(loss)
-                    self.norms.append(row.get("grad_norm") or 0.0)
+                    self.norms.append(norm or 0.0)
+                    per_epoch.setdefault(epoch, []).append((row["step"], loss, norm or 0.0))
+                step_eval = None
+                if val is not None and math.isfinite(val):
+                    self.val_step_x.append(row["step"])
+                    self.val_step_losses.append(val)
+                    step_eval = (row["step"], val)
             elif row["kind"] == "eval" and row.get("val_loss") is not None:
-                self.val_step_x.append(row["step"])
-                self.val_step_losses.append(row["val_loss"])
+                if step_eval == (row["step"], row["val_loss"]):
+                    step_eval = None  # the step row's own held-out loss, drawn already
+                else:
+                    epoch_val[epoch] = (row["step"], row["val_loss"])
+        top = max(per_epoch, default=-1)
+        done = {e for e in per_epoch if e < top or e in epoch_val or e < epochs_done}
+        full = {counts[e] for e in done}
+        done |= {e for e in per_epoch if counts[e] in full}
+        for e in sorted(done):
+            good = per_epoch[e]
+            x = good[-1][0] if good else last_step[e]
+            self.epoch_x.append(x)
+            self.epoch_losses.append(sum(g[1] for g in good) / len(good) if good else math.nan)
+            self.epoch_norms.append(sum(g[2] for g in good) / len(good) if good else math.nan)
+            if e in epoch_val:
+                self.val_x.append(x)
+                self.val_losses.append(epoch_val[e][1])
+        self._history_step = int(max(last_step.values(), default=0))
+        self._history_epochs = done
         self._dirty = True
 
     def set_compare(self, name: str, rows: list[dict[str, Any]]) -> None:
@@ -188,6 +269,9 @@ class PlotsPanel(QWidget):
         self.compare_label.setText(f"grey: {name} (dotted train, dashed held-out)" if name else "")
 
     def add_step(self, r: engine.StepReport) -> None:
+        if r.step <= self._history_step:  # read from metrics.csv already (a continued run)
+            return
+        self._history_step = 0  # past the history: from here every report is new
         if r.nonfinite or not math.isfinite(r.loss):
             self.nan_steps.append(r.step)
             self.nan_y.append(self.losses[-1] if self.losses else 0.0)
@@ -201,6 +285,8 @@ class PlotsPanel(QWidget):
         self._dirty = True
 
     def add_epoch(self, e: engine.EpochReport, step: int) -> None:
+        if e.epoch in self._history_epochs:
+            return
         self.epoch_x.append(step)
         self.epoch_losses.append(e.train_loss)
         self.epoch_norms.append(e.grad_norm)

@@ -1,0 +1,130 @@
+"""The plots of a run shown from its folder (Open, Continue) are the plots its live run drew: every
+epoch's train and grad-norm mean, its held-out points per step and per epoch, and a bits/byte axis
+from that run's own tokens per byte (it was kept from the run shown before)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from app.panels import plots_panel
+from app.panels.plots_panel import PlotsPanel
+from engine.run import RunSpec, read_metrics, resume, start
+from engine.trainer import TrainConfig
+
+
+def _corpus(tmp_path: Path) -> Path:
+    d = tmp_path / "corpus"
+    d.mkdir(exist_ok=True)
+    (d / "a.txt").write_text("the cat sat on the mat and looked at the hat. " * 40)
+    (d / "b.txt").write_text("a dog ran in the fog and sat on a log by the bog. " * 40)
+    return d
+
+
+def _spec(tokenizer: str, **train) -> RunSpec:
+    kw = {"batch_size": 4, "seq_len": 32, "epochs": 2, "eval_every": 3, **train}
+    return RunSpec(preset="tiny", tokenizer=tokenizer, train=TrainConfig(**kw), autosave_minutes=0)
+
+
+def _feed(panel: PlotsPanel, run) -> None:
+    """Train ``run`` to its end, feeding ``panel`` the way the window does (MainWindow._on_step,
+    _on_epoch: an epoch's point sits at the last step drawn)."""
+    def on_epoch(e) -> None:
+        panel.add_epoch(e, int(panel.steps[-1]) if panel.steps else 0)
+
+    run.train(on_step=panel.add_step, on_epoch=on_epoch)
+
+
+def _picture(p: PlotsPanel) -> dict[str, list[float]]:
+    return {k: [round(float(v), 6) for v in getattr(p, k)] for k in (
+        "steps", "losses", "norms", "epoch_x", "epoch_losses", "epoch_norms", "val_x",
+        "val_losses", "val_step_x", "val_step_losses")}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("runs")
+    corpus = _corpus(tmp)
+    out = {}
+    for tok in ("bpe", "bytes"):
+        live = PlotsPanel()
+        with start(_spec(tok), [corpus], out=tmp / tok) as run:
+            _feed(live, run)
+        out[tok] = (tmp / tok, _picture(live))
+    return out
+
+
+def test_an_opened_run_redraws_what_its_live_run_drew(qtbot, runs):
+    for folder, live in runs.values():
+        assert len(live["epoch_x"]) == 2 and len(live["val_x"]) == 2 and live["val_step_x"]
+        shown = PlotsPanel()
+        qtbot.addWidget(shown)
+        shown.load_history(read_metrics(folder))  # what Open and Continue hand the panel
+        assert _picture(shown) == live
+        opened = PlotsPanel()
+        qtbot.addWidget(opened)
+        opened.show_run(folder)
+        assert _picture(opened) == live
+
+
+def test_the_bits_per_byte_axis_follows_the_run_shown(qtbot, runs):
+    bpe, byt = runs["bpe"][0], runs["bytes"][0]
+    tpb_bpe, tpb_bytes = plots_panel.run_tokens_per_byte(bpe), plots_panel.run_tokens_per_byte(byt)
+    assert tpb_bpe is not None and tpb_bytes is not None
+    assert tpb_bpe < 0.5 and tpb_bytes == pytest.approx(1.0, abs=0.01)  # + document separators
+    p = PlotsPanel()
+    qtbot.addWidget(p)
+    p.show_run(bpe)
+    axis = p.loss_plot.getAxis("right")
+    assert axis.scale == pytest.approx(tpb_bpe / math.log(2))
+    p.show_run(byt)  # after a BPE run: the bytes run's own scale, not the BPE run's
+    assert p.tokens_per_byte == pytest.approx(tpb_bytes)
+    assert 2.3 * axis.scale == pytest.approx(2.3 / math.log(2), rel=0.01)  # 2.3 nats ≈ 3.3 bits/byte
+    assert plots_panel.run_tokens_per_byte(byt.parent / "not-a-run") is None
+
+
+def test_a_continued_run_keeps_its_earlier_epochs(qtbot, tmp_path):
+    corpus = _corpus(tmp_path)
+    full = PlotsPanel()
+    qtbot.addWidget(full)
+    with start(_spec("bytes", epochs=3), [corpus], out=tmp_path / "full") as run:
+        _feed(full, run)
+    with start(_spec("bytes", epochs=2), [corpus], out=tmp_path / "part") as run:
+        run.train()
+    p = PlotsPanel()
+    qtbot.addWidget(p)
+    p.show_run(tmp_path / "part")  # Continue chosen: the run's history
+    assert len(p.epoch_x) == 2 and len(p.val_x) == 2
+    before = _picture(p)
+    with resume(tmp_path / "part", epochs=3) as run:
+        p.clear()  # Start (MainWindow.start_training), then the worker's `opened` signal:
+        p.load_history(read_metrics(run.folder))
+        _feed(p, run)
+    after, whole = _picture(p), _picture(full)  # the same points (the rate schedules differ)
+    for key in ("steps", "epoch_x", "val_x", "val_step_x"):
+        assert after[key] == whole[key]
+    assert len(p.epoch_x) == 3 and len(p.val_x) == 3
+    for key in ("epoch_losses", "epoch_norms", "val_losses"):  # the first two: as shown before
+        assert after[key][:2] == before[key]
+
+
+def test_live_reports_already_read_from_metrics_are_not_drawn_twice(qtbot, tmp_path):
+    """The worker trains on while the window reads metrics.csv at `opened`: steps and epochs it
+    read there arrive again as queued signals."""
+    corpus = _corpus(tmp_path)
+    steps, epochs = [], []
+    live = PlotsPanel()
+    qtbot.addWidget(live)
+    with start(_spec("bytes"), [corpus], out=tmp_path / "r") as run:
+        run.train(on_step=lambda r: (steps.append(r), live.add_step(r)),
+                  on_epoch=lambda e: (epochs.append(e), live.add_epoch(e, int(live.steps[-1]))))
+    p = PlotsPanel()
+    qtbot.addWidget(p)
+    p.load_history(read_metrics(tmp_path / "r"))
+    for r in steps:
+        p.add_step(r)
+    for e in epochs:
+        p.add_epoch(e, int(p.steps[-1]))
+    assert _picture(p) == _picture(live)
