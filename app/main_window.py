@@ -487,7 +487,7 @@ class MainWindow(QMainWindow):
         self._show_run(folder)
         self.runs.busy_folder = folder
         if continued:
-            self.plots.load_history(engine.read_metrics(folder))  # the full history
+            self.plots.show_run(folder)  # the full history
         run = self.worker.run_obj if self.worker is not None else None
         if run is not None:
             n_bytes = sum(int(x.get("bytes", 0)) for x in run.data.manifest.get("sources", []))
@@ -577,7 +577,7 @@ class MainWindow(QMainWindow):
     # ---------------------------------------------------------------- runs
     def open_run_view(self, folder: str) -> None:
         """Show a run: its full curves, its samples, and pick it in the Playground."""
-        self.plots.load_history(engine.read_metrics(folder))
+        self.plots.show_run(folder)  # its history and its own bits/byte scale
         self.gallery.show_run(folder)
         self.playground.set_source(folder)
         self.tabs.setCurrentIndex(0)
@@ -608,7 +608,7 @@ class MainWindow(QMainWindow):
         self.train.show_resumable(spec.train)  # the panel starts from the run's own values
         self.preview.set_prompts(spec.prompts)  # ... and its preview prompts (run.json)
         self.continue_shown = self.train.train_config()
-        self.plots.load_history(engine.read_metrics(folder))
+        self.plots.show_run(folder)
         self.gallery.show_run(folder)
         self._show_run(folder)  # its curves are the ones shown
         self._update_next()

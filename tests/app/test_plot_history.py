@@ -128,3 +128,20 @@ def test_live_reports_already_read_from_metrics_are_not_drawn_twice(qtbot, tmp_p
     for e in epochs:
         p.add_epoch(e, int(p.steps[-1]))
     assert _picture(p) == _picture(live)
+
+
+def test_the_window_opening_runs_shows_each_runs_own_history_and_scale(qtbot, tmp_path, runs):
+    """Runs > Open of a BPE run, then a bytes run: the walk-through's window kept the BPE scale
+    (2.3 nats read 0.5 bits/byte) and drew no epoch or held-out points."""
+    from .helpers import close_window, small_window
+
+    win = small_window(qtbot, tmp_path / "runs")
+    try:
+        for tok in ("bpe", "bytes"):
+            folder, live = runs[tok]
+            win.open_run_view(str(folder))
+            assert _picture(win.plots) == live
+            assert win.plots.tokens_per_byte == pytest.approx(
+                plots_panel.run_tokens_per_byte(folder))
+    finally:
+        close_window(qtbot, win)
