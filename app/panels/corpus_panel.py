@@ -154,7 +154,10 @@ class CorpusPanel(QWidget):
         self.setAcceptDrops(True)
         self.table = QTableWidget(0, 4)
         self.table.setHorizontalHeaderLabels(["file", "bytes", "tokens", "split"])
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # names get the room
+        for col in (1, 2, 3):  # numbers and "held-out": as wide as their contents, no wider
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
         self.table.verticalHeader().setVisible(False)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)

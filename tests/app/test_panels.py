@@ -177,7 +177,23 @@ def test_the_loss_plot_keeps_room_in_the_default_window(win, qtbot):
     win.show()
     qtbot.wait(100)
     loss, norm = win.plots.loss_plot.vb.height(), win.plots.norm_plot.vb.height()
-    assert loss >= 110 and loss >= 1.4 * norm and norm >= 60, (loss, norm)
+    assert loss >= 130 and loss >= 1.4 * norm and norm >= 60, (loss, norm)
+    # one "step" label, under the lower plot (the x axes are linked)
+    assert win.plots.loss_plot.getAxis("bottom").labelText == ""
+    assert win.plots.norm_plot.getAxis("bottom").labelText == "step"
+
+
+def test_corpus_file_names_are_not_cut_at_1280(win, qtbot):
+    """The file column was as narrow as the number columns ("bread_bakin…")."""
+    win.resize(1280, 760)
+    win.show()
+    win.left_tabs.setCurrentIndex(0)
+    qtbot.wait(100)
+    table = win.corpus.table
+    names = [table.item(r, 0).text() for r in range(table.rowCount())]
+    assert "notes_on_state_space_models.md" in names  # the sample corpus
+    need = max(table.fontMetrics().horizontalAdvance(n) for n in names)
+    assert table.columnWidth(0) >= need + 8
 
 
 def test_estimate_changes_with_batch_size(win, qtbot, monkeypatch):
