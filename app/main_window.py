@@ -51,6 +51,7 @@ EXPORT_KINDS = {  # File menu item, what the save dialog's title calls it
     "gguf": ("Export model (GGUF, for llama.cpp/Ollama/LM Studio)…", "a GGUF file (llama.cpp)"),
 }
 NO_RUN_SHOWN = "No run is shown: Open one in the Runs tab, or train one, to export it."
+PREPARING = "preparing"  # the status line until step 1; engine progress lines follow it
 LABELS = {"epochs": "epochs", "max_steps": "max steps", "lr": "learning rate",
           "eval_every": "held-out eval every"}  # the Continue overrides, as the Next Start line says
 
@@ -298,6 +299,8 @@ class MainWindow(QMainWindow):
 
     def _notice(self, msg: str) -> None:
         self.log.appendPlainText(msg)
+        if self.status.text().startswith(PREPARING):  # before step 1, the latest stage shows
+            self.status.setText(f"{PREPARING}: {msg.splitlines()[0] if msg else ''}")
 
     def _say(self, msg: str) -> None:
         """A success/info message the user sees (status bar) and the log keeps."""
@@ -479,7 +482,7 @@ class MainWindow(QMainWindow):
         self.worker.finished.connect(self._on_finished)
         self._set_state("running")
         self._update_next()
-        self.status.setText("preparing (corpus, tokenizer, model, kernels)…")
+        self.status.setText(f"{PREPARING} (corpus, tokenizer, model, kernels)…")
         self.train_thread.start()
 
     def _on_opened(self, folder: str, continued: bool) -> None:

@@ -472,6 +472,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                     shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
         if not lm.params:
             lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed, init=spec.init_scheme)
+        if corpus.n_bytes >= BPE_MIN_BYTES:  # minutes for hundreds of MB: say what is going on
+            say(f"tokenizing {_megabytes(corpus.n_bytes)} of text...")
         arrays, n_train = _encode(spec, corpus, lm.tokenizer)
         for path, why in corpus.gone[:10]:  # vanished or unreadable between scan and read
             say(f"note: skipped {path}: {why}")

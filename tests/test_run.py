@@ -355,3 +355,15 @@ def test_second_sigint_during_the_save_corrupts_nothing(tmp_path):
     assert step >= 2 and open_run(out).step == step
     with resume(out) as run:
         assert run.step == step
+
+
+def test_a_large_corpus_says_it_is_being_tokenized(tmp_path, monkeypatch):
+    """A 200 MB corpus sat on "preparing" for over a minute with nothing said."""
+    import engine.run as run_mod
+
+    said: list[str] = []
+    monkeypatch.setattr(run_mod, "BPE_MIN_BYTES", 100)  # "large" for this test
+    with start(_spec(max_steps=1), [_corpus(tmp_path)], out=tmp_path / "r",
+               progress=said.append):
+        pass
+    assert any(s.startswith("tokenizing 2,") and s.endswith("of text...") for s in said), said

@@ -318,3 +318,17 @@ def test_many_qt_calls_do_not_crash(qtbot, win):
         win.status.setText(str(i))
     assert win.status.text() == "5999"
     assert QApplication.instance() is not None
+
+
+def test_progress_lines_show_in_the_status_until_training_starts(win):
+    """Before step 1 the engine's progress lines (BPE training, tokenizing hundreds of MB) were
+    only in the Log tab while the status line said "preparing…" for minutes."""
+    from app.main_window import PREPARING
+
+    win.status.setText(f"{PREPARING} (corpus, tokenizer, model, kernels)…")
+    win._notice("tokenizing 200.00 MB of text...")
+    assert win.status.text() == f"{PREPARING}: tokenizing 200.00 MB of text..."
+    win.status.setText("step 3 / 110")  # once training runs, notices stay in the log
+    win._notice("note: something")
+    assert win.status.text() == "step 3 / 110"
+    assert "tokenizing 200.00 MB" in win.log.toPlainText()
