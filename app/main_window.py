@@ -30,7 +30,6 @@ from PySide6.QtWidgets import (
 )
 
 import engine
-from engine.runformat import LATEST, read_pointer
 
 from . import settings
 from .panels.corpus_panel import CorpusPanel, skip_line
@@ -493,9 +492,9 @@ class MainWindow(QMainWindow):
             self.plots.show_run(folder)  # the full history
         run = self.worker.run_obj if self.worker is not None else None
         if run is not None:
-            n_bytes = sum(int(x.get("bytes", 0)) for x in run.data.manifest.get("sources", []))
-            if n_bytes:
-                self.plots.set_tokens_per_byte(len(run.data.ids) / n_bytes)
+            tpb = run.data.tokens_per_byte
+            if tpb:
+                self.plots.set_tokens_per_byte(tpb)
         self.gallery.show_run(folder)
         self.runs.refresh()
         self.runs.select(folder)
@@ -741,7 +740,7 @@ class MainWindow(QMainWindow):
         run = self.worker.run_obj if self.worker is not None else None
         if run is not None and str(run.folder) == folder:
             return f"training, now at step {run.step}"
-        ptr = read_pointer(Path(folder), LATEST)
+        ptr = engine.read_pointer(Path(folder))
         return f"step {ptr['step']}" if ptr else "no snapshot yet"
 
     def _export_dialog(self, folder: str | None, kind: str) -> None:

@@ -122,9 +122,7 @@ class TrainWorker(QObject):
             with run:
                 tr = run.trainer
                 data = run.data
-                n_bytes = sum(int(s.get("bytes", 0)) for s in data.manifest.get("sources", []))
-                tpb = len(data.ids) / n_bytes if n_bytes else 1.0
-                self._tb = engine.TBLogger(run.folder, tokens_per_byte=tpb)
+                self._tb = engine.TBLogger(run.folder, tokens_per_byte=data.tokens_per_byte or 1.0)
                 self.info.emit(
                     f"run {run.folder.name}: {tr.lm.n_params:,} parameters; "
                     f"{tr.trainable.describe() if tr.trainable else ''}; "

@@ -65,7 +65,13 @@ if TYPE_CHECKING:
         resume_run,
         start_run,
     )
-    from .runformat import RunInfo, RunLock
+    from .runformat import (
+        RunInfo,
+        RunLock,
+        read_epochs_done,
+        read_pointer,
+        read_tokens_per_byte,
+    )
     from .runtime import configure
     from .runtoml import RunSettings, load_settings, save_settings
     from .samples import append_sample, read_samples, sample_seed
@@ -158,6 +164,9 @@ _EXPORTS: dict[str, str] = {
     "resume_run": "run",
     "RunLock": "runformat",
     "RunInfo": "runformat",
+    "read_pointer": "runformat",
+    "read_tokens_per_byte": "runformat",
+    "read_epochs_done": "runformat",
     "EarlyStopping": "earlystop",
     "pick_backend": "gpu",
     "append_sample": "samples",
@@ -237,10 +246,13 @@ __all__ = [
     "plan_epoch",
     "preset",
     "PRESETS",
+    "read_epochs_done",
     "read_metrics",
+    "read_pointer",
     "read_run_spec",
     "read_samples",
     "RECORDS",
+    "read_tokens_per_byte",
     "RESUME_OVERRIDES",
     "resume_run",
     "Run",

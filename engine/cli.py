@@ -266,9 +266,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
         show_sample(f"at step {tr.cursor.step}, resuming" if tr.cursor.step else "before training")
         t0 = time.perf_counter()
         control = TrainControl()
-        n_bytes = sum(int(x.get("bytes", 0)) for x in run.data.manifest.get("sources", []))
-        tb = TBLogger(run.folder, len(run.data.ids) / n_bytes if n_bytes else 1.0) \
-            if a.tensorboard else None
+        tb = TBLogger(run.folder, run.data.tokens_per_byte or 1.0) if a.tensorboard else None
         early = _settings(a).early_stopping if a.config else EarlyStopping()
         if a.patience is not None or a.target_loss is not None:
             early = EarlyStopping(a.patience or 0, a.target_loss)

@@ -220,6 +220,45 @@ class RunData:
     def val_ids(self) -> np.ndarray:
         return self.ids[self.n_train :]
 
+    @property
+    def tokens_per_byte(self) -> float | None:
+        """Token ids per corpus byte (the bits/byte scale); None without byte counts."""
+        return _per_byte(self.manifest, len(self.ids))
+
+
+def _per_byte(manifest: Any, n_ids: int) -> float | None:
+    sources = manifest.get("sources", []) if isinstance(manifest, dict) else []
+    n_bytes = sum(int(s.get("bytes", 0)) for s in sources if isinstance(s, dict))
+    return n_ids / n_bytes if n_bytes > 0 and n_ids > 0 else None
+
+
+def read_tokens_per_byte(folder: Path) -> float | None:
+    """``RunData.tokens_per_byte`` of a run folder from its data manifest and ids.npy's header
+    only (memory-mapped; nothing verified or read whole): for showing a run. None when
+    unreadable."""
+    folder = Path(folder)
+    try:
+        manifest = read_json(folder / DATA_MANIFEST, what="data manifest")
+        n_ids = len(np.load(folder / IDS, mmap_mode="r", allow_pickle=False))
+    except (MambaStudioError, OSError, ValueError, TypeError, AttributeError):
+        return None
+    return _per_byte(manifest, n_ids)
+
+
+def read_epochs_done(folder: Path) -> int:
+    """Epochs completed at a run's latest snapshot (its trainer.json); 0 when unreadable."""
+    folder = Path(folder)
+    pointer = read_pointer(folder)
+    if pointer is None:
+        return 0
+    try:
+        state = read_json(folder / SNAPSHOTS / str(pointer["snapshot"]) / SNAP_TRAINER,
+                          what="trainer state")
+        epochs = state.get("epochs", []) if isinstance(state, dict) else []
+        return len(epochs) if isinstance(epochs, list) else 0
+    except (MambaStudioError, OSError, ValueError):
+        return 0
+
 
 DATA_FILES = {"ids": IDS, "offsets": "data/doc_offsets.npy", "train_spans": "data/train_spans.npy",
               "val_spans": "data/val_spans.npy"}

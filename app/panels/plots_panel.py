@@ -8,46 +8,22 @@ A run shown from its folder (``show_run``: Open, Continue) gets its whole histor
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 import engine
-from engine import runformat as rf
 
 MARGIN = 6  # pixels between a legend and its plot's top and right edges
 
 def run_tokens_per_byte(folder: str | Path) -> float | None:
-    """Tokens per corpus byte of a run (engine/cli.py's ``len(run.data.ids) / n_bytes``): the
-    sources' bytes from data/manifest.json, the token count from data/ids.npy's header (memory-
-    mapped, nothing verified or read whole). None when the run's data cannot be read."""
-    folder = Path(folder)
-    try:
-        manifest = json.loads((folder / rf.DATA_MANIFEST).read_text())
-        n_bytes = sum(int(s.get("bytes", 0)) for s in manifest.get("sources", []))
-        n_ids = len(np.load(folder / rf.IDS, mmap_mode="r", allow_pickle=False))
-    except (OSError, ValueError, TypeError, AttributeError):
-        return None
-    return n_ids / n_bytes if n_bytes > 0 and n_ids > 0 else None
-
-
-def _epochs_done(folder: Path) -> int:
-    """Epochs completed at the run's latest snapshot (its trainer.json); 0 when unreadable."""
-    try:
-        pointer = rf.read_pointer(folder)
-        if pointer is None:
-            return 0
-        state = json.loads((folder / rf.SNAPSHOTS / str(pointer["snapshot"]) / rf.SNAP_TRAINER)
-                           .read_text())
-        return len(state.get("epochs", []))
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, engine.MambaStudioError):
-        return 0
+    """Tokens per corpus byte of a run folder (``engine.read_tokens_per_byte``); None when its
+    data cannot be read."""
+    return engine.read_tokens_per_byte(Path(folder))
 
 
 def _dark() -> bool:
@@ -201,7 +177,7 @@ class PlotsPanel(QWidget):
         """Show a run from its folder (Open, Continue): its full history and its own bits/byte
         scale (1 token per byte when its data cannot be read)."""
         folder = Path(folder)
-        self.load_history(engine.read_metrics(folder), epochs_done=_epochs_done(folder))
+        self.load_history(engine.read_metrics(folder), epochs_done=engine.read_epochs_done(folder))
         self.set_tokens_per_byte(run_tokens_per_byte(folder) or 1.0)
 
     def load_history(self, rows: list[dict[str, Any]], epochs_done: int = 0) -> None:
