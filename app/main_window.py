@@ -577,9 +577,25 @@ class MainWindow(QMainWindow):
             self.close()
 
     # ---------------------------------------------------------------- runs
+    def _show_saved_preview(self, folder: str) -> None:
+        """The Preview pane shows ``folder``'s last saved samples (all prompts of its last
+        preview), not the previous run's live ones."""
+        samples = [r for r in engine.read_samples(folder) if isinstance(r.get("text"), str)]
+        name = Path(folder).name
+        if not samples:
+            self.preview.show_preview(f"none saved for {name}", "", "—")
+            return
+        last = samples[-1]
+        group = [r for r in samples if (r.get("tag"), r.get("step")) == (last.get("tag"),
+                                                                        last.get("step"))]
+        self.preview.show_preview(f"{name}, {last.get('tag', '')}",
+                                  "\n\n".join(r["text"] for r in group),
+                                  str(last.get("backend", "—")))
+
     def open_run_view(self, folder: str) -> None:
         """Show a run: its full curves, its samples, and pick it in the Playground."""
         self.plots.show_run(folder)  # its history and its own bits/byte scale
+        self._show_saved_preview(folder)
         self.gallery.show_run(folder)
         self.playground.set_source(folder)
         self.tabs.setCurrentIndex(0)
@@ -611,6 +627,7 @@ class MainWindow(QMainWindow):
         self.preview.set_prompts(spec.prompts)  # ... and its preview prompts (run.json)
         self.continue_shown = self.train.train_config()
         self.plots.show_run(folder)
+        self._show_saved_preview(folder)
         self.gallery.show_run(folder)
         self._show_run(folder)  # its curves are the ones shown
         self._update_next()

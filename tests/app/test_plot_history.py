@@ -145,3 +145,26 @@ def test_the_window_opening_runs_shows_each_runs_own_history_and_scale(qtbot, tm
                 plots_panel.run_tokens_per_byte(folder))
     finally:
         close_window(qtbot, win)
+
+
+def test_opening_a_run_shows_its_own_last_samples(qtbot, tmp_path, runs):
+    """The Preview pane kept the previous run's live sample after Open."""
+    import engine
+
+    from .helpers import close_window, small_window
+
+    folder = runs["bytes"][0]
+    for i, prompt in enumerate(("The ", "A ")):
+        engine.append_sample(folder, {"tag": "epoch 2", "step": 9, "epoch": 1, "prompt": prompt,
+                                      "text": f"{prompt}sample {i}", "backend": "CPU step"})
+    win = small_window(qtbot, tmp_path / "runs")
+    try:
+        win.preview.show_preview("epoch 7", "another run's text", "CPU step")
+        win.open_run_view(str(folder))
+        assert win.preview.output.toPlainText() == "The sample 0\n\nA sample 1"
+        assert folder.name in win.preview.tag.text() and "epoch 2" in win.preview.tag.text()
+        win.open_run_view(str(runs["bpe"][0]))  # no samples saved there
+        assert win.preview.output.toPlainText() == ""
+        assert "none saved" in win.preview.tag.text()
+    finally:
+        close_window(qtbot, win)
