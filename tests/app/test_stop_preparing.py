@@ -1,0 +1,21 @@
+"""Stop pressed while a run is still being prepared (corpus, tokenizer, model, kernels)."""
+
+from __future__ import annotations
+
+from .helpers import RUN_TIMEOUT, close_window, small_window
+
+
+def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
+    """A walk-through pressed Stop during a long preparation and the window went back to plain
+    "idle": the status bar and the log say the run stopped, and at which step."""
+    win = small_window(qtbot, tmp_path / "runs")
+    try:
+        win.train.max_steps.setValue(50)
+        win.start_training()
+        assert win.state == "running" and win.status.text().startswith("preparing")
+        win.stop()  # before the run has even opened
+        qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
+        said = win.statusBar().currentMessage() + "\n" + win.log.toPlainText()
+        assert "stopped at step" in said, said
+    finally:
+        close_window(qtbot, win)
