@@ -37,7 +37,7 @@ from .guard import DivergenceGuard
 from .limits import check_run, check_train, n_params
 from .lm import MambaLM
 from .lora import count_trainable
-from .packing import pack_documents
+from .packing import PackedRows, pack_documents
 from .signals import stop_on_signals
 from .tokenizer import BPETokenizer, ByteTokenizer, check_fits
 from .trainer import EpochReport, StepReport, TrainConfig, TrainControl, Trainer, epoch_steps
@@ -283,12 +283,21 @@ def _megabytes(n: int) -> str:
     return f"{n / 1e6:.2f} MB" if n >= 10_000 else f"{n:,} bytes"
 
 
+def held_out_set(data: rf.RunData, seq_len: int, tokenizer: Any) -> np.ndarray | PackedRows | None:
+    """The saved held-out split as training evaluates it: a stream run's held-out ids (T_val,),
+    or the held-out documents packed into rows of ``seq_len``; None when a documents run holds
+    nothing out."""
+    if data.records == "stream":
+        return np.asarray(data.val_ids)
+    return pack_documents(data.ids, data.val_spans, seq_len, tokenizer) if len(data.val_spans) else None
+
+
 def _trainer(lm: MambaLM, data: rf.RunData, cfg: TrainConfig) -> Trainer:
     """A trainer over the saved data: stream rows, or documents packed into rows with resets."""
-    if data.records == "stream":
-        return Trainer(lm, np.asarray(data.train_ids), np.asarray(data.val_ids), cfg)
+    val = held_out_set(data, cfg.seq_len, lm.tokenizer)
+    if isinstance(val, np.ndarray):  # a stream run
+        return Trainer(lm, np.asarray(data.train_ids), val, cfg)
     rows = pack_documents(data.ids, data.train_spans, cfg.seq_len, lm.tokenizer)
-    val = pack_documents(data.ids, data.val_spans, cfg.seq_len, lm.tokenizer) if len(data.val_spans) else None
     return Trainer(lm, data.ids, data.ids[:0], cfg, rows=rows, val_rows=val)
 
 

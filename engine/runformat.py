@@ -117,38 +117,38 @@ def _temp(name: str) -> bool:
     return name.startswith(".") and name.endswith(".tmp")  # ``checkpoint.create_temp``
 
 
-def _is_snapshot_dir(p: Path) -> bool:
-    name = p.name
-    return p.is_dir() and not p.is_symlink() and (
-        (name.startswith("step-") and name[5:].isdigit()) or name.startswith(TMP_PREFIX))
+def _snapshot_step(name: str) -> int | None:
+    """N of a published snapshot folder's name ``step-N``, else None."""
+    return int(name[5:]) if name.startswith("step-") and name[5:].isdigit() else None
+
+
+def _real_dir(p: Path) -> bool:
+    return p.is_dir() and not p.is_symlink()
 
 
 def _run_made(p: Path) -> list[str]:
     """Names under the run entry ``p`` that a run does not write ([] when ``p`` is all ours)."""
     name = p.name
-    if name == DATA:
-        ok = {Path(f).name for f in (*DATA_FILES.values(), DATA_MANIFEST)}
-        if not p.is_dir() or p.is_symlink():
-            return [name]
-        return [f"{name}/{q.name}" for q in p.iterdir()
-                if not (q.is_file() and (q.name in ok or _temp(q.name)))]
+    if name not in (DATA, SNAPSHOTS, TB):
+        return [] if p.is_file() and not p.is_symlink() else [name]
+    if not _real_dir(p):
+        return [name]
     if name == SNAPSHOTS:
-        if not p.is_dir() or p.is_symlink():
-            return [name]
         bad = []
         for q in p.iterdir():
-            if not _is_snapshot_dir(q):
+            if not (_real_dir(q) and (_snapshot_step(q.name) is not None
+                                      or q.name.startswith(TMP_PREFIX))):
                 bad.append(f"{name}/{q.name}")
                 continue
             bad += [f"{name}/{q.name}/{f.name}" for f in q.iterdir()
                     if not (f.is_file() and f.suffix in (".json", ".safetensors") or _temp(f.name))]
         return bad
-    if name == TB:
-        if not p.is_dir() or p.is_symlink():
-            return [name]
+    if name == DATA:
+        ok = {Path(f).name for f in (*DATA_FILES.values(), DATA_MANIFEST)}
         return [f"{name}/{q.name}" for q in p.iterdir()
-                if not (q.is_file() and q.name.startswith("events.out.tfevents."))]
-    return [] if p.is_file() and not p.is_symlink() else [name]
+                if not (q.is_file() and (q.name in ok or _temp(q.name)))]
+    return [f"{name}/{q.name}" for q in p.iterdir()  # tb/
+            if not (q.is_file() and q.name.startswith("events.out.tfevents."))]
 
 
 def foreign_entries(folder: Path) -> list[str]:
@@ -226,9 +226,14 @@ class RunData:
         return _per_byte(self.manifest, len(self.ids))
 
 
-def _per_byte(manifest: Any, n_ids: int) -> float | None:
+def corpus_bytes(manifest: Any) -> int:
+    """Bytes of the corpus files a data manifest lists (its "sources")."""
     sources = manifest.get("sources", []) if isinstance(manifest, dict) else []
-    n_bytes = sum(int(s.get("bytes", 0)) for s in sources if isinstance(s, dict))
+    return sum(int(s.get("bytes", 0)) for s in sources if isinstance(s, dict))
+
+
+def _per_byte(manifest: Any, n_ids: int) -> float | None:
+    n_bytes = corpus_bytes(manifest)
     return n_ids / n_bytes if n_bytes > 0 and n_ids > 0 else None
 
 
@@ -420,8 +425,9 @@ def snapshots(folder: Path) -> list[tuple[int, Path]]:
     snaps = folder / SNAPSHOTS
     if snaps.is_dir():
         for p in snaps.iterdir():
-            if p.name.startswith("step-") and p.name[5:].isdigit():
-                out.append((int(p.name[5:]), p))
+            step = _snapshot_step(p.name)
+            if step is not None:
+                out.append((step, p))
     return sorted(out)
 
 

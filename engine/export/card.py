@@ -70,20 +70,15 @@ class HeldOut:
 
 
 def _heldout_set(run: RunSource) -> Any:
-    """The run's saved held-out split as ``evaluate`` takes it (stream ids or packed rows, as
-    training evaluates them); None without one."""
+    """The run's saved held-out split as training evaluates it (``run.held_out_set``); None
+    without one."""
     from .. import runformat as rf
-    from ..packing import pack_documents
+    from ..run import held_out_set
 
     assert run.run_dir is not None
-    data = rf.read_data(run.run_dir)
-    seq_len = int(run.train.get("seq_len") or 0)
-    if data.records == "stream":
-        val = np.asarray(data.val_ids)
-        return val if len(val) >= 2 else None
-    if not len(data.val_spans):
-        return None
-    return pack_documents(data.ids, data.val_spans, seq_len, run.lm.tokenizer)
+    val = held_out_set(rf.read_data(run.run_dir), int(run.train.get("seq_len") or 0),
+                       run.lm.tokenizer)
+    return None if isinstance(val, np.ndarray) and len(val) < 2 else val
 
 
 def measure_held_out(run: RunSource, budget_s: float = EVAL_SECONDS) -> HeldOut:
@@ -153,7 +148,7 @@ def corpus_summary(folder: Path) -> str:
         ids = np.load(Path(folder) / rf.IDS, mmap_mode="r")
         val = np.load(Path(folder) / rf.DATA_FILES["val_spans"], allow_pickle=False)
         sources = m.get("sources", [])
-        n_bytes = sum(int(s.get("bytes", 0)) for s in sources)
+        n_bytes = rf.corpus_bytes(m)
         # held-out targets: the spans' lengths, as ``train`` prints them, for every records mode
         return (f"{len(sources)} file(s), {n_bytes:,} bytes, {len(ids):,} tokens "
                 f"({int(val[:, 1].sum()) if val.size else 0:,} held out)")
