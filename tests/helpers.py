@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from engine.config import MambaConfig
@@ -33,3 +35,12 @@ def random_batch(cfg: MambaConfig, b: int = 2, length: int = 7, seed: int = 0): 
     tokens = rng.integers(0, cfg.vocab_size, size=(b, length))
     targets = rng.integers(0, cfg.vocab_size, size=(b, length))
     return tokens, targets
+
+
+def two_file_corpus(tmp_path: Path, repeat: int = 30) -> Path:
+    """``tmp_path/corpus`` holding two short English files of ``repeat`` sentences each."""
+    d = tmp_path / "corpus"
+    d.mkdir(exist_ok=True)
+    (d / "a.txt").write_text("the cat sat on the mat and looked at the hat. " * repeat)
+    (d / "b.txt").write_text("a dog ran in the fog and sat on a log by the bog. " * repeat)
+    return d

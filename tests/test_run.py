@@ -19,17 +19,14 @@ from engine.cli import main
 from engine.errors import CheckpointError, TrainingError
 from engine.run import RunSpec, list_runs, load_model, open_run, read_metrics, resume, start
 from engine.trainer import TrainConfig
+from tests.helpers import two_file_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0"]
 
 
 def _corpus(tmp_path: Path) -> Path:
-    d = tmp_path / "corpus"
-    d.mkdir(exist_ok=True)
-    (d / "a.txt").write_text("the cat sat on the mat and looked at the hat. " * 30)
-    (d / "b.txt").write_text("a dog ran in the fog and sat on a log by the bog. " * 30)
-    return d
+    return two_file_corpus(tmp_path, 30)
 
 
 def _spec(**train) -> RunSpec:

@@ -13,14 +13,11 @@ from app.panels import plots_panel
 from app.panels.plots_panel import PlotsPanel
 from engine.run import RunSpec, read_metrics, resume, start
 from engine.trainer import TrainConfig
+from tests.helpers import two_file_corpus
 
 
 def _corpus(tmp_path: Path) -> Path:
-    d = tmp_path / "corpus"
-    d.mkdir(exist_ok=True)
-    (d / "a.txt").write_text("the cat sat on the mat and looked at the hat. " * 40)
-    (d / "b.txt").write_text("a dog ran in the fog and sat on a log by the bog. " * 40)
-    return d
+    return two_file_corpus(tmp_path, 40)
 
 
 def _spec(tokenizer: str, **train) -> RunSpec:
