@@ -16,6 +16,16 @@ class EarlyStopping:
     bad: int = 0
     reason: str = ""
 
+    def check(self) -> None:
+        """ValueError naming the first setting out of range (the settings file's keys)."""
+        if self.patience < 0:
+            raise ValueError(f"early_stopping.patience = {self.patience}; expected 0 (off) or more")
+        if self.target_loss is not None and not (math.isfinite(self.target_loss)
+                                                 and self.target_loss > 0):
+            raise ValueError(f"early_stopping.target_loss = {self.target_loss}; expected a number > 0")
+        if not (math.isfinite(self.min_delta) and self.min_delta >= 0):
+            raise ValueError(f"early_stopping.min_delta = {self.min_delta}; expected a number >= 0")
+
     @property
     def enabled(self) -> bool:
         return self.patience > 0 or self.target_loss is not None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import tomllib
 import types
 import typing
@@ -226,15 +225,6 @@ def _checked(doc: dict[str, Any], table: _Table, where: str = "") -> dict[str, A
     return out
 
 
-def _check_early_stopping(es: EarlyStopping) -> None:
-    if es.patience < 0:
-        raise ValueError(f"early_stopping.patience = {es.patience}; expected 0 (off) or more")
-    if es.target_loss is not None and not (math.isfinite(es.target_loss) and es.target_loss > 0):
-        raise ValueError(f"early_stopping.target_loss = {es.target_loss}; expected a number > 0")
-    if not (math.isfinite(es.min_delta) and es.min_delta >= 0):
-        raise ValueError(f"early_stopping.min_delta = {es.min_delta}; expected a number >= 0")
-
-
 def load_settings(path: str | Path) -> RunSettings:
     """Parse and check a settings file; any problem (an unknown key, a value of the wrong type or
     out of range) is one MambaStudioError naming the file and the key."""
@@ -265,7 +255,7 @@ def load_settings(path: str | Path) -> RunSettings:
         spec = RunSpec(model=model, train=train, **run)
         spec.check()
         es = EarlyStopping(**doc.get("early_stopping", {}))
-        _check_early_stopping(es)
+        es.check()
     except _BadKey as exc:
         raise MambaStudioError(f"{path}: {exc}") from None
     except (TypeError, ValueError) as exc:
