@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .adapt import AdaptReport, FastAdapter
     from .checkpoint import atomic_write_bytes
     from .config import PRESETS, MambaConfig, preset
+    from .control import TrainControl
     from .data import (
         Corpus,
         CorpusFile,
@@ -83,7 +84,6 @@ if TYPE_CHECKING:
         EvalReport,
         StepReport,
         TrainConfig,
-        TrainControl,
         Trainer,
         evaluate,
         format_duration,
@@ -140,7 +140,7 @@ _EXPORTS: dict[str, str] = {
     "EvalReport": "trainer",
     "StepReport": "trainer",
     "TrainConfig": "trainer",
-    "TrainControl": "trainer",
+    "TrainControl": "control",
     "Trainer": "trainer",
     "evaluate": "trainer",
     "HELDOUT_SAMPLE_TOKENS": "evaluation",

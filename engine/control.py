@@ -4,6 +4,17 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Protocol
+
+
+class LoopControl(Protocol):
+    """What a training loop asks between optimizer steps: park while paused, then stop or go on."""
+
+    @property
+    def stopped(self) -> bool: ...
+
+    def wait_if_paused(self) -> None: ...
 
 
 class TrainControl:
@@ -35,3 +46,25 @@ class TrainControl:
     def wait_if_paused(self) -> None:
         while not self._run.wait(0.1):
             pass
+
+
+class PauseReporting:
+    """``inner`` as a training loop sees it, telling ``report`` when the loop parks on a pause
+    ("paused") and when it goes on ("running"): a run's status file says "paused" while paused.
+    Calls come from the training thread."""
+
+    def __init__(self, inner: TrainControl, report: Callable[[str], None]) -> None:
+        self.inner = inner
+        self._report = report
+
+    @property
+    def stopped(self) -> bool:
+        return self.inner.stopped
+
+    def wait_if_paused(self) -> None:
+        if not self.inner.paused:
+            return
+        self._report("paused")
+        self.inner.wait_if_paused()
+        if not self.inner.stopped:  # a stop while paused ends the run, which writes its own state
+            self._report("running")

@@ -27,11 +27,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .control import TrainControl
 from .distributed import Comm, FlatBuffer, balanced_owners, partition_rows
 from .errors import MambaStudioError
 from .optim import AdamW, ShardSpec
 from .threads import ThreadTuner
-from .trainer import TrainControl, Trainer
+from .trainer import Trainer
 
 _REQ, _DATA = 71, 72  # tags on the service communicator
 

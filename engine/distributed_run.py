@@ -16,16 +16,17 @@ import sys
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from .bench import set_threads
+from .control import TrainControl
 from .dataparallel import CollectiveControl, DataParallel, gathered_state_bytes
 from .distributed import DEFAULT_TIMEOUT_S, Comm, threads_per_rank
 from .errors import TrainingError
 from .guard import DivergenceGuard
 from .run import Run, RunSpec
 from .signals import stop_on_signals
-from .trainer import TrainControl, Trainer
+from .trainer import Trainer
 
 
 class DistributedJob:
@@ -96,8 +97,7 @@ class DistributedJob:
         local = TrainControl()
         with stop_on_signals(local, notify=lambda m: None):
             with suppress(TrainingError):  # the same on rank 0, which saves and reports it
-                # CollectiveControl has TrainControl's interface (stopped, wait_if_paused), not its class
-                tr.run(control=cast(TrainControl, self.control(local)), guard=DivergenceGuard())
+                tr.run(control=self.control(local), guard=DivergenceGuard())
             assert self.dp is not None
             self.dp.finish()
         return 0

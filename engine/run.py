@@ -28,6 +28,7 @@ import numpy as np
 from . import checkpoint as ckpt
 from . import runformat as rf
 from .config import MambaConfig, preset
+from .control import PauseReporting, TrainControl
 from .corpuswalk import summary
 from .data import encode_corpus, id_dtype, load_corpus, split_holdout
 from .defaults import BPE_MIN_BYTES, PRESET_DEFAULTS, choose_tokenizer
@@ -40,7 +41,7 @@ from .lora import count_trainable
 from .packing import PackedRows, pack_documents
 from .signals import stop_on_signals
 from .tokenizer import BPETokenizer, ByteTokenizer, check_fits
-from .trainer import EpochReport, StepReport, TrainConfig, TrainControl, Trainer, epoch_steps
+from .trainer import EpochReport, StepReport, TrainConfig, Trainer, epoch_steps
 
 RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
                     "autosave_steps", "autosave_minutes", "prompts")
@@ -258,7 +259,7 @@ class Run:
         guard = DivergenceGuard(on_rollback=on_notice)
         self._status("running")
         try:
-            self.trainer.run(step_hook, epoch_hook, control, guard)
+            self.trainer.run(step_hook, epoch_hook, PauseReporting(control, self._status), guard)
         except TrainingError as exc:
             if self.step != self.saved_step:
                 save()

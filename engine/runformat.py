@@ -15,7 +15,7 @@
     latest.json / best.json   {"snapshot": "step-N", "step": N, "val_loss": float | null}
     metrics.csv               one row per optimizer step (kind "step") and per held-out evaluation
                               (kind "eval"); rows past the resumed snapshot are dropped on resume
-    status.json               {"state": running|stopped|finished|diverged, "step", "total_steps",
+    status.json               {"state": running|paused|stopped|finished|diverged, "step", "total_steps",
                                "best_val_loss", "pid", "updated"}
     lock                      flock()ed by the one writer; holds its pid (a dead holder's lock is
                               released by the kernel, so a stale lock is simply taken over)
@@ -626,7 +626,7 @@ class RunInfo:
     preset: str
     steps: int
     best_val_loss: float | None
-    status: str  # running | stopped | finished | diverged | interrupted | broken
+    status: str  # running | paused | stopped | finished | diverged | interrupted | broken
     error: str | None = None
 
 
@@ -647,8 +647,9 @@ def list_runs(root: str | Path) -> list[RunInfo]:
         st = read_status(p)
         state = str(st.get("state", "stopped"))
         if RunLock(p).held_elsewhere():  # a live writer: opened, training or saving right now
-            state = "running"  # (status.json says so only once its first step starts)
-        elif state == "running":
+            state = "paused" if state == "paused" else "running"  # (status.json says "running"
+            # only once its first step starts)
+        elif state in ("running", "paused"):
             state = "interrupted"
         latest = read_pointer(p, LATEST)
         best = read_pointer(p, BEST)

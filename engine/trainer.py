@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .control import TrainControl
+from .control import LoopControl
 from .data import make_rows
 from .defaults import DEFAULT_PRESET, PRESET_DEFAULTS
 from .errors import CorpusError, TrainingError
@@ -336,7 +336,7 @@ class Trainer:
         self,
         on_step: Callable[[StepReport], None] | None = None,
         on_epoch: Callable[[EpochReport], None] | None = None,
-        control: TrainControl | None = None,
+        control: LoopControl | None = None,
         guard: StepGuard | None = None,
     ) -> list[EpochReport]:
         """Train until done, ``max_steps``, or ``control.stop()``. Returns the epochs finished
@@ -349,7 +349,7 @@ class Trainer:
             self._should_stop = None
 
     def _loop(self, on_step: Callable[[StepReport], None] | None,
-              on_epoch: Callable[[EpochReport], None] | None, control: TrainControl | None,
+              on_epoch: Callable[[EpochReport], None] | None, control: LoopControl | None,
               guard: StepGuard | None) -> list[EpochReport]:
         c = self.cfg
         t0 = time.perf_counter()

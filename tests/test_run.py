@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from engine import checkpoint as ckpt
 from engine import runformat as rf
 from engine.cli import main
+from engine.control import TrainControl
 from engine.errors import CheckpointError, TrainingError
 from engine.run import RunSpec, list_runs, load_model, open_run, read_metrics, resume, start
 from engine.trainer import TrainConfig
@@ -185,6 +187,32 @@ def test_a_run_being_opened_lists_as_running_and_status_follows_saves(tmp_path):
     assert seen and seen[-1]["step"] == 4 and seen[-1]["state"] == "running"  # was step 0
     assert rf.read_status(run.folder)["state"] == "finished"
     assert [r.status for r in list_runs(tmp_path / "runs")] == ["finished"]
+
+
+def test_a_paused_run_says_paused_in_its_status_and_listing(tmp_path):
+    corpus = _corpus(tmp_path)
+    control = TrainControl()
+    seen: list[tuple[str, str]] = []
+
+    def on_step(r) -> None:  # noqa: ANN001
+        if r.step == 2:  # pause here; the loop parks before step 3
+            control.pause()
+            threading.Thread(target=look_then_resume, daemon=True).start()
+
+    def look_then_resume() -> None:
+        try:
+            _wait_for(lambda: rf.read_status(run.folder).get("state") == "paused", timeout=20)
+            seen.append((rf.read_status(run.folder)["state"], list_runs(tmp_path / "runs")[0].status))
+        finally:
+            control.resume()
+
+    with start(_spec(max_steps=4), [corpus], root=tmp_path / "runs") as run:
+        run.train(on_step=on_step, control=control)
+    assert seen == [("paused", "paused")]
+    assert rf.read_status(run.folder)["state"] == "finished"
+    # a paused run whose process died lists as interrupted, like a running one
+    rf.write_status(run.folder, "paused", step=2)
+    assert list_runs(tmp_path / "runs")[0].status == "interrupted"
 
 
 def test_unwritable_out_is_refused_before_step_1(tmp_path, capsys):
