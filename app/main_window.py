@@ -68,6 +68,7 @@ class MainWindow(QMainWindow):
         Path(self.runs_root).mkdir(parents=True, exist_ok=True)
         self.errors: list[str] = []
         self.state = "idle"
+        self.last_end = ""  # how the last run of this window ended, shown while idle
         self.train_thread: QThread | None = None
         self.worker: TrainWorker | None = None
         self.init_dir: str | None = None  # next Start: a new run from these weights
@@ -256,7 +257,8 @@ class MainWindow(QMainWindow):
         elif state == "idle":
             self.runs.live = None  # the run's own files say how it ended
         if state != "running":
-            self.status.setText({"idle": "idle", "paused": "paused (Space resumes)",
+            idle = f"idle · last run: {self.last_end}" if self.last_end else "idle"
+            self.status.setText({"idle": idle, "paused": "paused (Space resumes)",
                                  "stopping": "stopping after the current step, then saving…"
                                  }.get(state, state))
         self.state_changed.emit(state)
@@ -474,11 +476,13 @@ class MainWindow(QMainWindow):
         self.worker.info.connect(self._notice)
         self.worker.opened.connect(self._on_opened)
         self.worker.saved.connect(self._say)
+        self.worker.ended.connect(self._on_ended)
         self.worker.step_finished.connect(self._on_step)
         self.worker.epoch_finished.connect(self._on_epoch)
         self.worker.preview_ready.connect(self._on_preview)
         self.worker.failed.connect(self._error)
         self.worker.finished.connect(self._on_finished)
+        self.last_end = ""
         self._set_state("running")
         self._update_next()
         self.status.setText(f"{PREPARING} (corpus, tokenizer, model, kernels)…")
@@ -553,6 +557,9 @@ class MainWindow(QMainWindow):
                if e.val else "")
         self._notice(f"epoch {e.epoch + 1}: train {e.train_loss:.4f}, grad norm "
                      f"{e.grad_norm:.3f}{val}")
+
+    def _on_ended(self, how: str) -> None:
+        self.last_end = how
 
     def _on_finished(self, folder: str) -> None:
         if self.train_thread is not None:

@@ -54,6 +54,7 @@ class TrainWorker(QObject):
     saved = Signal(str)
     failed = Signal(str)
     finished = Signal(str)  # run folder ("" when none was made)
+    ended = Signal(str)  # how the run ended, for the status line ("stopped at step 12 (...)")
 
     def __init__(self, job: TrainJob, prompts: list[str], sampling: engine.SamplingConfig) -> None:
         super().__init__()
@@ -114,6 +115,7 @@ class TrainWorker(QObject):
         except Exception as exc:
             self._previews.shutdown(wait=False)
             self.failed.emit(describe_error(exc))
+            self.ended.emit("not started (see the Log tab)")
             self.finished.emit("")
             return
         self.folder = str(run.folder)
@@ -149,8 +151,10 @@ class TrainWorker(QObject):
                     run.set_prompts(self.prompts)
                 why = f" ({self.stop_reason})" if self.stop_reason else ""
                 self.saved.emit(f"{result.state} at step {result.step}{why}; snapshot {result.snapshot}")
+                self.ended.emit(f"{run.folder.name} {result.state} at step {result.step}{why}")
         except Exception as exc:
             self.failed.emit(describe_error(exc))
+            self.ended.emit(f"{run.folder.name} failed (see the Log tab)")
         finally:
             if self._tb is not None:
                 self._tb.close()
