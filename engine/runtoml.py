@@ -111,10 +111,6 @@ class _Wrong(Exception):
     """A value of the wrong type; the message says what was expected."""
 
 
-class _BadKey(ValueError):
-    """An unknown key or a wrongly typed value; the message is complete as it is."""
-
-
 _KINDS = ((bool, "true/false"), (int, "an integer"), (float, "a number"), (str, "a string"),
           (list, "an array"), (dict, "a table"), ((datetime, date, time), "a date/time"))
 
@@ -193,9 +189,10 @@ def _conform(value: Any, tp: Any) -> Any:
     raise _Wrong(_expected(tp))
 
 
-def _checked(doc: dict[str, Any], table: _Table, where: str = "") -> dict[str, Any]:
-    """``doc`` with every value conformed to ``table``; ValueError on the first unknown key or
-    wrongly typed value, naming it as table.key."""
+def _checked(doc: dict[str, Any], table: _Table, problems: list[str], where: str = ""
+             ) -> dict[str, Any]:
+    """``doc`` with every value conformed to ``table``; each unknown key or wrongly typed value
+    is left out and named (as table.key, with the nearest valid key) in ``problems``."""
     out: dict[str, Any] = {}
     for key, value in doc.items():
         shown = key if key.replace("_", "a").replace("-", "a").isalnum() and key.isascii() \
@@ -203,7 +200,8 @@ def _checked(doc: dict[str, Any], table: _Table, where: str = "") -> dict[str, A
         name = f"{where}.{shown}" if where else shown
         if key not in table:
             if name in _LEFT_OUT:
-                raise _BadKey(f"{name} is not a setting: {_LEFT_OUT[name]}")
+                problems.append(f"{name} is not a setting: {_LEFT_OUT[name]}")
+                continue
             what = f"unknown key {name}" if where else f"unknown section [{name}]"
             near = difflib.get_close_matches(key, list(table), n=1)
             if near:
@@ -211,18 +209,29 @@ def _checked(doc: dict[str, Any], table: _Table, where: str = "") -> dict[str, A
             else:
                 hint = (f"[{where}] keys are: {', '.join(table)}" if where else
                         f"expected {', '.join(f'[{t}]' for t in table)}")
-            raise _BadKey(f"{what}; {hint}")
+            problems.append(f"{what}; {hint}")
+            continue
         tp = table[key]
         if isinstance(tp, _Table):
             if not isinstance(value, dict):
-                raise _BadKey(f"{name} = {_shown(value)}; expected a [{name}] table")
-            out[key] = _checked(value, tp, name)
+                problems.append(f"{name} = {_shown(value)}; expected a [{name}] table")
+            else:
+                out[key] = _checked(value, tp, problems, name)
             continue
         try:
             out[key] = _conform(value, tp)
         except _Wrong as exc:
-            raise _BadKey(f"{name} = {_shown(value)}; expected {exc}") from None
+            problems.append(f"{name} = {_shown(value)}; expected {exc}")
     return out
+
+
+def _listed(problems: list[str], most: int = 5) -> str:
+    """One line naming every problem (the first ``most``, then how many more)."""
+    if len(problems) == 1:
+        return problems[0]
+    shown = " ".join(f"({i}) {p}" for i, p in enumerate(problems[:most], 1))
+    more = f" and {len(problems) - most} more" if len(problems) > most else ""
+    return f"{len(problems)} problems: {shown}{more}"
 
 
 def load_settings(path: str | Path) -> RunSettings:
@@ -238,8 +247,11 @@ def load_settings(path: str | Path) -> RunSettings:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise MambaStudioError(f"{path}: not valid TOML ({exc}); fix the file or save it again "
                                "from the app") from None
+    problems: list[str] = []
+    doc = _checked(doc, _schema(), problems)
+    if problems:
+        raise MambaStudioError(f"{path}: {_listed(problems)}")
     try:
-        doc = _checked(doc, _schema())
         run = dict(doc.get("run", {}))
         corpus = run.pop("corpus", ())
         if any(not c.strip() for c in corpus):
@@ -256,8 +268,6 @@ def load_settings(path: str | Path) -> RunSettings:
         spec.check()
         es = EarlyStopping(**doc.get("early_stopping", {}))
         es.check()
-    except _BadKey as exc:
-        raise MambaStudioError(f"{path}: {exc}") from None
     except (TypeError, ValueError) as exc:
         raise MambaStudioError(f"{path}: {exc}; fix that setting in the file") from None
     return RunSettings(spec, corpus, es)

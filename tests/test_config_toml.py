@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from engine.errors import MambaStudioError
 from engine.runtoml import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,6 +58,25 @@ def test_bad_key_or_type_is_one_line_exit_2(folder, text, key, words):
     assert lines[0].startswith(f"error: {toml}: ") and key in lines[0]
     assert all(w in lines[0] for w in words), lines[0]
     assert not out.exists()  # nothing trained, no run folder
+
+
+def test_every_wrong_key_and_type_is_named_at_once(folder):
+    """A file with several mistakes names each of them (it named the first, so a user fixed
+    them one run at a time)."""
+    toml = folder / "run.toml"
+    toml.write_text('[run]\npresett = "tiny"\n[model]\nd_model = "big"\n[train]\nepochs = true\n'
+                    "lora = 3\n[early_stoping]\npatience = 2\n")
+    with pytest.raises(MambaStudioError) as info:
+        load_settings(toml)
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith(f"{toml}: 5 problems: (1) ")
+    for i, key in enumerate(["run.presett", "model.d_model", "train.epochs", "train.lora",
+                             "[early_stoping]"], 1):
+        assert f"({i}) " in msg and key in msg.split(f"({i}) ")[1], (key, msg)
+    assert "did you mean [early_stopping]?" in msg
+    toml.write_text("[train]\n" + "".join(f"epochs{i} = 1\n" for i in range(8)))
+    msg = str(pytest.raises(MambaStudioError, load_settings, toml).value)
+    assert msg.count("unknown key") == 5 and msg.endswith("and 3 more") and "8 problems" in msg
 
 
 @pytest.mark.parametrize("corpus, targets", [('"a.txt"', '"in_proj"'),
