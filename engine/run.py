@@ -40,7 +40,7 @@ from .lm import MambaLM
 from .lora import count_trainable
 from .packing import PackedRows, pack_documents
 from .signals import stop_on_signals
-from .tokenizer import BPETokenizer, ByteTokenizer, check_fits
+from .tokenizer import BPETokenizer, ByteTokenizer, bpe_sample_every, check_fits
 from .trainer import EpochReport, StepReport, TrainConfig, Trainer, epoch_steps
 
 RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
@@ -464,7 +464,10 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             say(f"tokenizer: {spec.tokenizer} (auto: BPE from {BPE_MIN_BYTES / 1e6:g} MB of text; "
                 f"this corpus has {_megabytes(corpus.n_bytes)}), learning rate {spec.train.lr:g}")
         if spec.tokenizer == "bpe":
-            say(f"training a {spec.bpe_vocab:,}-token BPE tokenizer on the corpus...")
+            every = bpe_sample_every(corpus.n_bytes)
+            share = (f"a share of the corpus (one 64 KiB piece in {every}, about "
+                     f"{_megabytes(corpus.n_bytes // every)})" if every > 1 else "the corpus")
+            say(f"training a {spec.bpe_vocab:,}-token BPE tokenizer on {share}...")
         tok = (BPETokenizer.train(corpus.texts, vocab_size=spec.bpe_vocab)
                if spec.tokenizer == "bpe" else ByteTokenizer())
         lm = MambaLM(_model_config(spec, tok.vocab_size), {}, tok)

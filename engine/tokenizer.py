@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from .errors import MambaStudioError, TokenizerError
+from .fastbpe import FastBPE, fast_encoder
 from .safeio import TOKENIZER_LIMIT, read_bytes, read_json
 
 EOS = "<|endoftext|>"
@@ -72,14 +73,29 @@ class _HFStream:
 # against 0.23 GB for the same corpus in 64 KiB pieces, with the same tokens (the pieces are cut
 # where the byte-level pre-tokeniser cuts: ``data.iter_text``)
 BPE_PIECE_BYTES = 64 * 1024
+# ... and learns its merges from at most about this much of it: every k-th piece, spread over the
+# whole corpus (HF's trainer splits words at ~1.2 MB/s a core: 83 s for a 200 MB corpus, ~13 s
+# for this share of it; SentencePiece caps its input the same way)
+BPE_TRAIN_MAX_BYTES = 32_000_000
+
+
+def bpe_sample_every(n_bytes: int) -> int:
+    """BPE training on a corpus of ``n_bytes`` reads every this-many-th piece (1: all of it)."""
+    return max(1, -(-n_bytes // BPE_TRAIN_MAX_BYTES))
 
 
 def _chunks(texts: Iterable[str]) -> Iterator[str]:
-    """A Corpus (or its ``texts``) streams pieces of about ``BPE_PIECE_BYTES`` from disk;
-    anything else as given."""
+    """A Corpus (or its ``texts``) streams pieces of about ``BPE_PIECE_BYTES`` from disk, every
+    ``bpe_sample_every``-th of them; anything else as given."""
     source = getattr(texts, "corpus", texts)
     chunks = getattr(source, "chunks", None)
-    yield from (chunks(BPE_PIECE_BYTES) if callable(chunks) else texts)
+    if not callable(chunks):
+        yield from texts
+        return
+    every = bpe_sample_every(int(getattr(source, "n_bytes", 0)))
+    for i, piece in enumerate(chunks(BPE_PIECE_BYTES)):
+        if i % every == 0:
+            yield piece
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -184,6 +200,18 @@ class BPETokenizer:
         self.vocab_size = int(tok.get_vocab_size())
         eos = tok.token_to_id(EOS)
         self.eos_id = int(eos) if eos is not None else 0
+        self._fast: FastBPE | None | bool = False  # False: not built yet (``_encoder``)
+
+    def _encoder(self) -> FastBPE | None:
+        """tiktoken's encoder for these merges where it gives HF's ids (``engine.fastbpe``),
+        ~8x faster; None: HF's own."""
+        if self._fast is False:
+            self._fast = fast_encoder(self._tok.to_str(), self._hf_encode)
+        assert self._fast is not True
+        return self._fast
+
+    def _hf_encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 2048, min_frequency: int = 2) -> BPETokenizer:
@@ -209,10 +237,15 @@ class BPETokenizer:
         return cls(tok)
 
     def encode(self, text: str) -> np.ndarray:
-        return np.asarray(self._tok.encode(text, add_special_tokens=False).ids, dtype=np.int64)
+        fast = self._encoder()
+        return np.asarray(fast.encode(text) if fast is not None else self._hf_encode(text),
+                          dtype=np.int64)
 
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
-        """``encode`` of each text, in one call (HF tokenizers runs it in parallel)."""
+        """``encode`` of each text, in one call (HF's encoder runs it in parallel)."""
+        fast = self._encoder()
+        if fast is not None:
+            return fast.encode_batch(texts)
         out = self._tok.encode_batch(texts, add_special_tokens=False)
         return [np.asarray(e.ids, dtype=np.int64) for e in out]
 

@@ -10,7 +10,7 @@ PY="${PYTHON:-python3}"
 # torch's CPU build: from a wheel pip already finds offline (a wheelhouse in pip's config), else
 # from the PyTorch CPU index (PyPI's Linux wheel is the CUDA build, several GB).
 TORCH_INDEX="${TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
-ENGINE_DEPS=(numpy numba safetensors tokenizers threadpoolctl gguf pytest)
+ENGINE_DEPS=(numpy numba safetensors tokenizers tiktoken threadpoolctl gguf pytest)
 
 make_env() {  # make_env NAME PIP-SPEC...
   local dir=".venv-interop/$1"; shift
