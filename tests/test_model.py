@@ -106,12 +106,14 @@ def test_activation_checkpointing_gives_identical_gradients_and_less_memory():
     for ckpt in (False, True):
         g = zeros_like(p)
         loss_and_grad(p, tokens, targets, cfg, g, 1 / targets.size, checkpoint=ckpt)  # warm
-        g = zeros_like(p)
-        tracemalloc.start()
-        loss, _ = loss_and_grad(p, tokens, targets, cfg, g, 1 / targets.size, checkpoint=ckpt)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        results[ckpt] = (loss, g, peak)
+        peaks = []
+        for _ in range(3):  # tracemalloc sees every thread: the least of three is this call's own
+            g = zeros_like(p)
+            tracemalloc.start()
+            loss, _ = loss_and_grad(p, tokens, targets, cfg, g, 1 / targets.size, checkpoint=ckpt)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+        results[ckpt] = (loss, g, min(peaks))
     assert results[True][0] == results[False][0]
     for name in p:
         np.testing.assert_array_equal(results[True][1][name], results[False][1][name])

@@ -351,22 +351,24 @@ class CorpusPanel(QWidget):
                 + (f"\n… and {extra} more" if extra > 0 else ""))
         self.skipped_list.setVisible(on)
 
-    def held_out(self) -> set[str]:
-        """Files (partly) held out, by the engine's own seeded split of whole documents
+    def held_out(self) -> dict[str, bool]:
+        """Files held out -> True when the whole file is, False when only a window of it is (no
+        whole file fits the held-out share), by the engine's own seeded split of whole documents
         (engine.documents.split_documents) over these files' token counts (each file one
         document, as with records "file"); ``seed``/``min_tokens`` follow the training panel."""
         if self.holdout <= 0 or not self.files or self.record_mode() != "file":
-            return set()  # lines / paragraphs: examples of every file are held out, not files
+            return {}  # lines / paragraphs: examples of every file are held out, not files
         paths = list(self.files)
         lengths = np.array([self.tokens.get(p, self.files[p].n_bytes) + 1 for p in paths])
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         docs = engine.Documents(np.zeros(int(offsets[-1]), dtype=np.uint8), offsets)
         _, val = engine.split_documents(docs, self.holdout, self.seed, self.min_tokens)
-        out = set()
+        out: dict[str, bool] = {}
         for start, n in val:
             first = int(np.searchsorted(offsets, start, side="right")) - 1
             last = int(np.searchsorted(offsets, start + n - 1, side="right")) - 1
-            out.update(paths[first:last + 1])
+            whole = start == offsets[first] and start + n == offsets[last + 1]
+            out.update(dict.fromkeys(paths[first:last + 1], bool(whole)))
         return out
 
     def set_split(self, holdout: float, seed: int, min_tokens: int) -> None:
@@ -398,9 +400,13 @@ class CorpusPanel(QWidget):
                      "held out to measure generalisation" if by_file else
                      f"about {self.holdout:.0%} of the examples (whole {unit} chosen by the seed, "
                      "from every file) are held out to measure generalisation")
+        window_tip = (f"no whole file fits about {self.holdout:.0%} of the tokens, so a window of "
+                      "that size, placed by the seed inside this file, is held out to measure "
+                      "generalisation; the rest of the file trains")
         for row, (path, f) in enumerate(self.files.items()):
             tok = "after Start" if unknown else f"{self.tokens.get(path, f.n_bytes):,}"
-            split = ("held-out" if path in held else "train") if by_file else "by example"
+            split = ("train" if path not in held else "held-out" if held[path]
+                     else "part held-out") if by_file else "by example"
             cells = (Path(path).name, f"{f.n_bytes:,}", tok, split)
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
@@ -408,7 +414,8 @@ class CorpusPanel(QWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 item.setToolTip(path if col == 0 else (
                     "the BPE tokenizer is trained on the corpus when the run starts" if col == 2
-                    and unknown else split_tip if col == 3 else ""))
+                    and unknown else split_tip if col == 3 and held.get(path, True) else
+                    window_tip if col == 3 else ""))
                 self.table.setItem(row, col, item)
         total = self.n_bytes()
         auto = " (auto)" if self.tokenizer is None and self.tokenizer_kind == "auto" else ""

@@ -158,6 +158,25 @@ def test_split_column_follows_the_examples_choice(win, qtbot):
     assert c.summary.text().endswith("of the paragraphs held-out")
 
 
+def test_a_file_held_out_only_in_part_says_so(win, qtbot, tmp_path):
+    """When no whole file fits the held-out share, the engine holds out a window of the largest
+    file: the table said "held-out" with a tooltip about whole files."""
+    c = win.corpus
+    qtbot.waitUntil(lambda: c.pending == 0, timeout=RUN_TIMEOUT)
+    c.table.selectAll()
+    c._remove_selected()  # the sample corpus a new window starts with
+    big = tmp_path / "big.txt"
+    big.write_text("the cat sat on the mat. " * 400)
+    (tmp_path / "small.txt").write_text("a dog. " * 20)
+    c.add_paths([str(big), str(tmp_path / "small.txt")], sync=True)
+    qtbot.waitUntil(lambda: c.pending == 0 and c.table.rowCount() >= 2, timeout=RUN_TIMEOUT)
+    c.set_record_mode("file")
+    assert c.paths() == [str(big), str(tmp_path / "small.txt")]
+    rows = {c.table.item(r, 0).text(): c.table.item(r, 3) for r in range(c.table.rowCount())}
+    assert rows["big.txt"].text() == "part held-out" and rows["small.txt"].text() == "train"
+    assert "window" in rows["big.txt"].toolTip() and "whole files" not in rows["big.txt"].toolTip()
+
+
 def test_lora_panel_never_scrolls_sideways_at_1024x700(win, qtbot):
     win.resize(1024, 700)
     win.left_tabs.setCurrentIndex(1)
