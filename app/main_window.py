@@ -369,6 +369,12 @@ class MainWindow(QMainWindow):
         may_measure = self.state == "idle" and os.environ.get("MAMBA_STUDIO_NO_MEASURE") != "1"
         est = engine.estimate_run(cfg, tc, self._corpus_tokens(),
                                   rows=rows if isinstance(rows, int) else None, step_s=step_s)
+        refused = engine.why_not_measured(cfg, tc) if step_s is None else None
+        if refused is not None:  # too large to fit or to time: never built in the background
+            self.estimate.setText("Estimate: " + est.human(
+                no_steps=rows if isinstance(rows, str) else "counting…", no_time="not measured")
+                + f" · {refused}")
+            return
         self.estimate.setText("Estimate: " + est.human(
             no_steps=rows if isinstance(rows, str) else "counting…",
             no_time="measuring…" if may_measure else "measured while idle"))

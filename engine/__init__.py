@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         TokenizerError,
         TrainingError,
     )
-    from .estimate import estimate_run, measure_step_seconds
+    from .estimate import estimate_run, measure_step_seconds, why_not_measured
     from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .export import export_gguf, export_merged, export_peft
     from .gpu import GpuUnavailable, open_stepper, pick_backend
@@ -175,6 +175,7 @@ _EXPORTS: dict[str, str] = {
     "TBLogger": "tblog",
     "estimate_run": "estimate",
     "measure_step_seconds": "estimate",
+    "why_not_measured": "estimate",
     "RunSettings": "runtoml",
     "load_settings": "runtoml",
     "save_settings": "runtoml",
@@ -235,6 +236,7 @@ __all__ = [
     "MambaLM",
     "MambaStudioError",
     "measure_step_seconds",
+    "why_not_measured",
     "NO_LIMIT",
     "open_run",
     "open_stepper",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .config import MambaConfig
-from .limits import MemoryEstimate, MemorySpec, estimate, human_bytes, n_params
+from .limits import ConfigError, MemoryEstimate, MemorySpec, check_run, estimate, human_bytes, n_params
 from .lm import MambaLM
 from .lora import count_trainable
 from .trainer import TrainConfig, Trainer, epoch_steps
@@ -67,10 +67,34 @@ def estimate_run(cfg: MambaConfig, tc: TrainConfig, corpus_tokens: int, rows: in
     return RunEstimate(total, trained, mem, steps, step_s)
 
 
+# steps above this many FLOP (6 x parameters x tokens) are not timed: at the ~100 GFLOP/s two
+# cores reach, four of them would take minutes of the machine in the background
+MEASURE_MAX_FLOP = 4e12
+
+
+def why_not_measured(cfg: MambaConfig, tc: TrainConfig) -> str | None:
+    """None when timing a few steps of ``cfg`` / ``tc`` is safe; else why not: the run would not
+    fit in the memory available now (the message ``check_run`` gives at Start), or one step is
+    too costly to time in the background."""
+    try:
+        check_run(cfg, tc)
+    except ConfigError as exc:
+        return str(exc)
+    flop = 6 * n_params(cfg) * tc.batch_size * tc.grad_accum * tc.seq_len
+    if flop > MEASURE_MAX_FLOP:
+        return (f"step time not measured: one step is about {flop / 1e12:,.0f} TFLOP, minutes of "
+                "CPU a step on a desktop")
+    return None
+
+
 def measure_step_seconds(cfg: MambaConfig, tc: TrainConfig, steps: int = 3) -> float:
     """Seconds per optimizer step: a random model of ``cfg`` trained ``steps`` steps (after one
     untimed warm-up step that compiles the kernels) on random tokens; the median is returned
-    (of 3: one step slowed by another process's burst does not move it, as it would a mean)."""
+    (of 3: one step slowed by another process's burst does not move it, as it would a mean).
+    Raises ConfigError (``why_not_measured``) for a run too large to time or to fit."""
+    why = why_not_measured(cfg, tc)
+    if why is not None:
+        raise ConfigError(why)
     lm = MambaLM.create(cfg, seed=0)
     tc = replace(tc, epochs=1, max_steps=None, eval_every=0, shuffle=False)
     rows = tc.batch_size * tc.grad_accum

@@ -229,6 +229,30 @@ def test_estimate_changes_with_batch_size(win, qtbot, monkeypatch):
     assert steps[0] == 4 * steps[1] or abs(steps[0] - 4 * steps[1]) <= 3  # 4x batch, 1/4 steps
 
 
+def test_a_model_too_large_to_fit_is_never_built_for_the_estimate(win, qtbot, monkeypatch):
+    """A walk-through chose d_model 2048 x 48 layers (67.5 GB) and the idle window's step
+    timing grew to 20.8 GB before it was killed: it now says the run does not fit and builds
+    nothing; a run that fits but costs minutes a step is not timed either."""
+    import engine.estimate as est_mod
+
+    monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")
+    built: list[object] = []
+    monkeypatch.setattr(est_mod.MambaLM, "create", lambda *a, **k: built.append(a) or 1 / 0)
+    monkeypatch.setenv("MAMBA_STUDIO_MEMORY", str(8 << 30))
+    win.train.preset.setCurrentText("custom")
+    win.train.d_model.setValue(2048)
+    win.train.n_layer.setValue(48)
+    win._refresh_estimate()
+    text = win.estimate.text()
+    assert "step time: not measured" in text and "of memory is available" in text, text
+    monkeypatch.setenv("MAMBA_STUDIO_MEMORY", str(1 << 50))  # fits, but ~31 TFLOP a step
+    win.train.seq_len.setValue(1024)
+    win._refresh_estimate()
+    assert "step time not measured: one step is about" in win.estimate.text()
+    qtbot.wait(200)
+    assert built == [] and win._measuring is None
+
+
 def test_estimate_shows_the_steps_the_run_takes(win, qtbot, tmp_path, monkeypatch):
     """The estimate's steps per epoch are a started run's (packed rows): with the defaults on the
     sample corpus it once showed tokens / (batch x seq_len), 10, where the run took 11."""
