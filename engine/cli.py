@@ -610,6 +610,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside training (which saves and exits 0): reading the
+        sys.stdout.flush()     # corpus, training the tokenizer, loading; a new run leaves nothing
+        print("\ninterrupted (Ctrl-C); nothing was trained", file=sys.stderr)
+        return 130
 
 
 def _one_line(exc: BaseException) -> str:

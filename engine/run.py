@@ -15,6 +15,7 @@ total, so the learning rate continues from where the new curve is at the saved s
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import time
@@ -454,6 +455,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         say(line)
     if spec.init:
         lm = load_model(spec.init)
+        lm.check_finite(spec.init)  # before the folder is made (it blamed the new run's folder)
         if spec.tokenizer not in ("auto", lm.tokenizer.kind):  # it was dropped without a word
             say(f"note: tokenizer {spec.tokenizer} not used: a run from {spec.init} keeps that "
                 f"model's {lm.tokenizer.kind} tokenizer")
@@ -476,6 +478,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     trained = count_trainable(lm.config, spec.train.lora, spec.train.wsla)
     need = 2 * rf.snapshot_bytes(n_params(lm.config), trained) + corpus.n_bytes * id_dtype(
         lm.config.vocab_size).itemsize
+    made = not folder.exists()  # or empty: an unfinished start leaves it as it was
+    made_entries = made or not any(folder.iterdir())
     rf.check_out_dir(folder, need)
     lock = rf.RunLock(folder).acquire()
     try:
@@ -503,9 +507,23 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         run.save()  # step 0: the folder is a complete, resumable run from the start
         rf.write_run_json(folder, spec.to_dict(), folder.name)  # last: marks the run complete
     except BaseException:
+        if made_entries:  # Ctrl-C while tokenizing, a full disk, a non-finite --init model: the
+            _unmake(folder, made)  # next start needed --force to get past what was left
         lock.release()
         raise
     return run
+
+
+def _unmake(folder: Path, remove_folder: bool) -> None:
+    """Remove what an unfinished ``start`` wrote into ``folder`` (a run's own entries only)."""
+    for p in folder.iterdir():
+        if p.name in rf.RUN_ENTRIES and p.name != rf.LOCK:
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() \
+                else p.unlink(missing_ok=True)
+    (folder / rf.LOCK).unlink(missing_ok=True)  # still held by us: nobody else can be using it
+    if remove_folder:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _open(folder: Path, which: str = rf.LATEST
@@ -539,6 +557,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         spec = replace(spec, train=replace(spec.train, **train_kw), **run_kw)
         spec.check(new=False)
         lm = MambaLM.load(snap)
+        lm.check_finite(snap)  # a diverged snapshot would be "rolled back" to itself
         check_fits(lm.tokenizer, lm.config.vocab_size, snap / "tokenizer.json")
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.notices[:0] = refused

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import errno
 import fcntl
 import io
 import math
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,7 +48,7 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from .errors import CheckpointError, MambaStudioError
-from .safeio import read_json
+from .safeio import open_append, read_bytes, read_json
 
 FORMAT = "mamba-studio-run"
 VERSION = 1
@@ -59,6 +61,7 @@ LATEST = "latest.json"
 BEST = "best.json"
 METRICS = "metrics.csv"
 STATUS = "status.json"
+METRICS_LIMIT = 1 << 30  # ~7 million steps of metrics.csv rows
 LOCK = "lock"
 TB = "tb"
 RUN_ENTRIES = frozenset({RUN_JSON, DATA, SNAPSHOTS, LATEST, BEST, METRICS, STATUS, LOCK, TB})
@@ -414,9 +417,41 @@ def verify_snapshot(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"{path / SNAP_MANIFEST}: not a snapshot manifest")
     verify_files(path, files, SNAP_MANIFEST)
     trainer = _read(path / SNAP_TRAINER, "trainer state")
-    if not isinstance(trainer, dict):
-        raise CheckpointError(f"{path / SNAP_TRAINER}: not a JSON object")
+    why = _trainer_problem(trainer)
+    if why is not None:
+        raise CheckpointError(f"{path / SNAP_TRAINER}: {why}")
     return trainer
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _trainer_problem(t: Any) -> str | None:
+    """What makes a snapshot's trainer.json unusable for a resume, or None: the fields
+    ``Trainer.load_state_dict`` reads, with their types and ranges (a missing ``lr_scale``
+    was a KeyError traceback; a step of -5 resumed "at step -5")."""
+    if not isinstance(t, dict):
+        return "not a JSON object"
+    cur = t.get("cursor")
+    if not isinstance(cur, dict):
+        return "no cursor"
+    for k in ("step", "epoch", "group", "good", "steps"):
+        if not _count(cur.get(k)):
+            return f"cursor.{k} is {cur.get(k)!r:.40}, not a count"
+    for k in ("loss_sum", "norm_sum"):
+        if type(cur.get(k)) not in (int, float):
+            return f"cursor.{k} is {cur.get(k)!r:.40}, not a number"
+    if set(cur) - {"step", "epoch", "group", "good", "steps", "loss_sum", "norm_sum"}:
+        return f"cursor holds unknown keys {sorted(set(cur))}"
+    scale = t.get("lr_scale")
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not 0 < scale <= 1:
+        return f"lr_scale is {scale!r:.40}, not a number in (0, 1]"
+    if not _count(t.get("optimizer_t")) or not isinstance(t.get("epochs"), list):
+        return "optimizer_t or epochs missing or of the wrong type"
+    if t.get("step") != cur["step"]:
+        return f"step {t.get('step')!r:.40} differs from cursor.step {cur['step']}"
+    return None
 
 
 def snapshots(folder: Path) -> list[tuple[int, Path]]:
@@ -492,16 +527,38 @@ class RunLock:
         self.path = folder / LOCK
         self.fd: int | None = None
 
+    def _open(self, flags: int) -> int | None:
+        """The lock file opened without following a link or blocking on a FIFO; None when it
+        is missing (and ``flags`` does not create it); CheckpointError when it is not a plain
+        file (a link could make the pid write clobber a file outside the run)."""
+        bad = (f"{self.path}: not a plain file (a link, FIFO or device); a run's lock must be "
+               "one: delete it and try again")
+        try:
+            fd = os.open(self.path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink / a FIFO without a writer
+                raise CheckpointError(bad) from None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise CheckpointError(bad)
+        return fd
+
     def acquire(self) -> RunLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open(os.O_RDWR | os.O_CREAT)
+        assert fd is not None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            holder = os.read(fd, 64).decode(errors="replace").strip()
             os.close(fd)
+            who = f"process {holder}" if holder.isdigit() else "another process"
+            stop = f" (kill -INT {holder})" if holder.isdigit() else ""
             raise CheckpointError(
-                f"{self.path.parent}: the run is in use by process {holder}; wait for it to "
-                f"finish or stop it (kill -INT {holder}), or train into another --out") from None
+                f"{self.path.parent}: the run is in use by {who}; wait for it to "
+                f"finish or stop it{stop}, or train into another --out") from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         os.fsync(fd)
@@ -515,9 +572,12 @@ class RunLock:
 
     def held_elsewhere(self) -> bool:
         """True when another process holds the lock now (for listing runs)."""
-        if not self.path.exists():
+        try:
+            fd = self._open(os.O_RDONLY)
+        except (CheckpointError, OSError):
+            return False  # not a lock anyone can hold (the writer refuses it too)
+        if fd is None:
             return False
-        fd = os.open(self.path, os.O_RDONLY)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             return False
@@ -565,7 +625,7 @@ def unique_run_folder(root: Path, label: str) -> Path:
 def append_metric(folder: Path, row: dict[str, Any]) -> None:
     path = folder / METRICS
     new = not path.exists()
-    with open(path, "a", newline="") as f:
+    with open_append(path, METRICS) as f:
         w = csv.DictWriter(f, METRIC_FIELDS, extrasaction="ignore")
         if new:
             w.writeheader()
@@ -576,20 +636,24 @@ def read_metrics(folder: str | Path) -> list[dict[str, Any]]:
     """metrics.csv as dicts (kind: str, step/epoch: int, the rest float or None); a torn last
     line from a crash is skipped."""
     path = Path(folder) / METRICS
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return []
+    try:  # bounded, and never a FIFO or device (a link to /dev/zero grew to 6.9 GB)
+        text = read_bytes(path, METRICS_LIMIT, METRICS).decode("utf-8", errors="replace")
+    except MambaStudioError as exc:
+        raise CheckpointError(f"{exc}; delete or replace {path} (the snapshots do not need it)"
+                              ) from None
     out = []
-    with open(path, newline="") as f:
-        for raw in csv.DictReader(f):
-            try:
-                row: dict[str, Any] = {"kind": raw["kind"], "step": int(raw["step"]),
-                                       "epoch": int(raw["epoch"])}
-                for k in METRIC_FIELDS[3:]:
-                    row[k] = float(raw[k]) if raw.get(k) not in (None, "") else None
-            except (KeyError, ValueError, TypeError):
-                continue
-            if row["kind"] in ("step", "eval"):
-                out.append(row)
+    for raw in csv.DictReader(io.StringIO(text, newline="")):
+        try:
+            row: dict[str, Any] = {"kind": raw["kind"], "step": int(raw["step"]),
+                                   "epoch": int(raw["epoch"])}
+            for k in METRIC_FIELDS[3:]:
+                row[k] = float(raw[k]) if raw.get(k) not in (None, "") else None
+        except (KeyError, ValueError, TypeError):
+            continue
+        if row["kind"] in ("step", "eval"):
+            out.append(row)
     return out
 
 

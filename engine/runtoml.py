@@ -35,6 +35,7 @@ from .earlystop import EarlyStopping
 from .errors import MambaStudioError
 from .lora import LoRAConfig
 from .run import RunSpec
+from .safeio import read_bytes
 from .trainer import TrainConfig
 
 MAX_BYTES = 1024 * 1024
@@ -238,15 +239,18 @@ def load_settings(path: str | Path) -> RunSettings:
     """Parse and check a settings file; any problem (an unknown key, a value of the wrong type or
     out of range) is one MambaStudioError naming the file and the key."""
     path = Path(path)
+    try:  # a regular file of at most 1 MiB: never a FIFO (it hung) or /dev/zero (13.7 GB)
+        data = read_bytes(path, MAX_BYTES, "settings file")
+    except MambaStudioError as exc:
+        raise MambaStudioError(f"{exc}; check the --config path") from None
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise MambaStudioError(f"{path}: larger than 1 MiB; is this a settings file?")
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise MambaStudioError(f"{path}: cannot read ({exc.strerror}); check the --config path") from None
+        doc = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise MambaStudioError(f"{path}: not valid TOML ({exc}); fix the file or save it again "
                                "from the app") from None
+    except RecursionError:
+        raise MambaStudioError(f"{path}: not valid TOML (nested too deeply); fix the file or save "
+                               "it again from the app") from None
     problems: list[str] = []
     doc = _checked(doc, _schema(), problems)
     if problems:

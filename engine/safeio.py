@@ -12,7 +12,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .errors import MambaStudioError
 
@@ -103,3 +103,18 @@ def inside(folder: str | Path, name: str) -> Path:
             f"{folder}: its state files name {name!r}, which is outside the folder; refusing"
         )
     return target
+
+
+def open_append(path: str | Path, what: str = "file") -> IO[str]:
+    """``path`` opened for appending text (created if missing) without following a link or
+    blocking on a FIFO: a link in a run folder must never make us write outside it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                     0o644)
+    except OSError as exc:
+        raise UnsafeFileError(f"{path}: cannot append to the {what} ({exc.strerror or exc}); "
+                              "it must be a plain file: delete it and try again") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeFileError(f"{path}: the {what} is not a plain file; delete it and try again")
+    return os.fdopen(fd, "a", encoding="utf-8", newline="")

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .safeio import open_append
+
 SAMPLES = "samples.jsonl"
 MAX_BYTES = 64 * 1024 * 1024  # reads are bounded: a gallery larger than this is read from its end
 
@@ -16,7 +18,7 @@ MAX_BYTES = 64 * 1024 * 1024  # reads are bounded: a gallery larger than this is
 def append_sample(folder: str | Path, record: dict[str, Any]) -> None:
     """Append one sample record (a ``time`` field is added) and flush it to disk."""
     row = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **record}
-    with open(Path(folder) / SAMPLES, "a", encoding="utf-8") as f:
+    with open_append(Path(folder) / SAMPLES, SAMPLES) as f:
         f.write(json.dumps(row, ensure_ascii=False) + "\n")
         f.flush()
         os.fsync(f.fileno())

@@ -284,7 +284,11 @@ class Trainer:
         assert self.trainable is not None
         self.trainable.load_state_dict(state["trainable"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.cursor = _Cursor(**state["cursor"])
+        cursor = _Cursor(**state["cursor"])
+        if cursor.group > self.steps_per_epoch:
+            raise ValueError(f"cursor.group {cursor.group} is past this run's "
+                             f"{self.steps_per_epoch} steps per epoch")
+        self.cursor = cursor
         self.lr_scale = float(state["lr_scale"])
         self.epochs = [EpochReport(**{**e, "val": EvalReport(**e["val"]) if e["val"] else None})
                        for e in state["epochs"]]

@@ -1,0 +1,184 @@
+"""A run folder's own files turned into links, FIFOs or devices, crafted state files, and
+interrupted starts: one line each, never a hang, a traceback or a write outside the folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from engine import checkpoint as ckpt
+from engine import runformat as rf
+from engine.cli import main
+from engine.run import RunSpec, list_runs, start
+from engine.trainer import TrainConfig
+from tests.helpers import two_file_corpus
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def made_run(tmp_path_factory) -> Path:
+    """A finished 4-step run with snapshots at steps 0, 2 and 4."""
+    tmp = tmp_path_factory.mktemp("safety")
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=4),
+                   autosave_minutes=0, autosave_steps=2)
+    with start(spec, [two_file_corpus(tmp)], root=tmp / "runs") as run:
+        run.train()
+    return run.folder
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "run"
+    subprocess.run(["cp", "-a", str(run), str(out)], check=True)
+    return out
+
+
+def _resume(folder: Path, capsys, *extra: str) -> tuple[int, str]:
+    t0 = time.monotonic()
+    rc = main(["train", "--resume", str(folder), "--max-steps", "6", "--sample-tokens", "0",
+               "--no-tensorboard", *extra])
+    assert time.monotonic() - t0 < 60
+    return rc, capsys.readouterr().err
+
+
+def test_a_lock_that_is_a_link_never_writes_outside_the_run(made_run, tmp_path, capsys):
+    run = _copy(made_run, tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (run / rf.LOCK).unlink()
+    (run / rf.LOCK).symlink_to(victim)
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and "lock" in err and "not a plain file" in err and err.count("\n") == 1, err
+    assert victim.read_text() == "precious\n"  # it held the pid before
+
+
+def test_a_lock_that_is_a_fifo_neither_hangs_listing_nor_resume(made_run, tmp_path, capsys):
+    run = _copy(made_run, tmp_path)
+    (run / rf.LOCK).unlink()
+    os.mkfifo(run / rf.LOCK)
+    listed = subprocess.run([sys.executable, "-c", "import sys; from engine.run import list_runs; "
+                             "print([r.status for r in list_runs(sys.argv[1])])", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert listed.stdout.strip() == "['finished']", listed.stderr
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and "not a plain file" in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+def test_metrics_that_are_a_fifo_or_dev_zero_are_refused(made_run, tmp_path, capsys, kind):
+    run = _copy(made_run, tmp_path)
+    (run / rf.METRICS).unlink()
+    if kind == "fifo":
+        os.mkfifo(run / rf.METRICS)
+    else:
+        (run / rf.METRICS).symlink_to("/dev/zero")
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and "metrics.csv" in err and "delete or replace" in err, err
+
+
+def _rewrite_trainer(snap: Path, change) -> None:  # noqa: ANN001
+    """Edit a snapshot's trainer.json and fix its manifest's sha256, as a crafted file would."""
+    t = json.loads((snap / rf.SNAP_TRAINER).read_text())
+    change(t)
+    (snap / rf.SNAP_TRAINER).write_text(json.dumps(t))
+    man = json.loads((snap / rf.SNAP_MANIFEST).read_text())
+    man[rf.SNAP_TRAINER] = ckpt.sha256_file(snap / rf.SNAP_TRAINER)
+    (snap / rf.SNAP_MANIFEST).write_text(json.dumps(man))
+
+
+@pytest.mark.parametrize("change", [
+    lambda t: t.pop("lr_scale"), lambda t: t.pop("cursor"), lambda t: t.pop("optimizer_t"),
+    lambda t: t.__setitem__("step", -5), lambda t: t["cursor"].__setitem__("step", -5),
+    lambda t: t.__setitem__("lr_scale", "x"), lambda t: t["cursor"].pop("loss_sum"),
+], ids=["no_lr_scale", "no_cursor", "no_optimizer_t", "step_-5", "cursor_step_-5",
+        "lr_scale_str", "no_loss_sum"])
+def test_a_crafted_trainer_json_is_passed_over_for_an_older_snapshot(made_run, tmp_path, capsys,
+                                                                     change):
+    """A missing lr_scale was a KeyError traceback (CLI and window); step -5 resumed "at step -5"."""
+    run = _copy(made_run, tmp_path)
+    _rewrite_trainer(run / rf.SNAPSHOTS / "step-4", change)
+    rc, err = _resume(run, capsys)
+    assert rc == 0 and "Traceback" not in err, err
+    assert "step-4/trainer.json" in err and "using step-2 instead" in err, err
+    assert [r["step"] for r in rf.read_metrics(run) if r["kind"] == "step"] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_cursor_past_the_epoch_is_one_line(made_run, tmp_path, capsys):
+    run = _copy(made_run, tmp_path)
+    _rewrite_trainer(run / rf.SNAPSHOTS / "step-4", lambda t: t["cursor"].__setitem__("group", 10**9))
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and "cursor.group 1000000000 is past this run's" in err, err
+
+
+def test_a_snapshot_with_nan_weights_is_not_resumed(made_run, tmp_path, capsys):
+    run = _copy(made_run, tmp_path)
+    snap = run / rf.SNAPSHOTS / "step-4"
+    tensors = ckpt.read_tensors(snap / "model.safetensors")
+    name = sorted(tensors)[0]
+    tensors[name] = np.full_like(tensors[name], np.nan)
+    save_file(tensors, str(snap / "model.safetensors"), metadata={"format": "pt"})
+    man = json.loads((snap / rf.SNAP_MANIFEST).read_text())
+    man["model.safetensors"] = ckpt.sha256_file(snap / "model.safetensors")
+    (snap / rf.SNAP_MANIFEST).write_text(json.dumps(man))
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and "contains NaN or Inf" in err and str(snap) in err, err
+
+
+def test_ctrl_c_while_preparing_leaves_no_folder_and_no_traceback(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while tokenizing printed a KeyboardInterrupt traceback and left data/ and lock
+    behind, so the next run needed --force."""
+    import engine.run as run_mod
+
+    def interrupted(*a, **k):  # noqa: ANN002, ANN003
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_mod, "_encode", interrupted)
+    out = tmp_path / "out"
+    rc = main(["train", str(two_file_corpus(tmp_path)), "--preset", "tiny", "--out", str(out),
+               "--max-steps", "1", "--sample-tokens", "0"])
+    err = capsys.readouterr().err
+    assert rc == 130 and "interrupted" in err and "Traceback" not in err
+    assert not out.exists()
+    monkeypatch.undo()
+    assert main(["train", str(tmp_path / "corpus"), "--preset", "tiny", "--out", str(out),
+                 "--max-steps", "1", "--sample-tokens", "0", "--seq-len", "32"]) == 0  # no --force
+
+
+def test_a_nan_init_model_is_refused_before_any_folder(made_run, tmp_path, capsys):
+    init = tmp_path / "init"
+    subprocess.run(["cp", "-a", str(made_run / rf.SNAPSHOTS / "step-4"), str(init)], check=True)
+    tensors = ckpt.read_tensors(init / "model.safetensors")
+    name = sorted(tensors)[0]
+    tensors[name] = np.full_like(tensors[name], np.inf)
+    save_file(tensors, str(init / "model.safetensors"), metadata={"format": "pt"})
+    (init / rf.SNAP_MANIFEST).unlink()  # a plain model folder, as exported
+    out = tmp_path / "out"
+    rc = main(["train", str(two_file_corpus(tmp_path)), "--init", str(init), "--out", str(out),
+               "--max-steps", "1", "--sample-tokens", "0"])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(init) in err and "contains NaN or Inf" in err, err
+    assert not out.exists()
+    assert [r.status for r in list_runs(tmp_path)] == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "deep"])
+def test_odd_settings_files_are_one_line(tmp_path, kind):
+    cfg = tmp_path / "run.toml"
+    if kind == "fifo":
+        os.mkfifo(cfg)
+    elif kind == "dev_zero":
+        cfg.symlink_to("/dev/zero")
+    else:
+        cfg.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    proc = subprocess.run([sys.executable, "-m", "engine", "train", "--config", str(cfg)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
