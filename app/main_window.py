@@ -265,6 +265,8 @@ class MainWindow(QMainWindow):
 
     def _update_next(self) -> None:
         """The one line that says what the next Start does."""
+        self.train.set_start("continue" if self.continue_dir else "opened" if self.init_dir
+                             else "new")  # LoRA / WSLA only adapt opened weights
         if self.continue_dir and self.state != "idle":  # Continue is one-shot: used by this run
             text = (f"Next Start: a new run, once this continued run of "
                     f"{Path(self.continue_dir).name} ends (or choose Continue again in the Runs tab)")

@@ -89,6 +89,14 @@ TIPS = {
 }
 
 
+# LoRA and WSLA adapt trained weights: off (and saying why) while the next Start is a new model
+NOT_ADAPTABLE = {
+    "new": ("{} adapts a trained model: choose Start from one first (File > Open model or HF Mamba "
+            "folder…); a new model from random weights trains all its weights"),
+    "continue": "Continue trains what the run trained: {} as the run was started",
+}
+
+
 SCHEME_TIPS = {  # per-item tooltips; a scheme the engine adds later shows its name only
     "default": "N(0, 1) embeddings with a 1/sqrt(d_model) logit scale: learns fast at small widths",
     "reference": "mamba_ssm / Hugging Face init: N(0, 0.02) embeddings, logit scale 1",
@@ -193,6 +201,10 @@ class TrainPanel(QWidget):
         self.vocab_hint = 257
         self.corpus_bytes = 0  # the corpus panel's total: what tokenizer "auto" resolves by
         self._before_resume: tuple[int, float, int] | None = None  # see show_resumable
+        # what the next Start trains from: "new" (random weights), "opened" weights or "continue";
+        # LoRA/WSLA as last ticked on opened weights come back once weights are opened again
+        self.start = "opened"
+        self._adapt_wanted = (False, False)
         for name, tip in TIPS.items():
             getattr(self, name).setToolTip(tip)
         for t, cb in self.targets.items():
@@ -270,15 +282,37 @@ class TrainPanel(QWidget):
                        init_scheme=(self.init_scheme.currentText() if init is None
                                     else engine.RunSpec.init_scheme))
 
+    def set_start(self, start: str) -> None:
+        """What the next Start trains from: "new" (random weights), "opened" weights or "continue"
+        (a run's own settings, shown by ``show_resumable``). LoRA and WSLA adapt a trained model:
+        only with opened weights can they be ticked; otherwise they are off or the run's own, and
+        their tooltips say why."""
+        if self.start == "opened" and start != "opened":
+            self._adapt_wanted = (self.lora.isChecked(), self.wsla.isChecked())
+        was, self.start = self.start, start
+        if start == "new":
+            self.lora.setChecked(False)
+            self.wsla.setChecked(False)
+        elif start == "opened" and was != "opened":
+            self.lora.setChecked(self._adapt_wanted[0])
+            self.wsla.setChecked(self._adapt_wanted[1])
+        for cb, name in ((self.lora, "LoRA"), (self.wsla, "WSLA")):
+            cb.setEnabled(start == "opened")
+            cb.setToolTip(TIPS[name.lower()] if start == "opened"
+                          else NOT_ADAPTABLE[start].format(name))
+
     def show_resumable(self, tc: engine.TrainConfig) -> None:
-        """Show a run's own epochs, learning rate and max steps (what Continue may change). The
-        values they replace come back with ``end_resumable``: a continued BPE run's 2x rate must
-        not become the next new run's (or the next launch's) rate."""
+        """Show a run's own epochs, learning rate and max steps (what Continue may change), and
+        its own LoRA / WSLA (what it trains). The values epochs, rate and steps replace come back
+        with ``end_resumable``: a continued BPE run's 2x rate must not become the next new run's
+        (or the next launch's) rate."""
         if self._before_resume is None:
             self._before_resume = (self.epochs.value(), self.lr.value(), self.max_steps.value())
+        self.set_start("continue")
         self.epochs.setValue(tc.epochs)
         self.lr.setValue(tc.lr)
         self.max_steps.setValue(tc.max_steps or 0)
+        self._show_adapt(tc)
 
     def end_resumable(self) -> None:
         """Put back the new-run values ``show_resumable`` replaced (no-op if none)."""
@@ -311,15 +345,21 @@ class TrainPanel(QWidget):
                      (self.target_loss, early.target_loss or 0.0)):
             w.setValue(v)  # type: ignore[arg-type]  # pairs are int->QSpinBox, float->QDoubleSpinBox
         self.checkpointing.setChecked(t.activation_checkpointing)
-        self.wsla.setChecked(t.wsla)
-        self.lora.setChecked(t.lora is not None)
+        self._show_adapt(t)
+        self._update()
+
+    def _show_adapt(self, t: engine.TrainConfig) -> None:
+        if self.start == "new":  # ticked once weights are opened (e.g. the settings file's init)
+            self._adapt_wanted = (t.lora is not None, t.wsla)
+        else:
+            self.wsla.setChecked(t.wsla)
+            self.lora.setChecked(t.lora is not None)
         if t.lora is not None:
             for name, cb in self.targets.items():
                 cb.setChecked(name in t.lora.targets)
             self.rank.setValue(t.lora.rank)
             self.alpha.setValue(t.lora.alpha if t.lora.alpha is not None else t.lora.rank)
             self.lora_dropout.setValue(t.lora.dropout)
-        self._update()
 
     # ---------------------------------------------------------------- live readout
     def _update(self) -> None:
@@ -376,5 +416,7 @@ class TrainPanel(QWidget):
         settings.save("train/preset", self.preset.currentText())
         settings.save(TOKENIZER_KEY, self.tokenizer.currentText())
         settings.save("train/init_scheme", self.init_scheme.currentText())
-        settings.save("train/lora", self.lora.isChecked())
-        settings.save("train/wsla", self.wsla.isChecked())
+        lora, wsla = ((self.lora.isChecked(), self.wsla.isChecked()) if self.start == "opened"
+                      else self._adapt_wanted)  # ticked again when weights are next opened
+        settings.save("train/lora", lora)
+        settings.save("train/wsla", wsla)

@@ -180,6 +180,8 @@ def test_a_file_held_out_only_in_part_says_so(win, qtbot, tmp_path):
 def test_lora_panel_never_scrolls_sideways_at_1024x700(win, qtbot):
     win.resize(1024, 700)
     win.left_tabs.setCurrentIndex(1)
+    win.init_dir = str(win.runs_root)  # as Open model does: LoRA adapts opened weights
+    win._update_next()
     win.train.lora.setChecked(True)
     win.train.targets["out_proj"].setChecked(True)  # the long PEFT warning
     qtbot.wait(50)
@@ -312,7 +314,10 @@ def test_settings_file_round_trip_and_one_line_error(win, qtbot, tmp_path):
     assert str(bad) in win.errors[-1] and "\n" not in win.errors[-1]
 
 
-def test_lora_run_exports_adapter_and_merged_after_it_ended(win, qtbot, tmp_path):
+def test_lora_run_exports_adapter_and_merged_after_it_ended(win, qtbot, tmp_path, tiny_run):
+    win.open_model(tiny_run)  # LoRA adapts a trained model
+    qtbot.waitUntil(lambda: win.init_dir == tiny_run and win.corpus.pending == 0,
+                    timeout=RUN_TIMEOUT)
     win.train.lora.setChecked(True)
     folder = train_until_idle(qtbot, win, max_steps=2)
     win.export("adapter", str(tmp_path / "adapter"), folder)
@@ -512,3 +517,29 @@ def test_plot_legends_are_compact_boxes_in_the_top_right_corner(qtbot):
             n_rows = len({round(s.sceneBoundingRect().top()) for s, _ in legend.items})
             assert box.height() <= 18 * n_rows + 12  # no blank band, no loose rows
             assert 0 < legend.opts["brush"].color().alpha() < 255
+
+
+def test_lora_and_wsla_adapt_opened_weights_only(win, qtbot, tiny_run):
+    """A walk-through ticked LoRA with a model opened, then chose New model: the new run trained
+    adapters on random weights (loss ~10.5). Continue of a full run with the box ticked estimated
+    the adapters' parameters while the run trains all of them."""
+    win.open_model(tiny_run)
+    qtbot.waitUntil(lambda: win.init_dir == tiny_run and win.corpus.pending == 0,
+                    timeout=RUN_TIMEOUT)
+    assert win.train.lora.isEnabled() and win.train.wsla.isEnabled()
+    win.train.lora.setChecked(True)
+    assert win.make_job().spec.train.lora is not None
+    win.new_model()
+    for cb in (win.train.lora, win.train.wsla):
+        assert not cb.isChecked() and not cb.isEnabled()
+        assert "adapts a trained model" in cb.toolTip()
+    assert win.make_job().spec.train.lora is None
+    win.open_model(tiny_run)  # opened weights again: LoRA as last ticked on them
+    qtbot.waitUntil(lambda: win.init_dir == tiny_run and win.train.lora.isChecked(),
+                    timeout=RUN_TIMEOUT)
+    win.choose_continue(tiny_run)  # a full run: all its weights train
+    assert not win.train.lora.isChecked() and not win.train.lora.isEnabled()
+    assert "Continue trains what the run trained" in win.train.lora.toolTip()
+    win._refresh_estimate()
+    assert "(82,368 trained)" in win.estimate.text(), win.estimate.text()
+    assert "82,368 of 82,368" in win.train.trainable.text()

@@ -115,7 +115,9 @@ def test_drop_anywhere_on_the_window(win, qtbot, tmp_path):
     qtbot.waitUntil(lambda: str(f) in win.corpus.paths())
 
 
-def test_lora_and_wsla_toggles_reach_the_run_spec(win):
+def test_lora_and_wsla_toggles_reach_the_run_spec(win, tmp_path):
+    win.init_dir = str(tmp_path)  # as Open model does: LoRA adapts opened weights
+    win._update_next()
     win.train.lora.setChecked(True)
     assert win.make_job().spec.train.lora.targets == ("in_proj", "x_proj", "dt_proj")  # PEFT-safe
     for t, cb in win.train.targets.items():
@@ -300,13 +302,18 @@ def test_settings_are_remembered(qtbot, tmp_path):
     w = MainWindow(runs_root=str(tmp_path / "a"))
     qtbot.addWidget(w)
     w.train.lr.setValue(0.0123)
+    w.init_dir = str(tmp_path)  # as Open model does: LoRA adapts opened weights
+    w._update_next()
     w.train.lora.setChecked(True)
     w.preview.prompts.setPlainText("Once upon")
     w.close()
     w2 = MainWindow(runs_root=str(tmp_path / "b"))
     qtbot.addWidget(w2)
     assert w2.train.lr.value() == pytest.approx(0.0123)
-    assert w2.train.lora.isChecked()
+    assert not w2.train.lora.isChecked()  # the next Start is a new model from random weights
+    w2.init_dir = str(tmp_path)
+    w2._update_next()
+    assert w2.train.lora.isChecked()  # ... and with weights opened, LoRA as ticked before
     assert w2.preview.prompt_list() == ["Once upon"]
 
 
