@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
@@ -213,6 +214,9 @@ class TrainPanel(QWidget):
                              if t in engine.PEFT_REFUSES else ""))
         self.model_source.setWordWrap(True)
         self.model_source.setToolTip("What the next Start does")
+        for w in (*self.findChildren(QAbstractSpinBox), *self.findChildren(QComboBox)):
+            w.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # the wheel does not focus them ...
+            w.installEventFilter(self)  # ... nor change them: see eventFilter
         self._restore()
         for combo in (self.preset, self.tokenizer, self.init_scheme):
             combo.currentIndexChanged.connect(self._update)
@@ -225,6 +229,14 @@ class TrainPanel(QWidget):
         for cb in (self.lora, self.wsla, *self.targets.values()):
             cb.toggled.connect(self._update)
         self._update()
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802
+        """The wheel over a spin or combo box without keyboard focus scrolls the panel (it changed
+        Batch from 8 to 1 while the form was scrolled); a clicked or tabbed-to box takes it."""
+        if event.type() == QEvent.Type.Wheel and isinstance(obj, QWidget) and not obj.hasFocus():
+            event.ignore()  # handled here, and passed on to the parents: the scroll area scrolls
+            return True
+        return super().eventFilter(obj, event)
 
     # ---------------------------------------------------------------- config out
     def model_config(self) -> engine.MambaConfig:

@@ -543,3 +543,32 @@ def test_lora_and_wsla_adapt_opened_weights_only(win, qtbot, tiny_run):
     win._refresh_estimate()
     assert "(82,368 trained)" in win.estimate.text(), win.estimate.text()
     assert "82,368 of 82,368" in win.train.trainable.text()
+
+
+def test_the_wheel_scrolls_the_training_panel_not_its_settings(win, qtbot):
+    """Scrolling over the Model & training form changed Batch from 8 to 1."""
+    from PySide6.QtCore import QPoint
+    from PySide6.QtTest import QTest
+
+    def wheel(widget) -> None:  # as a mouse's, through the window (Qt passes those on)
+        win.train_scroll.ensureWidgetVisible(widget, 0, 0)
+        at = widget.mapTo(win, widget.rect().center())
+        QTest.wheelEvent(win.windowHandle(), at, QPoint(0, -120))
+        qtbot.wait(10)
+
+    win.resize(1024, 500)
+    win.left_tabs.setCurrentIndex(1)
+    qtbot.wait(50)
+    bar = win.train_scroll.verticalScrollBar()
+    assert bar.maximum() > 0
+    for w, shown in ((win.train.preset, win.train.preset.currentText),
+                     (win.train.batch, win.train.batch.value), (win.train.lr, win.train.lr.value)):
+        before, top = shown(), bar.value()
+        wheel(w)
+        assert shown() == before and bar.value() > top  # the panel scrolled instead
+    batch = win.train.batch.value()
+    win.activateWindow()
+    win.train.batch.setFocus()
+    qtbot.waitUntil(win.train.batch.hasFocus)
+    wheel(win.train.batch)  # a focused box still takes the wheel
+    assert win.train.batch.value() == batch - 1
