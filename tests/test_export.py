@@ -334,3 +334,59 @@ def test_export_says_when_it_passes_over_a_corrupt_latest_snapshot(tmp_path: Pat
     assert "using step-2 instead" in capsys.readouterr().err
     (note,) = export_peft(run, tmp_path / "p")
     assert note.endswith("; using step-2 instead"), note
+
+
+@pytest.mark.parametrize("kind", ["merged", "peft"])
+def test_a_failed_export_leaves_no_partial_folder(lora_run: Path, tmp_path: Path, monkeypatch,
+                                                  kind: str) -> None:  # type: ignore[no-untyped-def]
+    """A full disk mid-export left a folder without its weights (config.json and a card only),
+    which looked like an export; now nothing appears under the output name."""
+    import engine.export.card as card
+
+    def full(*_a: object, **_k: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(card.ckpt, "atomic_write_bytes", full)
+    out = tmp_path / "out"
+    with pytest.raises(OSError):
+        (export_merged if kind == "merged" else export_peft)(lora_run, out)
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # nor its hidden staging folder
+
+
+def test_an_export_racing_another_for_one_new_folder_says_so(lora_run: Path, tmp_path: Path,
+                                                             monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Two exports into one new folder at once: one printed "wrote" for a folder without its
+    weights. Now the one that publishes second refuses, and the folder is the first one's whole."""
+    import engine.export.merged as merged
+
+    out = tmp_path / "out"
+    real = merged.write_card
+
+    def other_export_first(folder: Path, *a: object, **k: object) -> None:
+        real(folder, *a, **k)
+        if not other:
+            other.append(1)
+            export_merged(lora_run, out)  # the other process finishes while this one writes
+
+    other: list[int] = []
+
+    monkeypatch.setattr(merged, "write_card", other_export_first)
+    with pytest.raises(CheckpointError, match="written by another export meanwhile"):
+        export_merged(lora_run, out)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["README.md", "config.json", "generation_config.json", "model.safetensors",
+         *[n for n in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")]])
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_force_replaces_an_earlier_export_whole(lora_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    export_merged(lora_run, out)
+    (out / "model.safetensors").write_bytes(b"old")
+    export_merged(lora_run, out, force=True)
+    assert (out / "model.safetensors").stat().st_size > 1000
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    peft = tmp_path / "peft"
+    export_peft(lora_run, peft)
+    cfg = json.loads((peft / "adapter_config.json").read_text())
+    assert cfg["base_model_name_or_path"] == str((peft / "base").resolve())  # not the staging folder

@@ -100,7 +100,7 @@ def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = Fals
     run = open_run(src_folder)
     cfg = run.lm.config
     out_path = Path(out_path)
-    clear_out(out_path, file=True)
+    clear_out(out_path)
     fd, tmp = ckpt.create_temp(out_path)
     os.close(fd)
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .. import checkpoint as ckpt
 from .card import measure_held_out, write_card
-from .source import check_out, clear_out, open_run
+from .source import check_out, open_run, staged_folder
 
 
 def export_merged(src_folder: str | Path, out: str | Path, force: bool = False) -> list[str]:
@@ -18,8 +18,7 @@ def export_merged(src_folder: str | Path, out: str | Path, force: bool = False) 
     notes = check_out(src_folder, out, force=force)
     run = open_run(src_folder)
     held = measure_held_out(run) if run.train else None
-    out = Path(out)
-    clear_out(out)
-    ckpt.save_model_files(out, run.lm.config, run.lm.params, run.lm.tokenizer)
-    write_card(out, run, kind="merged", held=held)
+    with staged_folder(out, force) as tmp:
+        ckpt.save_model_files(tmp, run.lm.config, run.lm.params, run.lm.tokenizer)
+        write_card(tmp, run, kind="merged", held=held)
     return notes + run.notices + ([held.note] if held is not None and held.note else [])

@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import checkpoint as ckpt
 from ..errors import CheckpointError
 from .card import measure_held_out, write_card
-from .source import check_out, clear_out, open_run
+from .source import check_out, open_run, staged_folder
 
 LINES = ("5.x", "4.x")
 PEFT_SUPPORT: dict[str, dict[str, str]] = {
@@ -71,14 +71,14 @@ def export_peft(src_folder: str | Path, out: str | Path, force: bool = False) ->
                 f"{t}: " + ", ".join(f"{line} {PEFT_SUPPORT[t][line]}" for line in LINES)
                 for t in broken) + "); use the merged export (python -m engine export --merged)")
     held = measure_held_out(run)
-    out = Path(out)
-    clear_out(out)
-    base = out / "base"
-    lm = run.lm
-    ckpt.save_model_files(base, lm.config, run.lora.params, lm.tokenizer)
-    write_card(base, run, kind="base")
-    run.lora.save_adapter(out, base_model=str(base.resolve()))
-    for name in ckpt.TOKENIZER_FILES:
-        ckpt.atomic_write_bytes(out / name, (base / name).read_bytes())
-    write_card(out, run, kind="peft", held=held)
+    final_base = (Path(out) / "base").resolve()  # where base/ will be once published
+    with staged_folder(out, force) as tmp:
+        base = tmp / "base"
+        lm = run.lm
+        ckpt.save_model_files(base, lm.config, run.lora.params, lm.tokenizer)
+        write_card(base, run, kind="base")
+        run.lora.save_adapter(tmp, base_model=str(final_base))
+        for name in ckpt.TOKENIZER_FILES:
+            ckpt.atomic_write_bytes(tmp / name, (base / name).read_bytes())
+        write_card(tmp, run, kind="peft", held=held)
     return notes + run.notices + ([held.note] if held.note else []) + peft_notices(targets)

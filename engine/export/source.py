@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,7 +96,7 @@ def check_out(src: str | Path, out: str | Path, *, file: bool = False, force: bo
               ) -> list[str]:
     """Refuse an output that would write into the source (or any run folder), an existing file
     (``file=True``: the .gguf) or a non-empty folder, unless ``force`` (then only a folder holding
-    nothing but an earlier export's files is replaced; see ``clear_out``). Missing parent folders
+    nothing but an earlier export's files is replaced; see ``staged_folder``). Missing parent folders
     are created later; the returned notices say so. Call before any work."""
     src_r, out_r = Path(src).resolve(), Path(out).resolve()
     if out_r == src_r or src_r in out_r.parents or out_r in src_r.parents:
@@ -142,17 +145,44 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
     return [f"created the missing folder {missing[-1]}"] if missing else []
 
 
-def clear_out(out: str | Path, *, file: bool = False) -> None:
-    """Empty an output folder ``check_out`` accepted with ``force`` (a file is replaced atomically
-    by its writer); create it and any missing parents."""
+@contextmanager
+def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
+    """A fresh hidden folder beside ``out`` to write an export into; published as ``out`` by a
+    rename when the block ends (``force``: replacing the earlier export there), and removed if it
+    fails: an interrupted or failed export (a full disk) leaves no partial folder, and of two
+    exports racing for one new ``out``, one wins and the other says so (one had printed "wrote"
+    for a folder without its weights)."""
     out = Path(out)
-    if file:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        return
-    if out.is_dir():
-        for p in out.iterdir():
-            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    try:
+        yield tmp
+        _publish(tmp, out, force)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _publish(tmp: Path, out: Path, force: bool) -> None:
+    old = None
+    if force and out.is_dir() and any(out.iterdir()):  # an earlier export (check_out saw it)
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.rename(out, old)  # onto the empty folder just made
+    try:
+        os.rename(tmp, out)  # onto a missing or empty folder only
+    except OSError as exc:
+        if old is not None:
+            os.rename(old, out)
+        raise CheckpointError(f"{out}: written by another export meanwhile ({exc.strerror}); "
+                              "export into a new folder") from None
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def clear_out(out: str | Path) -> None:
+    """Create the missing parent folders of an output file ``check_out`` accepted (the file is
+    replaced atomically by its writer)."""
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
 
 
 def open_run(folder: str | Path) -> RunSource:
@@ -194,4 +224,4 @@ def open_run(folder: str | Path) -> RunSource:
     return RunSource(folder, lm, None)
 
 
-__all__ = ["RunSource", "check_dest", "check_out", "clear_out", "open_run"]
+__all__ = ["RunSource", "check_dest", "check_out", "clear_out", "open_run", "staged_folder"]
