@@ -27,6 +27,7 @@ TEXT_SUFFIXES = {
     ".ex", ".exs", ".erl", ".clj", ".proto", ".conf", ".bat", ".ps1",
 }
 OTHER_TYPE = "not a text file type"  # + " (.suffix); ..." (``summary`` counts by this prefix)
+RUN_FOLDER = "a training run's folder (its settings and logs are not text to train on)"
 # kernel pseudo-filesystems: a folder on one is refused as a corpus (walking /proc reads
 # thousands of entries that are not anyone's text)
 PSEUDO_FS = frozenset({"proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs",
@@ -78,6 +79,8 @@ def walk(top: Path, max_entries: int | None = None) -> tuple[list[Path], list[tu
             if st.st_dev != device:
                 rejected.append((path, "on another filesystem (a mount point such as /proc); "
                                        "give it by name to read it"))
+            elif (path / "run.json").is_file() and (path / "snapshots").is_dir():
+                rejected.append((path, RUN_FOLDER))  # its run.json, metrics.csv, tokenizer...
             else:  # depth first: a/b.txt comes before a.txt, as sorted paths order them
                 stack.append(_listing(path, rejected))
             continue

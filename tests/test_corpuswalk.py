@@ -134,3 +134,18 @@ def test_an_empty_folder_is_named_in_the_error(tmp_path):
     with pytest.raises(CorpusError, match=r"empty: empty folder \(no files; hidden ones"):
         load_corpus([empty])
     assert load_corpus([empty], allow_empty=True).rejected[0][0] == empty
+
+
+def test_a_run_folder_inside_the_corpus_is_not_trained_on(tmp_path):
+    """`train notes/ --out notes/run1`, then `train notes/`: the second run read run1's run.json,
+    metrics.csv, tokenizer.json... as training text (4.3 KB of notes became 21 KB)."""
+    from engine.cli import main
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("the cat sat on the mat and looked at the hat. " * 40)
+    assert main(["train", str(notes), "--out", str(notes / "run1"), "--preset", "tiny",
+                 "--max-steps", "1", "--seq-len", "32", "--sample-tokens", "0"]) == 0
+    files, rejected = walk(notes)
+    assert files == [notes / "a.txt"]
+    assert rejected == [(notes / "run1", corpuswalk.RUN_FOLDER)]
