@@ -736,7 +736,7 @@ class MainWindow(QMainWindow):
         except engine.MambaStudioError as exc:
             self._error(str(exc))
             return
-        self.train.set_from(s.spec, s.early_stopping)
+        changed = self.train.set_from(s.spec, s.early_stopping)
         self.corpus.set_record_mode(s.spec.records)
         self.preview.set_prompts(s.spec.prompts)
         if s.spec.init:
@@ -747,6 +747,9 @@ class MainWindow(QMainWindow):
             self.corpus.skipped.clear()
             self.corpus.add_paths(list(s.corpus))
         self._say(f"settings loaded from {path}")
+        if changed:
+            self._error(f"settings loaded from {path}, but changed to fit the panel: "
+                        + "; ".join(changed))
 
     # ---------------------------------------------------------------- dialogs
     def _open_model_dialog(self) -> None:

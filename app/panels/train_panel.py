@@ -4,9 +4,11 @@ the WSLA fast-adapt toggle. Every control has a one-sentence tooltip."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QCheckBox,
@@ -41,6 +43,32 @@ def _dspin(lo: float, hi: float, value: float, decimals: int, step: float) -> QD
     s.setSingleStep(step)
     s.setValue(value)
     return s
+
+
+class _GSpin(QDoubleSpinBox):
+    """A number box that shows 1e-06 and 0.003 as such (fixed decimals showed 1e-06 as 0.00000)
+    and takes what ``float`` reads; text out of range is not taken (the value stays)."""
+
+    def __init__(self, lo: float, hi: float, value: float, step: float) -> None:
+        super().__init__()
+        self.setDecimals(12)  # the value is kept to 12 decimals, shown as %g
+        self.setRange(lo, hi)
+        self.setSingleStep(step)
+        self.setStepType(QDoubleSpinBox.StepType.AdaptiveDecimalStepType)
+        self.setValue(value)
+
+    def textFromValue(self, v: float) -> str:  # noqa: N802
+        return f"{v:g}"
+
+    def valueFromText(self, text: str) -> float:  # noqa: N802
+        return float(text)
+
+    def validate(self, text: str, pos: int) -> tuple[QValidator.State, str, int]:
+        try:
+            ok = self.minimum() <= float(text) <= self.maximum()
+        except ValueError:
+            ok = False  # still typing ("1e-"), or not a number: not taken
+        return (QValidator.State.Acceptable if ok else QValidator.State.Intermediate), text, pos
 
 
 # A new key: versions before tokenizer "auto" saved "train/tokenizer" (bytes) on every Start, so
@@ -139,20 +167,20 @@ class TrainPanel(QWidget):
         mf.addRow("Weight init", self.init_scheme)
         mf.addRow("Start from", self.model_source)
         # --- training
-        self.epochs = _spin(1, 1000, APP_DEFAULT_EPOCHS)
-        self.lr = _dspin(1e-5, 1.0, 3e-3, 5, 1e-3)
-        self.batch = _spin(1, 256, 8)
-        self.seq_len = _spin(8, 4096, 256, 32)
-        self.accum = _spin(1, 64, 1)
-        self.weight_decay = _dspin(0.0, 1.0, 0.01, 3, 0.01)
-        self.clip = _dspin(0.0, 100.0, 1.0, 2, 0.1)
+        self.epochs = _spin(1, 1_000_000, APP_DEFAULT_EPOCHS)
+        self.lr = _GSpin(1e-8, 10.0, 3e-3, 1e-3)  # the engine takes (0, 10]
+        self.batch = _spin(1, 65536, 8)
+        self.seq_len = _spin(2, 1 << 24, 256, 32)
+        self.accum = _spin(1, 65536, 1)
+        self.weight_decay = _GSpin(0.0, 1000.0, 0.01, 0.01)
+        self.clip = _dspin(0.0, 1e6, 1.0, 2, 0.1)
         self.seed = _spin(0, 2**31 - 1, 0)
-        self.max_steps = _spin(0, 10**7, 0)
+        self.max_steps = _spin(0, 2**31 - 1, 0)
         self.max_steps.setSpecialValueText("no limit")
-        self.eval_every = _spin(0, 100000, 0)
+        self.eval_every = _spin(0, 2**31 - 1, 0)
         self.eval_every.setSpecialValueText("auto (< 10% of time)")
         self.checkpointing = QCheckBox("activation checkpointing")
-        self.patience = _spin(0, 1000, 0)
+        self.patience = _spin(0, 1_000_000, 0)
         self.patience.setSpecialValueText("off")
         self.target_loss = _dspin(0.0, 1000.0, 0.0, 3, 0.05)
         self.target_loss.setSpecialValueText("none")
@@ -172,9 +200,9 @@ class TrainPanel(QWidget):
         self.targets = {t: QCheckBox(t) for t in engine.LORA_TARGETS}
         for t in DEFAULT_TARGETS:
             self.targets[t].setChecked(True)
-        self.rank = _spin(1, 256, 8)
-        self.alpha = _dspin(0.1, 1024.0, 8.0, 1, 1.0)
-        self.lora_dropout = _dspin(0.0, 0.9, 0.0, 2, 0.05)
+        self.rank = _spin(1, 4096, 8)
+        self.alpha = _dspin(0.01, 1e6, 8.0, 2, 1.0)
+        self.lora_dropout = _dspin(0.0, 0.999, 0.0, 3, 0.05)
         self.wsla = QCheckBox("WSLA fast-adapt (x_proj only)")
         self.trainable = QLabel()
         self.trainable.setWordWrap(True)  # a long warning wraps instead of widening the panel
@@ -214,9 +242,9 @@ class TrainPanel(QWidget):
                              if t in engine.PEFT_REFUSES else ""))
         self.model_source.setWordWrap(True)
         self.model_source.setToolTip("What the next Start does")
-        for w in (*self.findChildren(QAbstractSpinBox), *self.findChildren(QComboBox)):
-            w.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # the wheel does not focus them ...
-            w.installEventFilter(self)  # ... nor change them: see eventFilter
+        for box in (*self.findChildren(QAbstractSpinBox), *self.findChildren(QComboBox)):
+            box.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # the wheel does not focus them ...
+            box.installEventFilter(self)  # ... nor change them: see eventFilter
         self._restore()
         for combo in (self.preset, self.tokenizer, self.init_scheme):
             combo.currentIndexChanged.connect(self._update)
@@ -335,30 +363,46 @@ class TrainPanel(QWidget):
             self.lr.setValue(lr)
             self.max_steps.setValue(max_steps)
 
-    def set_from(self, spec: engine.RunSpec, early: engine.EarlyStopping) -> None:
-        """Show a RunSpec (e.g. from a settings file)."""
+    def set_from(self, spec: engine.RunSpec, early: engine.EarlyStopping) -> list[str]:
+        """Show a RunSpec (e.g. from a settings file). Returns what the panel could not show as
+        given, as "setting value -> shown value" (a box's range or decimals, LoRA off)."""
         t = spec.train
+        pairs: list[tuple[str, QSpinBox | QDoubleSpinBox, float]] = []
         if spec.model:
             self.preset.setCurrentText("custom")
-            for k in ("d_model", "n_layer", "d_state"):
-                if k in spec.model:
-                    getattr(self, k).setValue(int(spec.model[k]))
+            pairs += [(k, getattr(self, k), spec.model[k]) for k in ("d_model", "n_layer", "d_state")
+                      if k in spec.model]
         else:
             self.preset.setCurrentText(spec.preset)
         self.tokenizer.setCurrentText(spec.tokenizer)
-        self.bpe_vocab.setValue(spec.bpe_vocab)
         if self.init_scheme.findText(spec.init_scheme) >= 0:
             self.init_scheme.setCurrentText(spec.init_scheme)
-        for w, v in ((self.epochs, t.epochs), (self.lr, t.lr), (self.batch, t.batch_size),
-                     (self.seq_len, t.seq_len), (self.accum, t.grad_accum),
-                     (self.weight_decay, t.weight_decay), (self.clip, t.max_grad_norm),
-                     (self.seed, t.seed), (self.max_steps, t.max_steps or 0),
-                     (self.eval_every, t.eval_every), (self.patience, early.patience),
-                     (self.target_loss, early.target_loss or 0.0)):
-            w.setValue(v)  # type: ignore[arg-type]  # pairs are int->QSpinBox, float->QDoubleSpinBox
+        pairs += [("bpe_vocab", self.bpe_vocab, spec.bpe_vocab), ("epochs", self.epochs, t.epochs),
+                  ("lr", self.lr, t.lr), ("batch_size", self.batch, t.batch_size),
+                  ("seq_len", self.seq_len, t.seq_len), ("grad_accum", self.accum, t.grad_accum),
+                  ("weight_decay", self.weight_decay, t.weight_decay),
+                  ("max_grad_norm", self.clip, t.max_grad_norm), ("seed", self.seed, t.seed),
+                  ("max_steps", self.max_steps, t.max_steps or 0),
+                  ("eval_every", self.eval_every, t.eval_every),
+                  ("patience", self.patience, early.patience),
+                  ("target_loss", self.target_loss, early.target_loss or 0.0)]
+        if t.lora is not None:
+            pairs += [("lora rank", self.rank, t.lora.rank),
+                      ("lora alpha", self.alpha, t.lora.alpha if t.lora.alpha is not None
+                       else t.lora.rank), ("lora dropout", self.lora_dropout, t.lora.dropout)]
+        changed = []
+        for name, w, v in pairs:
+            w.setValue(min(max(v, w.minimum()), w.maximum()))  # type: ignore[arg-type]  # int->int box
+            if not math.isclose(w.value(), v, rel_tol=1e-9):
+                changed.append(f"{name} {v:g} -> {w.text()}" if isinstance(v, float)
+                               else f"{name} {v} -> {w.text()}")
         self.checkpointing.setChecked(t.activation_checkpointing)
         self._show_adapt(t)
+        if self.start == "new" and not spec.init and (t.lora is not None or t.wsla):
+            changed.append("LoRA / WSLA -> off (they adapt a trained model; the file starts a new "
+                           "one)")
         self._update()
+        return changed
 
     def _show_adapt(self, t: engine.TrainConfig) -> None:
         if self.start == "new":  # ticked once weights are opened (e.g. the settings file's init)

@@ -29,3 +29,37 @@ def test_bad_settings_file_is_one_line_in_the_window(win, tmp_path, text, key):
     assert str(bad) in msg and key in msg and "\n" not in msg
     assert (win.train.patience.value(), win.train.epochs.value(),
             win.train.d_model.value()) == before  # nothing half-applied
+
+
+def test_loaded_settings_are_shown_as_given_or_the_change_is_named(win, tmp_path):
+    """lr 1e-6 and seq_len 8192 (both valid for the engine) were shown as 0.00001 and 4096 with
+    only "settings loaded from …"."""
+    path = tmp_path / "s.toml"
+    path.write_text("[train]\nlr = 0.000001\nseq_len = 8192\nbatch_size = 512\n")
+    win.load_settings_file(str(path))
+    assert not win.errors, win.errors
+    assert win.train.lr.value() == pytest.approx(1e-6) and win.train.lr.text() == "1e-06"
+    assert (win.train.seq_len.value(), win.train.batch.value()) == (8192, 512)
+    tc = win.make_job().spec.train
+    assert (tc.lr, tc.seq_len) == (pytest.approx(1e-6), 8192)
+    path.write_text("[train]\nseed = 3000000000\n")  # beyond what a spin box holds
+    win.load_settings_file(str(path))
+    assert "seed 3000000000 -> 2147483647" in win.errors[-1] and str(path) in win.errors[-1]
+
+
+def test_typed_values_out_of_range_are_not_taken(win, qtbot):
+    """Typing lr -1 gave 1.00000 (the maximum); seq len 99999 gave 999."""
+    from PySide6.QtCore import Qt
+
+    def type_into(box, text: str) -> None:
+        box.lineEdit().selectAll()
+        qtbot.keyClicks(box.lineEdit(), text)
+        qtbot.keyClick(box.lineEdit(), Qt.Key.Key_Return)
+
+    lr = win.train.lr.value()
+    type_into(win.train.lr, "-1")
+    assert win.train.lr.value() == lr  # not taken: the value stays
+    type_into(win.train.lr, "2e-6")
+    assert win.train.lr.value() == pytest.approx(2e-6)
+    type_into(win.train.seq_len, "99999")
+    assert win.train.seq_len.value() == 99999
