@@ -176,6 +176,9 @@ def _open_for_training(a: argparse.Namespace):
 
 
 def cmd_train(a: argparse.Namespace) -> int:
+    if a.export_adapter and not (a.lora or a.resume or a.config):  # not after training
+        raise ValueError("--export-adapter needs a LoRA run: add --lora (or drop --export-adapter "
+                         "and use: python -m engine export --merged RUN OUT)")
     if a.export_adapter:  # an adapter folder that would be refused: say so before training
         from .export.source import check_dest
 

@@ -59,6 +59,12 @@ def _not_text(head: bytes) -> str | None:
             return f"{kind}, not text; {fix}"
     if head[:3] == b"BZh" and head[4:10] == b"1AY&SY":
         return "bzip2-compressed, not text; decompress it first (bunzip2)"
+    even, odd = head[0:512:2], head[1:512:2]
+    zeros = sorted((even.count(0) / max(len(even), 1), odd.count(0) / max(len(odd), 1)))
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(head) >= 16 and zeros[1] > 0.9
+                                                      and zeros[0] < 0.1):  # ASCII in UTF-16
+        return ("UTF-16 text, not UTF-8; convert it first, e.g. iconv -f UTF-16 -t UTF-8 "
+                "FILE > FILE.utf8.txt")
     return None
 
 

@@ -117,3 +117,14 @@ def test_generate_flags_default_to_the_generation_defaults():
             a.seed) == (gen.temperature, gen.top_k, gen.top_p, gen.repetition_penalty,
                         gen.stop_at_eos, gen.max_new_tokens, gen.seed)
     assert gen.repetition_penalty > 1
+
+
+def test_export_adapter_without_lora_is_refused_before_training(tmp_path, capsys):
+    """It was refused only after the run had trained and saved."""
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("the cat sat on the mat. " * 40)
+    out = tmp_path / "run"
+    assert main(["train", str(corpus), "--out", str(out), "--export-adapter",
+                 str(tmp_path / "adapter")]) == 2
+    assert "--export-adapter needs a LoRA run: add --lora" in capsys.readouterr().err
+    assert not out.exists()

@@ -375,7 +375,7 @@ def test_an_export_racing_another_for_one_new_folder_says_so(lora_run: Path, tmp
         export_merged(lora_run, out)
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["README.md", "config.json", "generation_config.json", "model.safetensors",
-         *[n for n in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")]])
+         "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"])
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 

@@ -37,6 +37,10 @@ def _zip(path: Path) -> None:
     ("anim.gif", lambda p: p.write_bytes(b"GIF89a" + TEXT), "a GIF image, not text"),
     ("prog.txt", lambda p: p.write_bytes(b"\x7fELF\x02\x01\x00" + TEXT),
      "looks binary (contains NUL bytes), not text; add text or code files only"),
+    ("notepad.txt", lambda p: p.write_bytes(TEXT.decode().encode("utf-16")),
+     "UTF-16 text, not UTF-8; convert it first, e.g. iconv -f UTF-16 -t UTF-8"),
+    ("no_bom.txt", lambda p: p.write_bytes(TEXT.decode().encode("utf-16-be")),
+     "UTF-16 text, not UTF-8; convert it first"),
     ("latin.txt", lambda p: p.write_bytes("caf\xe9 au lait\n".encode("latin-1") * 9),
      "not valid UTF-8 (byte 0xe9 at offset 3); if it is text, save it as UTF-8"),
 ])
