@@ -475,6 +475,7 @@ class MainWindow(QMainWindow):
             return
         self.train.remember()
         self.preview.remember()
+        self._reset_progress()
         self.plots.clear()
         self.plots.set_compare("", [])
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling())
@@ -610,12 +611,19 @@ class MainWindow(QMainWindow):
     def open_run_view(self, folder: str) -> None:
         """Show a run: its full curves, its samples, and pick it in the Playground."""
         self.plots.show_run(folder)  # its history and its own bits/byte scale
+        self._reset_progress()
         self._show_saved_preview(folder)
         self.gallery.show_run(folder)
         self.playground.set_source(folder)
         self.tabs.setCurrentIndex(0)
         self._show_run(folder)
         self._say(f"showing {folder}")
+
+    def _reset_progress(self) -> None:
+        """Empty the step bar unless a run trains (it showed the previous run's 138 / 440 steps
+        over another run's curves, or over a run stopped before its first step)."""
+        if self.worker is None:
+            self.progress.reset()
 
     def _show_run(self, folder: str | None) -> None:
         """The run File > Export acts on; its items are off (and say why) while there is none."""
@@ -642,6 +650,7 @@ class MainWindow(QMainWindow):
         self.preview.set_prompts(spec.prompts)  # ... and its preview prompts (run.json)
         self.continue_shown = self.train.train_config()
         self.plots.show_run(folder)
+        self._reset_progress()
         self._show_saved_preview(folder)
         self.gallery.show_run(folder)
         self._show_run(folder)  # its curves are the ones shown

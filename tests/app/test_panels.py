@@ -572,3 +572,12 @@ def test_the_wheel_scrolls_the_training_panel_not_its_settings(win, qtbot):
     qtbot.waitUntil(win.train.batch.hasFocus)
     wheel(win.train.batch)  # a focused box still takes the wheel
     assert win.train.batch.value() == batch - 1
+
+
+def test_the_step_bar_is_not_the_previous_runs_over_an_opened_run(win, tiny_run):
+    """After run 2 stopped at step 138, opening run 1 (191 steps) left '138 / 440 steps'."""
+    for show in (win.open_run_view, win.choose_continue):
+        win.progress.setMaximum(440)
+        win.progress.setValue(138)
+        show(tiny_run)
+        assert win.progress.text() == "", win.progress.text()

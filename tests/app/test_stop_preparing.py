@@ -12,6 +12,8 @@ def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
     win = small_window(qtbot, tmp_path / "runs")
     try:
         win.train.max_steps.setValue(50)
+        win.progress.setMaximum(110)  # a previous run's
+        win.progress.setValue(45)
         win.start_training()
         assert win.state == "running" and win.status.text().startswith("preparing")
         win.stop()  # before the run has even opened
@@ -21,5 +23,6 @@ def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
         # the status line, which outlives the status bar's message, says it too
         assert win.status.text().startswith("idle · last run: "), win.status.text()
         assert win.status.text().endswith("stopped at step 0"), win.status.text()
+        assert win.progress.text() == ""  # not the previous run's 45 / 110 steps
     finally:
         close_window(qtbot, win)
