@@ -269,7 +269,9 @@ def _train(a: argparse.Namespace, run, job) -> int:
         show_sample(f"at step {tr.cursor.step}, resuming" if tr.cursor.step else "before training")
         t0 = time.perf_counter()
         control = TrainControl()
-        tb = TBLogger(run.folder, run.data.tokens_per_byte or 1.0) if a.tensorboard else None
+        tb = (TBLogger(run.folder, run.data.tokens_per_byte or 1.0,
+                       on_error=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
+              if a.tensorboard else None)
         early = _settings(a).early_stopping if a.config else EarlyStopping()
         if a.patience is not None or a.target_loss is not None:
             early = EarlyStopping(a.patience or 0, a.target_loss)

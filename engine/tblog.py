@@ -7,6 +7,9 @@ when a logger is made, never at engine import."""
 from __future__ import annotations
 
 import math
+import threading
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +17,47 @@ from .runformat import TB as TB_DIR
 
 
 class TBLogger:
-    def __init__(self, folder: str | Path, tokens_per_byte: float = 1.0) -> None:
+    """A run's TensorBoard writer that never takes the run down: when writing fails (a full
+    disk), logging stops, ``on_error`` hears why once, and nothing is printed or left blocking
+    (tensorboardX's writer thread died with a traceback, and its bounded queue would then block
+    the next ``add_scalar`` for good)."""
+
+    def __init__(self, folder: str | Path, tokens_per_byte: float = 1.0,
+                 on_error: Callable[[str], None] | None = None) -> None:
         from tensorboardX import SummaryWriter
 
         self.tokens_per_byte = tokens_per_byte
-        self.writer: Any = SummaryWriter(logdir=str(Path(folder) / TB_DIR), flush_secs=5)
+        self.on_error = on_error
+        self.failed: str | None = None
+        self.writer: Any = None
+        self._events: Any = None  # tensorboardX's EventFileWriter (its thread and exit hook)
+        self._worker: Any = None
+        try:
+            self.writer = SummaryWriter(logdir=str(Path(folder) / TB_DIR), flush_secs=5)
+        except OSError as exc:  # its first event is written at once
+            self._fail(exc.strerror or str(exc))
+            return
+        self._events = getattr(getattr(self.writer, "file_writer", None), "event_writer", None)
+        self._worker = getattr(self._events, "_worker", None)
+        _watch(self)
 
     def _bpb(self, nats: float) -> float:
         return nats * self.tokens_per_byte / math.log(2)
 
+    def _ok(self) -> bool:
+        if self.failed is None and self._worker is not None and not self._worker.is_alive():
+            self._fail("its writer thread stopped")
+        return self.failed is None
+
+    def _fail(self, why: str) -> None:
+        if self.failed is None:
+            self.failed = why
+            if self.on_error is not None:
+                self.on_error(f"TensorBoard logging stopped ({why}); training goes on, and "
+                              "metrics.csv keeps every step")
+
     def step(self, step: int, loss: float, grad_norm: float, lr: float, tokens_per_s: float) -> None:
-        if not math.isfinite(loss):
+        if not math.isfinite(loss) or not self._ok():
             return
         w = self.writer
         w.add_scalar("loss/train", loss, step)
@@ -34,9 +67,36 @@ class TBLogger:
         w.add_scalar("tokens_per_s", tokens_per_s, step)
 
     def eval(self, step: int, val_loss: float) -> None:
-        if math.isfinite(val_loss):
+        if math.isfinite(val_loss) and self._ok():
             self.writer.add_scalar("loss/heldout", val_loss, step)
             self.writer.add_scalar("bpb/heldout", self._bpb(val_loss), step)
 
     def close(self) -> None:
-        self.writer.close()
+        try:
+            if self._ok():
+                self.writer.close()
+        except (OSError, ValueError) as exc:
+            self._fail(str(exc))
+        finally:
+            if self._events is not None:
+                self._events._closed = True  # its exit hook would write (and fail) again
+            _LOGGERS.discard(self)
+
+
+_LOGGERS: weakref.WeakSet[TBLogger] = weakref.WeakSet()
+_previous_hook = threading.excepthook
+
+
+def _watch(logger: TBLogger) -> None:
+    """Route an error of a logger's writer thread to the logger instead of a printed traceback."""
+    _LOGGERS.add(logger)
+    if threading.excepthook is not _quiet_writer_errors:
+        threading.excepthook = _quiet_writer_errors
+
+
+def _quiet_writer_errors(args: Any) -> None:
+    for logger in list(_LOGGERS):
+        if args.thread is not None and args.thread is logger._worker:
+            logger._fail(str(args.exc_value) or type(args.exc_value).__name__)
+            return
+    _previous_hook(args)

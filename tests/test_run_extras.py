@@ -2,6 +2,7 @@
 repetition penalty."""
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -82,6 +83,36 @@ def test_tensorboard_events_read_back_by_tensorboard(tmp_path):
     assert [e.step for e in train] == [1, 2, 3]
     assert [e.value for e in train] == pytest.approx([4.0, 3.0, 2.0])
     assert acc.Scalars("bpb/heldout")[0].value == pytest.approx(2.5 / math.log(2))
+
+
+@pytest.mark.parametrize("writes_before_full", [0, 1, 30])  # at start / in its writer thread
+def test_a_full_disk_stops_tensorboard_logging_quietly(tmp_path, capfd, monkeypatch,
+                                                       writes_before_full):
+    """On a full disk tensorboardX's writer thread died with a traceback (another came from its
+    exit hook), and its bounded queue then blocks add_scalar for good: logging now stops, says
+    why once, and training is never blocked."""
+    from tensorboardX import event_file_writer
+
+    real = event_file_writer.EventsWriter._write_serialized_event
+    done: list[int] = []
+
+    def full(self, data):  # noqa: ANN001, ANN202
+        if len(done) >= writes_before_full:
+            raise OSError(28, "No space left on device")
+        done.append(1)
+        return real(self, data)
+
+    monkeypatch.setattr(event_file_writer.EventsWriter, "_write_serialized_event", full)
+    said: list[str] = []
+    log = TBLogger(tmp_path, on_error=said.append)
+    t0 = time.monotonic()
+    for step in range(1, 200):  # far more than the writer's queue of 10
+        log.step(step, 2.0, 0.5, 1e-3, 100.0)
+        time.sleep(0.005)
+    log.close()
+    assert time.monotonic() - t0 < 30
+    assert len(said) == 1 and "No space left on device" in said[0], said
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_repetition_penalty_lowers_a_seen_token():
