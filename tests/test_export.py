@@ -390,3 +390,19 @@ def test_force_replaces_an_earlier_export_whole(lora_run: Path, tmp_path: Path) 
     export_peft(lora_run, peft)
     cfg = json.loads((peft / "adapter_config.json").read_text())
     assert cfg["base_model_name_or_path"] == str((peft / "base").resolve())  # not the staging folder
+
+
+def test_a_short_gguf_write_names_the_file_and_the_free_space(lora_run: Path, tmp_path: Path,
+                                                             monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A full disk during a GGUF export said only "2048 requested and 1344 written"."""
+    import gguf
+
+    def short(*_a: object, **_k: object) -> None:
+        raise OSError("2048 requested and 1344 written")
+
+    monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", short)
+    out = tmp_path / "m.gguf"
+    with pytest.raises(CheckpointError, match=r"m\.gguf: cannot write the GGUF file \(2048 requested"
+                                              r" and 1344 written\); [\d,.]+ MB free on its disk"):
+        export_gguf(lora_run, out)
+    assert list(tmp_path.iterdir()) == []

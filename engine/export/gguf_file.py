@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +138,12 @@ def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = Fals
         w.write_tensors_to_file()
         w.close()
         os.replace(tmp, out_path)
+    except OSError as exc:  # numpy's short write says only "2048 requested and 1344 written"
+        Path(tmp).unlink(missing_ok=True)
+        free = shutil.disk_usage(out_path.parent).free
+        why = exc.strerror or str(exc)
+        raise CheckpointError(f"{out_path}: cannot write the GGUF file ({why}); {free / 1e6:,.1f} MB "
+                              "free on its disk: free some space or choose another folder") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
