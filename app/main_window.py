@@ -193,6 +193,7 @@ class MainWindow(QMainWindow):
         self.runs.compare_requested.connect(self.compare_run)
         self.runs.export_requested.connect(self._export_dialog)
         self.runs.message.connect(self._say)
+        self.runs.deleted.connect(self._run_deleted)
         self.estimate_ready.connect(self.estimate.setText)
         self._est_timer = QTimer(self)
         self._est_timer.setSingleShot(True)
@@ -618,6 +619,22 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentIndex(0)
         self._show_run(folder)
         self._say(f"showing {folder}")
+
+    def _run_deleted(self, folder: str) -> None:
+        """A deleted run leaves no view behind (its curves, samples, Gallery and Playground stayed
+        on screen) and is no longer the next Start's Continue or starting weights."""
+        if folder in (self.continue_dir, self.init_dir):
+            self.new_model()
+        if self.gallery.folder == folder:
+            self.gallery.show_run(None)
+        if self.playground.source.currentText() == folder:
+            self.playground.set_source("")
+        self.playground.refresh_runs()
+        if folder == self.shown_run:
+            self.plots.clear()
+            self.preview.show_preview(f"{Path(folder).name} was deleted", "", "—")
+            self._reset_progress()
+            self._show_run(None)
 
     def _reset_progress(self) -> None:
         """Empty the step bar unless a run trains (it showed the previous run's 138 / 440 steps

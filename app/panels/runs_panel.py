@@ -38,6 +38,7 @@ class RunsPanel(QWidget):
     compare_requested = Signal(str)
     export_requested = Signal(str, str)  # folder, "merged" | "adapter"
     message = Signal(str)
+    deleted = Signal(str)  # a run folder deleted here
 
     def __init__(self, root: str) -> None:
         super().__init__()
@@ -204,4 +205,5 @@ class RunsPanel(QWidget):
         shutil.rmtree(folder, ignore_errors=True)
         self.message.emit(f"deleted {folder}")
         self.refresh()
+        self.deleted.emit(folder)
         return True

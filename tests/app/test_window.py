@@ -231,6 +231,10 @@ def test_runs_panel_lists_compares_and_deletes(win, qtbot):
     assert win.plots.steps == [1, 2, 3] and win.gallery.folder == a
     assert win.runs.delete_run(a)
     assert not Path(a).exists() and win.runs.table.rowCount() == 1
+    # the shown run's views went with it (its curves, samples and model stayed on screen)
+    assert win.plots.steps == [] and win.gallery.folder is None and win.shown_run is None
+    assert win.playground.source.currentText() != a and "was deleted" in win.preview.tag.text()
+    assert not win.export_actions["merged"].isEnabled()
 
 
 def test_close_during_training_waits_and_saves(win, qtbot):
