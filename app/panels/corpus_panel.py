@@ -165,6 +165,7 @@ class CorpusPanel(QWidget):
         self.preview = QPlainTextEdit()
         self.preview.setReadOnly(True)
         self.preview.setPlaceholderText("Select a file to preview its first 4 KB.")
+        self.previewed: str | None = None  # the file whose text the preview shows
         self.summary = QLabel()
         self.summary.setWordWrap(True)
         self.progress = QProgressBar()
@@ -390,6 +391,9 @@ class CorpusPanel(QWidget):
         return engine.choose_tokenizer(self.tokenizer_kind, self.n_bytes())
 
     def _refresh(self) -> None:
+        if self.previewed not in self.files:  # its file was removed: its text goes too
+            self.previewed = None
+            self.preview.clear()
         held = self.held_out()
         by_file = self.record_mode() == "file"
         kind = self.tokenizer_kind if self.tokenizer is not None else self.new_run_kind()
@@ -436,6 +440,7 @@ class CorpusPanel(QWidget):
         if not rows:
             return
         path = list(self.files)[rows[0]]
+        self.previewed = path
         try:
             with open(path, "rb") as fh:
                 raw = fh.read(PREVIEW_BYTES)

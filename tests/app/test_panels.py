@@ -581,3 +581,13 @@ def test_the_step_bar_is_not_the_previous_runs_over_an_opened_run(win, tiny_run)
         win.progress.setValue(138)
         show(tiny_run)
         assert win.progress.text() == "", win.progress.text()
+
+
+def test_removing_the_previewed_corpus_file_clears_its_preview(win, qtbot):
+    corpus = win.corpus
+    qtbot.waitUntil(lambda: corpus.table.rowCount() > 0 and corpus.pending == 0,
+                    timeout=RUN_TIMEOUT)
+    corpus.table.selectRow(0)
+    assert corpus.preview.toPlainText()
+    corpus._remove_selected()
+    assert corpus.preview.toPlainText() == ""  # not the removed file's text
