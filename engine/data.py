@@ -233,6 +233,10 @@ def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
                 raise CorpusError(
                     f"{path}: not valid UTF-8 (byte 0x{byte:02x} at offset {bad}); if it is text, "
                     "save it as UTF-8 (an editor's Save as, or iconv -f latin1 -t utf-8)") from None
+            nul = data.find(b"\x00")
+            if nul >= 0:  # past the first block's sniff: a binary tail, or text with a NUL in it
+                raise CorpusError(f"{path}: a NUL byte at offset {offset + nul}, which text does not "
+                                  "hold; remove it, or add text or code files only")
             if final:
                 break
             content = content or bool(data.strip(_WS))

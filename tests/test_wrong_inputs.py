@@ -110,3 +110,11 @@ def test_no_command_names_the_commands(capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err  # was "the following arguments are required: cmd"
     assert "required: {train,generate,eval,bench,export}" in err and err.count("\n") == 1
+
+
+def test_a_nul_byte_past_the_first_block_is_refused(tmp_path):
+    """Only the first 64 KiB were sniffed for NUL bytes: one later went into the token ids."""
+    path = tmp_path / "late.txt"
+    path.write_bytes(TEXT * 3000 + b"tail\x00more\n")
+    with pytest.raises(CorpusError, match=f"a NUL byte at offset {len(TEXT) * 3000 + 4}"):
+        list(iter_bytes(path))
