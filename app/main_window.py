@@ -611,6 +611,11 @@ class MainWindow(QMainWindow):
 
     def open_run_view(self, folder: str) -> None:
         """Show a run: its full curves, its samples, and pick it in the Playground."""
+        try:  # a run.json that cannot be read is said now (it showed empty plots, no error)
+            engine.read_run_spec(folder)
+        except (OSError, ValueError, engine.MambaStudioError) as exc:
+            self._error(f"cannot open {folder}: {exc}")
+            return
         self.plots.show_run(folder)  # its history and its own bits/byte scale
         self._reset_progress()
         self._show_saved_preview(folder)

@@ -591,3 +591,14 @@ def test_removing_the_previewed_corpus_file_clears_its_preview(win, qtbot):
     assert corpus.preview.toPlainText()
     corpus._remove_selected()
     assert corpus.preview.toPlainText() == ""  # not the removed file's text
+
+
+def test_open_says_why_a_run_with_a_corrupt_run_json_cannot_be_shown(win, tiny_run, tmp_path):
+    import shutil
+
+    folder = tmp_path / "broken"
+    shutil.copytree(tiny_run, folder)
+    (folder / "run.json").write_text("{not json")
+    win.open_run_view(str(folder))
+    assert win.errors and f"cannot open {folder}" in win.errors[-1], win.errors
+    assert win.shown_run is None  # not "showing …" over empty plots
