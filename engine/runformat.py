@@ -298,7 +298,9 @@ def read_data(folder: Path) -> RunData:
     if not isinstance(m, dict) or not isinstance(m.get("sha256"), dict) or not isinstance(
             m.get("n_train"), int):
         raise CheckpointError(f"{folder / DATA_MANIFEST}: not a data manifest")
-    verify_files(folder / DATA, m["sha256"], DATA_MANIFEST)
+    verify_files(folder / DATA, m["sha256"], DATA_MANIFEST,
+                 "every snapshot shares these token ids, so the run cannot go on: start a new run "
+                 f"on the corpus with --init {folder / SNAPSHOTS}/step-N to keep its weights")
     arrays = {}
     try:
         for key, name in DATA_FILES.items():
@@ -393,8 +395,10 @@ def read_pointer(folder: Path, which: str = LATEST) -> dict[str, Any] | None:
     return d if ok else None
 
 
-def verify_files(folder: Path, digests: dict[str, Any], manifest: str) -> None:
-    """Every file named in ``digests`` exists inside ``folder``, is regular, and has its sha256."""
+def verify_files(folder: Path, digests: dict[str, Any], manifest: str,
+                 fix: str = "use another snapshot of the run") -> None:
+    """Every file named in ``digests`` exists inside ``folder``, is regular, and has its sha256
+    (else CheckpointError ending with ``fix``)."""
     from .safeio import UnsafeFileError, check_regular, inside
 
     for name, digest in digests.items():
@@ -407,7 +411,7 @@ def verify_files(folder: Path, digests: dict[str, Any], manifest: str) -> None:
             raise CheckpointError(str(exc)) from None
         if ckpt.sha256_file(p) != digest:
             raise CheckpointError(f"{p}: contents do not match {manifest} (corrupt or modified); "
-                                  "use another snapshot of the run")
+                                  f"{fix}")
 
 
 def verify_snapshot(path: Path) -> dict[str, Any]:

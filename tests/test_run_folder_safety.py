@@ -182,3 +182,15 @@ def test_odd_settings_files_are_one_line(tmp_path, kind):
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_damaged_token_ids_say_what_can_still_be_done(made_run, tmp_path, capsys):
+    """The advice was "use another snapshot of the run", but every snapshot shares data/."""
+    run = _copy(made_run, tmp_path)
+    ids = run / rf.DATA / "ids.npy"
+    raw = bytearray(ids.read_bytes())
+    raw[-1] ^= 1
+    ids.write_bytes(bytes(raw))
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and "ids.npy: contents do not match" in err
+    assert "every snapshot shares these token ids" in err and "--init" in err, err
