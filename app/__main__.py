@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.preset:
         win.train.preset.setCurrentText(args.preset)
     win.show()
+    _close_on_signals(app, win)
     if args.train_steps:
         win.train.max_steps.setValue(args.train_steps)
         win.train.epochs.setValue(max(win.train.epochs.value(), 50))
@@ -65,6 +66,31 @@ def main(argv: list[str] | None = None) -> int:
         win.state_changed.connect(lambda _s: QTimer.singleShot(500, maybe_finish))
         QTimer.singleShot(200, win.start_training)
     return app.exec()
+
+
+def _close_on_signals(app, win) -> None:  # noqa: ANN001
+    """Ctrl-C in the terminal (SIGINT), SIGTERM and SIGHUP (the terminal closed) close the window
+    as its close button does: a training run finishes its step and saves first (they printed a
+    traceback, or ended the process with the work since the last autosave lost). A second
+    signal ends the process at once; the last snapshot stays loadable."""
+    import os
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    seen: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if seen:
+            os._exit(128 + signum)
+        seen.append(signum)
+        QTimer.singleShot(0, win.close)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    tick = QTimer(app)  # Python runs signal handlers only between its own bytecodes: wake it
+    tick.timeout.connect(lambda: None)
+    tick.start(200)
 
 
 class _Shots:
