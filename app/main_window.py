@@ -39,6 +39,7 @@ from .panels.plots_panel import PlotsPanel
 from .panels.preview_panel import PreviewPanel
 from .panels.runs_panel import RunsPanel
 from .panels.train_panel import TrainPanel
+from .words import plural
 from .workers import TrainJob, TrainWorker, auto_eval_every, default_runs_root, export_run, run_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -320,7 +321,7 @@ class MainWindow(QMainWindow):
         first = skip_line(*rejected[0])
         more = f" (and {len(rejected) - 1:,} more: Corpus tab)" if len(rejected) > 1 else ""
         if n_added:
-            self.statusBar().showMessage(f"Added {n_added:,} file(s); not added: {first}{more}",
+            self.statusBar().showMessage(f"Added {plural(n_added, 'file')}; not added: {first}{more}",
                                          15000)
             return
         self.statusBar().showMessage(f"Nothing added: {first}{more}", 15000)

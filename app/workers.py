@@ -27,6 +27,8 @@ from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
 import engine
 
+from .words import plural
+
 
 @dataclass
 class TrainJob:
@@ -131,7 +133,7 @@ class TrainWorker(QObject):
                     f"{tr.trainable.describe() if tr.trainable else ''}; "
                     f"{tr.token_counts[0]:,} training / {tr.token_counts[1]:,} held-out tokens"
                     f"{held_note(tr.token_counts[1])}; "
-                    f"{tr.total_steps} steps")
+                    f"{plural(tr.total_steps, 'step')}")
                 for note in run.notices:
                     self.info.emit(f"note: {note}")
                 fix = ("Epochs" if tr.total_steps == tr.steps_per_epoch * tr.cfg.epochs
@@ -296,7 +298,7 @@ class GenerateWorker(QObject):
             dt = max(time.perf_counter() - t0, 1e-9)
             why = ("stopped" if stopped else "ended at end of text"
                    if n < self.sampling.max_new_tokens else "reached the length")
-            self.done.emit(f"{n} tokens in {dt:.2f} s ({n / dt:,.0f}/s), {why} — {desc}")
+            self.done.emit(f"{plural(n, 'token')} in {dt:.2f} s ({n / dt:,.0f}/s), {why} — {desc}")
         except Exception as exc:
             self.failed.emit(describe_error(exc))
             self.done.emit("failed")

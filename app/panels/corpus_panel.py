@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 
 import engine
 
+from ..words import plural
 from ..workers import run_in_thread
 
 PREVIEW_BYTES = 4096
@@ -278,7 +279,7 @@ class CorpusPanel(QWidget):
             self.skipped.extend(gone)
             self._refresh()
             if gone:
-                self.message = (f"{len(gone)} file(s) skipped while counting tokens (they vanished "
+                self.message = (f"{plural(len(gone), 'file')} skipped while counting tokens (they vanished "
                                 f"or turned unreadable); counted the other {len(counts):,}")
                 self.rejected.emit(f"{self.message}: " + "; ".join(
                     f"{Path(p).name}: {why}" for p, why in gone[:20])
@@ -323,7 +324,7 @@ class CorpusPanel(QWidget):
         self.skipped.extend(rejected)
         self._refresh()
         if rejected:
-            self.message = f"{len(rejected)} file(s) skipped"
+            self.message = f"{plural(len(rejected), 'file')} skipped"
             self.rejected.emit(f"{self.message}: " + "; ".join(
                 f"{Path(p).name}: {reason(why)}" for p, why in rejected[:20])
                 + (" …" if len(rejected) > 20 else ""))
@@ -332,7 +333,7 @@ class CorpusPanel(QWidget):
         self.added.emit(len(files), rejected)
 
     def _show_notice(self, n_added: int, rejected: list[tuple[str, str]]) -> None:
-        head = (f"Added {n_added:,} file{'s' if n_added != 1 else ''}; not added:" if n_added
+        head = (f"Added {plural(n_added, 'file')}; not added:" if n_added
                 else "Nothing added:")
         lines = [f"• {skip_line(p, why)}" for p, why in rejected[:NOTICE_LINES]]
         more = len(rejected) - len(lines)
@@ -424,13 +425,14 @@ class CorpusPanel(QWidget):
         total = self.n_bytes()
         auto = " (auto)" if self.tokenizer is None and self.tokenizer_kind == "auto" else ""
         ntok = (f"; tokenizer bpe{auto}: trained at Start" if unknown
-                else f", {sum(self.tokens.values()):,} tokens ({kind}{auto})")
+                else f", {plural(sum(self.tokens.values()), 'token')} ({kind}{auto})")
         held_text = (f"{len(held)} held-out" if by_file
                      else f"about {self.holdout:.0%} of the {unit} held-out")
-        self.summary.setText(f"{len(self.files)} files, {total:,} bytes{ntok}; {held_text}")
+        self.summary.setText(f"{plural(len(self.files), 'file')}, {plural(total, 'byte')}{ntok}; "
+                             f"{held_text}")
         n = len(self.skipped)
         self.skipped_btn.setVisible(n > 0)
-        self.skipped_btn.setText(f"{n:,} file{'s' if n != 1 else ''} skipped")
+        self.skipped_btn.setText(f"{plural(n, 'file')} skipped")
         self.skipped_list.clear()
         if self.skipped_btn.isChecked():
             self._toggle_skipped(True)

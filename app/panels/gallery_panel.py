@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (
 
 import engine
 
+from ..words import plural
+
 
 class GalleryPanel(QWidget):
     def __init__(self) -> None:
@@ -66,7 +68,7 @@ class GalleryPanel(QWidget):
         self.epoch.addItems([str(e) for e in epochs])
         self.epoch.setCurrentText(keep if keep else "all")
         self.epoch.blockSignals(False)
-        self.title.setText(f"{len(self.samples)} samples in {self.folder}" if self.folder
+        self.title.setText(f"{plural(len(self.samples), 'sample')} in {self.folder}" if self.folder
                            else "no run selected")
         self._fill()
 

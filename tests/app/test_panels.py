@@ -417,8 +417,12 @@ def test_token_count_skips_a_corpus_file_that_vanished(win, qtbot, tmp_path):
     assert win.corpus.tokens == {str(d / "a.txt"): 150, str(d / "c.txt"): 150}
     assert str(d / "b.txt") not in win.corpus.files
     assert [p for p, _ in win.corpus.skipped] == [str(d / "b.txt")]
-    assert "1 file(s) skipped while counting tokens" in notes[-1] and "other 2" in notes[-1]
+    assert "1 file skipped while counting tokens" in notes[-1] and "other 2" in notes[-1]
     assert "300 tokens (words)" in win.corpus.summary.text()
+    assert win.corpus.skipped_btn.text() == "1 file skipped"
+    win.corpus.table.selectRow(0)
+    win.corpus._remove_selected()
+    assert win.corpus.summary.text().startswith("1 file, 500 bytes, 150 tokens (words)")
 
 
 def test_tokenizer_auto_says_what_a_new_run_gets(win, qtbot, monkeypatch):
