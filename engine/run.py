@@ -153,6 +153,13 @@ class Run:
         self.lock = lock
         self.trainer = _trainer(lm, data, spec.train)
         self.notices: list[str] = list(self.trainer.trainable.notices if self.trainer.trainable else [])
+        held = self.trainer.token_counts[1]
+        if spec.holdout > 0 and held < SMALL_HELD_OUT:
+            self.notices.append(
+                f"the held-out set is only {held:,} tokens, too few for its loss to mean much; "
+                "add text to the corpus" if held else
+                "nothing is held out: the corpus is too small to split; its held-out loss is not "
+                "measured")
         self.saved_step = -1
         self.best_val: float | None = None
 
@@ -276,6 +283,9 @@ class Run:
         state = "finished" if done else "stopped"
         self._status(state)
         return TrainResult(state, self.step, self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step))
+
+
+SMALL_HELD_OUT = 256  # held-out tokens below which a run says its held-out loss means little
 
 
 # ---------------------------------------------------------------------- building blocks

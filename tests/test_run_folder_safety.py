@@ -194,3 +194,14 @@ def test_damaged_token_ids_say_what_can_still_be_done(made_run, tmp_path, capsys
     rc, err = _resume(run, capsys)
     assert rc == 2 and "ids.npy: contents do not match" in err
     assert "every snapshot shares these token ids" in err and "--init" in err, err
+
+
+def test_a_tiny_held_out_set_is_said(tmp_path):
+    """An 8-byte file trained with "held-out ... on 1 tokens" and no word about it."""
+    (tmp_path / "tiny.txt").write_text("hello world\n")
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=1),
+                   autosave_minutes=0)
+    with start(spec, [tmp_path / "tiny.txt"], root=tmp_path / "runs") as run:
+        assert any("held-out set is only 2 tokens" in n for n in run.notices), run.notices
+    with start(spec, [two_file_corpus(tmp_path, 200)], root=tmp_path / "runs") as run:
+        assert not any("held-out" in n for n in run.notices), run.notices
