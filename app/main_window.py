@@ -37,7 +37,7 @@ from .panels.gallery_panel import GalleryPanel
 from .panels.playground_panel import BACKEND_TIPS, PlaygroundPanel
 from .panels.plots_panel import PlotsPanel
 from .panels.preview_panel import PreviewPanel
-from .panels.runs_panel import RunsPanel
+from .panels.runs_panel import NO_ADAPTER_TIP, RunsPanel, has_lora
 from .panels.train_panel import TrainPanel
 from .words import plural
 from .workers import TrainJob, TrainWorker, auto_eval_every, default_runs_root, export_run, run_in_thread
@@ -651,10 +651,12 @@ class MainWindow(QMainWindow):
     def _show_run(self, folder: str | None) -> None:
         """The run File > Export acts on; its items are off (and say why) while there is none."""
         self.shown_run = folder or None
+        lora = folder is not None and has_lora(folder)
         for kind, act in self.export_actions.items():
-            act.setEnabled(self.shown_run is not None)
-            act.setToolTip(f"{EXPORT_KINDS[kind][0].rstrip('…')} of run {Path(folder).name}"
-                           if folder else NO_RUN_SHOWN)
+            act.setEnabled(self.shown_run is not None and (kind != "adapter" or lora))
+            act.setToolTip(NO_RUN_SHOWN if not folder else NO_ADAPTER_TIP
+                           if kind == "adapter" and not lora else
+                           f"{EXPORT_KINDS[kind][0].rstrip('…')} of run {Path(folder).name}")
 
     def choose_continue(self, folder: str) -> None:
         if self.state != "idle":

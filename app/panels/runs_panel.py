@@ -28,8 +28,19 @@ import engine
 
 from ..workers import run_in_thread
 
+ADAPTER_TIP = "Write the LoRA adapter in PEFT format (LoRA runs only)"
+NO_ADAPTER_TIP = "This run trained all its weights, no LoRA adapter: use Export model…"
 REFRESH_MS = 3000  # while the tab is visible: re-read every run's status this often (off-thread)
 COLUMNS = ("name", "date", "preset", "steps", "best held-out", "status")
+
+
+def has_lora(folder: str) -> bool:
+    """Whether a run trained a LoRA adapter (True when its run.json cannot be read: the export
+    then says why)."""
+    try:
+        return engine.read_run_spec(folder).train.lora is not None
+    except (OSError, ValueError, engine.MambaStudioError):
+        return True
 
 
 class RunsPanel(QWidget):
@@ -67,8 +78,7 @@ class RunsPanel(QWidget):
              lambda: self._emit(self.compare_requested)),
             ("Export model…", "Write the model (any LoRA adapter merged) to a folder",
              lambda: self._export("merged")),
-            ("Export adapter…", "Write the LoRA adapter in PEFT format (LoRA runs only)",
-             lambda: self._export("adapter")),
+            ("Export adapter…", ADAPTER_TIP, lambda: self._export("adapter")),
             ("Delete…", "Delete this run folder from disk (asks first)", self._delete_selected),
             ("Refresh", "Read the runs folder again", self.refresh),
         )
@@ -79,6 +89,7 @@ class RunsPanel(QWidget):
             b.clicked.connect(slot)
             buttons.addWidget(b)
             self.buttons[text] = b
+        self.table.itemSelectionChanged.connect(self._selection_changed)
         lay = QVBoxLayout(self)
         lay.addWidget(self.where)
         lay.addWidget(self.table, 1)
@@ -173,6 +184,15 @@ class RunsPanel(QWidget):
         for row, r in enumerate(self.runs):
             if str(r.path) == str(folder):
                 self.table.selectRow(row)
+
+    def _selection_changed(self) -> None:
+        """Export adapter… is off (and says why) for a selected run without LoRA (it complained
+        only after the destination was picked)."""
+        folder = self.selected()
+        lora = folder is None or has_lora(folder)
+        button = self.buttons["Export adapter…"]
+        button.setEnabled(lora)
+        button.setToolTip(ADAPTER_TIP if lora else NO_ADAPTER_TIP)
 
     def _emit(self, signal: SignalInstance) -> None:
         folder = self.selected()

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
+from engine import LoRAConfig
 from engine import run as runapi
 from engine.trainer import TrainConfig
 
@@ -24,10 +25,12 @@ def win(qtbot, tmp_path):
     close_window(qtbot, w)
 
 
-def _run(root: Path, steps: int) -> str:
-    """A closed run trained for ``steps`` optimizer steps (0: a snapshot of the initial weights)."""
-    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=4, seq_len=64,
-                                                           max_steps=max(steps, 1)))
+def _run(root: Path, steps: int, lora: bool = False) -> str:
+    """A closed run trained for ``steps`` optimizer steps (0: a snapshot of the initial weights),
+    with a LoRA adapter if ``lora``."""
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(
+        batch_size=4, seq_len=64, max_steps=max(steps, 1),
+        lora=LoRAConfig(("x_proj",)) if lora else None))
     with runapi.start(spec, [SAMPLE], root=root) as run:
         if steps:
             run.train()
@@ -74,10 +77,7 @@ def test_export_menu_exports_the_opened_run_not_the_last_trained_or_compared(
     assert Path(calls[0][1]).name == f"{Path(opened).name}-merged"
     assert Path(opened).name in win.log.toPlainText().splitlines()[-1]
 
-    calls = _fake_save(monkeypatch, tmp_path / "adapter")  # the adapter item asks about it too
-    monkeypatch.setattr(win, "export", lambda *a, **k: None)
-    _action(win, "Export LoRA adapter (PEFT)…").trigger()
-    assert f"run {Path(opened).name} (step 3)" in calls[0][0]
+    assert not _action(win, "Export LoRA adapter (PEFT)…").isEnabled()  # a run without LoRA
 
 
 def test_export_items_are_off_until_a_run_is_shown(qtbot, tmp_path):
@@ -85,7 +85,7 @@ def test_export_items_are_off_until_a_run_is_shown(qtbot, tmp_path):
     try:
         items = ["Export model (merged)…", "Export LoRA adapter (PEFT)…", GGUF_ITEM]
         assert not any(_action(w, t).isEnabled() for t in items)
-        folder = _run(tmp_path / "runs", 0)
+        folder = _run(tmp_path / "runs", 0, lora=True)
         w.open_run_view(folder)
         assert all(_action(w, t).isEnabled() for t in items)
     finally:
@@ -135,3 +135,20 @@ def test_gguf_export_from_the_menu_writes_the_shown_run_and_asks_before_replacin
     win.export("gguf", str(bad), opened)
     qtbot.waitUntil(lambda: bool(win.errors), timeout=RUN_TIMEOUT)
     assert str(bad) in win.errors[-1] and "\n" not in win.errors[-1]
+
+
+def test_export_adapter_is_off_for_a_run_without_lora(win, tmp_path):
+    """Export adapter… was on for a full run and complained only after the destination was
+    picked."""
+    full, lora = _run(tmp_path / "runs", 0), _run(tmp_path / "runs", 0, lora=True)
+    win.runs.refresh()
+    button = win.runs.buttons["Export adapter…"]
+    win.runs.select(full)
+    assert not button.isEnabled() and "no LoRA adapter" in button.toolTip()
+    win.open_run_view(full)
+    item = _action(win, "Export LoRA adapter (PEFT)…")
+    assert not item.isEnabled() and "no LoRA adapter" in item.toolTip()
+    assert _action(win, "Export model (merged)…").isEnabled()
+    win.runs.select(lora)
+    assert button.isEnabled()
+
