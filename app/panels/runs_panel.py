@@ -213,14 +213,22 @@ class RunsPanel(QWidget):
         if folder is None:
             self.message.emit("Select a run first.")
             return
+        if self._training(folder):  # refused before asking (it asked, then refused)
+            return
         answer = QMessageBox.question(self, "Delete run", f"Delete {folder} and all its snapshots?")
         if answer == QMessageBox.StandardButton.Yes:
             self.delete_run(folder)
 
-    def delete_run(self, folder: str) -> bool:
-        """Delete a run folder unless it is training (here or in another process)."""
+    def _training(self, folder: str) -> bool:
+        """True (and says so) while ``folder`` trains, here or in another process."""
         if folder == self.busy_folder or engine.RunLock(Path(folder)).held_elsewhere():
             self.message.emit(f"{folder} is training; stop it before deleting it.")
+            return True
+        return False
+
+    def delete_run(self, folder: str) -> bool:
+        """Delete a run folder unless it is training (here or in another process)."""
+        if self._training(folder):
             return False
         shutil.rmtree(folder, ignore_errors=True)
         self.message.emit(f"deleted {folder}")

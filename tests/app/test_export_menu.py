@@ -152,3 +152,16 @@ def test_export_adapter_is_off_for_a_run_without_lora(win, tmp_path):
     win.runs.select(lora)
     assert button.isEnabled()
 
+
+def test_delete_of_a_training_run_is_refused_before_asking(win, tmp_path, monkeypatch):
+    """Delete… on the running run asked to confirm, then refused."""
+    folder = _run(tmp_path / "runs", 0)
+    win.runs.refresh()
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "question", lambda *a: asked.append(a[2]))
+    said: list[str] = []
+    win.runs.message.connect(said.append)
+    win.runs.busy_folder = folder  # as while it trains in this window
+    win.runs.select(folder)
+    win.runs._delete_selected()
+    assert asked == [] and "is training" in said[-1] and Path(folder).exists()
