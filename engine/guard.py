@@ -31,6 +31,8 @@ from .errors import TrainingError
 if TYPE_CHECKING:
     from .trainer import StepReport, Trainer
 
+STALL_STEPS = 20  # steps of a ~zero gradient after which a run is said to have collapsed
+
 
 def _copy_state(state: Any) -> Any:
     """Deep copy of a ``state_dict()`` (arrays copied too)."""
@@ -50,6 +52,7 @@ class DivergenceGuard:
     _norms: list[float] = field(default_factory=list)
     _losses: list[float] = field(default_factory=list)
     _first_loss: float | None = None
+    _stall_said: bool = False
 
     def before(self, trainer: Trainer) -> None:
         assert trainer.trainable is not None
@@ -75,8 +78,8 @@ class DivergenceGuard:
                 return (f"the loss {report.loss:.3g} jumped above {limit:.3g} "
                         f"(2x its median + {self.loss_margin:g})")
         if len(self._norms) >= 5:
-            med = float(np.median(self._norms[-20:]))
-            if report.grad_norm > self.norm_factor * max(med, 1e-12):
+            med = max(float(np.median(self._norms[-20:])), 1e-12)  # 0 once a model collapsed
+            if report.grad_norm > self.norm_factor * med:
                 return f"the gradient norm {report.grad_norm:.3g} is {report.grad_norm / med:.0f}x its median"
         assert trainer.trainable is not None
         num = den = 0.0
@@ -96,6 +99,7 @@ class DivergenceGuard:
         if reason is None:
             self._norms.append(report.grad_norm)
             self._losses.append(report.loss)
+            self._say_if_stalled(report)
             return False
         self.restore(trainer)
         self.rollbacks += 1
@@ -109,6 +113,21 @@ class DivergenceGuard:
         if self.on_rollback is not None:
             self.on_rollback(msg)
         return True
+
+    def _say_if_stalled(self, report: StepReport) -> None:
+        """Once: the gradient has been ~0 for ``STALL_STEPS`` steps in a row. Nothing diverged,
+        but the model collapsed to one output for every input (lr 1.0 did it: held-out loss
+        flat at 5.58, grad norm 0.000 each epoch) and will not learn again by itself."""
+        recent = self._norms[-STALL_STEPS:]
+        if (self._stall_said or len(recent) < STALL_STEPS
+                or max(recent) > 1e-6 * max(self._norms[0], 1e-12)):
+            return
+        self._stall_said = True
+        if self.on_rollback is not None:
+            self.on_rollback(f"the gradient norm has been ~0 for {STALL_STEPS} steps (step "
+                             f"{report.step}): the model collapsed to one output for every "
+                             "input, usually from too high a learning rate; it will not learn "
+                             "again: stop, and start a new run with a lower learning rate")
 
     def restore(self, trainer: Trainer) -> None:
         """Put the trainer back to its state before the last step."""

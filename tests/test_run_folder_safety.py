@@ -17,6 +17,7 @@ from safetensors.numpy import save_file
 from engine import checkpoint as ckpt
 from engine import runformat as rf
 from engine.cli import main
+from engine.errors import TrainingError
 from engine.run import RunSpec, list_runs, start
 from engine.trainer import TrainConfig
 from tests.helpers import two_file_corpus
@@ -205,3 +206,18 @@ def test_a_tiny_held_out_set_is_said(tmp_path):
         assert any("held-out set is only 2 tokens" in n for n in run.notices), run.notices
     with start(spec, [two_file_corpus(tmp_path, 200)], root=tmp_path / "runs") as run:
         assert not any("held-out" in n for n in run.notices), run.notices
+
+
+@pytest.mark.parametrize("lr, collapses", [(1.0, True), (3e-3, False)])
+def test_a_collapsed_model_is_said_once(tmp_path, lr, collapses):
+    """lr 1.0: held-out loss flat at 5.58 and grad norm 0.000 every epoch, rc 0, no word."""
+    spec = RunSpec(preset="tiny", train=TrainConfig(epochs=15, lr=lr),  # the CLI's defaults
+                   autosave_minutes=0)
+    said: list[str] = []
+    with start(spec, [ROOT / "assets" / "sample_corpus"], root=tmp_path / "runs") as run:
+        try:
+            run.train(on_notice=said.append)
+        except TrainingError:  # the collapsed model's gradient can wake later: a blow-up, then
+            assert collapses   # rolled back (it divided by the median norm, 0: a traceback)
+    stalled = [m for m in said if "collapsed to one output" in m]
+    assert len(stalled) == (1 if collapses else 0), said
