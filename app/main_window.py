@@ -357,8 +357,9 @@ class MainWindow(QMainWindow):
 
     def _refresh_estimate(self) -> None:
         self.corpus.set_split(0.1, self.train.seed.value(), self.train.seq_len.value() + 1)
-        try:
-            cfg = self.train.model_config()
+        try:  # a Continue trains the run's own model, whatever the panel's preset says
+            cfg = (engine.read_model_config(self.continue_dir) if self.continue_dir
+                   else self.train.model_config())
             tc = self.train.train_config()
             spec = replace(self.train.run_spec(self.init_dir, tc.eval_every),
                            records=self.corpus.record_mode())

@@ -599,6 +599,16 @@ def read_run_spec(folder: str | Path) -> RunSpec:
     return RunSpec.from_dict(rf.read_run_json(Path(folder))["spec"])
 
 
+def read_model_config(folder: str | Path) -> MambaConfig:
+    """The model shape of a run's latest snapshot (its config.json, not verified: for estimates
+    before a Continue, whose model is the run's own whatever the settings panel shows)."""
+    folder = Path(folder)
+    latest = rf.read_pointer(folder, rf.LATEST)
+    if not latest:
+        raise CheckpointError(f"{folder}: no snapshot to read the model from")
+    return ckpt.read_config(folder / rf.SNAPSHOTS / str(latest["snapshot"]))
+
+
 def _prefixed(tensors: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
     return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
 

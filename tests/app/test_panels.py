@@ -606,3 +606,13 @@ def test_open_says_why_a_run_with_a_corrupt_run_json_cannot_be_shown(win, tiny_r
     win.open_run_view(str(folder))
     assert win.errors and f"cannot open {folder}" in win.errors[-1], win.errors
     assert win.shown_run is None  # not "showing …" over empty plots
+
+
+def test_the_estimate_of_a_continue_is_the_runs_own_model(win, qtbot, tiny_run):
+    """Continue trains the run's own model: the estimate counted the panel's preset instead."""
+    win.train.preset.setCurrentText("small")
+    win._refresh_estimate()
+    assert "82,368 parameters" not in win.estimate.text()
+    win.choose_continue(str(tiny_run))
+    win._refresh_estimate()
+    assert "82,368 parameters (82,368 trained)" in win.estimate.text(), win.estimate.text()
