@@ -108,12 +108,19 @@ class TrainWorker(QObject):
             self.info.emit(f"continuing {run.folder} from step {run.step}"
                            + (f" with {changed}" if changed else ""))
             return run
-        return engine.start_run(j.spec, j.paths, root=j.runs_root, progress=self.info.emit)
+        return engine.start_run(j.spec, j.paths, root=j.runs_root, progress=self.info.emit,
+                                should_stop=lambda: self.control.stopped)
 
     @Slot()
     def run(self) -> None:
         try:
             self.run_obj = run = self._open()
+        except engine.Stopped as exc:  # Stop before step 0: nothing kept, not an error
+            self._previews.shutdown(wait=False)
+            self.saved.emit(str(exc))
+            self.ended.emit("stopped while preparing; nothing was kept")
+            self.finished.emit("")
+            return
         except Exception as exc:
             self._previews.shutdown(wait=False)
             self.failed.emit(describe_error(exc))

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         CheckpointError,
         CorpusError,
         MambaStudioError,
+        Stopped,
         TokenizerError,
         TrainingError,
     )
@@ -114,6 +115,7 @@ _EXPORTS: dict[str, str] = {
     "CorpusError": "errors",
     "MambaStudioError": "errors",
     "TokenizerError": "errors",
+    "Stopped": "errors",
     "TrainingError": "errors",
     "GpuUnavailable": "gpu",
     "open_stepper": "gpu",
@@ -279,6 +281,7 @@ __all__ = [
     "TrainConfig",
     "TrainControl",
     "Trainer",
+    "Stopped",
     "TrainingError",
 ]
 

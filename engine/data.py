@@ -28,7 +28,7 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from .corpuswalk import walk
-from .errors import CorpusError, MambaStudioError
+from .errors import CorpusError, MambaStudioError, Stopped
 from .safeio import GiB, MiB, check_regular
 
 FILE_LIMIT = 4 * GiB  # one corpus file; larger ones are refused before any byte is read
@@ -133,6 +133,13 @@ class Corpus:
     files: list[CorpusFile] = field(default_factory=list)
     rejected: list[tuple[Path, str]] = field(default_factory=list)  # (path, reason)
     gone: list[tuple[Path, str]] = field(default_factory=list)  # scanned, then unreadable: skipped
+    # asked between pieces while the corpus is read again (a tokenizer trained on it, its
+    # encoding): once it says True, ``check_stop`` raises Stopped
+    should_stop: Callable[[], bool] | None = None
+
+    def check_stop(self) -> None:
+        if self.should_stop is not None and self.should_stop():
+            raise Stopped("stopped while preparing the run; nothing was trained or kept")
 
     def drop(self, f: CorpusFile, reason: str, allow_empty: bool = False) -> None:
         """Skip ``f``, which could not be read again after the scan (listed in ``gone``). Raises
@@ -158,7 +165,9 @@ class Corpus:
         byte-level BPE pre-tokenisation cuts too (``iter_text``)."""
         for f in list(self.files):
             try:
-                yield from reread(f.path, iter_text(f.path, size))
+                for piece in reread(f.path, iter_text(f.path, size)):
+                    self.check_stop()
+                    yield piece
             except FileGone as exc:
                 self.drop(f, exc.reason)
 
@@ -351,12 +360,14 @@ def encode_files(corpus: Corpus, tokenizer: Any, progress: Progress | None = Non
                 out, pos = _put(out, pos, np.array([tokenizer.eos_id], dtype=dtype))
             if tokenizer.kind == "bytes":
                 for data in reread(f.path, iter_bytes(f.path)):
+                    corpus.check_stop()
                     out, pos = _put(out, pos, np.frombuffer(data, dtype=np.uint8))
                     done += len(data)
                     if progress is not None:
                         progress(done, total)
             else:
                 for text in reread(f.path, iter_text(f.path)):
+                    corpus.check_stop()
                     ids = tokenizer.encode(text)
                     if len(ids) and int(ids.max()) >= np.iinfo(dtype).max + 1:
                         raise CorpusError(f"{f.path}: tokenizer produced an id outside its "

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,7 +175,8 @@ def encode_documents(corpus: Corpus, tokenizer: Any, records: str = "file",
     for f in list(corpus.files):  # a file unreadable since the scan is skipped (Corpus.drop)
         mark, n_docs = out.n, len(offsets)
         try:
-            done = _encode_file(f, tokenizer, records, out, offsets, progress, total, done)
+            done = _encode_file(f, tokenizer, records, out, offsets, progress, total, done,
+                                corpus.check_stop)
         except FileGone as exc:
             out.n = mark  # what was read of it is dropped with it
             del offsets[n_docs:]
@@ -188,14 +189,17 @@ def encode_documents(corpus: Corpus, tokenizer: Any, records: str = "file",
 
 
 def _encode_file(f: CorpusFile, tokenizer: Any, records: str, out: _Growing, offsets: array,
-                 progress: Progress | None, total: int, done: int) -> int:
-    """Append the documents of one file to ``out`` / ``offsets``; returns the bytes done."""
+                 progress: Progress | None, total: int, done: int,
+                 check_stop: Callable[[], None]) -> int:
+    """Append the documents of one file to ``out`` / ``offsets``; returns the bytes done.
+    ``check_stop`` is called between pieces (it raises to end the work)."""
     dtype = out.a.dtype
     eos = np.array([tokenizer.eos_id], dtype=dtype)
     if records == "file" and tokenizer.kind == "bytes":
         offsets.append(out.n)
         out.put(eos)
         for data in reread(f.path, iter_bytes(f.path)):
+            check_stop()
             out.put(np.frombuffer(data, dtype=np.uint8))
             done += len(data)
             if progress is not None:
@@ -205,6 +209,7 @@ def _encode_file(f: CorpusFile, tokenizer: Any, records: str, out: _Growing, off
     fresh = True
     pieces = _counted(reread(f.path, iter_text(f.path, TEXT_CHUNK)), progress, total, done)
     for batch in iter_record_batches(pieces, records, 4 * TEXT_CHUNK):
+        check_stop()
         ids, lens = _encode_batch(tokenizer, [t for t, _ in batch])
         if len(ids) and int(ids.max()) >= limit:
             raise CorpusError(f"{f.path}: tokenizer produced an id outside its vocabulary")

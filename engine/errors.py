@@ -19,3 +19,8 @@ class TokenizerError(MambaStudioError):
 
 class TrainingError(MambaStudioError):
     """Training cannot continue (for example the loss became NaN for too many steps)."""
+
+
+class Stopped(MambaStudioError):
+    """A stop was asked while a new run was being prepared (reading and tokenising the corpus,
+    training its tokenizer): nothing was trained, and the run's folder was removed."""

@@ -433,11 +433,15 @@ def _inside(folder: Path, paths: Sequence[Path]) -> Path | None:
 
 def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | None = None,
           force: bool = False, root: str | Path = "runs",
-          progress: Callable[[str], None] | None = None) -> Run:
+          progress: Callable[[str], None] | None = None,
+          should_stop: Callable[[], bool] | None = None) -> Run:
     """Create a new run folder (``out``, or a unique ``root/<date>-<preset>-<n>``) from ``spec``
     and the corpus; everything is checked (settings, memory, output folder, lock) before any
     training. An ``out`` that holds a run is refused unless ``force`` (then it is replaced); one
-    holding anything a run does not write is refused even with ``force``."""
+    holding anything a run does not write is refused even with ``force``. Once
+    ``should_stop()``, preparing ends between corpus pieces with ``Stopped`` and the new folder
+    is removed (a Stop during minutes of tokenising waited for all of it, then left a step-0
+    run)."""
     say = progress or (lambda m: None)
     spec.check()
     folder = Path(out) if out is not None else rf.unique_run_folder(Path(root), _label(spec))
@@ -457,6 +461,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             raise CheckpointError(f"{folder} holds an unfinished run (no {rf.RUN_JSON}); replace "
                                   "it with --force, or choose another --out")
     corpus = load_corpus(corpus_paths)
+    corpus.should_stop = should_stop
+    corpus.check_stop()
     inside = _inside(folder, [f.path for f in corpus.files])
     if inside is not None:  # a new run empties its folder, and the corpus is read again later
         raise CheckpointError(f"{inside}: a corpus file inside the run folder {folder}; choose "
@@ -507,6 +513,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         if corpus.gone:
             say(f"note: {len(corpus.gone):,} corpus file(s) skipped after the scan; training on "
                 f"the other {len(corpus.files):,}")
+        corpus.check_stop()  # the last moment a stop keeps nothing
         rf.write_data(folder, arrays, n_train,
                       rf.file_sources([(f.path, f.n_bytes) for f in corpus.files]),
                       {"records": spec.records, "holdout": spec.holdout, "seed": spec.train.seed,

@@ -221,3 +221,24 @@ def test_a_collapsed_model_is_said_once(tmp_path, lr, collapses):
             assert collapses   # rolled back (it divided by the median norm, 0: a traceback)
     stalled = [m for m in said if "collapsed to one output" in m]
     assert len(stalled) == (1 if collapses else 0), said
+
+
+@pytest.mark.parametrize("tokenizer, after", [("bytes", 0), ("bpe", 0), ("bpe", 3)])
+def test_a_stop_while_preparing_ends_it_and_keeps_nothing(tmp_path, tokenizer, after):
+    """Stop during minutes of tokenising waited for all of it, then left a step-0 run."""
+    from engine.errors import Stopped
+
+    corpus = two_file_corpus(tmp_path, 3000)
+    asked: list[int] = []
+
+    def should_stop() -> bool:
+        asked.append(1)
+        return len(asked) > after
+
+    spec = RunSpec(preset="tiny", tokenizer=tokenizer,
+                   train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=1))
+    with pytest.raises(Stopped, match="nothing was trained or kept"):
+        start(spec, [corpus], root=tmp_path / "runs", should_stop=should_stop)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    with start(spec, [corpus], root=tmp_path / "runs") as run:  # the same, not stopped
+        assert run.step == 0

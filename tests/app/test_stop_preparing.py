@@ -6,9 +6,9 @@ from .helpers import RUN_TIMEOUT, close_window, small_window
 
 
 def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
-    """A walk-through pressed Stop during a long preparation and the window went back to plain
-    "idle": the status line, the status bar and the log say the run stopped, and at which
-    step."""
+    """A walk-through pressed Stop during a long preparation: it waited for all of it, went back
+    to plain "idle" and left a step-0 run. Preparing now ends at the next corpus piece, nothing
+    is kept, and the status line, the status bar and the log say so."""
     win = small_window(qtbot, tmp_path / "runs")
     try:
         win.train.max_steps.setValue(50)
@@ -19,10 +19,12 @@ def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
         win.stop()  # before the run has even opened
         qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
         said = win.statusBar().currentMessage() + "\n" + win.log.toPlainText()
-        assert "stopped at step" in said, said
+        assert "stopped while preparing the run; nothing was trained or kept" in said, said
         # the status line, which outlives the status bar's message, says it too
-        assert win.status.text().startswith("idle · last run: "), win.status.text()
-        assert win.status.text().endswith("stopped at step 0"), win.status.text()
+        assert win.status.text() == "idle · last run: stopped while preparing; nothing was kept"
+        # no step-0 run is left to clutter the Runs tab (a walk-through found one)
+        assert not any((tmp_path / "runs").iterdir()), list((tmp_path / "runs").iterdir())
+        assert win.errors == []
         assert win.progress.text() == ""  # not the previous run's 45 / 110 steps
     finally:
         close_window(qtbot, win)
