@@ -41,10 +41,10 @@ class _Legend(pg.LegendItem):
             hint = self.layout.preferredSize()
             self.setGeometry(0, 0, hint.width(), hint.height())
 
-    def fit(self, height: float) -> None:
+    def fit(self, height: float, width: float = 1e9) -> None:
         """The fewest columns (each swatch kept beside its name) that keep the box within about
         half of a ``height``-pixel plot: one row of every entry when none does; hidden when even
-        that does not fit (it would cover the axes)."""
+        that does not fit, or when it is wider than the plot (it would cover the axes)."""
         n = len(self.items)
         if not n:
             return
@@ -56,7 +56,8 @@ class _Legend(pg.LegendItem):
             if box <= 0.55 * height:
                 break
         self.setColumnCount(cols)
-        self.setVisible(box + 2 * MARGIN <= height)
+        wide = self.layout.preferredSize().width()
+        self.setVisible(box + 2 * MARGIN <= height and wide + 2 * MARGIN <= width)
 
 
 def _legend(plot: Any, bg: str, fg: str) -> Any:
@@ -71,8 +72,11 @@ def _legend(plot: Any, bg: str, fg: str) -> Any:
                      brush=pg.mkBrush(fill), pen=pg.mkPen(edge))
     legend.layout.setContentsMargins(4, 2, 6, 2)
     legend.setParentItem(plot.vb)  # inside the data area, anchored to its top-right corner
-    plot.vb.sigResized.connect(lambda vb: legend.fit(vb.height()))
+    plot.vb.sigResized.connect(lambda vb: legend.fit(vb.height(), vb.width()))
     return legend
+
+
+SIDE_BY_SIDE_BELOW = 330  # canvas height (px) under which the plots go side by side
 
 
 class PlotsPanel(QWidget):
@@ -143,6 +147,31 @@ class PlotsPanel(QWidget):
         self._timer.setInterval(100)
         self._timer.timeout.connect(self._redraw)
         self._timer.start()
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802
+        """Short and wide (a small window): the two plots side by side, each the full height
+        (stacked, each got ~20-30 px of data area at 900x600); else stacked, the loss on top."""
+        super().resizeEvent(event)
+        h, w = self.canvas.height(), self.canvas.width()
+        self._arrange(side=h < SIDE_BY_SIDE_BELOW and w > 1.6 * h)
+
+    def _arrange(self, side: bool) -> None:
+        if side == getattr(self, "side_by_side", False):
+            return
+        self.side_by_side = side
+        layout = self.canvas.ci
+        layout.removeItem(self.norm_plot)
+        if side:
+            layout.addItem(self.norm_plot, row=0, col=1)
+        else:
+            layout.addItem(self.norm_plot, row=1, col=0)
+        grid = layout.layout
+        grid.setRowStretchFactor(0, 3 if not side else 1)
+        grid.setRowStretchFactor(1, 2 if not side else 0)
+        grid.setColumnStretchFactor(0, 2 if side else 1)
+        grid.setColumnStretchFactor(1, 1 if side else 0)
+        self.loss_plot.setLabel("bottom", "step" if side else None)
+        self.loss_plot.showAxis("bottom")
 
     def set_tokens_per_byte(self, tpb: float) -> None:
         """bits/byte = nats/token × tokens/byte ÷ ln 2 (1 token per byte for the byte tokenizer)."""

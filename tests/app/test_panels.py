@@ -204,6 +204,24 @@ def test_the_loss_plot_keeps_room_in_the_default_window(win, qtbot):
     assert win.plots.norm_plot.getAxis("bottom").labelText == "step"
 
 
+@pytest.mark.parametrize("size", [(900, 600), (1024, 700)])
+def test_a_small_window_puts_the_plots_side_by_side(win, qtbot, size):
+    """Stacked in a 900x600 window each plot had 20-29 px of data area and the y labels ran
+    into each other: short and wide, the plots now sit side by side at full height."""
+    win.resize(*size)
+    win.show()
+    qtbot.wait(150)
+    plots = win.plots
+    assert plots.side_by_side
+    loss, norm = plots.loss_plot.vb, plots.norm_plot.vb
+    assert loss.height() >= 60 and norm.height() >= 60, (loss.height(), norm.height())
+    assert loss.width() >= 0.8 * norm.width() and norm.width() >= 120, (loss.width(), norm.width())
+    assert plots.loss_plot.getAxis("bottom").labelText == "step"
+    win.resize(1280, 800)
+    qtbot.wait(150)
+    assert not plots.side_by_side and plots.loss_plot.getAxis("bottom").labelText == ""
+
+
 def test_corpus_file_names_are_not_cut_at_1280(win, qtbot):
     """The file column was as narrow as the number columns ("bread_bakin…")."""
     win.resize(1280, 760)
