@@ -70,8 +70,8 @@ class RunsPanel(QWidget):
         self.where.setWordWrap(True)
         buttons = QHBoxLayout()
         specs = (
-            ("Open", "Show this run's curves and samples; the next Start begins a new run from "
-             "its weights", lambda: self._emit(self.open_requested)),
+            ("Open", "Show this run's curves and samples (to start a new run from its weights, "
+             "use File > Open model…)", lambda: self._emit(self.open_requested)),
             ("Continue", "The next Start continues this run where it stopped (same folder)",
              lambda: self._emit(self.continue_requested)),
             ("Compare", "Overlay this run's loss curves (grey) on the plots",
