@@ -104,8 +104,11 @@ def fast_encoder(spec_json: str, reference: Callable[[str], list[int]]) -> FastB
     vocab, merges = model.get("vocab"), model.get("merges")
     if not isinstance(vocab, dict) or not isinstance(merges, list):
         return None
-    added = {t["content"]: int(t["id"]) for t in spec.get("added_tokens") or []
-             if isinstance(t, dict) and isinstance(t.get("content"), str)}
+    tokens = spec.get("added_tokens") or []
+    if any(not isinstance(t, dict) or t.get("lstrip") or t.get("rstrip") or t.get("single_word")
+           or t.get("normalized") for t in tokens):
+        return None  # HF strips around / normalises these: not a plain split on the text
+    added = {t["content"]: int(t["id"]) for t in tokens if isinstance(t.get("content"), str)}
     dec = _byte_decoder()
     ranks: dict[bytes, int] = {}
     for token, i in vocab.items():

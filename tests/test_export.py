@@ -406,3 +406,16 @@ def test_a_short_gguf_write_names_the_file_and_the_free_space(lora_run: Path, tm
                                               r" and 1344 written\); [\d,.]+ MB free on its disk"):
         export_gguf(lora_run, out)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_folder_is_readable_as_mkdir_makes_it(lora_run: Path, tmp_path: Path) -> None:
+    """Staged through mkdtemp, exports were published with mode 0700 (only their writer could
+    read them)."""
+    import os
+
+    umask = os.umask(0o022)
+    try:
+        export_merged(lora_run, tmp_path / "out")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "out").stat().st_mode & 0o777 == 0o755

@@ -52,7 +52,7 @@ def _spec(bpe: BPETokenizer) -> dict:
 
 
 @pytest.mark.parametrize("change", ["normalizer", "no_regex", "prefix_space", "dropout",
-                                    "ids_out_of_merge_order"])
+                                    "ids_out_of_merge_order", "added_token_rstrip"])
 def test_other_tokenizers_keep_hf_encoder(bpe, change):
     from tokenizers import Tokenizer
 
@@ -65,6 +65,8 @@ def test_other_tokenizers_keep_hf_encoder(bpe, change):
         spec["pre_tokenizer"]["add_prefix_space"] = True
     elif change == "dropout":
         spec["model"]["dropout"] = 0.1
+    elif change == "added_token_rstrip":  # HF eats the spaces after it; a plain split would not
+        spec["added_tokens"][0]["rstrip"] = True
     else:  # swap the ids of the first two merged tokens: HF's merge order and tiktoken's differ
         vocab, (a, b) = spec["model"]["vocab"], spec["model"]["merges"][:2]
         ta, tb = "".join(a.split(" ") if isinstance(a, str) else a), \

@@ -155,6 +155,9 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would publish a folder only we can read
     try:
         yield tmp
         _publish(tmp, out, force)
