@@ -617,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:  # Ctrl-C outside training (which saves and exits 0): reading the
         sys.stdout.flush()     # corpus, training the tokenizer, loading; a new run leaves nothing
-        print("\ninterrupted (Ctrl-C); nothing was trained", file=sys.stderr)
+        print("\ninterrupted (Ctrl-C)", file=sys.stderr)
         return 130
 
 

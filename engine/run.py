@@ -483,7 +483,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                 f"this corpus has {_megabytes(corpus.n_bytes)}), learning rate {spec.train.lr:g}")
         if spec.tokenizer == "bpe":
             every = bpe_sample_every(corpus.n_bytes)
-            share = (f"a share of the corpus (one 64 KiB piece in {every}, about "
+            share = (f"a seeded sample of the corpus (about one piece in {every}, "
                      f"{_megabytes(corpus.n_bytes // every)})" if every > 1 else "the corpus")
             say(f"training a {spec.bpe_vocab:,}-token BPE tokenizer on {share}...")
         tok = (BPETokenizer.train(corpus.texts, vocab_size=spec.bpe_vocab)

@@ -85,16 +85,17 @@ def bpe_sample_every(n_bytes: int) -> int:
 
 
 def _chunks(texts: Iterable[str]) -> Iterator[str]:
-    """A Corpus (or its ``texts``) streams pieces of about ``BPE_PIECE_BYTES`` from disk, every
-    ``bpe_sample_every``-th of them; anything else as given."""
+    """A Corpus (or its ``texts``) streams pieces of about ``BPE_PIECE_BYTES`` from disk, each
+    kept with probability 1 / ``bpe_sample_every`` (seeded); anything else as given."""
     source = getattr(texts, "corpus", texts)
     chunks = getattr(source, "chunks", None)
     if not callable(chunks):
         yield from texts
         return
     every = bpe_sample_every(int(getattr(source, "n_bytes", 0)))
-    for i, piece in enumerate(chunks(BPE_PIECE_BYTES)):
-        if i % every == 0:
+    rng = np.random.default_rng(0x5A3)  # seeded draws, not a stride: a stride over alternating
+    for piece in chunks(BPE_PIECE_BYTES):  # small files of two kinds kept only one kind
+        if every == 1 or rng.random() < 1 / every:
             yield piece
 
 
