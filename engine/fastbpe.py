@@ -40,14 +40,6 @@ PROBE = (
 )
 
 
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's printable character -> byte map (the inverse of what ByteLevel emits)."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\xa1"), ord("\xac") + 1),
-            *range(ord("\xae"), ord("\xff") + 1)]
-    extra = iter(range(256, 512))
-    return {(chr(b) if b in keep else chr(next(extra))): b for b in range(256)}
-
-
 def _plain_byte_level(spec: dict[str, Any]) -> bool:
     pre, model = spec.get("pre_tokenizer"), spec.get("model")
     if spec.get("normalizer") is not None or not isinstance(pre, dict) or not isinstance(model, dict):
@@ -109,7 +101,9 @@ def fast_encoder(spec_json: str, reference: Callable[[str], list[int]]) -> FastB
            or t.get("normalized") for t in tokens):
         return None  # HF strips around / normalises these: not a plain split on the text
     added = {t["content"]: int(t["id"]) for t in tokens if isinstance(t.get("content"), str)}
-    dec = _byte_decoder()
+    from .tokenizer import _bytes_to_unicode  # (tokenizer imports this module)
+
+    dec = {c: b for b, c in _bytes_to_unicode().items()}
     ranks: dict[bytes, int] = {}
     for token, i in vocab.items():
         if token in added:

@@ -500,9 +500,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     lock = rf.RunLock(folder).acquire()
     try:
         if force:
-            for p in folder.iterdir():  # a run's own entries only (checked above)
-                if p.name != rf.LOCK and p.name in rf.RUN_ENTRIES:
-                    shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+            _remove_run_entries(folder)  # a run's own entries only (checked above)
         if not lm.params:
             lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed, init=spec.init_scheme)
         if corpus.n_bytes >= BPE_MIN_BYTES:  # minutes for hundreds of MB: say what is going on
@@ -531,12 +529,19 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     return run
 
 
-def _unmake(folder: Path, remove_folder: bool) -> None:
-    """Remove what an unfinished ``start`` wrote into ``folder`` (a run's own entries only)."""
+def _remove_run_entries(folder: Path, ignore_errors: bool = False) -> None:
+    """Delete a run's own entries in ``folder`` (``RUN_ENTRIES``), all but the held lock."""
     for p in folder.iterdir():
         if p.name in rf.RUN_ENTRIES and p.name != rf.LOCK:
-            shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() \
-                else p.unlink(missing_ok=True)
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=ignore_errors)
+            else:
+                p.unlink(missing_ok=ignore_errors)
+
+
+def _unmake(folder: Path, remove_folder: bool) -> None:
+    """Remove what an unfinished ``start`` wrote into ``folder`` (a run's own entries only)."""
+    _remove_run_entries(folder, ignore_errors=True)
     (folder / rf.LOCK).unlink(missing_ok=True)  # still held by us: nobody else can be using it
     if remove_folder:
         with contextlib.suppress(OSError):
