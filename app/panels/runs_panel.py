@@ -221,8 +221,13 @@ class RunsPanel(QWidget):
 
     def _training(self, folder: str) -> bool:
         """True (and says so) while ``folder`` trains, here or in another process."""
-        if folder == self.busy_folder or engine.RunLock(Path(folder)).held_elsewhere():
-            self.message.emit(f"{folder} is training; stop it before deleting it.")
+        if folder == self.busy_folder:
+            paused = self.live is not None and self.live[0] == folder and self.live[2] == "paused"
+            doing = "is paused (its training is still open here)" if paused else "is training"
+            self.message.emit(f"{folder} {doing}; stop it before deleting it.")
+            return True
+        if engine.RunLock(Path(folder)).held_elsewhere():
+            self.message.emit(f"{folder} is training in another process; stop it there first.")
             return True
         return False
 
@@ -230,7 +235,13 @@ class RunsPanel(QWidget):
         """Delete a run folder unless it is training (here or in another process)."""
         if self._training(folder):
             return False
-        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            shutil.rmtree(folder)
+        except OSError as exc:  # a file it may not remove: say so (it said "deleted")
+            self.message.emit(f"could not delete all of {folder}: {exc.strerror or exc} "
+                              f"({exc.filename}); what is left is listed again")
+            self.refresh()
+            return False
         self.message.emit(f"deleted {folder}")
         self.refresh()
         self.deleted.emit(folder)

@@ -165,3 +165,35 @@ def test_delete_of_a_training_run_is_refused_before_asking(win, tmp_path, monkey
     win.runs.select(folder)
     win.runs._delete_selected()
     assert asked == [] and "is training" in said[-1] and Path(folder).exists()
+
+
+def test_delete_of_a_paused_run_says_paused_not_training(win, tmp_path):
+    """Delete… on a run paused in this window said it "is training"."""
+    folder = _run(tmp_path / "runs", 0)
+    win.runs.refresh()
+    said: list[str] = []
+    win.runs.message.connect(said.append)
+    win.runs.busy_folder = folder
+    win.runs.update_live(folder, 0, "paused")  # as the window does on Pause
+    assert not win.runs.delete_run(folder)
+    assert "is paused" in said[-1] and "is training" not in said[-1] and Path(folder).exists()
+
+
+def test_a_delete_that_fails_says_so_and_keeps_the_row(win, tmp_path, monkeypatch):
+    """A run folder that could not be removed was reported as "deleted" (errors were ignored)."""
+    import shutil
+
+    folder = _run(tmp_path / "runs", 0)
+    win.runs.refresh()
+    said: list[str] = []
+    gone: list[str] = []
+    win.runs.message.connect(said.append)
+    win.runs.deleted.connect(gone.append)
+
+    def refuse(path, *a, **k):
+        raise PermissionError(13, "Permission denied", str(Path(path) / "run.json"))
+
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    assert not win.runs.delete_run(folder)
+    assert said[-1].startswith("could not delete") and "Permission denied" in said[-1]
+    assert gone == [] and any(str(r.path) == folder for r in win.runs.runs)
