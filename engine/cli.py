@@ -88,7 +88,11 @@ POS = _int_in(1, 1 << 40)
 NONNEG = _int_in(0, 1 << 40)
 
 
+_PROGRESS_OPEN = [False]  # a progress line is on stderr without its newline yet
+
+
 def _progress(report) -> None:
+    _PROGRESS_OPEN[0] = True
     frac = report.step / max(report.total_steps, 1)
     bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
     flag = " NaN-skipped" if report.nonfinite else ""
@@ -609,11 +613,13 @@ def main(argv: list[str] | None = None) -> int:
     ValueError, a diverged model's FloatingPointError) is one line ``error: ...`` and exit code 2;
     only real bugs show a traceback."""
     args = build_parser().parse_args(argv)
+    _PROGRESS_OPEN[0] = False
     try:
         return int(args.fn(args))
     except (MambaStudioError, OSError, ValueError, FloatingPointError, MemoryError) as exc:
         sys.stdout.flush()
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        end = "\n" if _PROGRESS_OPEN[0] else ""  # not glued to the end of a progress line
+        print(f"{end}error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C outside training (which saves and exits 0): reading the
         sys.stdout.flush()     # corpus, training the tokenizer, loading; a new run leaves nothing

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Protocol
+
+from .errors import MambaStudioError
 
 
 class LoopControl(Protocol):
@@ -64,7 +67,13 @@ class PauseReporting:
     def wait_if_paused(self) -> None:
         if not self.inner.paused:
             return
-        self._report("paused")
+        self._tell("paused")
         self.inner.wait_if_paused()
         if not self.inner.stopped:  # a stop while paused ends the run, which writes its own state
-            self._report("running")
+            self._tell("running")
+
+    def _tell(self, state: str) -> None:
+        """Report ``state``; a failed write (a full disk) must not end the run: the status file
+        only describes the run, and the run's own saves say what failed."""
+        with contextlib.suppress(OSError, MambaStudioError):
+            self._report(state)

@@ -34,7 +34,7 @@ from .corpuswalk import summary
 from .data import encode_corpus, id_dtype, load_corpus, split_holdout
 from .defaults import BPE_MIN_BYTES, PRESET_DEFAULTS, choose_tokenizer
 from .documents import RECORDS, encode_documents, split_documents
-from .errors import CheckpointError, TrainingError
+from .errors import CheckpointError, MambaStudioError, TrainingError
 from .guard import DivergenceGuard
 from .limits import check_run, check_train, n_params
 from .lm import MambaLM
@@ -221,6 +221,21 @@ class Run:
         rf.write_status(self.folder, state, step=self.step, total_steps=self.trainer.total_steps,
                         best_val_loss=self.best_val)
 
+    def _status_if_possible(self, state: str) -> None:
+        """``_status`` on a path that is already failing: its own write error must not hide the
+        error being raised."""
+        with contextlib.suppress(OSError, MambaStudioError):
+            self._status(state)
+
+    def _save_what_can_be_saved(self, save: Callable[[], None]) -> None:
+        """After a failed write outside the step (a metrics row or the status file on a full disk),
+        publish the steps trained since the last snapshot if they fit; a failed save leaves the
+        previous snapshot in place (``write_snapshot`` is atomic)."""
+        if self.step != self.saved_step:
+            with contextlib.suppress(OSError, MambaStudioError):
+                save()
+        self._status_if_possible("stopped")
+
     # ------------------------------------------------------------------ training
     def train(self, on_step: Callable[[StepReport], None] | None = None,
               on_epoch: Callable[[EpochReport], None] | None = None,
@@ -274,8 +289,14 @@ class Run:
             self._status("diverged")
             raise TrainingError(f"{exc}; kept {self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step)}"
                                 ) from None
+        except (OSError, MambaStudioError) as exc:  # a hook's write failed (a full disk...)
+            self._save_what_can_be_saved(save)
+            kept = (f"the last snapshot is step {self.saved_step}" if self.saved_step == self.step
+                    else f"steps after {self.saved_step} could not be saved")
+            raise TrainingError(f"{_what_failed(exc)}; training stopped at step {self.step} and "
+                                f"{kept}: fix that, then resume {self.folder}") from exc
         except BaseException:
-            self._status("stopped")
+            self._status_if_possible("stopped")
             raise
         if self.step != self.saved_step:
             save(self._val_loss(control))
@@ -283,6 +304,13 @@ class Run:
         state = "finished" if done else "stopped"
         self._status(state)
         return TrainResult(state, self.step, self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step))
+
+
+def _what_failed(exc: BaseException) -> str:
+    """One line for a failed write: the file and the system's reason."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 SMALL_HELD_OUT = 256  # held-out tokens below which a run says its held-out loss means little
@@ -496,7 +524,13 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         lm.config.vocab_size).itemsize
     made = not folder.exists()  # or empty: an unfinished start leaves it as it was
     made_entries = made or not any(folder.iterdir())
-    rf.check_out_dir(folder, need)
+    try:
+        rf.check_out_dir(folder, need)
+    except BaseException:  # refused (no room, not writable): leave no empty folder behind
+        if made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     lock = rf.RunLock(folder).acquire()
     try:
         if force:

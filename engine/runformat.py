@@ -629,11 +629,14 @@ def unique_run_folder(root: Path, label: str) -> Path:
 def append_metric(folder: Path, row: dict[str, Any]) -> None:
     path = folder / METRICS
     new = not path.exists()
-    with open_append(path, METRICS) as f:
-        w = csv.DictWriter(f, METRIC_FIELDS, extrasaction="ignore")
-        if new:
-            w.writeheader()
-        w.writerow({k: ("" if row.get(k) is None else row[k]) for k in METRIC_FIELDS})
+    try:
+        with open_append(path, METRICS) as f:
+            w = csv.DictWriter(f, METRIC_FIELDS, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerow({k: ("" if row.get(k) is None else row[k]) for k in METRIC_FIELDS})
+    except OSError as exc:  # a write or close on a full disk names no file
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
 def read_metrics(folder: str | Path) -> list[dict[str, Any]]:

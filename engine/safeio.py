@@ -8,6 +8,7 @@ bytes; and a name taken from a run folder's own files never resolves outside tha
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -112,8 +113,16 @@ def open_append(path: str | Path, what: str = "file") -> IO[str]:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
                      0o644)
     except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):  # a link (O_NOFOLLOW); a FIFO without reader
+            fix = "it must be a plain file, not a link or pipe: delete it and try again"
+        elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            fix = "let this user write to it (or its folder), or use another folder"
+        elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            fix = "free some disk space and try again"
+        else:
+            fix = "check the file and its folder"
         raise UnsafeFileError(f"{path}: cannot append to the {what} ({exc.strerror or exc}); "
-                              "it must be a plain file: delete it and try again") from None
+                              f"{fix}") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise UnsafeFileError(f"{path}: the {what} is not a plain file; delete it and try again")

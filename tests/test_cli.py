@@ -128,3 +128,31 @@ def test_export_adapter_without_lora_is_refused_before_training(tmp_path, capsys
                  str(tmp_path / "adapter")]) == 2
     assert "--export-adapter needs a LoRA run: add --lora" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_full_disk_while_training_says_what_was_kept_on_its_own_line(tmp_path, capsys,
+                                                                     monkeypatch):
+    """A full disk while appending metrics printed "error: No space left on device" glued to the
+    end of the progress line, naming no file and not saying what was kept."""
+    import errno
+    import os
+
+    from engine import runformat as rf
+
+    real = rf.csv.DictWriter.writerow
+
+    def full_at_step_4(self, row):  # the write itself fails, as on a full disk
+        if row.get("step") == 4:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, row)
+
+    monkeypatch.setattr(rf.csv.DictWriter, "writerow", full_at_step_4)
+    out = tmp_path / "run"
+    rc = main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32", "--batch",
+               "2", "--max-steps", "6", "--out", str(out), "--sample-tokens", "0"])
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if "error:" in x)
+    assert rc == 2 and line.startswith("error: "), err
+    assert "metrics.csv: No space left on device" in line and "stopped at step 4" in line, line
+    assert f"resume {out}" in line
+    assert json.loads((out / "latest.json").read_text())["step"] == 4

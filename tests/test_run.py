@@ -392,3 +392,65 @@ def test_a_large_corpus_says_it_is_being_tokenized(tmp_path, monkeypatch):
                progress=said.append):
         pass
     assert any(s.startswith("tokenizing 2,") and s.endswith("of text...") for s in said), said
+
+
+def test_a_failed_metrics_write_keeps_the_steps_trained_since_the_last_save(tmp_path, monkeypatch):
+    """A full disk while appending a metrics row ended the run without saving: the steps since
+    the last autosave were lost although the snapshot may still fit."""
+    real = rf.append_metric
+
+    def full_at_step_5(folder, row):  # noqa: ANN001
+        if row.get("step") == 5:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(folder, row)
+
+    monkeypatch.setattr(rf, "append_metric", full_at_step_5)
+    with (start(_spec(max_steps=8), [_corpus(tmp_path)], out=tmp_path / "r") as run,
+          pytest.raises(TrainingError, match="No space left") as info):
+        run.train()  # autosave_steps is far away: only step 0 was saved before
+    assert "stopped at step 5" in str(info.value) and "last snapshot is step 5" in str(info.value)
+    assert rf.read_pointer(tmp_path / "r")["step"] == 5
+    assert rf.read_status(tmp_path / "r")["state"] == "stopped"
+    with resume(tmp_path / "r") as again:
+        assert again.step == 5
+
+
+def test_a_failed_status_write_while_paused_does_not_end_the_run(tmp_path, monkeypatch):
+    """The "paused" status write on a full disk ended the run from inside the pause."""
+    control = TrainControl()
+    real = rf.write_status
+
+    def full_when_paused(folder, state, **kw):  # noqa: ANN001
+        if state in ("paused", "running") and control.paused:
+            raise CheckpointError(f"could not write status.json: {os.strerror(errno.ENOSPC)}")
+        real(folder, state, **kw)
+
+    monkeypatch.setattr(rf, "write_status", full_when_paused)
+
+    def on_step(r) -> None:  # noqa: ANN001
+        if r.step == 2:
+            control.pause()
+            threading.Timer(0.3, control.resume).start()
+
+    with start(_spec(max_steps=4), [_corpus(tmp_path)], root=tmp_path / "runs") as run:
+        result = run.train(on_step=on_step, control=control)
+    assert result.state == "finished" and result.step == 4
+
+
+def test_a_run_refused_for_disk_space_leaves_no_empty_folder(tmp_path, monkeypatch):
+    """The free-space check before step 1 refused the run but left the empty folder it made."""
+    import shutil
+
+    from engine import runformat
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(runformat.shutil, "disk_usage",
+                        lambda p: real(p)._replace(free=1 << 20))  # 1 MiB free
+    out = tmp_path / "r"
+    with pytest.raises(CheckpointError, match="MiB free"):
+        start(_spec(), [_corpus(tmp_path)], out=out)
+    assert not out.exists()
+    out.mkdir()  # a folder the user made stays
+    with pytest.raises(CheckpointError, match="MiB free"):
+        start(_spec(), [_corpus(tmp_path)], out=out)
+    assert out.is_dir()

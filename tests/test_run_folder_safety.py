@@ -3,6 +3,7 @@ interrupted starts: one line each, never a hang, a traceback or a write outside 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -242,3 +243,25 @@ def test_a_stop_while_preparing_ends_it_and_keeps_nothing(tmp_path, tokenizer, a
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
     with start(spec, [corpus], root=tmp_path / "runs") as run:  # the same, not stopped
         assert run.step == 0
+
+
+@pytest.mark.parametrize(("err", "advice"), [
+    (errno.EACCES, "let this user write to it"),
+    (errno.EROFS, "let this user write to it"),
+    (errno.ENOSPC, "free some disk space"),
+    (errno.ELOOP, "must be a plain file"),  # a link
+])
+def test_append_failures_give_advice_that_fits_the_error(tmp_path, monkeypatch, err, advice):
+    """Every failure to open metrics.csv for appending said "it must be a plain file: delete
+    it", also for a read-only folder or a full disk, where deleting it would not help."""
+    from engine import safeio
+
+    def fail(*a, **k):  # noqa: ANN002, ANN003
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(safeio.os, "open", fail)
+    with pytest.raises(safeio.UnsafeFileError) as info:
+        safeio.open_append(tmp_path / "metrics.csv", "metrics file")
+    msg = str(info.value)
+    assert advice in msg and os.strerror(err) in msg and "metrics.csv" in msg, msg
+    assert (err == errno.ELOOP) == ("delete it" in msg)
