@@ -419,3 +419,38 @@ def test_an_export_folder_is_readable_as_mkdir_makes_it(lora_run: Path, tmp_path
     finally:
         os.umask(umask)
     assert (tmp_path / "out").stat().st_mode & 0o777 == 0o755
+
+
+def test_an_export_to_a_link_to_a_folder_writes_into_that_folder(lora_run: Path,
+                                                                 tmp_path: Path) -> None:
+    """A link to an empty folder was refused with "written by another export meanwhile (Not a
+    directory)"; with --force over an earlier export through the link, a hidden .old- folder
+    was left behind."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "links").mkdir()
+    link = tmp_path / "links" / "latest"
+    link.symlink_to(real)
+    export_merged(lora_run, link)
+    assert link.is_symlink() and (real / "model.safetensors").stat().st_size > 1000
+    export_merged(lora_run, link, force=True)
+    assert link.is_symlink() and (real / "model.safetensors").stat().st_size > 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["links", "real"]  # nothing hidden left
+    assert [p.name for p in (tmp_path / "links").iterdir()] == ["latest"]
+    dangling = tmp_path / "links" / "gone"
+    dangling.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(CheckpointError, match="which does not exist"):
+        export_merged(lora_run, dangling)
+
+
+def test_a_gguf_export_through_a_link_replaces_the_file_it_points_to(lora_run: Path,
+                                                                      tmp_path: Path) -> None:
+    """--force through a link to an earlier .gguf replaced the link with a file and left the
+    earlier export where the link had pointed."""
+    real = tmp_path / "real.gguf"
+    export_gguf(lora_run, real)
+    real.write_bytes(real.read_bytes()[:64])  # an earlier, different export (still GGUF magic)
+    link = tmp_path / "model.gguf"
+    link.symlink_to(real)
+    export_gguf(lora_run, link, force=True)
+    assert link.is_symlink() and real.stat().st_size > 1000

@@ -101,6 +101,8 @@ def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = Fals
     run = open_run(src_folder)
     cfg = run.lm.config
     out_path = Path(out_path)
+    if out_path.is_symlink():  # replace the file it points to, as writing through it would,
+        out_path = out_path.resolve()  # not the link (check_out refused a dangling one)
     clear_out(out_path)
     fd, tmp = ckpt.create_temp(out_path)
     os.close(fd)

@@ -82,9 +82,11 @@ def _written_by_an_export(p: Path) -> bool:
 
 
 def _is_gguf(p: Path) -> bool:
-    """Whether ``p`` is a regular file starting with the GGUF magic (an earlier --gguf export)."""
+    """Whether ``p`` (or the file a link ``p`` points to) is a regular file starting with the
+    GGUF magic (an earlier --gguf export)."""
     try:
-        if p.is_symlink() or not p.is_file():
+        p = p.resolve()
+        if not p.is_file():
             return False
         with open(p, "rb") as f:
             return f.read(4) == b"GGUF"
@@ -112,6 +114,9 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
     ``train --export-adapter``)."""
     out = Path(out)
     exists = out.exists() or out.is_symlink()
+    if out.is_symlink() and not out.exists():
+        raise CheckpointError(f"{out}: a link to {os.readlink(out)}, which does not exist; "
+                              "create that folder or choose another output path")
     if file:
         if out.is_dir():
             raise CheckpointError(f"{out}: is a folder; give a file path, e.g. {out / 'model.gguf'}")
@@ -153,6 +158,8 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
     exports racing for one new ``out``, one wins and the other says so (one had printed "wrote"
     for a folder without its weights)."""
     out = Path(out)
+    if out.is_symlink() and out.is_dir():  # a link to a folder: publish into that folder (a
+        out = out.resolve()                # rename onto the link itself fails, ENOTDIR)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
     umask = os.umask(0)
