@@ -781,7 +781,14 @@ class MainWindow(QMainWindow):
             self.corpus.tokens.clear()
             self.corpus.skipped.clear()
             self.corpus.add_paths(list(s.corpus))
-        self._say(f"settings loaded from {path}")
+        unnamed = engine.defaulted(s)
+        if unnamed and s.named:  # a partial file: the rest is not what the panel showed before
+            self._say(f"settings loaded from {path}; it sets {len(s.named)} "
+                      f"setting{'s' if len(s.named) != 1 else ''} ({', '.join(s.named[:4])}"
+                      f"{', ...' if len(s.named) > 4 else ''}): the other {len(unnamed)} are at "
+                      f"their defaults (preset {s.spec.preset}'s for training)")
+        else:
+            self._say(f"settings loaded from {path}")
         if changed:
             self._error(f"settings loaded from {path}, but changed to fit the panel: "
                         + "; ".join(changed))

@@ -76,7 +76,7 @@ if TYPE_CHECKING:
         read_tokens_per_byte,
     )
     from .runtime import configure
-    from .runtoml import RunSettings, load_settings, save_settings
+    from .runtoml import RunSettings, defaulted, load_settings, save_settings
     from .samples import append_sample, read_samples, sample_seed
     from .sampling import GENERATION_DEFAULTS, SamplingConfig
     from .tblog import TBLogger
@@ -181,6 +181,7 @@ _EXPORTS: dict[str, str] = {
     "measure_step_seconds": "estimate",
     "why_not_measured": "estimate",
     "RunSettings": "runtoml",
+    "defaulted": "runtoml",
     "load_settings": "runtoml",
     "save_settings": "runtoml",
     "iter_text": "data",
@@ -202,6 +203,7 @@ __all__ = [
     "CorpusFile",
     "count_tokens",
     "count_trainable",
+    "defaulted",
     "Documents",
     "EarlyStopping",
     "encode_corpus",

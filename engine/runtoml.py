@@ -31,6 +31,7 @@ import tomli_w
 
 from .checkpoint import atomic_write_bytes
 from .config import MambaConfig
+from .defaults import PRESET_DEFAULTS
 from .earlystop import EarlyStopping
 from .errors import MambaStudioError
 from .lora import LoRAConfig
@@ -46,6 +47,7 @@ class RunSettings:
     spec: RunSpec
     corpus: tuple[str, ...] = ()
     early_stopping: EarlyStopping = field(default_factory=EarlyStopping)
+    named: tuple[str, ...] = ()  # the settings a loaded file set ("train.lr"); the rest are defaults
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
@@ -235,6 +237,31 @@ def _listed(problems: list[str], most: int = 5) -> str:
     return f"{len(problems)} problems: {shown}{more}"
 
 
+def _train_config(run: dict[str, Any], train: dict[str, Any], lora: LoRAConfig | None
+                  ) -> TrainConfig:
+    """The file's [train] over its preset's training defaults, as ``--preset`` alone gives them
+    (TrainConfig's own defaults are small's: a file naming only preset = "medium" got small's
+    learning rate)."""
+    preset = run.get("preset", RunSpec.preset)
+    if preset not in PRESET_DEFAULTS:
+        return TrainConfig(**train, lora=lora)
+    kind = "bpe" if run.get("tokenizer") == "bpe" else "bytes"
+    return TrainConfig.for_preset(preset, kind, **train, lora=lora)
+
+
+def _dotted(d: dict[str, Any], prefix: str = "") -> tuple[str, ...]:
+    """Every leaf key of a parsed TOML document, dotted ("train.lr", "train.lora.r")."""
+    return tuple(k for key, v in d.items()
+                 for k in (_dotted(v, f"{prefix}{key}.") if isinstance(v, dict) else (prefix + key,)))
+
+
+def defaulted(s: RunSettings) -> tuple[str, ...]:
+    """The settings a file saved from ``s`` would hold that the loaded file did not name: they
+    took their defaults (the preset's, for training)."""
+    full = _dotted(tomllib.loads(settings_to_toml(s)))
+    return tuple(k for k in full if k not in s.named)
+
+
 def load_settings(path: str | Path) -> RunSettings:
     """Parse and check a settings file; any problem (an unknown key, a value of the wrong type or
     out of range) is one MambaStudioError naming the file and the key."""
@@ -264,7 +291,7 @@ def load_settings(path: str | Path) -> RunSettings:
                        for c in corpus)
         train_doc = dict(doc.get("train", {}))
         lora = train_doc.pop("lora", None)
-        train = TrainConfig(**train_doc, lora=None if lora is None else LoRAConfig(**lora))
+        train = _train_config(run, train_doc, None if lora is None else LoRAConfig(**lora))
         model = doc.get("model")
         if model is not None:
             MambaConfig(vocab_size=256, **model)  # its ranges, now rather than at Start
@@ -274,4 +301,4 @@ def load_settings(path: str | Path) -> RunSettings:
         es.check()
     except (TypeError, ValueError) as exc:
         raise MambaStudioError(f"{path}: {exc}; fix that setting in the file") from None
-    return RunSettings(spec, corpus, es)
+    return RunSettings(spec, corpus, es, _dotted(doc))

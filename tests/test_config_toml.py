@@ -119,3 +119,19 @@ def test_dt_rank_auto_is_accepted_as_in_hf_config(folder):
         toml.write_text(f"[model]\nd_model = 64\ndt_rank = {value}\n")
         assert load_settings(toml).spec.model["dt_rank"] == (value.strip('"') if value[0] == '"'
                                                              else int(value))
+
+
+@pytest.mark.parametrize("preset", ["tiny", "medium"])
+def test_a_file_naming_a_preset_trains_with_that_presets_defaults(folder, preset):
+    """A file naming only preset = "medium" got TrainConfig's own defaults (small's learning
+    rate 3e-3), where ``--preset medium`` gives medium's (2e-3)."""
+    from engine.runtoml import defaulted
+    from engine.trainer import TrainConfig
+
+    path = folder / "s.toml"
+    path.write_text(f'[run]\npreset = "{preset}"\ntokenizer = "bpe"\n[train]\nepochs = 2\n')
+    s = load_settings(path)
+    assert s.spec.train == TrainConfig.for_preset(preset, "bpe", epochs=2)
+    assert s.named == ("run.preset", "run.tokenizer", "train.epochs")
+    left = defaulted(s)
+    assert "train.lr" in left and "train.epochs" not in left and "run.preset" not in left

@@ -63,3 +63,19 @@ def test_typed_values_out_of_range_are_not_taken(win, qtbot):
     assert win.train.lr.value() == pytest.approx(2e-6)
     type_into(win.train.seq_len, "99999")
     assert win.train.seq_len.value() == 99999
+
+
+def test_a_partial_settings_file_says_the_rest_went_to_defaults(win, tmp_path):
+    """A file naming only lr reset the preset, epochs and the rest to their defaults and said
+    only "settings loaded from …"."""
+    win.train.epochs.setValue(7)
+    path = tmp_path / "s.toml"
+    path.write_text("[train]\nlr = 0.001\n")
+    win.load_settings_file(str(path))
+    line = win.log.toPlainText().splitlines()[-1]
+    assert "it sets 1 setting (train.lr)" in line and "are at their defaults" in line, line
+    assert win.train.lr.value() == pytest.approx(1e-3)
+    full = tmp_path / "full.toml"
+    win.save_settings_file(str(full))
+    win.load_settings_file(str(full))  # a file the window saved names everything: no note
+    assert win.log.toPlainText().splitlines()[-1] == f"settings loaded from {full}"
