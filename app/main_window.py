@@ -287,8 +287,12 @@ class MainWindow(QMainWindow):
             text = (f"Next Start: continues run {Path(self.continue_dir).name}{step} in its folder "
                     f"{how}; New model to start fresh")
         elif self.init_dir:
+            lc, wsla = self.train.lora_config(), self.train.wsla.isChecked()
+            trains = (f"a rank-{lc.rank} LoRA adapter on {', '.join(lc.targets)}"
+                      f"{' (WSLA)' if wsla else ''}" if lc is not None else
+                      "only each layer's x_proj (WSLA)" if wsla else "all weights")
             text = (f"Next Start: a new run starting from the weights of {self.init_dir}, "
-                    f"saved under {self.runs_root}")
+                    f"training {trains}, saved under {self.runs_root}")
         else:
             name = self.train.preset.currentText()
             init = self.train.init_scheme.currentText()
@@ -637,6 +641,10 @@ class MainWindow(QMainWindow):
         if self.playground.source.currentText() == folder:
             self.playground.set_source("")
         self.playground.refresh_runs()
+        if self.last_end and self.last_end.startswith(f"{Path(folder).name} "):
+            self.last_end = f"{Path(folder).name} (deleted)"  # not "finished at step N"
+            if self.state == "idle":
+                self._set_state("idle")
         if folder == self.shown_run:
             self.plots.clear()
             self.preview.show_preview(f"{Path(folder).name} was deleted", "", "—")

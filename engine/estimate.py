@@ -35,7 +35,8 @@ class RunEstimate:
         not known yet."""
         steps, step_s = self.steps_per_epoch, self.step_s
         if step_s is not None and steps is not None:
-            t = f"~{_dur(step_s * steps)} per epoch ({step_s * 1e3:,.0f} ms/step × {steps:,})"
+            about = "" if step_s * steps < 0.95 else "~"  # not "~under 1 s"
+            t = f"{about}{_dur(step_s * steps)} per epoch ({step_s * 1e3:,.0f} ms/step × {steps:,})"
         elif step_s is not None:
             t = f"{step_s * 1e3:,.0f} ms/step; steps per epoch: {no_steps}"
         elif steps is not None:
@@ -47,6 +48,8 @@ class RunEstimate:
 
 
 def _dur(s: float) -> str:
+    if s < 0.95:  # "~0 s" read as "no time at all"
+        return "under 1 s"
     if s < 90:
         return f"{s:.0f} s"
     if s < 5400:

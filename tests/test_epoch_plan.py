@@ -62,3 +62,14 @@ def test_plan_of_a_run_started_from_a_bpe_model_uses_its_tokenizer(tmp_path):
         assert run.lm.tokenizer.kind == "bpe"
         assert plan.rows == len(run.trainer.rows)
         assert plan.steps(spec.train) == run.trainer.steps_per_epoch
+
+
+def test_an_epoch_under_a_second_is_not_called_0_s():
+    """A 0.3 s epoch read "~0 s per epoch"."""
+    from engine import MambaConfig, TrainConfig, estimate_run
+
+    cfg = MambaConfig(vocab_size=256, d_model=64, n_layer=2)
+    fast = estimate_run(cfg, TrainConfig(), 10_000, rows=8, step_s=0.3)  # 1 step of 8 rows
+    assert "under 1 s per epoch (300 ms/step × 1)" in fast.human() and "~" not in fast.human()
+    slow = estimate_run(cfg, TrainConfig(), 10_000, rows=800, step_s=0.3)
+    assert "~30 s per epoch" in slow.human()

@@ -71,6 +71,12 @@ class _GSpin(QDoubleSpinBox):
         return (QValidator.State.Acceptable if ok else QValidator.State.Intermediate), text, pos
 
 
+OWN_TOKENIZER_TIP = {
+    "opened": "The opened model's own tokenizer is used (File > New model to choose one for a "
+              "new model)",
+    "continue": "The run's own tokenizer is used (File > New model to choose one for a new run)",
+    "new": "The opened model's own tokenizer is used",
+}
 # A new key: versions before tokenizer "auto" saved "train/tokenizer" (bytes) on every Start, so
 # the new default would never have reached anyone who had trained once.
 TOKENIZER_KEY = "train/tokenizer_choice"
@@ -340,6 +346,8 @@ class TrainPanel(QWidget):
             cb.setEnabled(start == "opened")
             cb.setToolTip(TIPS[name.lower()] if start == "opened"
                           else NOT_ADAPTABLE[start].format(name))
+        if start != was:
+            self._update()  # the tokenizer box follows
 
     def show_resumable(self, tc: engine.TrainConfig) -> None:
         """Show a run's own epochs, learning rate and max steps (what Continue may change), and
@@ -430,7 +438,11 @@ class TrainPanel(QWidget):
                 w.setValue(v)
                 w.blockSignals(False)
         bpe = engine.choose_tokenizer(self.tokenizer.currentText(), self.corpus_bytes) == "bpe"
-        self.bpe_vocab.setEnabled(self.tokenizer.currentText() != "bytes")
+        # opened weights and a continued run train with their own tokenizer: no choice to make
+        own = self.model_override is not None or self.start == "continue"
+        self.tokenizer.setEnabled(not own)
+        self.bpe_vocab.setEnabled(not own and self.tokenizer.currentText() != "bytes")
+        self.tokenizer.setToolTip(OWN_TOKENIZER_TIP[self.start] if own else TIPS["tokenizer"])
         self.init_scheme.setEnabled(self.model_override is None)  # opened weights need no init
         self.vocab_hint = self.bpe_vocab.value() if bpe else engine.ByteTokenizer.vocab_size
         lora_on = self.lora.isChecked()

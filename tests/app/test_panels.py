@@ -296,7 +296,13 @@ def test_trainable_count_follows_the_opened_model(win, qtbot, tiny_run):
     qtbot.waitUntil(lambda: win.init_dir == tiny_run and win.corpus.pending == 0,
                     timeout=RUN_TIMEOUT)
     assert "of 82,368" in win.train.trainable.text()  # the tiny model, not the small preset
-    assert "weights of" in win.next_label.text()
+    assert "weights of" in win.next_label.text() and "training all weights" in win.next_label.text()
+    win.train.lora.setChecked(True)  # the line did not say what the run would train
+    assert "training a rank-8 LoRA adapter on" in win.next_label.text(), win.next_label.text()
+    win.train.lora.setChecked(False)
+    win.train.wsla.setChecked(True)
+    assert "training only each layer's x_proj (WSLA)" in win.next_label.text()
+    win.train.wsla.setChecked(False)
     folder = train_until_idle(qtbot, win, max_steps=1)
     assert folder and folder != tiny_run and not win.errors, win.errors
 
@@ -309,9 +315,16 @@ def test_continue_forgets_an_opened_model(win, qtbot, tiny_run):
     qtbot.waitUntil(lambda: win.init_dir == tiny_run and win.corpus.pending == 0,
                     timeout=RUN_TIMEOUT)
     assert win.train.model_override is not None and win.corpus.tokenizer is not None
+    # the opened model trains with its own tokenizer: the box was left open to a choice
+    assert not win.train.tokenizer.isEnabled() and not win.train.bpe_vocab.isEnabled()
+    assert "opened model's own tokenizer" in win.train.tokenizer.toolTip()
     win.choose_continue(tiny_run)
     qtbot.waitUntil(lambda: win.corpus.pending == 0, timeout=RUN_TIMEOUT)
     assert win.train.model_override is None and win.corpus.tokenizer is None
+    assert not win.train.tokenizer.isEnabled()  # a continued run keeps its tokenizer too
+    assert "run's own tokenizer" in win.train.tokenizer.toolTip()
+    win.new_model()
+    assert win.train.tokenizer.isEnabled() and "auto (default)" in win.train.tokenizer.toolTip()
     win.train.tokenizer.setCurrentText("bpe")  # the combo drives the summary again
     assert "tokenizer bpe: trained at Start" in win.corpus.summary.text()
 

@@ -235,6 +235,9 @@ def test_runs_panel_lists_compares_and_deletes(win, qtbot):
     assert win.plots.steps == [] and win.gallery.folder is None and win.shown_run is None
     assert win.playground.source.currentText() != a and "was deleted" in win.preview.tag.text()
     assert not win.export_actions["merged"].isEnabled()
+    assert f"last run: {Path(b).name} finished at step 2" in win.status.text()
+    assert win.runs.delete_run(b)  # the status line named it as finished after it was deleted
+    assert win.status.text() == f"idle · last run: {Path(b).name} (deleted)"
 
 
 def test_close_during_training_waits_and_saves(win, qtbot):
