@@ -84,13 +84,16 @@ class TBLogger:
 
 
 _LOGGERS: weakref.WeakSet[TBLogger] = weakref.WeakSet()
-_previous_hook = threading.excepthook
+_previous_hook: list[Callable[[Any], Any]] = []  # the hook current when ours was installed
 
 
 def _watch(logger: TBLogger) -> None:
-    """Route an error of a logger's writer thread to the logger instead of a printed traceback."""
+    """Route an error of a logger's writer thread to the logger instead of a printed traceback;
+    any other thread's error goes to the hook that was current when this one was installed (one
+    captured at import would skip a hook installed in between)."""
     _LOGGERS.add(logger)
     if threading.excepthook is not _quiet_writer_errors:
+        _previous_hook[:] = [threading.excepthook]
         threading.excepthook = _quiet_writer_errors
 
 
@@ -99,4 +102,4 @@ def _quiet_writer_errors(args: Any) -> None:
         if args.thread is not None and args.thread is logger._worker:
             logger._fail(str(args.exc_value) or type(args.exc_value).__name__)
             return
-    _previous_hook(args)
+    (_previous_hook[0] if _previous_hook else threading.__excepthook__)(args)

@@ -115,6 +115,31 @@ def test_a_full_disk_stops_tensorboard_logging_quietly(tmp_path, capfd, monkeypa
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_other_threads_errors_reach_the_hook_installed_before_the_logger(tmp_path, monkeypatch):
+    """The logger's thread hook passed other threads' errors to the hook current when
+    ``engine.tblog`` was imported, skipping one installed later (a crash reporter, pytest's)."""
+    import threading
+
+    from engine import tblog
+
+    seen: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: seen.append(str(args.exc_value)))
+    monkeypatch.setattr(tblog, "_previous_hook", [])
+    log = TBLogger(tmp_path)
+    try:
+        assert threading.excepthook is tblog._quiet_writer_errors
+
+        def boom() -> None:
+            raise RuntimeError("not the writer's")
+
+        t = threading.Thread(target=boom)
+        t.start()
+        t.join()
+        assert seen == ["not the writer's"]
+    finally:
+        log.close()
+
+
 def test_repetition_penalty_lowers_a_seen_token():
     logits = np.array([2.0, 1.9, -1.0])
     greedy = SamplingConfig(temperature=0.0)
