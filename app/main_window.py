@@ -51,6 +51,7 @@ EXPORT_KINDS = {  # File menu item, what the save dialog's title calls it
     "gguf": ("Export model (GGUF, for llama.cpp/Ollama/LM Studio)…", "a GGUF file (llama.cpp)"),
 }
 NO_RUN_SHOWN = "No run is shown: Open one in the Runs tab, or train one, to export it."
+MEASURE_AFTER_MS = 1200  # settings left alone this long get their step timed for the estimate
 PREPARING = "preparing"  # the status line until step 1; engine progress lines follow it
 LABELS = {"epochs": "epochs", "max_steps": "max steps", "lr": "learning rate",
           "eval_every": "held-out eval every"}  # the Continue overrides, as the Next Start line says
@@ -200,6 +201,14 @@ class MainWindow(QMainWindow):
         self._est_timer.setSingleShot(True)
         self._est_timer.setInterval(300)
         self._est_timer.timeout.connect(self._refresh_estimate)
+        # the step is timed only for settings left alone this long: typing d_model 1024 timed
+        # the sizes on the way (one of 2.3 GB for ~15 s) before the one meant
+        self._settle_timer = QTimer(self)
+        self._settle_timer.setSingleShot(True)
+        self._settle_timer.setInterval(MEASURE_AFTER_MS)
+        self._settle_timer.timeout.connect(self._settled_now)
+        self._settling: object = None  # the settings key the settle timer waits on
+        self._settled: object = None  # the last key left alone for MEASURE_AFTER_MS
         self.setAcceptDrops(True)  # files dropped anywhere on the window join the corpus
         self.corpus.load_sample()
         self._set_state("idle")
@@ -388,6 +397,11 @@ class MainWindow(QMainWindow):
             no_steps=rows if isinstance(rows, str) else "counting…",
             no_time="measuring…" if may_measure else "measured while idle"))
         if step_s is None and self._measuring is None and may_measure:
+            if key != self._settled:  # not timed until these settings stay a while
+                if key != self._settling or not self._settle_timer.isActive():
+                    self._settling = key
+                    self._settle_timer.start()
+                return
             self._measuring = key
 
             def done(sec: float) -> None:
@@ -400,6 +414,11 @@ class MainWindow(QMainWindow):
                 self.estimate.setText(f"Estimate: {est.human()} (timing failed: {msg[-200:]})")
 
             run_in_thread(lambda: engine.measure_step_seconds(cfg, tc), done, fail, owner=self)
+
+    def _settled_now(self) -> None:
+        """The settings the settle timer waited on were left alone: time their step."""
+        self._settled = self._settling
+        self._refresh_estimate()
 
     def _epoch_rows(self, spec: engine.RunSpec) -> int | str | None:
         """The packed training rows of one epoch of the next new run, counted by

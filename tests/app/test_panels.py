@@ -273,6 +273,26 @@ def test_a_model_too_large_to_fit_is_never_built_for_the_estimate(win, qtbot, mo
     assert built == [] and win._measuring is None
 
 
+def test_sizes_passed_while_typing_are_not_timed(win, qtbot, monkeypatch):
+    """Typing d_model 1024 timed the sizes on the way (one took 2.3 GB for ~15 s): a step is
+    timed only for settings left alone for a moment."""
+    import engine.estimate as est_mod
+    from app import main_window
+
+    monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")
+    timed: list[int] = []
+    real = est_mod.measure_step_seconds
+    monkeypatch.setattr(main_window.engine, "measure_step_seconds",
+                        lambda cfg, tc: timed.append(cfg.d_model) or real(cfg, tc))
+    win.train.preset.setCurrentText("custom")
+    win.train.n_layer.setValue(1)
+    for d in (16, 96, 112, 128):  # keystrokes ~0.4 s apart, past the 300 ms text refresh
+        win.train.d_model.setValue(d)
+        qtbot.wait(400)
+    qtbot.waitUntil(lambda: "ms/step" in win.estimate.text(), timeout=RUN_TIMEOUT)
+    assert timed == [128], timed
+
+
 def test_estimate_shows_the_steps_the_run_takes(win, qtbot, tmp_path, monkeypatch):
     """The estimate's steps per epoch are a started run's (packed rows): with the defaults on the
     sample corpus it once showed tokens / (batch x seq_len), 10, where the run took 11."""
