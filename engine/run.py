@@ -256,9 +256,15 @@ class Run:
             if on_save is not None:
                 on_save(path)
 
+        eval_rows: list[int] = []  # the step of the last eval row written
+
+        def evaluated_at(step: int) -> bool:
+            return bool(eval_rows) and eval_rows[-1] == step
+
         def step_hook(r: StepReport) -> None:
             rf.append_metric(self.folder, {"kind": "step", **asdict(r)})
             if r.val_loss is not None:
+                eval_rows[:] = [r.step]
                 rf.append_metric(self.folder, {"kind": "eval", "step": r.step, "epoch": r.epoch,
                                                "val_loss": r.val_loss})
             if on_step is not None:
@@ -267,12 +273,13 @@ class Run:
             due_time = (spec.autosave_minutes > 0
                         and time.monotonic() - last_save[0] >= 60 * spec.autosave_minutes)
             better = r.val_loss is not None and (self.best_val is None or r.val_loss < self.best_val)
-            if due_steps or due_time or better:
-                save(r.val_loss)
+            ends_epoch = self.trainer.cursor.group >= self.trainer.steps_per_epoch
+            if (due_steps or due_time or better) and not ends_epoch:  # the epoch's hook saves
+                save(r.val_loss)  # this step next, with the epoch's report (it was saved twice)
 
         def epoch_hook(rep: EpochReport) -> None:
             val = rep.val.loss if rep.val is not None else None
-            if val is not None:
+            if val is not None and not evaluated_at(self.step):  # once per step in metrics.csv
                 rf.append_metric(self.folder, {"kind": "eval", "step": self.step, "epoch": rep.epoch,
                                                "val_loss": val})
             if on_epoch is not None:
@@ -546,6 +553,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             say(f"note: {len(corpus.gone):,} corpus file(s) skipped after the scan; training on "
                 f"the other {len(corpus.files):,}")
         corpus.check_stop()  # the last moment a stop keeps nothing
+        if out is None:  # a name unique_run_folder gave: never given again
+            rf.note_run_number(folder)
         rf.write_data(folder, arrays, n_train,
                       rf.file_sources([(f.path, f.n_bytes) for f in corpus.files]),
                       {"records": spec.records, "holdout": spec.holdout, "seed": spec.train.seed,

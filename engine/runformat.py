@@ -34,6 +34,7 @@ import datetime as _dt
 import errno
 import fcntl
 import io
+import json
 import math
 import os
 import shutil
@@ -395,6 +396,18 @@ def read_pointer(folder: Path, which: str = LATEST) -> dict[str, Any] | None:
     return d if ok else None
 
 
+def best_if_not_latest(folder: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The snapshot with the lowest held-out loss (``best.json``) when it is not the latest one
+    and is still on disk: its folder and its pointer ({"snapshot", "step", "val_loss"})."""
+    best, latest = read_pointer(folder, BEST), read_pointer(folder, LATEST)
+    if best is None or latest is None or best["step"] == latest["step"]:
+        return None
+    snap = folder / SNAPSHOTS / best["snapshot"]
+    name = best["snapshot"]
+    ok = "/" not in name and name not in ("", ".", "..") and not snap.is_symlink() and snap.is_dir()
+    return (snap, best) if ok and isinstance(best.get("val_loss"), (int, float)) else None
+
+
 def verify_files(folder: Path, digests: dict[str, Any], manifest: str,
                  fix: str = "use another snapshot of the run") -> None:
     """Every file named in ``digests`` exists inside ``folder``, is regular, and has its sha256
@@ -616,13 +629,45 @@ def check_out_dir(folder: Path, need_bytes: int) -> None:
             "(two snapshots and the token ids); free space or choose another --out")
 
 
+RUN_NUMBERS = ".run-numbers.json"  # in a runs root: the last n given to each <date>-<label>
+
+
+def _numbers_given(root: Path) -> dict[str, int]:
+    try:
+        given = read_json(root / RUN_NUMBERS, 64 * 1024, RUN_NUMBERS)
+    except (MambaStudioError, OSError, ValueError):
+        return {}
+    return {k: v for k, v in given.items() if isinstance(k, str) and type(v) is int
+            } if isinstance(given, dict) else {}
+
+
 def unique_run_folder(root: Path, label: str) -> Path:
-    """``root/<date>-<label>-<n>`` with the first n not yet taken."""
-    day = _dt.date.today().isoformat()
-    n = 1
-    while (root / f"{day}-{label}-{n}").exists():
+    """``root/<date>-<label>-<n>`` with n past every number a run under ``root`` was given
+    (``note_run_number`` keeps them in ``root/.run-numbers.json``): a deleted run's name is not
+    given to a later run, whose exports and samples would be taken for the deleted one's."""
+    stem = f"{_dt.date.today().isoformat()}-{label}"
+    n = max(_numbers_given(root).get(stem, 0), 0) + 1
+    while (root / f"{stem}-{n}").exists() or (root / f"{stem}-{n}").is_symlink():
         n += 1
-    return root / f"{day}-{label}-{n}"
+    return root / f"{stem}-{n}"
+
+
+def note_run_number(folder: Path) -> None:
+    """Remember ``folder``'s n (a name ``unique_run_folder`` gave) in its root's book of today's
+    numbers; best effort: without it a deleted newest run's name is given again."""
+    stem, _, n = folder.name.rpartition("-")
+    if not n.isdigit():
+        return
+    root = folder.parent
+    given = _numbers_given(root)
+    today = {k: v for k, v in given.items() if k[:10] == stem[:10]}
+    today[stem] = max(today.get(stem, 0), int(n))
+    tmp = root / f".run-numbers-{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(today))
+        os.replace(tmp, root / RUN_NUMBERS)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------------ metrics / status

@@ -181,6 +181,7 @@ class Trainer:
         self.lr_scale = 1.0  # halved by each divergence rollback
         self.history: list[StepReport] = []
         self.epochs: list[EpochReport] = []
+        self._last_eval: tuple[int, EvalReport] | None = None  # (step, its held-out evaluation)
         self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
         self.thread_tuner = ThreadTuner()
         self.eta = Eta()  # seconds left, from the median of recent step times (engine/eta.py)
@@ -408,6 +409,7 @@ class Trainer:
         if c.eval_every > 0 and self.cursor.step % c.eval_every == 0:
             val = self.held_out()  # None when a stop came during it: the loop stops next
             val_loss = val.loss if val is not None else None
+            self._last_eval = (self.cursor.step, val) if val is not None else None
         elapsed = time.perf_counter() - t0
         return StepReport(
             self.cursor.step, self.cursor.epoch, self.total_steps, loss, norm, lr,
@@ -427,7 +429,9 @@ class Trainer:
 
     def _end_epoch(self) -> EpochReport:
         cur = self.cursor
-        val = self.held_out()  # None when stopped part-way: the epoch still ends and is saved
+        last = self._last_eval  # the same weights were just evaluated at an eval_every step
+        val = (last[1] if last is not None and last[0] == cur.step
+               else self.held_out())  # None when stopped part-way: the epoch still ends, saved
         rep = EpochReport(
             cur.epoch,
             cur.loss_sum / cur.good if cur.good else float("nan"),

@@ -454,3 +454,52 @@ def test_a_run_refused_for_disk_space_leaves_no_empty_folder(tmp_path, monkeypat
     with pytest.raises(CheckpointError, match="MiB free"):
         start(_spec(), [_corpus(tmp_path)], out=out)
     assert out.is_dir()
+
+
+def test_an_epoch_end_at_an_eval_step_is_evaluated_saved_and_logged_once(tmp_path, monkeypatch):
+    """At a step that both evaluates (eval_every) and ends an epoch, the held-out set was
+    evaluated twice, the snapshot written twice (the first without the epoch's report) and two
+    eval rows logged."""
+    from engine.trainer import Trainer
+
+    calls: list[int] = []
+    real = Trainer.evaluate
+
+    def counted(self, *a, **k):  # noqa: ANN001, ANN002, ANN003
+        calls.append(self.cursor.step)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Trainer, "evaluate", counted)
+    saves: list[str] = []
+    spec = _spec(max_steps=None, epochs=2, eval_every=1)
+    with start(spec, [_corpus(tmp_path)], out=tmp_path / "r") as run:
+        per_epoch = run.trainer.steps_per_epoch
+        run.train(on_save=lambda p: saves.append(p.name))
+    assert per_epoch >= 2
+    assert calls == list(range(1, 2 * per_epoch + 1))  # once per step, none extra at epoch ends
+    assert len(saves) == len(set(saves)), saves  # no snapshot written twice
+    assert rf.snapshot_name(per_epoch) in saves and rf.snapshot_name(2 * per_epoch) in saves
+    evals = [r["step"] for r in read_metrics(tmp_path / "r") if r["kind"] == "eval"]
+    assert evals == list(range(1, 2 * per_epoch + 1))
+    assert rf.read_epochs_done(tmp_path / "r") == 2
+
+
+def test_a_deleted_runs_name_is_not_given_to_the_next_run(tmp_path):
+    """After the newest run was deleted the next run got its name (2026-12-04-small-3 again),
+    so its exports and samples could be taken for the deleted run's."""
+    import shutil
+
+    root = tmp_path / "runs"
+    spec = _spec(max_steps=1)
+    names = []
+    for _ in range(2):
+        with start(spec, [_corpus(tmp_path)], root=root) as run:
+            names.append(run.folder.name)
+    shutil.rmtree(root / names[-1])
+    with start(spec, [_corpus(tmp_path)], root=root) as run:
+        names.append(run.folder.name)
+    assert [n.rsplit("-", 1)[1] for n in names] == ["1", "2", "3"], names
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == sorted([names[0], names[2]])
+    (root / rf.RUN_NUMBERS).write_text("{not json")  # a damaged book: the first free number
+    with start(spec, [_corpus(tmp_path)], root=root) as run:
+        assert run.folder.name.rsplit("-", 1)[1] == "2"

@@ -214,9 +214,10 @@ class PlotsPanel(QWidget):
         the live run drew them: step curves, one train/grad-norm epoch-mean point per completed
         epoch (mean of its finite steps, at its last step), held-out points per step and per
         epoch. An "eval" row that repeats its step row's ``val_loss`` is that step's held-out
-        loss; any other is an epoch's. An epoch counts as completed when a later epoch has steps,
-        it has an epoch held-out row, it has as many steps as a completed one, or it is among the
-        first ``epochs_done`` (the latest snapshot's count). Live reports of steps and epochs
+        loss; any other is an epoch's; an epoch ending at an evaluated step has that step's. An
+        epoch counts as completed when a later epoch has steps, it has an epoch held-out row, it
+        has as many steps as a completed one, or it is among the first ``epochs_done`` (the
+        latest snapshot's count). Live reports of steps and epochs
         already drawn from here are not drawn twice."""
         self.clear()
         per_epoch: dict[int, list[tuple[float, float, float]]] = {}  # epoch: (step, loss, norm)
@@ -253,6 +254,10 @@ class PlotsPanel(QWidget):
         done = {e for e in per_epoch if e < top or e in epoch_val or e < epochs_done}
         full = {counts[e] for e in done}
         done |= {e for e in per_epoch if counts[e] in full}
+        step_val = dict(zip(self.val_step_x, self.val_step_losses, strict=True))
+        for e in done - set(epoch_val):  # its last step was evaluated: the epoch's own held-out
+            if last_step[e] in step_val:  # loss is that one, logged once
+                epoch_val[e] = (last_step[e], step_val[last_step[e]])
         for e in sorted(done):
             good = per_epoch[e]
             x = good[-1][0] if good else last_step[e]

@@ -38,7 +38,7 @@ def test_a_signal_saves_the_run_then_quits(tmp_path, sig):
     finally:
         proc.kill()
     assert proc.returncode == 0 and "Traceback" not in err, err
-    (run,) = runs.iterdir()
+    (run,) = [p for p in runs.iterdir() if p.is_dir()]
     status = json.loads((run / "status.json").read_text())
     latest = json.loads((run / "latest.json").read_text())
     assert status["state"] == "stopped" and latest["step"] == status["step"] >= 3, (status, latest)
