@@ -71,12 +71,13 @@ if TYPE_CHECKING:
     from .runformat import (
         RunInfo,
         RunLock,
+        best_if_not_latest,
         read_epochs_done,
         read_pointer,
         read_tokens_per_byte,
     )
     from .runtime import configure
-    from .runtoml import RunSettings, defaulted, load_settings, save_settings
+    from .runtoml import RunSettings, defaulted, flat_settings, load_settings, save_settings
     from .samples import append_sample, read_samples, sample_seed
     from .sampling import GENERATION_DEFAULTS, SamplingConfig
     from .tblog import TBLogger
@@ -169,6 +170,7 @@ _EXPORTS: dict[str, str] = {
     "RunLock": "runformat",
     "RunInfo": "runformat",
     "read_pointer": "runformat",
+    "best_if_not_latest": "runformat",
     "read_tokens_per_byte": "runformat",
     "read_epochs_done": "runformat",
     "EarlyStopping": "earlystop",
@@ -182,6 +184,7 @@ _EXPORTS: dict[str, str] = {
     "why_not_measured": "estimate",
     "RunSettings": "runtoml",
     "defaulted": "runtoml",
+    "flat_settings": "runtoml",
     "load_settings": "runtoml",
     "save_settings": "runtoml",
     "iter_text": "data",
@@ -204,6 +207,7 @@ __all__ = [
     "count_tokens",
     "count_trainable",
     "defaulted",
+    "flat_settings",
     "Documents",
     "EarlyStopping",
     "encode_corpus",
@@ -257,6 +261,7 @@ __all__ = [
     "read_epochs_done",
     "read_metrics",
     "read_pointer",
+    "best_if_not_latest",
     "read_run_spec",
     "read_model_config",
     "read_samples",

@@ -202,6 +202,13 @@ def _checked(doc: dict[str, Any], table: _Table, problems: list[str], where: str
             else json.dumps(key, ensure_ascii=False)  # a quoted key may hold a newline
         name = f"{where}.{shown}" if where else shown
         if key not in table:
+            homes = [t for t, sub in table.items() if not where and not isinstance(value, dict)
+                     and isinstance(sub, _Table) and key in sub]
+            if homes:  # `lr = 0.001` above every [section] ("unknown section [lr]" misled)
+                under = " or ".join(f"[{t}]" for t in homes)
+                problems.append(f"{name} = {_shown(value)} is outside any section: it belongs "
+                                f"under {under} (put a {under} line above it)")
+                continue
             if name in _LEFT_OUT:
                 problems.append(f"{name} is not a setting: {_LEFT_OUT[name]}")
                 continue
@@ -255,11 +262,20 @@ def _dotted(d: dict[str, Any], prefix: str = "") -> tuple[str, ...]:
                  for k in (_dotted(v, f"{prefix}{key}.") if isinstance(v, dict) else (prefix + key,)))
 
 
+def flat_settings(s: RunSettings) -> dict[str, Any]:
+    """What a file saved from ``s`` holds, by dotted key ("train.lr": 0.003)."""
+    def walk(d: dict[str, Any], prefix: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, v in d.items():
+            out.update(walk(v, f"{prefix}{key}.") if isinstance(v, dict) else {prefix + key: v})
+        return out
+    return walk(tomllib.loads(settings_to_toml(s)), "")
+
+
 def defaulted(s: RunSettings) -> tuple[str, ...]:
     """The settings a file saved from ``s`` would hold that the loaded file did not name: they
     took their defaults (the preset's, for training)."""
-    full = _dotted(tomllib.loads(settings_to_toml(s)))
-    return tuple(k for k in full if k not in s.named)
+    return tuple(k for k in flat_settings(s) if k not in s.named)
 
 
 def load_settings(path: str | Path) -> RunSettings:

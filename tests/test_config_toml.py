@@ -32,7 +32,11 @@ BAD = [  # (file text, the table.key the error names, words it must also hold)
      ["did you mean train.lora.rank?"]),
     ("[model]\nvocab_size = 300\n", "model.vocab_size", ["tokenizer"]),
     ('[run]\ncorpus = [""]\n', "run.corpus", ["empty path"]),
-    ('corpus = ["a.txt"]\n', "[corpus]", ["unknown section"]),
+    ('corpus = ["a.txt"]\n', "corpus = ", ["outside any section", "under [run]"]),
+    ("wat = 1\n", "[wat]", ["unknown section"]),
+    ("lr = 0.001\n[train]\nepochs = 2\n", "lr = 0.001",
+     ["outside any section", "belongs under [train]"]),
+    ('[[run]]\ncorpus = ["a.txt"]\n', "run = ", ["expected a [run] table"]),
     ('[model]\ndt_rank = "big"\n', "model.dt_rank", ['expected an integer or "auto"']),
 ]
 
