@@ -13,6 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QThread, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QApplication,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
@@ -78,6 +79,8 @@ class MainWindow(QMainWindow):
         self.continue_spec: engine.RunSpec | None = None  # ... whose saved settings these are
         self.continue_shown: engine.TrainConfig | None = None  # the panel as Continue set it
         self.current_run: str | None = None  # the run training now, or the last one
+        self.compared_run: str | None = None  # the run whose curves are overlaid in grey
+        self.last_report: engine.StepReport | None = None  # this run's latest step
         self.last_folder: str | None = None
         # the run the window shows (Open, Continue, the run training, the last one finished):
         # File > Export acts on it; a run overlaid with Compare is not it
@@ -255,12 +258,17 @@ class MainWindow(QMainWindow):
     # ---------------------------------------------------------------- state
     def _set_state(self, state: str) -> None:
         self.state = state
+        had_focus = QApplication.focusWidget()
         self.start_btn.setEnabled(state == "idle")
         self.pause_btn.setEnabled(state == "running")
         self.resume_btn.setEnabled(state == "paused")
         self.stop_btn.setEnabled(state in ("running", "paused"))
         self.train.setEnabled(state == "idle")
         self.corpus.setEnabled(state == "idle")
+        button = {"idle": self.start_btn, "running": self.pause_btn, "paused": self.resume_btn
+                  }.get(state)
+        if had_focus is not None and not had_focus.isEnabled() and button is not None:
+            button.setFocus()  # Qt passed it on to the next box (End then set Preview to gpu)
         self.runs.busy_folder = self.current_run if state != "idle" else None
         live = self.runs.live
         if live is not None and state in ("running", "paused", "stopping"):
@@ -269,7 +277,10 @@ class MainWindow(QMainWindow):
             self.runs.live = None  # the run's own files say how it ended
         if state != "running":
             idle = f"idle · last run: {self.last_end}" if self.last_end else "idle"
-            self.status.setText({"idle": idle, "paused": "paused (Space resumes)",
+            r = self.last_report
+            paused = (f"paused at step {r.step}/{r.total_steps} · loss {r.loss:.4f} nats "
+                      "(Space resumes)" if r is not None else "paused (Space resumes)")
+            self.status.setText({"idle": idle, "paused": paused,
                                  "stopping": "stopping after the current step, then saving…"
                                  }.get(state, state))
         self.state_changed.emit(state)
@@ -360,6 +371,12 @@ class MainWindow(QMainWindow):
         if short != msg:
             box.setDetailedText(msg)
         box.open()  # non-blocking: training and the UI keep going
+
+    def _inform(self, msg: str) -> None:
+        """Something the user should read before the next Start: the log, the status bar and a
+        non-blocking box."""
+        self._say(msg)
+        QMessageBox(QMessageBox.Icon.Information, "Mamba Studio", msg, parent=self).open()
 
     # ---------------------------------------------------------------- estimates
     def _corpus_tokens(self) -> int:
@@ -504,6 +521,7 @@ class MainWindow(QMainWindow):
         self._reset_progress()
         self.plots.clear()
         self.plots.set_compare("", [])
+        self.compared_run = None
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling())
         self.train_thread = QThread(self)
         self.worker.moveToThread(self.train_thread)
@@ -518,7 +536,9 @@ class MainWindow(QMainWindow):
         self.worker.failed.connect(self._error)
         self.worker.finished.connect(self._on_finished)
         self.last_end = ""
-        self._set_state("running")
+        self.last_report = None
+        self.current_run = None  # until the worker opens its run (a Delete of the previous run
+        self._set_state("running")  # while preparing was refused as "training")
         self._update_next()
         self.status.setText(f"{PREPARING} (corpus, tokenizer, model, kernels)…")
         self.train_thread.start()
@@ -571,6 +591,7 @@ class MainWindow(QMainWindow):
             self._set_state("stopping")
 
     def _on_step(self, r: engine.StepReport) -> None:
+        self.last_report = r
         self.plots.add_step(r)
         if self.current_run:  # the Runs tab's row of this run follows each step
             self.runs.update_live(self.current_run, r.step, "paused" if self.state == "paused"
@@ -601,12 +622,15 @@ class MainWindow(QMainWindow):
             self.train_thread.quit()
             self.train_thread.wait()
         self.train_thread = None
-        self.worker = None
+        again = self.worker is not None and self.worker.nothing_left  # a Continue with no step
+        self.worker = None  # left: it stays chosen (Start after raising Epochs made a new run)
         self.last_folder = folder or None
         # every Start is a new run unless the user chooses Continue again
         self.continue_dir = None
         self.train.end_resumable()
         self._set_state("idle")
+        if again and folder:
+            self.choose_continue(folder, quiet=True)
         self.runs.refresh()
         self.playground.refresh_runs()
         if folder:
@@ -635,7 +659,17 @@ class MainWindow(QMainWindow):
                                   str(last.get("backend", "—")))
 
     def open_run_view(self, folder: str) -> None:
-        """Show a run: its full curves, its samples, and pick it in the Playground."""
+        """Show a run: its full curves, its samples, and pick it in the Playground. While a run
+        trains only that run is shown (another's curves had the live steps drawn over them)."""
+        if self.worker is not None:
+            name = Path(self.current_run or "").name or "a run"
+            if folder != self.current_run:
+                self._say(f"{name} is training: open {Path(folder).name} after it ends or is "
+                          "stopped (Compare overlays its curves meanwhile).")
+                return
+            self.tabs.setCurrentIndex(0)  # the live run is what the Train tab shows
+            self._say(f"{name} is training; its curves are on the Train tab")
+            return
         try:  # a run.json that cannot be read is said now (it showed empty plots, no error)
             engine.read_run_spec(folder)
         except (OSError, ValueError, engine.MambaStudioError) as exc:
@@ -664,6 +698,9 @@ class MainWindow(QMainWindow):
             self.last_end = f"{Path(folder).name} (deleted)"  # not "finished at step N"
             if self.state == "idle":
                 self._set_state("idle")
+        if folder == self.compared_run:  # its grey curves stayed on the plot
+            self.plots.set_compare("", [])
+            self.compared_run = None
         if folder == self.shown_run:
             self.plots.clear()
             self.preview.show_preview(f"{Path(folder).name} was deleted", "", "—")
@@ -686,8 +723,11 @@ class MainWindow(QMainWindow):
                            if kind == "adapter" and not lora else
                            f"{EXPORT_KINDS[kind][0].rstrip('…')} of run {Path(folder).name}")
 
-    def choose_continue(self, folder: str) -> None:
-        if self.state != "idle":
+    def choose_continue(self, folder: str, quiet: bool = False) -> None:
+        if self.state != "idle":  # it did nothing, silently
+            name = Path(self.current_run or "").name or "a run"
+            what = ("it" if folder == self.current_run else Path(folder).name)
+            self._say(f"{name} is {self.state}: Continue {what} after it ends or is stopped.")
             return
         try:
             spec = engine.read_run_spec(folder)
@@ -708,12 +748,15 @@ class MainWindow(QMainWindow):
         self.gallery.show_run(folder)
         self._show_run(folder)  # its curves are the ones shown
         self._update_next()
-        self._say(f"next Start continues {folder}")
+        self.tabs.setCurrentIndex(0)  # the Train tab: its curves and the Start it sets up
+        if not quiet:
+            self._say(f"next Start continues {folder}")
 
     def compare_run(self, folder: str) -> None:
         """Overlay a run's curves (grey) on the shown run's; the shown run stays the one File >
         Export acts on."""
         self.plots.set_compare(Path(folder).name, engine.read_metrics(folder))
+        self.compared_run = folder
         self.tabs.setCurrentIndex(0)
 
     def save_snapshot(self) -> None:
@@ -735,7 +778,10 @@ class MainWindow(QMainWindow):
         def done(warnings: list[str]) -> None:
             for w in warnings:
                 self._notice(f"warning: {w}")
-            self._say(f"{kind} written to {path} (from run {Path(folder).name})")
+            src = Path(folder)
+            what = (f"run {src.parent.parent.name}, snapshot {src.name}"
+                    if src.parent.name == "snapshots" else f"run {src.name}")
+            self._say(f"{kind} written to {path} (from {what})")
 
         run_in_thread(lambda: export_run(folder, kind, path, force), done, self._error, owner=self)
 
@@ -798,6 +844,7 @@ class MainWindow(QMainWindow):
         except engine.MambaStudioError as exc:
             self._error(str(exc))
             return
+        before = engine.flat_settings(self.current_settings())
         changed = self.train.set_from(s.spec, s.early_stopping)
         self.corpus.set_record_mode(s.spec.records)
         self.preview.set_prompts(s.spec.prompts)
@@ -808,12 +855,21 @@ class MainWindow(QMainWindow):
             self.corpus.tokens.clear()
             self.corpus.skipped.clear()
             self.corpus.add_paths(list(s.corpus))
-        unnamed = engine.defaulted(s)
-        if unnamed and s.named:  # a partial file: the rest is not what the panel showed before
-            self._say(f"settings loaded from {path}; it sets {len(s.named)} "
-                      f"setting{'s' if len(s.named) != 1 else ''} ({', '.join(s.named[:4])}"
-                      f"{', ...' if len(s.named) > 4 else ''}): the other {len(unnamed)} are at "
-                      f"their defaults (preset {s.spec.preset}'s for training)")
+        after = engine.flat_settings(s)
+        reset = [k for k in sorted(set(before) | set(after)) if k not in s.named
+                 and k != "run.corpus" and before.get(k) != after.get(k)]
+        if reset and s.named:  # a partial file: settings it does not name went to defaults
+            def value(v: object) -> str:
+                return "off" if v is None else repr(v) if isinstance(v, (str, list)) else str(v)
+            shown = "; ".join(f"{k.split('.')[-1]} {value(before.get(k))} → {value(after.get(k))}"
+                              for k in reset[:6])
+            more = f" and {len(reset) - 6} more" if len(reset) > 6 else ""
+            self._inform(
+                f"{Path(path).name} sets {len(s.named)} setting{'s' if len(s.named) != 1 else ''}"
+                f" ({', '.join(k.split('.')[-1] for k in s.named[:4])}"
+                f"{', ...' if len(s.named) > 4 else ''}); the others are at their defaults "
+                f"(preset {s.spec.preset}'s for training), which changed "
+                f"{len(reset)} the window showed: {shown}{more}")
         else:
             self._say(f"settings loaded from {path}")
         if changed:
@@ -857,10 +913,22 @@ class MainWindow(QMainWindow):
             self._error(NO_RUN_SHOWN if folder is None else f"cannot export {folder}: it is gone")
             return
         name = Path(folder).name
-        title = f"Export run {name} ({self._run_step(folder)}) as {EXPORT_KINDS[kind][1]}"
+        step = self._run_step(folder)
+        source, live = folder, self.worker is not None and folder == self.current_run
+        best = None if live else engine.best_if_not_latest(Path(folder))
+        if best is not None:  # the latest weights were exported even when they had overfit
+            which = self._which_snapshot(folder, best[1])
+            if which is None:
+                return
+            if which == "best":
+                source, step = str(best[0]), f"best, step {best[1]['step']}"
+                name = f"{name}-step-{best[1]['step']}"
+        title = f"Export run {Path(folder).name} ({step}) as {EXPORT_KINDS[kind][1]}"
+        start = settings.load("export/folder", "")
+        where = Path(start) if start and Path(start).is_dir() else Path(self.runs_root)
         if kind == "gguf":
             path, _ = QFileDialog.getSaveFileName(
-                self, title, str(Path(self.runs_root) / f"{name}.gguf"), "GGUF (*.gguf)",
+                self, title, str(where / f"{name}.gguf"), "GGUF (*.gguf)",
                 options=QFileDialog.Option.DontConfirmOverwrite)
             if path and not path.endswith(".gguf") and not Path(path).is_dir():
                 path += ".gguf"
@@ -869,19 +937,42 @@ class MainWindow(QMainWindow):
                    "export is never replaced.)"
         else:
             path, _ = QFileDialog.getSaveFileName(
-                self, title + " into a new folder", str(Path(self.runs_root) / f"{name}-{kind}"),
+                self, title + " into a new folder", str(where / f"{name}-{kind}"),
                 options=QFileDialog.Option.DontConfirmOverwrite)
+            chosen = Path(path)
+            if path and chosen.name == chosen.parent.name and not chosen.exists():
+                path = str(chosen.parent)  # Save on an existing folder's name steps into it
             earlier = bool(path) and Path(path).is_dir() and any(Path(path).iterdir())
             what = f"{path} is not empty. Replace the earlier export there? (A folder holding " \
                    "other files is never emptied.)"
         if not path:
             return
+        settings.save("export/folder", str(Path(path).parent))  # the next export starts there
         force = False
         if earlier:
             if QMessageBox.question(self, "Export", what) != QMessageBox.StandardButton.Yes:
                 return
             force = True
-        self.export(kind, path, folder, force)
+        self.export(kind, path, source, force)
+
+    def _which_snapshot(self, folder: str, best: dict[str, object]) -> str | None:
+        """Ask whether to export the best snapshot or the latest weights: "best", "latest" or
+        None (cancelled)."""
+        latest = engine.read_pointer(Path(folder)) or {}
+        val = latest.get("val_loss")
+        now = f"held-out {val:.4f}" if isinstance(val, float) else "held-out loss not measured"
+        box = QMessageBox(QMessageBox.Icon.Question, "Export",
+                          f"{Path(folder).name}: its lowest held-out loss, {best['val_loss']:.4f}, "
+                          f"was at step {best['step']}; its latest weights are from step "
+                          f"{latest.get('step')} ({now}). Export which?", parent=self)
+        b = box.addButton(f"Best (step {best['step']})", QMessageBox.ButtonRole.AcceptRole)
+        last = box.addButton(f"Latest (step {latest.get('step')})",
+                             QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(b)
+        box.exec()
+        return "best" if box.clickedButton() is b else "latest" if box.clickedButton() is last \
+            else None
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
         if self.state == "idle":

@@ -74,6 +74,7 @@ class TrainWorker(QObject):
         self._tb: engine.TBLogger | None = None
         self.early = replace(job.early)
         self.stop_reason = ""
+        self.nothing_left = False  # a Continue of a run already at its last step
 
     # ---------------------------------------------------------------- requests from the GUI
     def request(self, kind: str, path: str, force: bool = False) -> None:
@@ -150,7 +151,8 @@ class TrainWorker(QObject):
                 if tr.cursor.step >= tr.total_steps:  # Continue on a finished run: say what to do
                     self.saved.emit(f"{run.folder.name} is already at step {tr.cursor.step} of "
                                     f"{tr.total_steps}: raise Epochs or Max steps (Model & training),"
-                                    " then Continue it again")
+                                    " then Start (it stays the run Start continues)")
+                    self.nothing_left = True
                     return
                 self._preview(f"step {run.step}", run.trainer.cursor.epoch)
                 result = run.train(on_step=self._on_step, on_epoch=self._on_epoch,

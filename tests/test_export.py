@@ -454,3 +454,17 @@ def test_a_gguf_export_through_a_link_replaces_the_file_it_points_to(lora_run: P
     link.symlink_to(real)
     export_gguf(lora_run, link, force=True)
     assert link.is_symlink() and real.stat().st_size > 1000
+
+
+def test_an_export_inside_an_earlier_export_is_refused(lora_run: Path, tmp_path: Path) -> None:
+    """A save dialog that stepped into an earlier export folder wrote ``X/X`` (an export nested
+    in another) without a word: it is refused, naming how to replace the earlier one."""
+    out = tmp_path / "m"
+    export_merged(lora_run, out)
+    with pytest.raises(CheckpointError, match=r"inside an earlier export, .*m; choose a folder"):
+        export_merged(lora_run, out / "m")
+    with pytest.raises(CheckpointError, match="inside an earlier export"):
+        export_peft(lora_run, out / "deeper" / "a")
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == []
+    export_gguf(lora_run, out / "model.gguf")  # a .gguf beside the merged files is fine
+    assert (out / "model.gguf").is_file()

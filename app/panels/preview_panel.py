@@ -3,6 +3,7 @@ knobs, the latest samples, and which backend produced them."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from PySide6.QtWidgets import (
@@ -19,6 +20,18 @@ from PySide6.QtWidgets import (
 import engine
 
 from .. import settings
+
+LONG_BLANK = re.compile(r"[ \t]{24,}")  # longer than any indentation
+
+
+def visible_blanks(text: str) -> str:
+    """``text`` with each run of 24 or more spaces/tabs followed by a note of its length: an
+    early model's "The" and 160 spaces looked like an empty sample."""
+    def note(m: re.Match[str]) -> str:
+        run = m.group(0)
+        what = "spaces" if set(run) == {" "} else "tabs" if set(run) == {"\t"} else "blanks"
+        return f"{run}[{len(run)} {what}]"
+    return LONG_BLANK.sub(note, text)
 
 
 class PreviewPanel(QWidget):
@@ -79,7 +92,7 @@ class PreviewPanel(QWidget):
 
     def show_preview(self, tag: str, text: str, backend: str) -> None:
         self.tag.setText(f"sample — {tag}")
-        self.output.setPlainText(text)
+        self.output.setPlainText(visible_blanks(text))
         self.backend.setText(f"backend: {backend}")
 
     def remember(self) -> None:

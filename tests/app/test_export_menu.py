@@ -197,3 +197,42 @@ def test_a_delete_that_fails_says_so_and_keeps_the_row(win, tmp_path, monkeypatc
     assert not win.runs.delete_run(folder)
     assert said[-1].startswith("could not delete") and "Permission denied" in said[-1]
     assert gone == [] and any(str(r.path) == folder for r in win.runs.runs)
+
+
+def test_export_offers_the_best_snapshot_when_the_latest_weights_are_worse(
+        win, qtbot, tmp_path, monkeypatch):
+    """The walk-through exported the latest weights (held-out 4.75 at step 440) with no word of
+    the best ones (1.98 at step 110): a run whose best snapshot is not its latest now asks which,
+    and the next export's dialog starts in the folder the last one went to."""
+    import json
+
+    spec = runapi.RunSpec(preset="tiny", autosave_steps=1, train=TrainConfig(
+        batch_size=4, seq_len=64, max_steps=3, eval_every=1))
+    with runapi.start(spec, [SAMPLE], root=tmp_path / "other") as run:
+        run.train()
+        folder = run.folder
+    snaps = sorted(p.name for p in (folder / "snapshots").iterdir())
+    assert len(snaps) >= 2, snaps
+    (folder / "best.json").write_text(json.dumps({"snapshot": snaps[0], "step": 1,
+                                                  "val_loss": 1.5}))
+    win.open_run_view(str(folder))
+    asked: list[dict] = []
+    monkeypatch.setattr(type(win), "_which_snapshot",
+                        lambda self, f, best: asked.append(best) or "best")
+    calls = _fake_save(monkeypatch, tmp_path / "exports" / "best-merged")
+    _action(win, "Export model (merged)…").trigger()
+    qtbot.waitUntil(lambda: bool(win.errors) or "merged written" in win.log.toPlainText(),
+                    timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    assert asked and asked[0]["step"] == 1
+    assert "(best, step 1)" in calls[0][0] and Path(calls[0][1]).name == f"{folder.name}-step-1-merged"
+    card = (tmp_path / "exports" / "best-merged" / "README.md").read_text()
+    assert "1 optimizer steps" in card or "1 optimizer step" in card, card
+    calls = _fake_save(monkeypatch, tmp_path / "exports" / "latest.gguf")
+    monkeypatch.setattr(type(win), "_which_snapshot", lambda self, f, best: "latest")
+    _action(win, GGUF_ITEM).trigger()
+    qtbot.waitUntil(lambda: bool(win.errors) or "gguf written" in win.log.toPlainText(),
+                    timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    assert Path(calls[0][1]).parent == tmp_path / "exports"  # where the last export went
+    assert "(step 3)" in calls[0][0]

@@ -667,3 +667,12 @@ def test_the_estimate_of_a_continue_is_the_runs_own_model(win, qtbot, tiny_run):
     win.choose_continue(str(tiny_run))
     win._refresh_estimate()
     assert "82,368 parameters (82,368 trained)" in win.estimate.text(), win.estimate.text()
+
+
+def test_a_sample_of_mostly_spaces_says_how_many(win):
+    """An early model's "The" and 160 spaces looked like an empty sample box."""
+    win.preview.show_preview("step 0", "The" + " " * 160 + "\n\nOnce upon", "CPU step")
+    shown = win.preview.output.toPlainText()
+    assert shown.startswith("The" + " " * 160 + "[160 spaces]") and shown.endswith("Once upon")
+    win.preview.show_preview("step 1", "def f():\n        return 1", "CPU step")
+    assert win.preview.output.toPlainText() == "def f():\n        return 1"  # indentation as is

@@ -2,6 +2,7 @@
 wrongly typed value is one line in the window, never an exception out of the slot."""
 
 import pytest
+from PySide6.QtWidgets import QMessageBox
 
 from .helpers import close_window, small_window
 
@@ -73,7 +74,10 @@ def test_a_partial_settings_file_says_the_rest_went_to_defaults(win, tmp_path):
     path.write_text("[train]\nlr = 0.001\n")
     win.load_settings_file(str(path))
     line = win.log.toPlainText().splitlines()[-1]
-    assert "it sets 1 setting (train.lr)" in line and "are at their defaults" in line, line
+    assert "s.toml sets 1 setting (lr); the others are at their defaults" in line, line
+    assert "epochs 7 → 3" in line and "preset 'tiny' → 'small'" in line, line  # what changed
+    boxes = [b for b in win.findChildren(QMessageBox) if b.isVisible()]
+    assert any("epochs 7 → 3" in b.text() for b in boxes)  # a box, not only a status line
     assert win.train.lr.value() == pytest.approx(1e-3)
     full = tmp_path / "full.toml"
     win.save_settings_file(str(full))

@@ -158,6 +158,14 @@ def test_continue_a_finished_run_says_how_to_train_it_further(win, qtbot):
     msg = win.statusBar().currentMessage()
     assert "already at step 2 of 2" in msg and "raise Epochs or Max steps" in msg, msg
     assert json.loads((Path(folder) / "latest.json").read_text())["step"] == 2
+    # the Continue stays chosen: raising Max steps and Start trains on (it made a new run)
+    assert win.continue_dir == folder and "continues run" in win.next_label.text()
+    win.tabs.setCurrentIndex(1)
+    win.choose_continue(folder)
+    assert win.tabs.currentIndex() == 0  # Continue shows the Train tab
+    assert train_until_idle(qtbot, win, max_steps=4) == folder
+    assert json.loads((Path(folder) / "latest.json").read_text())["step"] == 4
+    assert win.continue_dir is None and not win.errors, win.errors
 
 
 def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
@@ -200,7 +208,7 @@ def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
     assert win.next_label.text().startswith("Next Start: a new run, once this continued run of")
     qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
     assert not win.errors, win.errors
-    assert win.last_folder == str(folder) and len(list(folder.parent.iterdir())) == 1
+    assert win.last_folder == str(folder) and len([p for p in folder.parent.iterdir() if p.is_dir()]) == 1
     assert win.plots.steps[0] == 1 and win.plots.steps[-1] == done + 2
     assert json.loads((folder / "latest.json").read_text())["step"] == done + 2
     assert win.next_label.text().startswith("Next Start: a new run")  # Continue was one-shot
@@ -346,3 +354,53 @@ def test_progress_lines_show_in_the_status_until_training_starts(win):
     win._notice("note: something")
     assert win.status.text() == "step 3 / 110"
     assert "tokenizing 200.00 MB" in win.log.toPlainText()
+
+
+def test_while_a_run_trains_open_and_continue_say_why_not_and_a_deleted_compare_goes(win, qtbot):
+    """Open of another run while one trained drew the live steps over the opened run's curves
+    (and Export then named the wrong run); Continue did nothing, silently; a compared run's grey
+    curves stayed on the plot after it was deleted."""
+    a = train_until_idle(qtbot, win, max_steps=3)
+    win.train.max_steps.setValue(0)
+    win.train.epochs.setValue(200)
+    win.start_training()
+    qtbot.waitUntil(lambda: win.current_run is not None and len(win.plots.steps) >= 2,
+                    timeout=RUN_TIMEOUT)
+    live = win.current_run
+    win.compare_run(a)
+    assert len(win.plots.cmp_loss.getData()[0]) == 3
+    win.open_run_view(a)
+    msg = win.statusBar().currentMessage()
+    assert f"{Path(live).name} is training: open {Path(a).name} after it ends" in msg, msg
+    assert win.shown_run == live and win.plots.steps[0] == 1  # still the live run's curves
+    win.choose_continue(a)
+    msg = win.statusBar().currentMessage()
+    assert f"is running: Continue {Path(a).name} after it ends or is stopped" in msg, msg
+    assert win.continue_dir is None
+    assert win.runs.delete_run(a)
+    assert win.plots.cmp_loss.getData()[0] is None or len(win.plots.cmp_loss.getData()[0]) == 0
+    assert win.plots.compare_label.text() == ""
+    win.stop()
+    qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+
+
+def test_start_leaves_the_keyboard_on_pause_and_a_pause_says_where_it_stopped(win, qtbot):
+    """After Start the focus went on to the Preview's backend box (End then set it to gpu); the
+    paused status line dropped the step and loss."""
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow)
+    win.start_btn.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is win.start_btn)
+    win.train.epochs.setValue(200)
+    win.start_training()
+    assert QApplication.focusWidget() is win.pause_btn
+    qtbot.waitUntil(lambda: len(win.plots.steps) >= 2, timeout=RUN_TIMEOUT)
+    win.pause()
+    assert QApplication.focusWidget() is win.resume_btn
+    r = win.last_report
+    assert win.status.text() == (f"paused at step {r.step}/{r.total_steps} · loss {r.loss:.4f} "
+                                 "nats (Space resumes)")
+    win.stop()
+    qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
