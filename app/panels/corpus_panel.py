@@ -63,6 +63,9 @@ RECORD_CHOICES = {
 }
 
 
+NO_BREAK_HELD_OUT = "\u00a0held\u2011out"  # no line break in it (the footer read "held-/out")
+
+
 class DropZone(QFrame):
     dropped = Signal(list)  # list[str]
 
@@ -429,7 +432,7 @@ class CorpusPanel(QWidget):
         held_text = (f"{len(held)} held-out" if by_file
                      else f"about {self.holdout:.0%} of the {unit} held-out")
         self.summary.setText(f"{plural(len(self.files), 'file')}, {plural(total, 'byte')}{ntok}; "
-                             f"{held_text}")
+                             + held_text.replace(" held-out", NO_BREAK_HELD_OUT))
         n = len(self.skipped)
         self.skipped_btn.setVisible(n > 0)
         self.skipped_btn.setText(f"{plural(n, 'file')} skipped")

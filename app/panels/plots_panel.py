@@ -9,6 +9,7 @@ A run shown from its folder (``show_run``: Open, Continue) gets its whole histor
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,10 @@ class _Legend(pg.LegendItem):
         self.setColumnCount(cols)
         wide = self.layout.preferredSize().width()
         self.setVisible(box + 2 * MARGIN <= height and wide + 2 * MARGIN <= width)
+        if self.on_fit is not None:
+            self.on_fit()
+
+    on_fit: Callable[[], None] | None = None  # told after each fit (a hidden legend's key shows)
 
 
 def _legend(plot: Any, bg: str, fg: str) -> Any:
@@ -134,8 +139,18 @@ class PlotsPanel(QWidget):
         self.reset_btn = QPushButton("Reset view")
         self.reset_btn.setToolTip("Undo zoom/pan and follow the data again (mouse wheel zooms)")
         self.reset_btn.clicked.connect(self.reset_view)
+        keys = {  # each plot's curves as text: shown above the plots when a legend is hidden
+            "loss": [(c["step"], "━", "train step"), (c["epoch"], "●", "train epoch"),
+                     (c["val"], "■", "held-out epoch"), (c["vstep"], "┅", "held-out step")],
+            "grad norm": [(c["nstep"], "━", "step"), (c["nepoch"], "●", "epoch mean")]}
+        self.key_label = QLabel("")
+        self.key_label.setTextFormat(Qt.TextFormat.RichText)
+        self._keys = {ll: ("loss", keys["loss"]), nl: ("grad norm", keys["grad norm"])}
+        for legend in (ll, nl):
+            legend.on_fit = self._show_keys
         self.compare_label = QLabel("")
         top = QHBoxLayout()
+        top.addWidget(self.key_label)
         top.addWidget(self.compare_label, 1)
         top.addWidget(self.reset_btn)
         lay = QVBoxLayout(self)
@@ -147,6 +162,18 @@ class PlotsPanel(QWidget):
         self._timer.setInterval(100)
         self._timer.timeout.connect(self._redraw)
         self._timer.start()
+
+    def _show_keys(self) -> None:
+        """The key of each plot whose legend does not fit it (in a 900x600 window the loss
+        curves had no names), as one small line above the plots."""
+        parts = []
+        for legend, (plot, entries) in self._keys.items():
+            if not legend.isVisible():
+                parts.append(f"{plot}: " + " ".join(
+                    f'<span style="color:{col}">{glyph}</span>&nbsp;{name}'
+                    for col, glyph, name in entries))
+        self.key_label.setText(f"<small>{' · '.join(parts)}</small>" if parts else "")
+        self.key_label.setVisible(bool(parts))
 
     def resizeEvent(self, event: Any) -> None:  # noqa: N802
         """Short and wide (a small window): the two plots side by side, each the full height

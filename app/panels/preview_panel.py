@@ -6,12 +6,15 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
+    QSizePolicy,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -32,6 +35,30 @@ def visible_blanks(text: str) -> str:
         what = "spaces" if set(run) == {" "} else "tabs" if set(run) == {"\t"} else "blanks"
         return f"{run}[{len(run)} {what}]"
     return LONG_BLANK.sub(note, text)
+
+
+class ElidedLabel(QLabel):
+    """One line that ends in "…" when it does not fit (its full text is the tooltip): the
+    backend's reason wrapped over three lines and was drawn over the sample box at 900x600."""
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__()
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.full = ""
+        self.set_full(text)
+
+    def set_full(self, text: str) -> None:
+        self.full = text
+        self.setToolTip(text)
+        self._elide()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        self.setText(self.fontMetrics().elidedText(self.full, Qt.TextElideMode.ElideRight,
+                                                   max(self.width(), 40)))
 
 
 class PreviewPanel(QWidget):
@@ -59,8 +86,7 @@ class PreviewPanel(QWidget):
         self.output.setMinimumHeight(40)  # its default minimum (70 px) squeezed the plots
         self.output.setPlaceholderText("Samples appear at step 0 and after every epoch.")
         self.tag = QLabel("no preview yet")
-        self.backend = QLabel("backend: —")
-        self.backend.setWordWrap(True)
+        self.backend = ElidedLabel("backend: —")
         knobs = QFormLayout()
         knobs.addRow("Prompts (one per line)", self.prompts)
         row = QHBoxLayout()
@@ -71,9 +97,12 @@ class PreviewPanel(QWidget):
         lay = QVBoxLayout(self)
         lay.addLayout(knobs)
         lay.addLayout(row)
-        lay.addWidget(self.tag)
+        head = QHBoxLayout()  # one line above the samples: what they are and what made them
+        head.addWidget(self.tag)
+        head.addSpacing(12)
+        head.addWidget(self.backend, 1)
+        lay.addLayout(head)
         lay.addWidget(self.output, 1)
-        lay.addWidget(self.backend)
 
     def prompt_list(self) -> list[str]:
         lines = [p for p in self.prompts.toPlainText().split("\n") if p.strip()]
@@ -93,7 +122,7 @@ class PreviewPanel(QWidget):
     def show_preview(self, tag: str, text: str, backend: str) -> None:
         self.tag.setText(f"sample — {tag}")
         self.output.setPlainText(visible_blanks(text))
-        self.backend.setText(f"backend: {backend}")
+        self.backend.set_full(f"backend: {backend}")
 
     def remember(self) -> None:
         settings.save("preview/prompts", self.prompts.toPlainText())

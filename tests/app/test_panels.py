@@ -149,13 +149,13 @@ def test_split_column_follows_the_examples_choice(win, qtbot):
 
     c.set_record_mode("file")
     assert "held-out" in column() and "train" in column()
-    assert c.summary.text().endswith("1 held-out")
+    assert c.summary.text().endswith("1\u00a0held\u2011out")  # never broken at its hyphen
     c.set_record_mode("line")
     assert set(column()) == {"by example"}
-    assert c.summary.text().endswith("of the lines held-out")
+    assert c.summary.text().endswith("of the lines\u00a0held\u2011out")
     assert "lines chosen by the seed" in c.table.item(0, 3).toolTip()
     c.set_record_mode("blank-line")
-    assert c.summary.text().endswith("of the paragraphs held-out")
+    assert c.summary.text().endswith("of the paragraphs\u00a0held\u2011out")
 
 
 def test_a_file_held_out_only_in_part_says_so(win, qtbot, tmp_path):
@@ -676,3 +676,25 @@ def test_a_sample_of_mostly_spaces_says_how_many(win):
     assert shown.startswith("The" + " " * 160 + "[160 spaces]") and shown.endswith("Once upon")
     win.preview.show_preview("step 1", "def f():\n        return 1", "CPU step")
     assert win.preview.output.toPlainText() == "def f():\n        return 1"  # indentation as is
+
+
+def test_a_plot_too_small_for_its_legend_names_its_curves_above(win, qtbot):
+    """At 900x600 the loss legend did not fit its plot and was hidden: the curves had no
+    names. A hidden legend's key is now a small line above the plots; a visible one has none.
+    The preview's backend line stays one line (its reason wrapped over the sample box)."""
+    win.resize(900, 600)
+    win.show()
+    qtbot.wait(150)
+    p = win.plots
+    assert not p.loss_legend.isVisible()
+    assert p.key_label.isVisible() and "loss:" in p.key_label.text()
+    assert "held-out epoch" in p.key_label.text()
+    win.preview.show_preview("epoch 1", "x", "CPU step — GPU preview unavailable (software-only):"
+                             " only a software adapter, slower than the CPU step" * 3)
+    qtbot.wait(50)
+    line = win.preview.backend
+    assert line.text().endswith("…") and line.height() <= 2 * line.fontMetrics().height()
+    win.resize(1280, 800)
+    qtbot.wait(150)
+    assert p.loss_legend.isVisible() and p.norm_legend.isVisible()
+    assert not p.key_label.isVisible()
