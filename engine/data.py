@@ -251,8 +251,8 @@ def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
             content = content or bool(data.strip(_WS))
             offset += len(data)
             yield data
-        if not content:
-            raise CorpusError(f"{path}: file is empty")
+        if not content:  # bytes, but only spaces and line breaks ("empty" was taken as 0 bytes)
+            raise CorpusError(f"{path}: file is empty (only whitespace, {offset:,} bytes)")
 
 
 # after a newline between two non-space characters: GPT-2's pre-tokeniser splits a run of

@@ -17,7 +17,8 @@ def test_bad_files_are_rejected_with_reasons_and_good_ones_kept(tmp_path):
     corpus = load_corpus([tmp_path])
     assert [f.path.name for f in corpus.files] == ["good.txt"]
     reasons = {p.name: r for p, r in corpus.rejected}
-    assert "empty" in reasons["empty.txt"] and "empty" in reasons["blank.md"]
+    assert reasons["empty.txt"] == "file is empty"
+    assert reasons["blank.md"] == "file is empty (only whitespace, 5 bytes)"  # not "0 bytes"
     assert "binary" in reasons["binary.txt"]
     assert "UTF-8" in reasons["latin1.txt"] and "offset 3" in reasons["latin1.txt"]
     assert "not a text file type" in reasons["image.png"]
