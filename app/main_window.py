@@ -155,6 +155,7 @@ class MainWindow(QMainWindow):
         split.addWidget(left)
         split.addWidget(center)
         split.setSizes([430, 850])
+        self.splitters = {"window/center_split": center, "window/side_split": split}
         train_page = QWidget()
         tl = QVBoxLayout(train_page)
         tl.setContentsMargins(0, 0, 0, 0)
@@ -221,6 +222,10 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geom)
         else:
             self.resize(1280, 760)
+        for key, splitter in self.splitters.items():  # where the user dragged them last time
+            state = settings.load(key, None)
+            if state is not None:
+                splitter.restoreState(state)
 
     # ---------------------------------------------------------------- menus
     def _menus(self) -> None:
@@ -1000,6 +1005,8 @@ class MainWindow(QMainWindow):
             self.playground.gen_thread.quit()
             self.playground.gen_thread.wait()
         settings.save("window/geometry", self.saveGeometry())
+        for key, splitter in self.splitters.items():
+            settings.save(key, splitter.saveState())
         settings.save("preview/backend", self.backend.currentText())
         self.train.remember()
         self.preview.remember()

@@ -322,9 +322,15 @@ def test_settings_are_remembered(qtbot, tmp_path):
     w._update_next()
     w.train.lora.setChecked(True)
     w.preview.prompts.setPlainText("Once upon")
+    w.show()
+    center = w.splitters["window/center_split"]
+    center.setSizes([300, 400])  # dragged for a taller sample box
+    dragged = center.sizes()
     w.close()
     w2 = MainWindow(runs_root=str(tmp_path / "b"))
     qtbot.addWidget(w2)
+    w2.show()
+    assert w2.splitters["window/center_split"].sizes() == dragged  # it came back at 520:220
     assert w2.train.lr.value() == pytest.approx(0.0123)
     assert not w2.train.lora.isChecked()  # the next Start is a new model from random weights
     w2.init_dir = str(tmp_path)
