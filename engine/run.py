@@ -639,7 +639,10 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         run.saved_step = run.step
         best = rf.read_pointer(folder, rf.BEST)
         run.best_val = best.get("val_loss") if best else None
-        rf.truncate_metrics(folder, run.step)
+        odd = rf.truncate_metrics(folder, run.step)
+        if odd:
+            run.notices.append(f"{folder / rf.METRICS}: {odd:,} line(s) that are not metric rows "
+                               "kept as they are (the plots skip them)")
         if train_kw or run_kw:
             d = rf.read_run_json(folder)
             rf.write_run_json(folder, spec.to_dict(), d["name"], d["created"])

@@ -684,40 +684,79 @@ def append_metric(folder: Path, row: dict[str, Any]) -> None:
         raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
-def read_metrics(folder: str | Path) -> list[dict[str, Any]]:
-    """metrics.csv as dicts (kind: str, step/epoch: int, the rest float or None); a torn last
-    line from a crash is skipped."""
+def _metrics_text(folder: str | Path) -> str | None:
     path = Path(folder) / METRICS
     if not path.exists() and not path.is_symlink():
-        return []
+        return None
     try:  # bounded, and never a FIFO or device (a link to /dev/zero grew to 6.9 GB)
         text = read_bytes(path, METRICS_LIMIT, METRICS).decode("utf-8", errors="replace")
     except MambaStudioError as exc:
         raise CheckpointError(f"{exc}; delete or replace {path} (the snapshots do not need it)"
                               ) from None
-    out = []
-    for raw in csv.DictReader(io.StringIO(text, newline="")):
-        try:
-            row: dict[str, Any] = {"kind": raw["kind"], "step": int(raw["step"]),
-                                   "epoch": int(raw["epoch"])}
-            for k in METRIC_FIELDS[3:]:
-                row[k] = float(raw[k]) if raw.get(k) not in (None, "") else None
-        except (KeyError, ValueError, TypeError):
-            continue
-        if row["kind"] in ("step", "eval"):
-            out.append(row)
-    return out
+    return text.removeprefix("\ufeff")  # a byte-order mark an editor's "CSV UTF-8" save adds
 
 
-def truncate_metrics(folder: Path, step: int) -> None:
-    """Drop rows after ``step`` (they belong to work lost in a crash) -- atomic rewrite."""
-    rows = [r for r in read_metrics(folder) if r["step"] <= step]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, METRIC_FIELDS)
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: ("" if r.get(k) is None else r[k]) for k in METRIC_FIELDS})
-    ckpt.atomic_write_bytes(folder / METRICS, buf.getvalue().encode())
+def _metric_columns(header: str) -> tuple[str, ...]:
+    """The columns a metrics.csv header names: its own names when they are all ours (an older
+    file may have fewer), else ours in order (a damaged header lost every row)."""
+    names = tuple(n.strip() for n in header.split(","))
+    return names if "kind" in names and "step" in names and set(names) <= set(METRIC_FIELDS) \
+        else METRIC_FIELDS
+
+
+def _metric_row(line: str, columns: tuple[str, ...]) -> dict[str, Any] | None:
+    """One metrics.csv line as a row, or None when it is not one of ours. Lines are split on
+    commas, not parsed as CSV: every field is a word or a number, and a stray quote swallowed
+    every row after it (a line past the csv module's field limit raised)."""
+    cells = line.rstrip("\r").split(",")
+    if len(cells) != len(columns):
+        return None
+    raw = dict(zip(columns, cells, strict=True))
+    try:
+        row: dict[str, Any] = {"kind": raw["kind"], "step": int(raw["step"]),
+                               "epoch": int(raw.get("epoch") or 0)}
+        for k in METRIC_FIELDS[3:]:
+            v = raw.get(k)
+            row[k] = float(v) if v not in (None, "") else None
+    except (KeyError, ValueError, TypeError):
+        return None
+    return row if row["kind"] in ("step", "eval") else None
+
+
+def read_metrics(folder: str | Path) -> list[dict[str, Any]]:
+    """metrics.csv as dicts (kind: str, step/epoch: int, the rest float or None); a line that is
+    not a row (a torn last line from a crash, an edit) is skipped."""
+    text = _metrics_text(folder)
+    if not text:
+        return []
+    header, *lines = text.split("\n")
+    columns = _metric_columns(header)
+    return [row for line in lines if (row := _metric_row(line, columns)) is not None]
+
+
+def truncate_metrics(folder: Path, step: int) -> int:
+    """Drop the rows after ``step`` (they belong to work lost in a crash) and an unfinished last
+    line (the next row would be glued to it) -- atomic rewrite. Every other line is kept as it
+    is, rows or not (a byte-order mark or a damaged header had the rewrite keep only the rows it
+    could read: 60 steps of history went without a word). Returns how many lines were kept that
+    are not rows."""
+    text = _metrics_text(folder)
+    if text is None:
+        return 0
+    header, *lines = text.split("\n")
+    columns = _metric_columns(header)
+    if lines and (lines[-1] == "" or _metric_row(lines[-1], columns) is None):
+        lines.pop()  # the newline at the end, or a torn last line (no row can follow it)
+    keep, odd = [",".join(METRIC_FIELDS)], 0
+    for line in lines:
+        row = _metric_row(line, columns)
+        if row is None:
+            odd += 1
+            keep.append(line)
+        elif row["step"] <= step:  # in today's column order (an older file's too)
+            keep.append(",".join("" if row.get(k) is None else str(row[k]) for k in METRIC_FIELDS))
+    ckpt.atomic_write_bytes(folder / METRICS, "\n".join([*keep, ""]).encode())
+    return odd
 
 
 def write_status(folder: Path, state: str, **fields: Any) -> None:

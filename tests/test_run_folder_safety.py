@@ -265,3 +265,36 @@ def test_append_failures_give_advice_that_fits_the_error(tmp_path, monkeypatch, 
     msg = str(info.value)
     assert advice in msg and os.strerror(err) in msg and "metrics.csv" in msg, msg
     assert (err == errno.ELOOP) == ("delete it" in msg)
+
+
+@pytest.mark.parametrize("damage", ["bom", "header", "quote", "long_tail", "nul_line"])
+def test_a_damaged_metrics_file_keeps_its_history_on_resume(made_run, tmp_path, capsys, damage):
+    """A byte-order mark (an editor's "CSV UTF-8" save) or a changed header made resume keep only
+    the rows after the snapshot (66 lines became 10, no word); a stray quote swallowed every row
+    after it; a 140 KB line (a power loss's NUL tail) raised _csv.Error with a traceback."""
+    run = _copy(made_run, tmp_path)
+    path = run / rf.METRICS
+    text = path.read_text()
+    before = [(r["kind"], r["step"], r["loss"]) for r in rf.read_metrics(run)]
+    assert [s for k, s, _ in before if k == "step"] == [1, 2, 3, 4]
+    lines = text.split("\n")
+    if damage == "bom":
+        path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    elif damage == "header":
+        path.write_text("kimd" + text[4:])
+    elif damage == "quote":
+        lines[2] = lines[2].replace(",", ',"', 1)
+        path.write_text("\n".join(lines))
+    elif damage == "long_tail":
+        path.write_bytes(text.encode() + b"\0" * 140_000)
+    else:
+        path.write_text("\n".join([*lines[:2], "\0" * 200_000, *lines[2:]]))
+    damaged = [(r["kind"], r["step"], r["loss"]) for r in rf.read_metrics(run)]
+    lost = 1 if damage == "quote" else 0  # only the row holding the quote
+    assert len(damaged) == len(before) - lost and set(damaged) <= set(before)
+    rc, err = _resume(run, capsys)
+    assert rc == 0 and "Traceback" not in err, err
+    steps = [r["step"] for r in rf.read_metrics(run) if r["kind"] == "step"]
+    assert steps == ([1, 3, 4, 5, 6] if damage == "quote" else [1, 2, 3, 4, 5, 6]), steps
+    if damage in ("quote", "nul_line"):
+        assert "line(s) that are not metric rows kept as they are" in err, err
