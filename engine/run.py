@@ -637,7 +637,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{snap}: unusable trainer state ({exc})") from None
         run.saved_step = run.step
-        best = rf.read_pointer(folder, rf.BEST)
+        best = rf.best_pointer(folder)
         run.best_val = best.get("val_loss") if best else None
         odd = rf.truncate_metrics(folder, run.step)
         if odd:

@@ -376,10 +376,12 @@ def write_snapshot(folder: Path, step: int, write_model: Callable[[Path], dict[s
         raise
     pointer = {"snapshot": name, "step": step, "val_loss": val_loss}
     write_json(folder / LATEST, pointer)
-    best = read_pointer(folder, BEST)
+    best = best_pointer(folder)
     if val_loss is not None and math.isfinite(val_loss) and (
             best is None or best.get("val_loss") is None or val_loss <= best["val_loss"]):
         write_json(folder / BEST, pointer)
+    elif best is not None and read_pointer(folder, BEST) is None:
+        write_json(folder / BEST, best)  # a damaged best.json, rebuilt from the snapshots
     prune(folder, keep)
     return final
 
@@ -399,13 +401,32 @@ def read_pointer(folder: Path, which: str = LATEST) -> dict[str, Any] | None:
 def best_if_not_latest(folder: Path) -> tuple[Path, dict[str, Any]] | None:
     """The snapshot with the lowest held-out loss (``best.json``) when it is not the latest one
     and is still on disk: its folder and its pointer ({"snapshot", "step", "val_loss"})."""
-    best, latest = read_pointer(folder, BEST), read_pointer(folder, LATEST)
+    best, latest = best_pointer(folder), read_pointer(folder, LATEST)
     if best is None or latest is None or best["step"] == latest["step"]:
         return None
     snap = folder / SNAPSHOTS / best["snapshot"]
     name = best["snapshot"]
     ok = "/" not in name and name not in ("", ".", "..") and not snap.is_symlink() and snap.is_dir()
     return (snap, best) if ok and isinstance(best.get("val_loss"), (int, float)) else None
+
+
+def best_pointer(folder: Path) -> dict[str, Any] | None:
+    """``best.json``; when it is missing or damaged, the snapshot with the lowest held-out loss
+    its own trainer.json records (a damaged best.json let the next save prune the best
+    snapshot, step 273 at 1.9234, and point best.json at a worse one without a word)."""
+    best = read_pointer(folder, BEST)
+    if best is not None:
+        return best
+    found: dict[str, Any] | None = None
+    for step, snap in snapshots(folder):
+        try:
+            val = _read(snap / SNAP_TRAINER, SNAP_TRAINER).get("val_loss")
+        except (CheckpointError, AttributeError):
+            continue
+        if isinstance(val, (int, float)) and not isinstance(val, bool) and math.isfinite(val) \
+                and (found is None or val <= found["val_loss"]):
+            found = {"snapshot": snap.name, "step": step, "val_loss": float(val)}
+    return found
 
 
 def verify_files(folder: Path, digests: dict[str, Any], manifest: str,
@@ -508,7 +529,7 @@ def latest_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, 
 
 def prune(folder: Path, keep: int = KEEP) -> None:
     """Delete all but the newest ``keep`` snapshots and the best one."""
-    best = read_pointer(folder, BEST)
+    best = best_pointer(folder)
     latest = read_pointer(folder, LATEST)
     protect = {p["snapshot"] for p in (best, latest) if p}
     for _, p in snapshots(folder)[:-keep]:
@@ -807,7 +828,7 @@ def list_runs(root: str | Path) -> list[RunInfo]:
         elif state in ("running", "paused"):
             state = "interrupted"
         latest = read_pointer(p, LATEST)
-        best = read_pointer(p, BEST)
+        best = best_pointer(p)
         out.append(RunInfo(
             p, str(d.get("name", p.name)), str(d.get("created", "")),
             str(d["spec"].get("preset", "")), int(latest["step"]) if latest else 0,

@@ -298,3 +298,32 @@ def test_a_damaged_metrics_file_keeps_its_history_on_resume(made_run, tmp_path, 
     assert steps == ([1, 3, 4, 5, 6] if damage == "quote" else [1, 2, 3, 4, 5, 6]), steps
     if damage in ("quote", "nul_line"):
         assert "line(s) that are not metric rows kept as they are" in err, err
+
+
+@pytest.mark.parametrize("damage", ["torn", "missing"])
+def test_a_damaged_best_pointer_never_costs_the_best_snapshot(tmp_path, damage):
+    """A torn best.json let the next saves prune the best snapshot and point best.json at a
+    worse one, without a word: the snapshots' own held-out losses now stand in for it."""
+    corpus = two_file_corpus(tmp_path)
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, epochs=1,
+                                                    max_steps=4, eval_every=1),
+                   autosave_minutes=0, autosave_steps=1)
+    with start(spec, [corpus], root=tmp_path / "runs") as run:
+        run.train()
+        folder = run.folder
+    best = json.loads((folder / rf.BEST).read_text())
+    worse = best["val_loss"] + 1.0
+    for _, snap in rf.snapshots(folder):  # make the step-2 snapshot the clear best
+        t = json.loads((snap / rf.SNAP_TRAINER).read_text())
+        t["val_loss"] = best["val_loss"] - 1.0 if t["step"] == 2 else worse
+        (snap / rf.SNAP_TRAINER).write_text(json.dumps(t))
+    if damage == "torn":
+        (folder / rf.BEST).write_text('{"snapshot": "step-2", "step": 2, "val_lo')
+    else:
+        (folder / rf.BEST).unlink()
+    assert rf.best_pointer(folder)["snapshot"] == rf.snapshot_name(2)
+    rf.prune(folder, keep=1)
+    assert (folder / rf.SNAPSHOTS / rf.snapshot_name(2)).is_dir()  # it was deleted
+    rf.write_snapshot(folder, 5, lambda p: {}, {}, {"cursor": {}}, worse + 1.0, keep=1)
+    assert json.loads((folder / rf.BEST).read_text())["snapshot"] == rf.snapshot_name(2)
+    assert (folder / rf.SNAPSHOTS / rf.snapshot_name(2)).is_dir()
