@@ -23,6 +23,9 @@ def run() -> int:
         print(f"error: {exc.name} is not installed for {sys.executable}; run `bash scripts/setup.sh` "  # noqa: T201
               "once, then use .venv/bin/python (or `source .venv/bin/activate` first)", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C while the libraries load (it printed a traceback)
+        print("\ninterrupted (Ctrl-C)", file=sys.stderr)  # noqa: T201
+        return 130
     return main()
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -13,6 +15,7 @@ from typing import NoReturn
 
 from .errors import MambaStudioError
 from .reports import format_duration
+from .signals import Interrupted, interrupt_on_signals
 
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
 
@@ -615,16 +618,19 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _PROGRESS_OPEN[0] = False
     try:
-        return int(args.fn(args))
+        with interrupt_on_signals():  # SIGTERM/SIGHUP as Ctrl-C (they killed it silently)
+            return int(args.fn(args))
     except (MambaStudioError, OSError, ValueError, FloatingPointError, MemoryError) as exc:
         sys.stdout.flush()
         end = "\n" if _PROGRESS_OPEN[0] else ""  # not glued to the end of a progress line
         print(f"{end}error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C outside training (which saves and exits 0): reading the
-        sys.stdout.flush()     # corpus, training the tokenizer, loading; a new run leaves nothing
-        print("\ninterrupted (Ctrl-C)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C outside training (which saves and exits 0):
+        sys.stdout.flush()  # reading the corpus, training the tokenizer, loading; a new run
+        name = str(exc) if isinstance(exc, Interrupted) else "Ctrl-C"  # leaves nothing
+        with contextlib.suppress(OSError, ValueError):
+            print(f"\ninterrupted ({name})", file=sys.stderr)
+        return 128 + (signal.Signals[name].value if isinstance(exc, Interrupted) else 2)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -306,7 +307,14 @@ class Run:
             self._status_if_possible("stopped")
             raise
         if self.step != self.saved_step:
-            save(self._val_loss(control))
+            try:
+                save(self._val_loss(control))
+            except (OSError, MambaStudioError) as exc:  # the last save: the run's end or a Stop
+                self._status_if_possible("stopped")  # (it said only "could not write <temp>")
+                raise TrainingError(
+                    f"{_what_failed(exc)}; training stopped at step {self.step} and the steps "
+                    f"after {self.saved_step} could not be saved: fix that, then resume "
+                    f"{self.folder} (it goes on from step {self.saved_step})") from exc
         done = self.step >= self.trainer.total_steps or self.trainer.cursor.epoch >= spec.train.epochs
         state = "finished" if done else "stopped"
         self._status(state)
@@ -314,10 +322,13 @@ class Run:
 
 
 def _what_failed(exc: BaseException) -> str:
-    """One line for a failed write: the file and the system's reason."""
+    """One line for a failed write: the file and the system's reason (a snapshot's temporary
+    folder named as the snapshot it was to become)."""
     if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
-    return " ".join(str(exc).split()) or type(exc).__name__
+        line = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    else:
+        line = " ".join(str(exc).split()) or type(exc).__name__
+    return re.sub(rf"{re.escape(rf.TMP_PREFIX)}(step-\d+)-\d+", r"\1", line)
 
 
 SMALL_HELD_OUT = 256  # held-out tokens below which a run says its held-out loss means little

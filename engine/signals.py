@@ -1,16 +1,56 @@
-"""SIGINT/SIGTERM as a cooperative stop: the current step finishes, the run saves, the process
+"""SIGINT/SIGTERM/SIGHUP as a cooperative stop: the current step finishes, the run saves, the process
 exits normally. A second signal while saving is reported and otherwise ignored, so it cannot
 interrupt a snapshot half-way (a third one does nothing either; use kill -9 to abandon a run:
 the previous snapshot stays intact)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
+
+HANGUP = getattr(signal, "SIGHUP", None)  # a closed terminal or a dropped SSH session
+STOP_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, HANGUP) if s is not None)
+
+
+def detach_output() -> None:
+    """Point stdout and stderr at the null device (what nohup does) once the terminal is gone."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP outside training: handled where Ctrl-C is (a new run's half-made folder
+    is removed, an export's staging folder too); it killed the process with nothing said."""
+
+
+@contextmanager
+def interrupt_on_signals() -> Iterator[None]:
+    """While active (main thread only), SIGTERM and SIGHUP raise ``Interrupted`` as Ctrl-C
+    raises KeyboardInterrupt; ``stop_on_signals`` takes them over during training."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if signum == HANGUP:
+            detach_output()
+        raise Interrupted(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS if s != signal.SIGINT}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 class Stoppable(Protocol):
@@ -19,7 +59,7 @@ class Stoppable(Protocol):
 
 @contextmanager
 def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = None) -> Iterator[None]:
-    """While active, SIGINT and SIGTERM call ``control.stop()`` instead of raising. Only the main
+    """While active, SIGINT, SIGTERM and SIGHUP call ``control.stop()`` instead of raising. Only the main
     thread can install handlers; elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -29,14 +69,18 @@ def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = N
 
     def handler(signum: int, frame: Any) -> None:
         count[0] += 1
-        name = signal.Signals(signum).name
-        if count[0] == 1:
-            say(f"\n{name}: finishing the current step, then saving (please wait)")
-        else:
-            say(f"\n{name} again: still saving; the run will exit as soon as the snapshot is safe")
         control.stop()
+        name = signal.Signals(signum).name
+        if signum == HANGUP:
+            detach_output()  # the terminal is gone: a progress line written to it would fail
+        with contextlib.suppress(OSError, ValueError):
+            if count[0] == 1:
+                say(f"\n{name}: finishing the current step, then saving (please wait)")
+            else:
+                say(f"\n{name} again: still saving; the run will exit as soon as the snapshot "
+                    "is safe")
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
         yield
     finally:

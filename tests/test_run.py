@@ -350,18 +350,68 @@ def _steps_done(out: Path) -> int:
     return len([r for r in read_metrics(out) if r["kind"] == "step"])
 
 
-def test_sigterm_saves_and_exits_0(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_saves_and_exits_0(tmp_path, sig):
+    """SIGHUP (a closed terminal, a dropped SSH session) killed the run: exit 129, 21 steps
+    since the last autosave lost, status.json left "running"."""
     out = tmp_path / "r"
     p = _cli(str(_corpus(tmp_path)), *TINY, "--max-steps", "100000", "--epochs", "1000",
              "--out", str(out))
     _wait_for(lambda: _steps_done(out) >= 3)
-    p.send_signal(signal.SIGTERM)
+    p.send_signal(sig)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
     step = rf.read_pointer(out)["step"]
-    assert "SIGTERM" in err and f"saved {out / rf.SNAPSHOTS / f'step-{step}'}" in err
+    if sig == signal.SIGTERM:  # after SIGHUP the output goes nowhere (the terminal is gone)
+        assert "SIGTERM" in err and f"saved {out / rf.SNAPSHOTS / f'step-{step}'}" in err
     assert step >= 3 and step == _steps_done(out)  # nothing trained was lost
+    assert rf.read_status(out)["state"] == "stopped"
     assert open_run(out).step == step
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_a_new_run_prepares_leaves_nothing_and_says_so(tmp_path, sig):
+    """SIGTERM while the data was being prepared killed the process silently (exit 143) and
+    left a folder with data/ and a lock but no run.json, which --resume could not use."""
+    out = tmp_path / "r"
+    code = ("import os, signal, sys, time\n"
+            "import engine.run as r\n"
+            "real = r._encode\n"
+            "def slow(*a, **k):\n"
+            f"    os.kill(os.getpid(), {int(sig)}); time.sleep(5); return real(*a, **k)\n"
+            "r._encode = slow\n"
+            "from engine.cli import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+    p = subprocess.run([sys.executable, "-c", code, "train", str(_corpus(tmp_path)), *TINY,
+                        "--max-steps", "2", "--out", str(out)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 128 + int(sig), p.stderr
+    assert "Traceback" not in p.stderr
+    if sig == signal.SIGTERM:
+        assert p.stderr.strip().splitlines()[-1] == "interrupted (SIGTERM)", p.stderr
+    assert not out.exists()  # nothing half-made
+
+
+def test_a_failed_last_save_says_what_was_lost_and_how_to_go_on(tmp_path, monkeypatch):
+    """The save at a run's end failing on a full disk said only "could not write
+    snapshots/.tmp-step-37-PID/state.safetensors" and left status.json "running"."""
+    real = rf.write_snapshot
+
+    def full(folder, step, *a, **k):  # noqa: ANN001, ANN002, ANN003
+        if step == 6:
+            tmp = folder / rf.SNAPSHOTS / f"{rf.TMP_PREFIX}step-6-{os.getpid()}"
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp / "state.safetensors"))
+        return real(folder, step, *a, **k)
+
+    monkeypatch.setattr(rf, "write_snapshot", full)
+    with (start(_spec(max_steps=6), [_corpus(tmp_path)], out=tmp_path / "r") as run,
+          pytest.raises(TrainingError) as info):
+        run.train()
+    msg = str(info.value)
+    assert "snapshots/step-6/state.safetensors: No space left on device" in msg, msg
+    assert "training stopped at step 6 and the steps after 0 could not be saved" in msg
+    assert f"resume {tmp_path / 'r'} (it goes on from step 0)" in msg
+    assert rf.read_status(tmp_path / "r")["state"] == "stopped"
 
 
 def test_second_sigint_during_the_save_corrupts_nothing(tmp_path):
