@@ -169,6 +169,9 @@ def _open_for_training(a: argparse.Namespace):
              if getattr(a, k) is not None}
     if a.prompt is not None:  # a new preview prompt, kept in run.json from now on
         given["prompts"] = (a.prompt,)
+    if a.config:  # its settings were ignored without a word, and a bad file was found late
+        for k, v in _config_changes(a).items():
+            given.setdefault(k, v)  # a flag wins over the file
     fixed = sorted(k for k in given if k not in RESUME_OVERRIDES)
     if fixed or a.lora or a.wsla or a.checkpointing:
         raise ValueError(f"--resume continues a run with its own settings; {fixed or 'LoRA/WSLA'} "
@@ -180,6 +183,27 @@ def _open_for_training(a: argparse.Namespace):
     run = resume(a.resume, **given)
     say(f"resumed {run.folder} at step {run.step} of {run.trainer.total_steps}")
     return run
+
+
+def _config_changes(a: argparse.Namespace) -> dict[str, object]:
+    """With --resume: the settings the --config file names whose value differs from the run's
+    own (run.json), by RunSpec/TrainConfig field; the corpus and early stopping are not the
+    run's (early stopping is applied as for a new run)."""
+    from .run import read_run_spec
+    from .runtoml import RunSettings, flat_settings
+
+    s = _settings(a)  # checked before the run is opened
+    have = flat_settings(RunSettings(read_run_spec(a.resume)))
+    want = flat_settings(s)
+    out: dict[str, object] = {}
+    for key in s.named:
+        if key == "run.corpus" or key.startswith("early_stopping."):
+            continue
+        new, old = want.get(key), have.get(key)
+        if new != old:
+            name = key.rsplit(".", 1)[-1] if key.count(".") == 1 else key
+            out[name] = tuple(new) if isinstance(new, list) else new
+    return out
 
 
 def cmd_train(a: argparse.Namespace) -> int:

@@ -553,3 +553,27 @@ def test_a_deleted_runs_name_is_not_given_to_the_next_run(tmp_path):
     (root / rf.RUN_NUMBERS).write_text("{not json")  # a damaged book: the first free number
     with start(spec, [_corpus(tmp_path)], root=root) as run:
         assert run.folder.name.rsplit("-", 1)[1] == "2"
+
+
+def test_resume_with_a_settings_file_applies_what_it_changes_or_refuses_first(tmp_path, capsys):
+    """`--resume RUN --config FILE` ignored FILE's max_steps ("already at step 60 of 60") and
+    reported a bad FILE only after the run had been opened."""
+    out = tmp_path / "r"
+    assert main(["train", str(_corpus(tmp_path)), *TINY, "--max-steps", "2", "--out", str(out),
+                 "--no-tensorboard"]) == 0
+    toml = tmp_path / "more.toml"
+    toml.write_text('[run]\npreset = "tiny"\ncorpus = ["elsewhere.txt"]\n[train]\nmax_steps = 3\n'
+                    "seq_len = 32\n")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--config", str(toml), "--no-tensorboard"]) == 0
+    assert rf.read_pointer(out)["step"] == 3
+    toml.write_text("[train]\nseq_len = 64\n")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--config", str(toml)]) == 2
+    err = capsys.readouterr().err
+    assert "['seq_len'] cannot change" in err and "resumed" not in err, err
+    toml.write_text("[train]\nmax_stepz = 9\n")
+    assert main(["train", "--resume", str(out), "--config", str(toml)]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean train.max_steps?" in err and "resumed" not in err, err
+    assert rf.read_pointer(out)["step"] == 3
