@@ -210,6 +210,19 @@ def save_model_files(
     return {n: sha256_file(folder / n) for n in names}
 
 
+def _newest_snapshot(folder: Path) -> Path | None:
+    """``folder/snapshots/step-N`` with the largest N that holds a config.json, if any."""
+    found: tuple[int, Path] | None = None
+    try:
+        for p in (folder / "snapshots").iterdir():
+            n = p.name.removeprefix("step-")
+            if n.isdigit() and (p / "config.json").is_file() and (found is None or int(n) > found[0]):
+                found = (int(n), p)
+    except OSError:
+        return None
+    return found[1] if found else None
+
+
 def read_config(folder: Path) -> MambaConfig:
     path = Path(folder) / "config.json"
     if not path.exists() and not path.is_symlink():
@@ -219,6 +232,10 @@ def read_config(folder: Path) -> MambaConfig:
             raise CheckpointError(f"{folder}: no such file or folder; {fix}")
         if not folder.is_dir():
             raise CheckpointError(f"{folder}: a file, not a folder; {fix}")
+        newest = _newest_snapshot(folder)
+        if newest is not None:  # a run folder whose run.json is gone: "not a model folder" only
+            raise CheckpointError(f"{folder}: no run.json and no config.json; its snapshots "
+                                  f"still load: use {newest}")
         raise CheckpointError(f"{folder}: no config.json (not a model folder)")
     from .limits import check_hf_config
     from .safeio import read_json

@@ -182,6 +182,13 @@ def read_run_json(folder: Path) -> dict[str, Any]:
             raise CheckpointError(f"{folder}: {what}; pass a run folder (runs/...)")
         hint = (" (an old single-folder checkpoint: it loads for generate/eval/--init but cannot "
                 "be resumed as a run)") if (Path(folder) / "trainer_state.json").exists() else ""
+        here = Path(folder)
+        if here.parent.name == SNAPSHOTS and (here.parent.parent / RUN_JSON).exists():
+            hint = f" but a snapshot of the run {here.parent.parent}: resume that"
+        elif snapshots(here):
+            newest = snapshots(here)[-1][1]
+            hint = (f" (lost or deleted): its snapshots still load for generate/eval/export; to "
+                    f"train on, start a new run with --init {newest}")
         raise CheckpointError(f"{folder}: no {RUN_JSON}, not a run folder{hint}")
     d = _read(path, RUN_JSON)
     if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("version"), int):

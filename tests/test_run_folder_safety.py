@@ -327,3 +327,21 @@ def test_a_damaged_best_pointer_never_costs_the_best_snapshot(tmp_path, damage):
     rf.write_snapshot(folder, 5, lambda p: {}, {}, {"cursor": {}}, worse + 1.0, keep=1)
     assert json.loads((folder / rf.BEST).read_text())["snapshot"] == rf.snapshot_name(2)
     assert (folder / rf.SNAPSHOTS / rf.snapshot_name(2)).is_dir()
+
+
+def test_a_run_without_run_json_points_at_its_snapshots(made_run, tmp_path, capsys):
+    """A run folder whose run.json was lost said "no config.json (not a model folder)" to
+    generate/eval/export and "no run.json, not a run folder" to --resume, with no way on; a
+    snapshot given to --resume said the latter too."""
+    run = _copy(made_run, tmp_path)
+    (run / rf.RUN_JSON).unlink()
+    newest = run / rf.SNAPSHOTS / rf.snapshot_name(4)
+    assert main(["generate", str(run), "--max-new-tokens", "2"]) == 2
+    err = capsys.readouterr().err
+    assert f"its snapshots still load: use {newest}" in err, err
+    assert main(["generate", str(newest), "--max-new-tokens", "2"]) == 0
+    capsys.readouterr()
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and f"start a new run with --init {newest}" in err, err
+    rc, err = _resume(made_run / rf.SNAPSHOTS / rf.snapshot_name(4), capsys)
+    assert rc == 2 and f"a snapshot of the run {made_run}: resume that" in err, err
