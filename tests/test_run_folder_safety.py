@@ -345,3 +345,25 @@ def test_a_run_without_run_json_points_at_its_snapshots(made_run, tmp_path, caps
     assert rc == 2 and f"start a new run with --init {newest}" in err, err
     rc, err = _resume(made_run / rf.SNAPSHOTS / rf.snapshot_name(4), capsys)
     assert rc == 2 and f"a snapshot of the run {made_run}: resume that" in err, err
+
+
+def test_a_folder_another_process_trains_in_is_named_in_use_not_offered_to_force(made_run,
+                                                                                  tmp_path):
+    """`train --out X` while X trained (or was being made) said "continue it with --resume,
+    replace it with --force", and --force was then refused: the advice was wrong."""
+    import fcntl
+
+    run = _copy(made_run, tmp_path)
+    fd = os.open(run / rf.LOCK, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # what a training process holds
+    os.ftruncate(fd, 0)
+    os.write(fd, b"4242\n")
+    try:
+        spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=1))
+        for force in (False, True):
+            with pytest.raises(Exception, match="the run is in use by process 4242") as info:
+                start(spec, [two_file_corpus(tmp_path)], out=run, force=force)
+            assert "--force" not in str(info.value) and "--resume" not in str(info.value)
+    finally:
+        os.close(fd)
+    assert rf.read_pointer(run)["step"] == 4
