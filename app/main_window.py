@@ -744,7 +744,7 @@ class MainWindow(QMainWindow):
         self.continue_shown = None  # no overrides while the panel is being set
         self.init_dir = None
         self._drop_opened_model()  # nor is an opened model the next new run's start any more
-        self.train.show_resumable(spec.train)  # the panel starts from the run's own values
+        self.train.show_resumable(spec)  # the panel starts from the run's own values
         self.preview.set_prompts(spec.prompts)  # ... and its preview prompts (run.json)
         self.continue_shown = self.train.train_config()
         self.plots.show_run(folder)

@@ -139,6 +139,27 @@ SCHEME_TIPS = {  # per-item tooltips; a scheme the engine adds later shows its n
 }
 
 
+KEPT_ON_CONTINUE = ("A continued run keeps its own value (shown here); Start a new run, or open "
+                    "the run's weights (File > Open model), to change it")
+
+
+def _value(w: QWidget) -> object:
+    if isinstance(w, QComboBox):
+        return w.currentText()
+    if isinstance(w, QCheckBox):
+        return w.isChecked()
+    return w.value()  # type: ignore[attr-defined]
+
+
+def _set_value(w: QWidget, v: object) -> None:
+    if isinstance(w, QComboBox):
+        w.setCurrentText(str(v))
+    elif isinstance(w, QCheckBox):
+        w.setChecked(bool(v))
+    else:
+        w.setValue(v)  # type: ignore[attr-defined]
+
+
 class TrainPanel(QWidget):
     changed = Signal()
 
@@ -235,7 +256,7 @@ class TrainPanel(QWidget):
         lay.addStretch(1)
         self.vocab_hint = 257
         self.corpus_bytes = 0  # the corpus panel's total: what tokenizer "auto" resolves by
-        self._before_resume: tuple[int, float, int] | None = None  # see show_resumable
+        self._before_resume: dict[str, object] | None = None  # see show_resumable
         # what the next Start trains from: "new" (random weights), "opened" weights or "continue";
         # LoRA/WSLA as last ticked on opened weights come back once weights are opened again
         self.start = "opened"
@@ -349,27 +370,50 @@ class TrainPanel(QWidget):
         if start != was:
             self._update()  # the tokenizer box follows
 
-    def show_resumable(self, tc: engine.TrainConfig) -> None:
-        """Show a run's own epochs, learning rate and max steps (what Continue may change), and
-        its own LoRA / WSLA (what it trains). The values epochs, rate and steps replace come back
-        with ``end_resumable``: a continued BPE run's 2x rate must not become the next new run's
-        (or the next launch's) rate."""
+    # what a continued run keeps as it was trained (engine.RESUME_OVERRIDES are the others)
+    CONTINUE_FIXED = ("preset", "d_model", "n_layer", "d_state", "batch", "seq_len", "accum",
+                      "weight_decay", "clip", "seed", "checkpointing")
+    _RESUMED = ("epochs", "lr", "max_steps", *CONTINUE_FIXED)
+
+    def show_resumable(self, spec: engine.RunSpec) -> None:
+        """Show a run's own settings: epochs, learning rate and max steps (what Continue may
+        change), its model, batch, sequence and the rest it keeps (shown, and off: Batch 8 -> 4
+        changed the estimate while the run went on at 8), and its own LoRA / WSLA. The values it
+        replaced come back with ``end_resumable``: a continued BPE run's 2x rate must not become
+        the next new run's (or the next launch's) rate."""
+        tc = spec.train
         if self._before_resume is None:
-            self._before_resume = (self.epochs.value(), self.lr.value(), self.max_steps.value())
+            self._before_resume = {k: _value(getattr(self, k)) for k in self._RESUMED}
         self.set_start("continue")
-        self.epochs.setValue(tc.epochs)
-        self.lr.setValue(tc.lr)
-        self.max_steps.setValue(tc.max_steps or 0)
+        self.preset.setCurrentText("custom" if spec.model else spec.preset)
+        for dim, n in (spec.model or {}).items():
+            if dim in ("d_model", "n_layer", "d_state"):
+                getattr(self, dim).setValue(n)
+        shown: list[tuple[QWidget, object]] = [
+            (self.epochs, tc.epochs), (self.lr, tc.lr), (self.max_steps, tc.max_steps or 0),
+            (self.batch, tc.batch_size), (self.seq_len, tc.seq_len), (self.accum, tc.grad_accum),
+            (self.weight_decay, tc.weight_decay), (self.clip, tc.max_grad_norm),
+            (self.seed, tc.seed)]
+        for box, value in shown:
+            _set_value(box, value)
+        self.checkpointing.setChecked(tc.activation_checkpointing)
+        for k in self.CONTINUE_FIXED:
+            getattr(self, k).setEnabled(False)
+            getattr(self, k).setToolTip(KEPT_ON_CONTINUE)
         self._show_adapt(tc)
+        self._update()
 
     def end_resumable(self) -> None:
-        """Put back the new-run values ``show_resumable`` replaced (no-op if none)."""
+        """Put back the new-run values ``show_resumable`` replaced, and let the settings a
+        continued run keeps be edited again (no-op if none)."""
         if self._before_resume is not None:
-            epochs, lr, max_steps = self._before_resume
-            self._before_resume = None
-            self.epochs.setValue(epochs)
-            self.lr.setValue(lr)
-            self.max_steps.setValue(max_steps)
+            before, self._before_resume = self._before_resume, None
+            for k in self._RESUMED:  # the preset first: it sets the dims it implies
+                _set_value(getattr(self, k), before[k])
+            for k in self.CONTINUE_FIXED:
+                getattr(self, k).setEnabled(True)
+                getattr(self, k).setToolTip(TIPS.get(k, ""))
+            self._update()
 
     def set_from(self, spec: engine.RunSpec, early: engine.EarlyStopping) -> list[str]:
         """Show a RunSpec (e.g. from a settings file). Returns what the panel could not show as
@@ -427,7 +471,8 @@ class TrainPanel(QWidget):
 
     # ---------------------------------------------------------------- live readout
     def _update(self) -> None:
-        custom = self.preset.currentText() == "custom" and self.model_override is None
+        custom = (self.preset.currentText() == "custom" and self.model_override is None
+                  and self.start != "continue")  # a continued run keeps its dims
         for w in (self.d_model, self.n_layer, self.d_state):
             w.setEnabled(custom)
         if not custom:
@@ -478,10 +523,10 @@ class TrainPanel(QWidget):
         self.wsla.setChecked(settings.load("train/wsla", False))
 
     def remember(self) -> None:
-        kept = dict(zip(("epochs", "lr", "max_steps"), self._before_resume or (), strict=False))
+        kept = self._before_resume or {}
         for k in self._KEYS:  # while continuing a run, its own values are not remembered
             settings.save(f"train/{k}", kept.get(k, getattr(self, k).value()))
-        settings.save("train/preset", self.preset.currentText())
+        settings.save("train/preset", kept.get("preset", self.preset.currentText()))
         settings.save(TOKENIZER_KEY, self.tokenizer.currentText())
         settings.save("train/init_scheme", self.init_scheme.currentText())
         lora, wsla = ((self.lora.isChecked(), self.wsla.isChecked()) if self.start == "opened"

@@ -698,3 +698,24 @@ def test_a_plot_too_small_for_its_legend_names_its_curves_above(win, qtbot):
     qtbot.wait(150)
     assert p.loss_legend.isVisible() and p.norm_legend.isVisible()
     assert not p.key_label.isVisible()
+
+
+def test_continue_shows_and_locks_what_the_run_keeps(win, tiny_run):
+    """With Continue chosen, Batch and Preset could still be edited: the estimate followed the
+    panel (Batch 8 -> 4: "x 21" steps per epoch) while the run went on at its own batch 8."""
+    t = win.train
+    t.preset.setCurrentText("small")
+    t.batch.setValue(16)
+    t.seq_len.setValue(128)
+    win.choose_continue(tiny_run)
+    assert t.preset.currentText() == "tiny" and t.d_model.value() == 64  # the run's own
+    assert (t.batch.value(), t.seq_len.value()) == (4, 64)
+    for k in t.CONTINUE_FIXED:
+        assert not getattr(t, k).isEnabled(), k
+        assert "continued run keeps its own" in getattr(t, k).toolTip()
+    assert t.epochs.isEnabled() and t.lr.isEnabled() and t.max_steps.isEnabled()
+    assert win.make_job().spec.train.batch_size == 4
+    win.new_model()  # Continue is over: the new-run values come back, editable
+    assert (t.preset.currentText(), t.batch.value(), t.seq_len.value()) == ("small", 16, 128)
+    assert all(getattr(t, k).isEnabled() for k in ("preset", "batch", "seq_len", "seed"))
+    assert not t.d_model.isEnabled()  # a preset's dims stay off
