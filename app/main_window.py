@@ -81,6 +81,7 @@ class MainWindow(QMainWindow):
         self.current_run: str | None = None  # the run training now, or the last one
         self.compared_run: str | None = None  # the run whose curves are overlaid in grey
         self.last_report: engine.StepReport | None = None  # this run's latest step
+        self._refocus = False  # the focus was on a control a Stop turned off: Start takes it
         self.last_folder: str | None = None
         # the run the window shows (Open, Continue, the run training, the last one finished):
         # File > Export acts on it; a run overlaid with Compare is not it
@@ -272,8 +273,12 @@ class MainWindow(QMainWindow):
         self.corpus.setEnabled(state == "idle")
         button = {"idle": self.start_btn, "running": self.pause_btn, "paused": self.resume_btn
                   }.get(state)
-        if had_focus is not None and not had_focus.isEnabled() and button is not None:
+        lost = had_focus is not None and not had_focus.isEnabled()
+        if lost and button is None:  # stopping: no button to take it until idle
+            self._refocus = True
+        elif (lost or (state == "idle" and self._refocus)) and button is not None:
             button.setFocus()  # Qt passed it on to the next box (End then set Preview to gpu)
+            self._refocus = False
         self.runs.busy_folder = self.current_run if state != "idle" else None
         live = self.runs.live
         if live is not None and state in ("running", "paused", "stopping"):
@@ -282,13 +287,15 @@ class MainWindow(QMainWindow):
             self.runs.live = None  # the run's own files say how it ended
         if state != "running":
             idle = f"idle · last run: {self.last_end}" if self.last_end else "idle"
-            r = self.last_report
-            paused = (f"paused at step {r.step}/{r.total_steps} · loss {r.loss:.4f} nats "
-                      "(Space resumes)" if r is not None else "paused (Space resumes)")
-            self.status.setText({"idle": idle, "paused": paused,
+            self.status.setText({"idle": idle, "paused": self._paused_line(),
                                  "stopping": "stopping after the current step, then saving…"
                                  }.get(state, state))
         self.state_changed.emit(state)
+
+    def _paused_line(self) -> str:
+        r = self.last_report
+        return (f"paused at step {r.step}/{r.total_steps} · loss {r.loss:.4f} nats (Space resumes)"
+                if r is not None else "paused (Space resumes)")
 
     def _update_next(self) -> None:
         """The one line that says what the next Start does."""
@@ -603,6 +610,8 @@ class MainWindow(QMainWindow):
                                   else "running")
         self.progress.setMaximum(r.total_steps)
         self.progress.setValue(r.step)
+        if self.state == "paused":  # the step in flight at the pause ends after it
+            self.status.setText(self._paused_line())
         if self.state == "running":
             nan = "  (non-finite loss: step skipped)" if r.nonfinite else ""
             self.status.setText(

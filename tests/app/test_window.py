@@ -405,9 +405,14 @@ def test_start_leaves_the_keyboard_on_pause_and_a_pause_says_where_it_stopped(wi
     qtbot.waitUntil(lambda: len(win.plots.steps) >= 2, timeout=RUN_TIMEOUT)
     win.pause()
     assert QApplication.focusWidget() is win.resume_btn
+    run = win.worker.run_obj
+    qtbot.waitUntil(lambda: win.last_report.step == run.step, timeout=RUN_TIMEOUT)
+    qtbot.wait(300)  # the step in flight at the pause ended: the line says it (it lagged 1-2)
     r = win.last_report
+    assert r.step == run.step
     assert win.status.text() == (f"paused at step {r.step}/{r.total_steps} · loss {r.loss:.4f} "
                                  "nats (Space resumes)")
     win.stop()
     qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
+    assert QApplication.focusWidget() is win.start_btn  # it went to the Preview backend box
     assert not win.errors, win.errors
