@@ -12,6 +12,7 @@ entries are looked at per folder given; the rest is one rejected line saying so.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections import Counter
@@ -28,6 +29,7 @@ TEXT_SUFFIXES = {
 }
 OTHER_TYPE = "not a text file type"  # + " (.suffix); ..." (``summary`` counts by this prefix)
 RUN_FOLDER = "a training run's folder (its settings and logs are not text to train on)"
+MODEL_FOLDER = "a model folder (its settings and tokenizer are not text to train on)"
 # kernel pseudo-filesystems: a folder on one is refused as a corpus (walking /proc reads
 # thousands of entries that are not anyone's text)
 PSEUDO_FS = frozenset({"proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs",
@@ -52,6 +54,9 @@ def walk(top: Path, max_entries: int | None = None) -> tuple[list[Path], list[tu
     if fs is not None:
         return files, [(top, f"a kernel pseudo-filesystem ({fs}), not a corpus; give folders "
                              "of text files")]
+    why = not_text_folder(top) if os.path.isdir(top) else None
+    if why is not None:  # a run folder dropped by itself trained on its run.json, metrics...
+        return files, [(top, why)]
     seen = 0
     stack = [_listing(top, rejected)]  # one iterator per open folder: entries in name order
     while stack:
@@ -71,7 +76,7 @@ def walk(top: Path, max_entries: int | None = None) -> tuple[list[Path], list[tu
             rejected.append((path, f"cannot read ({exc.strerror or exc})"))
             continue
         if stat.S_ISLNK(st.st_mode):
-            reason = _link(path)
+            reason = link_reason(path)
             if reason:
                 rejected.append((path, reason))
                 continue
@@ -79,8 +84,8 @@ def walk(top: Path, max_entries: int | None = None) -> tuple[list[Path], list[tu
             if st.st_dev != device:
                 rejected.append((path, "on another filesystem (a mount point such as /proc); "
                                        "give it by name to read it"))
-            elif (path / "run.json").is_file() and (path / "snapshots").is_dir():
-                rejected.append((path, RUN_FOLDER))  # its run.json, metrics.csv, tokenizer...
+            elif (why := not_text_folder(path)) is not None:
+                rejected.append((path, why))  # its run.json, metrics.csv, tokenizer...
             else:  # depth first: a/b.txt comes before a.txt, as sorted paths order them
                 stack.append(_listing(path, rejected))
             continue
@@ -95,6 +100,18 @@ def walk(top: Path, max_entries: int | None = None) -> tuple[list[Path], list[tu
     return files, rejected
 
 
+def not_text_folder(folder: Path) -> str | None:
+    """Why a folder is not read as text: a run folder (run.json beside snapshots/) or a model
+    folder (config.json beside weights: an export, a snapshot, a downloaded model); else None."""
+    if (folder / "run.json").is_file() and (folder / "snapshots").is_dir():
+        return RUN_FOLDER
+    if (folder / "config.json").is_file() and any(
+            (folder / n).exists() for n in ("model.safetensors", "model.safetensors.index.json",
+                                             "adapter_config.json", "pytorch_model.bin")):
+        return MODEL_FOLDER
+    return None
+
+
 def _listing(folder: Path, rejected: list[tuple[Path, str]]) -> Iterator[os.DirEntry[str]]:
     """The folder's non-hidden entries sorted by name (an unlistable folder is rejected)."""
     try:
@@ -106,12 +123,15 @@ def _listing(folder: Path, rejected: list[tuple[Path, str]]) -> Iterator[os.DirE
     return iter(entries)
 
 
-def _link(path: Path) -> str:
+def link_reason(path: Path) -> str:
     """Why a symbolic link is rejected ("" when it points at a regular file, which is read)."""
     try:
         st = os.stat(path)
     except OSError as exc:
-        return f"a broken link ({exc.strerror or exc})"
+        if exc.errno == errno.ELOOP:
+            return (f"a link that loops back to itself ({exc.strerror}); point it at a file or "
+                    "folder")
+        return f"a broken link ({exc.strerror or exc}); point it at a file or folder"
     if stat.S_ISDIR(st.st_mode):
         return "a link to a folder (not followed; give its target to read it)"
     return "" if stat.S_ISREG(st.st_mode) else SPECIAL

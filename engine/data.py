@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from .corpuswalk import walk
+from .corpuswalk import link_reason, walk
 from .errors import CorpusError, MambaStudioError, Stopped
 from .safeio import GiB, MiB, check_regular
 
@@ -320,7 +320,10 @@ def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: 
             corpus.rejected.extend(rejected)
             if not candidates and not rejected:
                 corpus.rejected.append((p, "empty folder (no files; hidden ones are ignored)"))
-        elif p.exists() or p.is_symlink():
+        elif p.is_symlink() and not p.exists():  # a link given by name that leads nowhere (or
+            corpus.rejected.append((p, link_reason(p)))  # loops: it said "cannot read", a permission
+            continue  # problem's words)
+        elif p.exists():
             candidates = [p]
         else:
             corpus.rejected.append((p, "no such file or folder"))

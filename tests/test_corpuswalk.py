@@ -149,3 +149,23 @@ def test_a_run_folder_inside_the_corpus_is_not_trained_on(tmp_path):
     files, rejected = walk(notes)
     assert files == [notes / "a.txt"]
     assert rejected == [(notes / "run1", corpuswalk.RUN_FOLDER)]
+    # dropped by itself it trained on its 36 files (run.json, metrics.csv, tokenizer.json...)
+    assert walk(notes / "run1") == ([], [(notes / "run1", corpuswalk.RUN_FOLDER)])
+    snap = next((notes / "run1" / "snapshots").iterdir())
+    assert walk(snap) == ([], [(snap, corpuswalk.MODEL_FOLDER)])
+    assert main(["export", "--merged", str(notes / "run1"), str(notes / "merged")]) == 0
+    files, rejected = walk(notes)  # an export beside the notes: its README and JSON are not text
+    assert files == [notes / "a.txt"]
+    assert (notes / "merged", corpuswalk.MODEL_FOLDER) in rejected
+
+
+def test_a_link_loop_given_by_name_says_it_loops_not_cannot_read(tmp_path):
+    """A dropped link loop said "cannot read (Too many levels of symbolic links)", and the window
+    added "check that you may read it": a permission problem's fix."""
+    (tmp_path / "la").symlink_to(tmp_path / "lb")
+    (tmp_path / "lb").symlink_to(tmp_path / "la")
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere.txt")
+    c = load_corpus([tmp_path / "la", tmp_path / "gone"], allow_empty=True)
+    why = {p.name: r for p, r in c.rejected}
+    assert why["la"].startswith("a link that loops back to itself") and "; point it at" in why["la"]
+    assert why["gone"].startswith("a broken link (No such file or directory); point it at")
