@@ -157,6 +157,7 @@ class CorpusPanel(QWidget):
         self.drop.dropped.connect(self.add_paths)
         self.setAcceptDrops(True)
         self.table = QTableWidget(0, 4)
+        self.table.setTabKeyNavigation(False)  # Tab leaves the table (it cycled its cells)
         self.table.setHorizontalHeaderLabels(["file", "bytes", "tokens", "split"])
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # names get the room

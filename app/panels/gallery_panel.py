@@ -34,6 +34,7 @@ class GalleryPanel(QWidget):
         self.epoch.currentIndexChanged.connect(self._fill)
         self.title = QLabel("no run selected")
         self.table = QTableWidget(0, 4)
+        self.table.setTabKeyNavigation(False)  # Tab leaves the table (it cycled its cells)
         self.table.setHorizontalHeaderLabels(["step", "epochs done", "prompt", "text"])
         self.table.horizontalHeader().setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().setVisible(False)

@@ -57,6 +57,7 @@ class RunsPanel(QWidget):
         self.busy_folder: str | None = None  # the run training now: never deleted
         self.runs: list[engine.RunInfo] = []
         self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setTabKeyNavigation(False)  # Tab leaves the table (it cycled its cells)
         self.table.setHorizontalHeaderLabels(COLUMNS)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)

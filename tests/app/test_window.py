@@ -416,3 +416,20 @@ def test_start_leaves_the_keyboard_on_pause_and_a_pause_says_where_it_stopped(wi
     qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
     assert QApplication.focusWidget() is win.start_btn  # it went to the Preview backend box
     assert not win.errors, win.errors
+
+
+def test_tab_leaves_every_table(win, qtbot):
+    """Tab in the corpus file table cycled its cells and never left it: by keyboard alone the
+    preview prompts and Reset view could not be reached."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow)
+    for table in (win.corpus.table, win.runs.table, win.gallery.table):
+        assert not table.tabKeyNavigation()
+    table = win.corpus.table
+    table.setFocus()
+    qtbot.waitUntil(table.hasFocus)
+    QTest.keyClick(table, Qt.Key.Key_Tab)
+    assert not table.hasFocus()
