@@ -789,6 +789,9 @@ class MainWindow(QMainWindow):
         if self.worker is not None and folder == self.current_run:
             self.worker.request(kind, path, force)  # between two steps of the running run
             return
+        if self.worker is not None and str(Path(folder).parent.parent) == self.current_run:
+            self.worker.request(kind, path, force, source=folder)  # a snapshot of it: read
+            return  # between two steps, so that no save prunes it meanwhile
         def done(warnings: list[str]) -> None:
             for w in warnings:
                 self._notice(f"warning: {w}")
@@ -929,9 +932,9 @@ class MainWindow(QMainWindow):
         name = Path(folder).name
         step = self._run_step(folder)
         source, live = folder, self.worker is not None and folder == self.current_run
-        best = None if live else engine.best_if_not_latest(Path(folder))
+        best = engine.best_if_not_latest(Path(folder))
         if best is not None:  # the latest weights were exported even when they had overfit
-            which = self._which_snapshot(folder, best[1])
+            which = self._which_snapshot(folder, best[1], step if live else None)
             if which is None:
                 return
             if which == "best":
@@ -969,18 +972,22 @@ class MainWindow(QMainWindow):
             force = True
         self.export(kind, path, source, force)
 
-    def _which_snapshot(self, folder: str, best: dict[str, object]) -> str | None:
-        """Ask whether to export the best snapshot or the latest weights: "best", "latest" or
-        None (cancelled)."""
+    def _which_snapshot(self, folder: str, best: dict[str, object], training: str | None = None
+                        ) -> str | None:
+        """Ask whether to export the best snapshot or the latest weights (``training``: the
+        running run's current ones, "training, now at step N"): "best", "latest" or None
+        (cancelled)."""
         latest = engine.read_pointer(Path(folder)) or {}
         val = latest.get("val_loss")
         now = f"held-out {val:.4f}" if isinstance(val, float) else "held-out loss not measured"
+        last_step = training.rsplit(" ", 1)[-1] if training else latest.get("step")
+        what = (f"its current weights are from step {last_step} (training)" if training
+                else f"its latest weights are from step {last_step} ({now})")
         box = QMessageBox(QMessageBox.Icon.Question, "Export",
                           f"{Path(folder).name}: its lowest held-out loss, {best['val_loss']:.4f}, "
-                          f"was at step {best['step']}; its latest weights are from step "
-                          f"{latest.get('step')} ({now}). Export which?", parent=self)
+                          f"was at step {best['step']}; {what}. Export which?", parent=self)
         b = box.addButton(f"Best (step {best['step']})", QMessageBox.ButtonRole.AcceptRole)
-        last = box.addButton(f"Latest (step {latest.get('step')})",
+        last = box.addButton(f"{'Current' if training else 'Latest'} (step {last_step})",
                              QMessageBox.ButtonRole.AcceptRole)
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(b)

@@ -66,7 +66,7 @@ class TrainWorker(QObject):
         self.sampling = sampling
         self.run_obj: engine.Run | None = None
         self.folder: str = ""
-        self._requests: queue.Queue[tuple[str, str, bool]] = queue.Queue()
+        self._requests: queue.Queue[tuple[str, str, bool, str | None]] = queue.Queue()
         self._stepper: Any = None  # created and used only on the preview thread
         self._preview_lm: engine.MambaLM | None = None
         self._backend = "CPU step"
@@ -77,19 +77,26 @@ class TrainWorker(QObject):
         self.nothing_left = False  # a Continue of a run already at its last step
 
     # ---------------------------------------------------------------- requests from the GUI
-    def request(self, kind: str, path: str, force: bool = False) -> None:
-        """Queue 'save' / 'adapter' / 'merged' to run between two steps (``force``: replace an
-        earlier export in ``path``)."""
-        self._requests.put((kind, path, force))
+    def request(self, kind: str, path: str, force: bool = False, source: str | None = None
+                ) -> None:
+        """Queue 'save' / 'adapter' / 'merged' / 'gguf' to run between two steps (``force``:
+        replace an earlier export in ``path``; ``source``: one of the run's snapshots instead of
+        its current weights, read while no save can prune it)."""
+        self._requests.put((kind, path, force, source))
 
     def _serve_requests(self) -> None:
         while not self._requests.empty():
-            kind, path, force = self._requests.get()
+            kind, path, force, source = self._requests.get()
             try:
                 assert self.run_obj is not None
                 if kind == "save":
                     snap = self.run_obj.save()
                     self.saved.emit(f"snapshot saved: {snap}")
+                elif source is not None:
+                    for w in export_run(source, kind, path, force):
+                        self.info.emit(f"warning: {w}")
+                    self.saved.emit(f"{kind} written to {path} (from run "
+                                    f"{self.run_obj.folder.name}, snapshot {Path(source).name})")
                 else:
                     for w in export_from(self.run_obj, kind, path, force):
                         self.info.emit(f"warning: {w}")

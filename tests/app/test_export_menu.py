@@ -218,7 +218,7 @@ def test_export_offers_the_best_snapshot_when_the_latest_weights_are_worse(
     win.open_run_view(str(folder))
     asked: list[dict] = []
     monkeypatch.setattr(type(win), "_which_snapshot",
-                        lambda self, f, best: asked.append(best) or "best")
+                        lambda self, f, best, training=None: asked.append(best) or "best")
     calls = _fake_save(monkeypatch, tmp_path / "exports" / "best-merged")
     _action(win, "Export model (merged)…").trigger()
     qtbot.waitUntil(lambda: bool(win.errors) or "merged written" in win.log.toPlainText(),
@@ -229,10 +229,40 @@ def test_export_offers_the_best_snapshot_when_the_latest_weights_are_worse(
     card = (tmp_path / "exports" / "best-merged" / "README.md").read_text()
     assert "1 optimizer steps" in card or "1 optimizer step" in card, card
     calls = _fake_save(monkeypatch, tmp_path / "exports" / "latest.gguf")
-    monkeypatch.setattr(type(win), "_which_snapshot", lambda self, f, best: "latest")
+    monkeypatch.setattr(type(win), "_which_snapshot", lambda self, f, best, training=None: "latest")
     _action(win, GGUF_ITEM).trigger()
     qtbot.waitUntil(lambda: bool(win.errors) or "gguf written" in win.log.toPlainText(),
                     timeout=RUN_TIMEOUT)
     assert not win.errors, win.errors
     assert Path(calls[0][1]).parent == tmp_path / "exports"  # where the last export went
     assert "(step 3)" in calls[0][0]
+
+
+def test_export_of_the_training_run_asks_best_or_current_and_reads_the_snapshot_between_steps(
+        win, qtbot, tmp_path, monkeypatch):
+    """File > Export on the run that trains wrote its current (overfit) weights without asking,
+    where the same run, stopped, was asked "Best (step N) / Latest (step M)"."""
+    import engine
+
+    win.train.epochs.setValue(200)
+    win.train.eval_every.setValue(10**6)  # no saves while it trains: step-0 stays on disk
+    win.start_training()
+    qtbot.waitUntil(lambda: win.current_run is not None and len(win.plots.steps) >= 2,
+                    timeout=RUN_TIMEOUT)
+    folder = Path(win.current_run)
+    snap0 = folder / "snapshots" / "step-0"
+    assert snap0.is_dir()
+    monkeypatch.setattr(engine, "best_if_not_latest",
+                        lambda f: (snap0, {"snapshot": "step-0", "step": 0, "val_loss": 1.0}))
+    asked: list[str | None] = []
+    monkeypatch.setattr(type(win), "_which_snapshot",
+                        lambda self, f, best, training=None: asked.append(training) or "best")
+    _fake_save(monkeypatch, tmp_path / "best-merged")
+    _action(win, "Export model (merged)…").trigger()
+    assert asked and asked[0] is not None and asked[0].startswith("training, now at step")
+    qtbot.waitUntil(lambda: bool(win.errors) or "merged written" in win.log.toPlainText(),
+                    timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    assert "snapshot step-0" in win.log.toPlainText()
+    card = (tmp_path / "best-merged" / "README.md").read_text()
+    assert "0 optimizer steps" in card, card
