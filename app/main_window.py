@@ -58,6 +58,16 @@ LABELS = {"epochs": "epochs", "max_steps": "max steps", "lr": "learning rate",
           "eval_every": "held-out eval every"}  # the Continue overrides, as the Next Start line says
 
 
+def _free(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``... the first that does not exist (a save dialog given
+    an existing folder opens inside it, with no name to save under)."""
+    n, free = 1, path
+    while free.exists() or free.is_symlink():
+        n += 1
+        free = path.with_name(f"{path.name}-{n}")
+    return free
+
+
 class MainWindow(QMainWindow):
     state_changed = Signal(str)  # idle | running | paused | stopping
     estimate_ready = Signal(str)
@@ -954,14 +964,19 @@ class MainWindow(QMainWindow):
                    "export is never replaced.)"
         else:
             path, _ = QFileDialog.getSaveFileName(
-                self, title + " into a new folder", str(where / f"{name}-{kind}"),
+                self, title + " into a new folder", str(_free(where / f"{name}-{kind}")),
                 options=QFileDialog.Option.DontConfirmOverwrite)
             chosen = Path(path)
             if path and chosen.name == chosen.parent.name and not chosen.exists():
                 path = str(chosen.parent)  # Save on an existing folder's name steps into it
             earlier = bool(path) and Path(path).is_dir() and any(Path(path).iterdir())
-            what = f"{path} is not empty. Replace the earlier export there? (A folder holding " \
-                   "other files is never emptied.)"
+            other = engine.not_export_files(path) if earlier else []
+            if other:  # it asked to replace "the earlier export", then named a CLI flag
+                self._error(f"{path} holds files an export does not write "
+                            f"({', '.join(other[:3])}{', ...' if len(other) > 3 else ''}); "
+                            "choose a new folder name (a folder of yours is never emptied)")
+                return
+            what = f"{path} holds an earlier export. Replace it?"
         if not path:
             return
         settings.save("export/folder", str(Path(path).parent))  # the next export starts there

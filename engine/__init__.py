@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     )
     from .estimate import estimate_run, measure_step_seconds, why_not_measured
     from .evaluation import HELDOUT_SAMPLE_TOKENS
-    from .export import export_gguf, export_merged, export_peft
+    from .export import export_gguf, export_merged, export_peft, not_export_files
     from .gpu import GpuUnavailable, open_stepper, pick_backend
     from .lm import MambaLM
     from .lora import (
@@ -191,6 +191,7 @@ _EXPORTS: dict[str, str] = {
     "export_gguf": "export",
     "export_merged": "export",
     "export_peft": "export",
+    "not_export_files": "export",
 }
 __all__ = [
     "AdamWConfig",
@@ -220,6 +221,7 @@ __all__ = [
     "export_gguf",
     "export_merged",
     "export_peft",
+    "not_export_files",
     "FastAdapter",
     "format_duration",
     "GENERATION_DEFAULTS",

@@ -81,6 +81,15 @@ def _written_by_an_export(p: Path) -> bool:
     return p.name in EXPORT_FILES or (p.name.startswith("model") and p.name.endswith(".safetensors"))
 
 
+def not_export_files(folder: str | Path) -> list[str]:
+    """The names in ``folder`` no export writes (sorted): a folder holding any is never
+    replaced by an export."""
+    try:
+        return sorted(p.name for p in Path(folder).iterdir() if not _written_by_an_export(p))
+    except OSError:
+        return []
+
+
 def _an_export(folder: Path) -> bool:
     """Whether ``folder`` holds a model export (config.json beside weights or an adapter)."""
     return (folder / "config.json").is_file() and any(
@@ -140,7 +149,7 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
             if not force:
                 raise CheckpointError(f"{out}: folder is not empty; choose a new folder name, or "
                                       "pass --force to replace an earlier export there")
-            other = sorted(p.name for p in out.iterdir() if not _written_by_an_export(p))
+            other = not_export_files(out)
             if other:
                 names = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
                 raise CheckpointError(f"{out}: holds files an export does not write ({names}); "

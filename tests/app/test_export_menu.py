@@ -266,3 +266,30 @@ def test_export_of_the_training_run_asks_best_or_current_and_reads_the_snapshot_
     assert "snapshot step-0" in win.log.toPlainText()
     card = (tmp_path / "best-merged" / "README.md").read_text()
     assert "0 optimizer steps" in card, card
+
+
+def test_export_dialog_suggests_a_free_name_and_never_offers_to_replace_a_users_folder(
+        win, qtbot, tmp_path, monkeypatch):
+    """A second export was suggested the first one's folder name (the dialog then opened inside
+    it, with Save off); a folder holding the user's notes.txt was offered as "the earlier
+    export" to replace, and the refusal then named a command-line flag."""
+    opened = _run(tmp_path / "other", 1)
+    win.open_run_view(opened)
+    first = tmp_path / "exports" / f"{Path(opened).name}-merged"
+    calls = _fake_save(monkeypatch, first)
+    _action(win, "Export model (merged)…").trigger()
+    qtbot.waitUntil(lambda: bool(win.errors) or "merged written" in win.log.toPlainText(),
+                    timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    calls = _fake_save(monkeypatch, tmp_path / "mine")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or
+                        QMessageBox.StandardButton.Yes)
+    _action(win, "Export model (merged)…").trigger()
+    assert Path(calls[0][1]) == first.with_name(first.name + "-2")  # not the folder made above
+    assert not asked and win.errors, (asked, win.errors)
+    assert "holds files an export does not write (notes.txt); choose a new folder name" in \
+        win.errors[-1] and "--force" not in win.errors[-1]
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
