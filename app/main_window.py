@@ -394,12 +394,6 @@ class MainWindow(QMainWindow):
             box.setDetailedText(msg)
         box.open()  # non-blocking: training and the UI keep going
 
-    def _inform(self, msg: str) -> None:
-        """Something the user should read before the next Start: the log, the status bar and a
-        non-blocking box."""
-        self._say(msg)
-        QMessageBox(QMessageBox.Icon.Information, "Mamba Studio", msg, parent=self).open()
-
     # ---------------------------------------------------------------- estimates
     def _corpus_tokens(self) -> int:
         return sum(self.corpus.tokens.get(p, f.n_bytes) for p, f in self.corpus.files.items())
@@ -871,32 +865,24 @@ class MainWindow(QMainWindow):
         except engine.MambaStudioError as exc:
             self._error(str(exc))
             return
-        before = engine.flat_settings(self.current_settings())
-        changed = self.train.set_from(s.spec, s.early_stopping)
-        self.corpus.set_record_mode(s.spec.records)
-        self.preview.set_prompts(s.spec.prompts)
-        if s.spec.init:
+        # the settings the file names, over what the window shows (a file naming only lr reset
+        # Epochs 10 -> 3, the preset and the preview prompts to their defaults)
+        merged = engine.overlay_settings(self.current_settings(), s)
+        changed = self.train.set_from(merged.spec, merged.early_stopping)
+        self.corpus.set_record_mode(merged.spec.records)
+        self.preview.set_prompts(merged.spec.prompts)
+        if "run.init" in s.named and s.spec.init:
             self.open_model(s.spec.init)
         if s.corpus:
             self.corpus.files.clear()
             self.corpus.tokens.clear()
             self.corpus.skipped.clear()
             self.corpus.add_paths(list(s.corpus))
-        after = engine.flat_settings(s)
-        reset = [k for k in sorted(set(before) | set(after)) if k not in s.named
-                 and k != "run.corpus" and before.get(k) != after.get(k)]
-        if reset and s.named:  # a partial file: settings it does not name went to defaults
-            def value(v: object) -> str:
-                return "off" if v is None else repr(v) if isinstance(v, (str, list)) else str(v)
-            shown = "; ".join(f"{k.split('.')[-1]} {value(before.get(k))} → {value(after.get(k))}"
-                              for k in reset[:6])
-            more = f" and {len(reset) - 6} more" if len(reset) > 6 else ""
-            self._inform(
-                f"{Path(path).name} sets {len(s.named)} setting{'s' if len(s.named) != 1 else ''}"
-                f" ({', '.join(k.split('.')[-1] for k in s.named[:4])}"
-                f"{', ...' if len(s.named) > 4 else ''}); the others are at their defaults "
-                f"(preset {s.spec.preset}'s for training), which changed "
-                f"{len(reset)} the window showed: {shown}{more}")
+        if engine.defaulted(s) and s.named:
+            names = [k.split(".")[-1] for k in s.named]
+            self._say(f"settings loaded from {path}: it sets {len(names)} "
+                      f"setting{'s' if len(names) != 1 else ''} ({', '.join(names[:6])}"
+                      f"{', ...' if len(names) > 6 else ''}); the others stay as they were")
         else:
             self._say(f"settings loaded from {path}")
         if changed:

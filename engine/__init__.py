@@ -77,7 +77,14 @@ if TYPE_CHECKING:
         read_tokens_per_byte,
     )
     from .runtime import configure
-    from .runtoml import RunSettings, defaulted, flat_settings, load_settings, save_settings
+    from .runtoml import (
+        RunSettings,
+        defaulted,
+        flat_settings,
+        load_settings,
+        overlay_settings,
+        save_settings,
+    )
     from .samples import append_sample, read_samples, sample_seed
     from .sampling import GENERATION_DEFAULTS, SamplingConfig
     from .tblog import TBLogger
@@ -185,6 +192,7 @@ _EXPORTS: dict[str, str] = {
     "RunSettings": "runtoml",
     "defaulted": "runtoml",
     "flat_settings": "runtoml",
+    "overlay_settings": "runtoml",
     "load_settings": "runtoml",
     "save_settings": "runtoml",
     "iter_text": "data",
@@ -209,6 +217,7 @@ __all__ = [
     "count_trainable",
     "defaulted",
     "flat_settings",
+    "overlay_settings",
     "Documents",
     "EarlyStopping",
     "encode_corpus",

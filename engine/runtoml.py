@@ -22,7 +22,7 @@ import json
 import tomllib
 import types
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any, Literal
@@ -298,6 +298,44 @@ def load_settings(path: str | Path) -> RunSettings:
     doc = _checked(doc, _schema(), problems)
     if problems:
         raise MambaStudioError(f"{path}: {_listed(problems)}")
+    return _from_doc(doc, path)
+
+
+def overlay_settings(base: RunSettings, top: RunSettings) -> RunSettings:
+    """``base`` with each setting ``top`` names (``top.named``, a loaded file's) set to
+    ``top``'s value: what the window does with a file that names only some settings (it reset
+    the others to their defaults: Epochs 10 -> 3, the preview prompts to "The "). A file naming
+    the preset or the model's dims replaces the other's model table whole."""
+    doc = tomllib.loads(settings_to_toml(base))
+    new = tomllib.loads(settings_to_toml(top))
+    if any(k == "run.preset" or k.startswith("model.") for k in top.named):
+        doc.pop("model", None)
+        if "model" in new:
+            doc["model"] = new["model"]
+    for key in top.named:
+        *tables, leaf = key.split(".")
+        src: Any = new
+        for t in tables:
+            src = src.get(t, {})
+        if leaf not in src:
+            continue
+        dst = doc
+        for t in tables:
+            dst = dst.setdefault(t, {})
+        dst[leaf] = src[leaf]
+    merged = _from_doc(doc, Path("."))
+    es = base.early_stopping  # a file's patience = 0 (off) is not in a saved file's text
+    for key in top.named:
+        if key.startswith("early_stopping."):
+            leaf = key.split(".", 1)[1]
+            es = replace(es, **{leaf: getattr(top.early_stopping, leaf)})
+    return replace(merged, corpus=top.corpus if "run.corpus" in top.named else base.corpus,
+                   early_stopping=es, named=top.named)
+
+
+def _from_doc(doc: dict[str, Any], path: Path) -> RunSettings:
+    """The RunSettings of a checked settings document (relative corpus paths are taken from
+    ``path``'s folder)."""
     try:
         run = dict(doc.get("run", {}))
         corpus = run.pop("corpus", ())

@@ -139,3 +139,26 @@ def test_a_file_naming_a_preset_trains_with_that_presets_defaults(folder, preset
     assert s.named == ("run.preset", "run.tokenizer", "train.epochs")
     left = defaulted(s)
     assert "train.lr" in left and "train.epochs" not in left and "run.preset" not in left
+
+
+def test_overlay_sets_only_what_the_file_names(tmp_path):
+    """The window's Open settings: the named settings over what it shows, the rest kept; a named
+    preset drops the shown custom dims (they would override it)."""
+    from dataclasses import replace
+
+    from engine import EarlyStopping, RunSettings, RunSpec, TrainConfig, overlay_settings
+
+    base = RunSettings(RunSpec(preset="small", model={"d_model": 96, "n_layer": 2, "d_state": 8},
+                               prompts=("Once", "def f("),
+                               train=TrainConfig(epochs=7, lr=0.002, batch_size=4)),
+                       ("/data/a.txt",), EarlyStopping(patience=3))
+    f = tmp_path / "s.toml"
+    f.write_text("[train]\nlr = 0.001\n")
+    got = overlay_settings(base, load_settings(f))
+    assert got.spec == replace(base.spec, train=replace(base.spec.train, lr=0.001))
+    assert got.corpus == base.corpus and got.early_stopping == base.early_stopping
+    f.write_text('[run]\npreset = "tiny"\ncorpus = ["b.txt"]\n[early_stopping]\npatience = 0\n')
+    got = overlay_settings(base, load_settings(f))
+    assert got.spec.preset == "tiny" and got.spec.model is None  # the dims went with "custom"
+    assert got.spec.train == base.spec.train and got.spec.prompts == base.spec.prompts
+    assert got.corpus == (str(tmp_path / "b.txt"),) and not got.early_stopping.enabled

@@ -1,8 +1,9 @@
 """File > Open settings… goes through the same checks as ``train --config``: a wrong key or a
 wrongly typed value is one line in the window, never an exception out of the slot."""
 
+from dataclasses import replace
+
 import pytest
-from PySide6.QtWidgets import QMessageBox
 
 from .helpers import close_window, small_window
 
@@ -66,19 +67,24 @@ def test_typed_values_out_of_range_are_not_taken(win, qtbot):
     assert win.train.seq_len.value() == 99999
 
 
-def test_a_partial_settings_file_says_the_rest_went_to_defaults(win, tmp_path):
-    """A file naming only lr reset the preset, epochs and the rest to their defaults and said
-    only "settings loaded from …"."""
+def test_a_partial_settings_file_changes_only_what_it_names(win, tmp_path):
+    """A file naming only lr reset the preset, epochs, the preview prompts and the rest to their
+    defaults (Epochs 7 -> 3, tiny -> small, three prompts -> "The "); two walk-throughs expected
+    only the named settings to change."""
     win.train.epochs.setValue(7)
+    win.preview.prompts.setPlainText("Once\nThe cat\ndef f(")
+    before = win.current_settings()
     path = tmp_path / "s.toml"
     path.write_text("[train]\nlr = 0.001\n")
     win.load_settings_file(str(path))
     line = win.log.toPlainText().splitlines()[-1]
-    assert "s.toml sets 1 setting (lr); the others are at their defaults" in line, line
-    assert "epochs 7 → 3" in line and "preset 'tiny' → 'small'" in line, line  # what changed
-    boxes = [b for b in win.findChildren(QMessageBox) if b.isVisible()]
-    assert any("epochs 7 → 3" in b.text() for b in boxes)  # a box, not only a status line
-    assert win.train.lr.value() == pytest.approx(1e-3)
+    assert "it sets 1 setting (lr); the others stay as they were" in line, line
+    after = win.current_settings()
+    assert after.spec.train == replace(before.spec.train, lr=0.001)
+    assert after.spec.preset == "tiny" and after.spec.prompts == ("Once", "The cat", "def f(")
+    path.write_text('[run]\npreset = "medium"\n')  # a preset named: its dims, the rest kept
+    win.load_settings_file(str(path))
+    assert win.train.preset.currentText() == "medium" and win.train.epochs.value() == 7
     full = tmp_path / "full.toml"
     win.save_settings_file(str(full))
     win.load_settings_file(str(full))  # a file the window saved names everything: no note
