@@ -694,6 +694,9 @@ class MainWindow(QMainWindow):
             self._error(f"cannot open {folder}: {exc}")
             return
         self.plots.show_run(folder)  # its history and its own bits/byte scale
+        if folder == self.compared_run:  # not drawn over itself in grey
+            self.plots.set_compare("", [])
+            self.compared_run = None
         self._reset_progress()
         self._show_saved_preview(folder)
         self.gallery.show_run(folder)
@@ -773,6 +776,9 @@ class MainWindow(QMainWindow):
     def compare_run(self, folder: str) -> None:
         """Overlay a run's curves (grey) on the shown run's; the shown run stays the one File >
         Export acts on."""
+        if folder == self.shown_run:
+            self._say(f"{Path(folder).name} is the run shown; Compare overlays another run")
+            return
         self.plots.set_compare(Path(folder).name, engine.read_metrics(folder))
         self.compared_run = folder
         self.tabs.setCurrentIndex(0)
@@ -892,20 +898,25 @@ class MainWindow(QMainWindow):
     # ---------------------------------------------------------------- dialogs
     def _open_model_dialog(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Open a model, run or HF Mamba folder",
-                                                self.runs_root)
+                                                settings.last_folder("model", self.runs_root))
         if path:
+            settings.remember_folder("model", path)
             self.open_model(path)
 
     def _open_settings_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open settings", self.runs_root,
-                                              "Settings (*.toml)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open settings", settings.last_folder("settings", self.runs_root),
+            "Settings (*.toml)")
         if path:
+            settings.remember_folder("settings", path)
             self.load_settings_file(path)
 
     def _save_settings_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save settings as", str(
-            Path(self.runs_root) / "run.toml"), "Settings (*.toml)")
+            Path(settings.last_folder("settings", self.runs_root)) / "run.toml"),
+            "Settings (*.toml)")
         if path:
+            settings.remember_folder("settings", path)
             self.save_settings_file(path if path.endswith(".toml") else path + ".toml")
 
     def _run_step(self, folder: str) -> str:

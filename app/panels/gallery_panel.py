@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 import engine
 
 from ..words import plural
+from .preview_panel import visible_blanks
 
 
 class GalleryPanel(QWidget):
@@ -80,8 +81,10 @@ class GalleryPanel(QWidget):
         for row, s in enumerate(self.shown):
             text = str(s.get("text", ""))
             prompt = str(s.get("prompt", ""))
-            cells = (str(s.get("step", "")), str(s.get("epoch", 0)), prompt,
-                     text[len(prompt):].replace("\n", " ")[:200])
+            cont = text[len(prompt):]
+            shown = (visible_blanks(cont).replace("\n", " ")[:200] if cont.strip() else
+                     f"[{len(cont)} blank characters]" if cont else "[nothing generated]")
+            cells = (str(s.get("step", "")), str(s.get("epoch", 0)), prompt, shown)
             for col, c in enumerate(cells):
                 self.table.setItem(row, col, QTableWidgetItem(c))
 

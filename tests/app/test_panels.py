@@ -719,3 +719,39 @@ def test_continue_shows_and_locks_what_the_run_keeps(win, tiny_run):
     assert (t.preset.currentText(), t.batch.value(), t.seq_len.value()) == ("small", 16, 128)
     assert all(getattr(t, k).isEnabled() for k in ("preset", "batch", "seq_len", "seed"))
     assert not t.d_model.isEnabled()  # a preset's dims stay off
+
+
+def test_small_window_chores(win, qtbot, tmp_path, tiny_run, monkeypatch):
+    """From a walk-through: Sample corpus replaced 3,007 files without asking; Add files and
+    Open settings always opened in the home / runs folder; a compared run opened stayed drawn
+    in grey over itself; a sample of only blanks was an empty Gallery cell."""
+    from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+    own = tmp_path / "mine" / "a.txt"
+    own.parent.mkdir()
+    own.write_text("my own text " * 50)
+    seen: list[str] = []
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames",
+                        lambda parent, cap, folder, *a: seen.append(folder) or ([str(own)], ""))
+    win.corpus._pick_files()
+    win.corpus._pick_files()
+    assert seen[1] == str(own.parent)  # where the last file came from
+    qtbot.waitUntil(lambda: str(own) in win.corpus.files)
+    answers = [QMessageBox.StandardButton.No, QMessageBox.StandardButton.Yes]
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: answers.pop(0))
+    win.corpus._ask_sample()
+    assert str(own) in win.corpus.files  # No: kept
+    win.corpus._ask_sample()
+    assert str(own) not in win.corpus.files and len(win.corpus.files) == 6
+    win.compare_run(tiny_run)
+    assert win.compared_run == tiny_run
+    win.open_run_view(tiny_run)
+    assert win.compared_run is None and win.plots.compare_label.text() == ""
+    win.compare_run(tiny_run)  # the run shown: not overlaid on itself
+    assert win.compared_run is None and "is the run shown" in win.statusBar().currentMessage()
+    g = win.gallery
+    g.samples = [{"step": 0, "epoch": 0, "prompt": "The", "text": "The" + " " * 161},
+                 {"step": 0, "epoch": 0, "prompt": "The", "text": "The"}]
+    g._fill()
+    assert g.table.item(0, 3).text() == "[161 blank characters]"
+    assert g.table.item(1, 3).text() == "[nothing generated]"
