@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 import engine
 
 from . import settings
+from .gc_thread import collect_on_gui_thread, release
 from .panels.corpus_panel import CorpusPanel, skip_line
 from .panels.gallery_panel import GalleryPanel
 from .panels.playground_panel import BACKEND_TIPS, PlaygroundPanel
@@ -225,6 +226,7 @@ class MainWindow(QMainWindow):
         self._settling: object = None  # the settings key the settle timer waits on
         self._settled: object = None  # the last key left alone for MEASURE_AFTER_MS
         self.setAcceptDrops(True)  # files dropped anywhere on the window join the corpus
+        self._gc = collect_on_gui_thread()  # never in the training thread: see app/gc_thread.py
         self.corpus.load_sample()
         self._set_state("idle")
         self._update_next()
@@ -1038,4 +1040,5 @@ class MainWindow(QMainWindow):
         settings.save("preview/backend", self.backend.currentText())
         self.train.remember()
         self.preview.remember()
+        release(self._gc)
         super().closeEvent(event)
