@@ -436,8 +436,11 @@ def best_pointer(folder: Path) -> dict[str, Any] | None:
     return found
 
 
+ANOTHER_SNAPSHOT = "use another snapshot of the run"
+
+
 def verify_files(folder: Path, digests: dict[str, Any], manifest: str,
-                 fix: str = "use another snapshot of the run") -> None:
+                 fix: str = ANOTHER_SNAPSHOT) -> None:
     """Every file named in ``digests`` exists inside ``folder``, is regular, and has its sha256
     (else CheckpointError ending with ``fix``)."""
     from .safeio import UnsafeFileError, check_regular, inside
@@ -522,10 +525,14 @@ def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, An
     for p in candidates:
         try:
             return p, verify_snapshot(p), errors
-        except CheckpointError as exc:
-            errors.append(str(exc))
-    why = f": {errors[0]}" if errors else ""
-    raise CheckpointError(f"{folder}: no complete snapshot{why}")
+        except CheckpointError as exc:  # another one is tried: no "use another snapshot" here
+            errors.append(str(exc).removesuffix(f"; {ANOTHER_SNAPSHOT}"))
+    if not errors:
+        raise CheckpointError(f"{folder}: no snapshot in {folder / SNAPSHOTS}; the run was never "
+                              "saved: start it again")
+    many = f"{len(errors)} snapshots" if len(errors) != 1 else "1 snapshot"
+    raise CheckpointError(f"{folder}: none of its {many} is complete ({errors[0]}); start a new "
+                          "run (--init takes any other model folder)")
 
 
 def latest_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, Any]]:

@@ -367,3 +367,22 @@ def test_a_folder_another_process_trains_in_is_named_in_use_not_offered_to_force
     finally:
         os.close(fd)
     assert rf.read_pointer(run)["step"] == 4
+
+
+def test_snapshot_fallbacks_do_not_advise_what_they_already_do(made_run, tmp_path, capsys):
+    """Passing over a damaged snapshot said "...(corrupt or modified); use another snapshot of
+    the run; using step-2 instead"; with every snapshot damaged, "no complete snapshot: ... use
+    another snapshot of the run", with nothing left to use."""
+    run = _copy(made_run, tmp_path)
+    (run / rf.SNAPSHOTS / "step-4" / "model.safetensors").write_bytes(b"damaged")
+    rc, err = _resume(run, capsys)
+    assert rc == 0 and "using step-2 instead" in err, err
+    assert "use another snapshot" not in err, err
+    (tmp_path / "all").mkdir()
+    run = _copy(made_run, tmp_path / "all")
+    for _, snap in rf.snapshots(run):
+        (snap / "model.safetensors").write_bytes(b"damaged")
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and "none of its 3 snapshots is complete" in err, err
+    assert "start a new run (--init takes any other model folder)" in err, err
+    assert "use another snapshot" not in err and err.count("\n") == 1, err
