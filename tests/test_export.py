@@ -348,7 +348,7 @@ def test_a_failed_export_leaves_no_partial_folder(lora_run: Path, tmp_path: Path
 
     monkeypatch.setattr(card.ckpt, "atomic_write_bytes", full)
     out = tmp_path / "out"
-    with pytest.raises(OSError):
+    with pytest.raises(CheckpointError, match="cannot write the export .No space left"):
         (export_merged if kind == "merged" else export_peft)(lora_run, out)
     assert not out.exists() and list(tmp_path.iterdir()) == []  # nor its hidden staging folder
 
@@ -468,3 +468,28 @@ def test_an_export_inside_an_earlier_export_is_refused(lora_run: Path, tmp_path:
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == []
     export_gguf(lora_run, out / "model.gguf")  # a .gguf beside the merged files is fine
     assert (out / "model.gguf").is_file()
+
+
+@pytest.mark.parametrize("raised", ["oserror", "checkpoint"])
+def test_a_full_disk_during_a_merged_export_names_the_output_and_the_fix(
+        lora_run: Path, tmp_path: Path, capsys, monkeypatch, raised) -> None:  # type: ignore[no-untyped-def]
+    """It said "could not write .../.m.export-XXXX/model.safetensors: No space left on device":
+    a hidden folder's file, and no fix (the GGUF export said how much was free and what to do)."""
+    import errno
+
+    from engine import checkpoint as ckpt
+
+    def full(folder: Path, *_a: object, **_k: object) -> None:
+        path = Path(folder) / "model.safetensors"
+        if raised == "oserror":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        raise CheckpointError(f"could not write {path}: No space left on device")
+
+    monkeypatch.setattr(ckpt, "save_model_files", full)
+    out = tmp_path / "m"
+    assert main(["export", "--merged", str(lora_run), str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {out}: cannot write the export (No space left on device); "
+                          "nothing was written there"), err
+    assert "free some space or choose another folder" in err and ".export-" not in err, err
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == []

@@ -186,6 +186,19 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
     try:
         yield tmp
         _publish(tmp, out, force)
+    except OSError as exc:  # a full disk named the hidden staging folder's file, with no fix
+        shutil.rmtree(tmp, ignore_errors=True)
+        free = shutil.disk_usage(out.parent).free
+        raise CheckpointError(f"{out}: cannot write the export ({exc.strerror or exc}); nothing "
+                              f"was written there; {free / 1e6:,.1f} MB free on its disk: free "
+                              "some space or choose another folder") from None
+    except CheckpointError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp.name not in str(exc):
+            raise
+        raise CheckpointError(f"{out}: cannot write the export ({str(exc).rsplit(': ', 1)[-1]});"
+                              " nothing was written there; free some space or choose another "
+                              "folder") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
