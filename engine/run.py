@@ -650,6 +650,13 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{snap}: unusable trainer state ({exc})") from None
         run.saved_step = run.step
+        tr = run.trainer
+        if ("epochs" in train_kw or "max_steps" in train_kw) and tr.total_steps < run.step:
+            need = -(-run.step // tr.steps_per_epoch)  # it was kept, and said "step 60 of 39"
+            raise ValueError(f"{folder} is at step {run.step}, past the {tr.total_steps} steps "
+                             f"of epochs {spec.train.epochs} and max steps "
+                             f"{spec.train.max_steps or 'no limit'}: give at least {need} epochs "
+                             f"and max steps above {run.step} (or no limit) to train on")
         best = rf.best_pointer(folder)
         run.best_val = best.get("val_loss") if best else None
         odd = rf.truncate_metrics(folder, run.step)

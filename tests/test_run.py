@@ -577,3 +577,21 @@ def test_resume_with_a_settings_file_applies_what_it_changes_or_refuses_first(tm
     err = capsys.readouterr().err
     assert "did you mean train.max_steps?" in err and "resumed" not in err, err
     assert rf.read_pointer(out)["step"] == 3
+
+
+def test_resume_with_fewer_epochs_than_done_is_refused_and_changes_nothing(tmp_path, capsys):
+    """`--resume RUN --epochs 1` on a run at step 6 wrote epochs 1 into run.json and said
+    "resumed ... at step 6 of 3"."""
+    out = tmp_path / "r"
+    with start(_spec(max_steps=None, epochs=2), [_corpus(tmp_path)], out=out) as run:
+        run.train()
+        per_epoch, done = run.trainer.steps_per_epoch, run.step
+    assert done == 2 * per_epoch
+    before = (out / rf.RUN_JSON).read_text()
+    assert main(["train", "--resume", str(out), "--epochs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"is at step {done}, past the {per_epoch} steps of epochs 1" in err, err
+    assert "give at least 2 epochs" in err and err.count("\n") == 1, err
+    assert (out / rf.RUN_JSON).read_text() == before
+    with resume(out) as run:  # still resumable, unchanged
+        assert run.step == done and run.spec.train.epochs == 2
