@@ -32,3 +32,9 @@ def release(collector: GarbageCollector) -> None:
         _holders.remove(collector)
     if not _holders:
         gc.enable()
+
+
+def release_all() -> None:
+    """``release`` every collector still running (for tests that leave windows open)."""
+    for collector in list(_holders):
+        release(collector)

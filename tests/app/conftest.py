@@ -11,3 +11,7 @@ def isolated_settings(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MAMBA_STUDIO_NO_MEASURE", "1")
     yield
+    from app import gc_thread
+
+    gc_thread.release_all()  # a window a test left open must not keep the engine tests that
+    # follow without automatic garbage collection

@@ -462,4 +462,7 @@ def test_the_garbage_collector_runs_on_the_gui_thread_only_while_a_window_is_ope
         gc.collect = real
     assert all(ran)
     w.close()
-    assert gc.isenabled()
+    from app import gc_thread
+
+    assert not w._gc.timer.isActive() and w._gc not in gc_thread._holders
+    assert gc.isenabled() == (not gc_thread._holders)  # on again once no window collects
