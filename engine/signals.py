@@ -19,11 +19,13 @@ STOP_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, HANGUP) if s is 
 
 
 def detach_output() -> None:
-    """Point stdout and stderr at the null device (what nohup does) once the terminal is gone."""
+    """Point stdout and stderr at the null device (what nohup does) where they are the terminal
+    that is gone; a log file or pipe keeps the rest of the output."""
     with contextlib.suppress(OSError):
         null = os.open(os.devnull, os.O_WRONLY)
         for fd in (1, 2):
-            os.dup2(null, fd)
+            if os.isatty(fd):
+                os.dup2(null, fd)
         os.close(null)
 
 
