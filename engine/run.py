@@ -627,6 +627,10 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
     lock = rf.RunLock(folder).acquire()
     try:
         rf.clean_stale(folder)
+        for name in (rf.LATEST, rf.BEST, rf.STATUS, rf.METRICS):  # found at the first save,
+            if (folder / name).is_dir():  # after training time was spent
+                raise CheckpointError(f"{folder / name}: a folder where the run keeps a file; "
+                                      "move it away, then resume")
         spec, snap, meta, refused = _open(folder)
         train_kw = {k: v for k, v in overrides.items() if v is not None and hasattr(spec.train, k)}
         if train_kw.get("max_steps") == NO_LIMIT:

@@ -523,6 +523,9 @@ def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, An
     candidates = [folder / SNAPSHOTS / ptr["snapshot"]] if ptr else []
     candidates += [p for _, p in reversed(snapshots(folder)) if p not in candidates]
     for p in candidates:
+        if p.is_symlink():  # it was followed, wherever it pointed
+            errors.append(f"{p}: a link, not a snapshot folder of the run")
+            continue
         try:
             return p, verify_snapshot(p), errors
         except CheckpointError as exc:  # another one is tried: no "use another snapshot" here
@@ -554,6 +557,13 @@ def prune(folder: Path, keep: int = KEEP) -> None:
 def clean_stale(folder: Path) -> list[str]:
     """Remove temp folders/files left by a crashed save (call only while holding the lock)."""
     removed = []
+    snaps = folder / SNAPSHOTS
+    if snaps.is_dir():  # a crash between the two renames of a step saved again: the old copy
+        for p in snaps.iterdir():  # is put back (both copies were deleted here)
+            name = p.name.removeprefix(f"{TMP_PREFIX}old-").rsplit("-", 1)[0]
+            if (p.name.startswith(f"{TMP_PREFIX}old-") and p.is_dir() and not p.is_symlink()
+                    and _snapshot_step(name) is not None and not (snaps / name).exists()):
+                os.rename(p, snaps / name)
     for base in (folder, folder / DATA, folder / SNAPSHOTS):
         if not base.is_dir():
             continue

@@ -386,3 +386,34 @@ def test_snapshot_fallbacks_do_not_advise_what_they_already_do(made_run, tmp_pat
     assert rc == 2 and "none of its 3 snapshots is complete" in err, err
     assert "start a new run (--init takes any other model folder)" in err, err
     assert "use another snapshot" not in err and err.count("\n") == 1, err
+
+
+def test_crash_corners_of_a_run_folder(made_run, tmp_path, capsys):
+    """From a kill/full-disk loop: a crash between the two renames that re-save a step lost both
+    copies (the next open deleted both temp folders); a snapshot replaced by a link to elsewhere
+    was loaded; latest.json turned into a folder was found only at the first save."""
+    run = _copy(made_run, tmp_path)
+    snaps = run / rf.SNAPSHOTS
+    os.rename(snaps / "step-4", snaps / f"{rf.TMP_PREFIX}old-step-4-4242")  # the first rename
+    (snaps / f"{rf.TMP_PREFIX}step-4-4242").mkdir()  # the new copy, never renamed
+    rc, err = _resume(run, capsys)
+    assert rc == 0, err
+    assert [r["step"] for r in rf.read_metrics(run) if r["kind"] == "step"] == [1, 2, 3, 4, 5, 6]
+    assert "using step-2 instead" not in err, err  # step-4 was put back, not passed over
+    run2 = tmp_path / "two"
+    run2.mkdir()
+    run2 = _copy(made_run, run2)
+    elsewhere = tmp_path / "elsewhere"
+    os.rename(run2 / rf.SNAPSHOTS / "step-4", elsewhere)
+    (run2 / rf.SNAPSHOTS / "step-4").symlink_to(elsewhere)
+    rc, err = _resume(run2, capsys)
+    assert rc == 0 and "step-4: a link, not a snapshot folder of the run" in err, err
+    assert "using step-2 instead" in err
+    run3 = tmp_path / "three"
+    run3.mkdir()
+    run3 = _copy(made_run, run3)
+    (run3 / rf.LATEST).unlink()
+    (run3 / rf.LATEST).mkdir()
+    rc, err = _resume(run3, capsys)
+    assert rc == 2 and "latest.json: a folder where the run keeps a file" in err, err
+    assert err.count("\n") == 1 and not [r for r in rf.read_metrics(run3) if r["step"] > 4]
