@@ -29,6 +29,12 @@ def detach_output() -> None:
         os.close(null)
 
 
+def _handled(signals: tuple[int, ...]) -> list[int]:
+    """The signals not ignored by whoever started us (``nohup`` ignores SIGHUP: a run started
+    with it must go on when the terminal closes, not stop and save)."""
+    return [s for s in signals if signal.getsignal(s) is not signal.SIG_IGN]
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGTERM or SIGHUP outside training: handled where Ctrl-C is (a new run's half-made folder
     is removed, an export's staging folder too); it killed the process with nothing said."""
@@ -47,7 +53,7 @@ def interrupt_on_signals() -> Iterator[None]:
             detach_output()
         raise Interrupted(signal.Signals(signum).name)
 
-    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS if s != signal.SIGINT}
+    old = {s: signal.signal(s, handler) for s in _handled(STOP_SIGNALS) if s != signal.SIGINT}
     try:
         yield
     finally:
@@ -82,7 +88,7 @@ def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = N
                 say(f"\n{name} again: still saving; the run will exit as soon as the snapshot "
                     "is safe")
 
-    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    old = {s: signal.signal(s, handler) for s in _handled(STOP_SIGNALS)}
     try:
         yield
     finally:

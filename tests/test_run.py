@@ -595,3 +595,22 @@ def test_resume_with_fewer_epochs_than_done_is_refused_and_changes_nothing(tmp_p
     assert (out / rf.RUN_JSON).read_text() == before
     with resume(out) as run:  # still resumable, unchanged
         assert run.step == done and run.spec.train.epochs == 2
+
+
+def test_a_run_started_with_nohup_goes_on_when_the_terminal_closes(tmp_path):
+    """SIGHUP ignored by nohup was taken over: closing the terminal stopped the run."""
+    out = tmp_path / "r"
+    p = subprocess.Popen(["nohup", sys.executable, "-m", "engine", "train", str(_corpus(tmp_path)),
+                          *TINY, "--max-steps", "100000", "--epochs", "1000", "--out", str(out)],
+                         cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        _wait_for(lambda: _steps_done(out) >= 3)
+        p.send_signal(signal.SIGHUP)
+        at = _steps_done(out)
+        _wait_for(lambda: _steps_done(out) >= at + 5)  # still training
+        assert p.poll() is None
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 0 and "SIGHUP" not in err and "SIGTERM" in err, err
