@@ -189,12 +189,24 @@ def _config_changes(a: argparse.Namespace) -> dict[str, object]:
     """With --resume: the settings the --config file names whose value differs from the run's
     own (run.json), by RunSpec/TrainConfig field; the corpus and early stopping are not the
     run's (early stopping is applied as for a new run)."""
+    from dataclasses import replace
+
+    from .defaults import BPE_MIN_BYTES
     from .run import read_run_spec
     from .runtoml import RunSettings, flat_settings
 
     s = _settings(a)  # checked before the run is opened
-    have = flat_settings(RunSettings(read_run_spec(a.resume)))
-    want = flat_settings(s)
+    run = read_run_spec(a.resume)
+    # the file as the run's start read it: tokenizer "auto" made concrete and a BPE run's
+    # default rate doubled (the file that started a run was refused as changing the tokenizer,
+    # and halved a BPE run's rate); a run from --init kept its model's tokenizer and rate rule
+    if run.init:
+        mine = replace(s.spec, tokenizer=run.tokenizer if s.spec.tokenizer == "auto"
+                       else s.spec.tokenizer)
+    else:
+        mine = s.spec.for_corpus(BPE_MIN_BYTES if run.tokenizer == "bpe" else 0)
+    have = flat_settings(RunSettings(run))
+    want = flat_settings(replace(s, spec=mine))
     out: dict[str, object] = {}
     for key in s.named:
         if key == "run.corpus" or key.startswith("early_stopping."):

@@ -19,7 +19,16 @@ from engine import runformat as rf
 from engine.cli import main
 from engine.control import TrainControl
 from engine.errors import CheckpointError, TrainingError
-from engine.run import RunSpec, list_runs, load_model, open_run, read_metrics, resume, start
+from engine.run import (
+    RunSpec,
+    list_runs,
+    load_model,
+    open_run,
+    read_metrics,
+    read_run_spec,
+    resume,
+    start,
+)
 from engine.trainer import TrainConfig
 from tests.helpers import two_file_corpus
 
@@ -614,3 +623,27 @@ def test_a_run_started_with_nohup_goes_on_when_the_terminal_closes(tmp_path):
     finally:
         p.kill()
     assert p.returncode == 0 and "SIGHUP" not in err and "SIGTERM" in err, err
+
+
+@pytest.mark.parametrize("tokenizer", ["auto", "bpe"])
+def test_resume_with_the_file_that_started_the_run(tmp_path, capsys, tokenizer):
+    """`--resume RUN --config FILE` with the very file that started RUN: "auto" was refused as
+    changing the tokenizer (run.json keeps the one chosen), and a BPE run's doubled default rate
+    was halved back to the file's."""
+    from engine.defaults import PRESET_DEFAULTS
+
+    lr = PRESET_DEFAULTS["tiny"].lr
+    toml = tmp_path / "run.toml"
+    text = (f'[run]\npreset = "tiny"\ntokenizer = "{tokenizer}"\nbpe_vocab = 300\n[train]\n'
+            f"lr = {lr}\nbatch_size = 2\nseq_len = 32\nepochs = 1000\nmax_steps = {{}}\n")
+    toml.write_text(text.format(2))
+    out = tmp_path / "r"
+    assert main(["train", str(_corpus(tmp_path)), "--config", str(toml), "--out", str(out),
+                 "--sample-tokens", "0", "--no-tensorboard"]) == 0
+    started = read_run_spec(out).train.lr
+    toml.write_text(text.format(3))
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--config", str(toml), "--sample-tokens", "0",
+                 "--no-tensorboard"]) == 0, capsys.readouterr().err
+    assert rf.read_pointer(out)["step"] == 3 and read_run_spec(out).train.lr == started
+    assert started == (2 * lr if tokenizer == "bpe" else lr)
