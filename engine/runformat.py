@@ -743,10 +743,18 @@ def _metrics_text(folder: str | Path) -> str | None:
 
 def _metric_columns(header: str) -> tuple[str, ...]:
     """The columns a metrics.csv header names: its own names when they are all ours (an older
-    file may have fewer), else ours in order (a damaged header lost every row)."""
-    names = tuple(n.strip() for n in header.split(","))
-    return names if "kind" in names and "step" in names and set(names) <= set(METRIC_FIELDS) \
-        else METRIC_FIELDS
+    file may have fewer; empty names after a last comma dropped), else ours in order (a
+    damaged header lost every row)."""
+    names = [n.strip() for n in header.split(",")]
+    while names and not names[-1]:
+        names.pop()
+    ok = "kind" in names and "step" in names and set(names) <= set(METRIC_FIELDS)
+    return tuple(names) if ok else METRIC_FIELDS
+
+
+def _is_header(line: str) -> bool:
+    """Whether a first line is a header (a file whose header was lost starts with a row)."""
+    return _metric_row(line, METRIC_FIELDS) is None
 
 
 def _metric_row(line: str, columns: tuple[str, ...]) -> dict[str, Any] | None:
@@ -754,6 +762,10 @@ def _metric_row(line: str, columns: tuple[str, ...]) -> dict[str, Any] | None:
     commas, not parsed as CSV: every field is a word or a number, and a stray quote swallowed
     every row after it (a line past the csv module's field limit raised)."""
     cells = line.rstrip("\r").split(",")
+    while len(cells) > len(columns) and len(cells) > len(METRIC_FIELDS) and not cells[-1]:
+        cells.pop()  # empty cells after a last comma
+    if len(cells) == len(METRIC_FIELDS) and len(columns) < len(METRIC_FIELDS):
+        columns = METRIC_FIELDS  # a row of today's under an older file's shorter header
     if len(cells) != len(columns):
         return None
     raw = dict(zip(columns, cells, strict=True))
@@ -774,8 +786,10 @@ def read_metrics(folder: str | Path) -> list[dict[str, Any]]:
     text = _metrics_text(folder)
     if not text:
         return []
-    header, *lines = text.split("\n")
-    columns = _metric_columns(header)
+    lines = text.split("\n")
+    columns = _metric_columns(lines[0]) if _is_header(lines[0]) else METRIC_FIELDS
+    if _is_header(lines[0]):
+        lines = lines[1:]
     return [row for line in lines if (row := _metric_row(line, columns)) is not None]
 
 
@@ -788,10 +802,12 @@ def truncate_metrics(folder: Path, step: int) -> int:
     text = _metrics_text(folder)
     if text is None:
         return 0
-    header, *lines = text.split("\n")
-    columns = _metric_columns(header)
-    if lines and (lines[-1] == "" or _metric_row(lines[-1], columns) is None):
-        lines.pop()  # the newline at the end, or a torn last line (no row can follow it)
+    lines = text.split("\n")
+    columns = _metric_columns(lines[0]) if _is_header(lines[0]) else METRIC_FIELDS
+    if _is_header(lines[0]):
+        lines = lines[1:]
+    if lines:
+        lines.pop()  # "" after the last newline, or a torn last line (no row can follow it)
     keep, odd = [",".join(METRIC_FIELDS)], 0
     for line in lines:
         row = _metric_row(line, columns)

@@ -417,3 +417,31 @@ def test_crash_corners_of_a_run_folder(made_run, tmp_path, capsys):
     rc, err = _resume(run3, capsys)
     assert rc == 2 and "latest.json: a folder where the run keeps a file" in err, err
     assert err.count("\n") == 1 and not [r for r in rf.read_metrics(run3) if r["step"] > 4]
+
+
+def test_metrics_rows_survive_odd_but_honest_files(tmp_path):
+    """A review of the line parser: rows of today's width under an older, shorter header were
+    dropped (and one from lost work came back after a resume); a file whose header was lost gave
+    up its first row; a header ending in a comma lost every row."""
+    header = ",".join(rf.METRIC_FIELDS)
+    row = lambda s: f"step,{s},0,{5 - s / 10},1.0,0.001,100.0,,{s / 10}"  # noqa: E731
+    old_header = ",".join(rf.METRIC_FIELDS[:-1])
+    old_row = lambda s: row(s).rsplit(",", 1)[0]  # noqa: E731
+    cases = {
+        "older_header": "\n".join([old_header, old_row(1), old_row(2), row(3), row(4), ""]),
+        "no_header": "\n".join([row(1), row(2), row(3), row(4), ""]),
+        "trailing_comma": "\n".join([header + ",", *(row(s) + "," for s in (1, 2, 3, 4)), ""]),
+    }
+    for name, text in cases.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / rf.METRICS).write_text(text)
+        assert [r["step"] for r in rf.read_metrics(folder)] == [1, 2, 3, 4], name
+        assert rf.truncate_metrics(folder, 3) == 0, name
+        assert [r["step"] for r in rf.read_metrics(folder)] == [1, 2, 3], name
+        assert (folder / rf.METRICS).read_text().splitlines()[0] == header
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / rf.METRICS).write_text("\n".join([header, row(1), row(2), row(3)[:-2]]))  # no "\n"
+    rf.truncate_metrics(torn, 5)
+    assert [r["step"] for r in rf.read_metrics(torn)] == [1, 2]  # a cut last line is dropped
