@@ -312,6 +312,16 @@ def overlay_settings(base: RunSettings, top: RunSettings) -> RunSettings:
         doc.pop("model", None)
         if "model" in new:
             doc["model"] = new["model"]
+    was, now = base.spec.preset, top.spec.preset
+    if "run.preset" in top.named and was != now and was in PRESET_DEFAULTS:
+        # a training setting at the shown preset's default follows the file's preset, as
+        # `train --config` gives it (medium trained at small's rate); one set by hand stays
+        kind = "bpe" if doc.get("run", {}).get("tokenizer") == "bpe" else "bytes"
+        old_d, new_d = PRESET_DEFAULTS[was].training(kind), PRESET_DEFAULTS[now].training(kind)
+        train = doc.setdefault("train", {})
+        for k, v in new_d.items():
+            if f"train.{k}" not in top.named and k in train and train[k] == old_d.get(k):
+                train[k] = v
     for key in top.named:
         *tables, leaf = key.split(".")
         src: Any = new

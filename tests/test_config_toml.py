@@ -162,3 +162,20 @@ def test_overlay_sets_only_what_the_file_names(tmp_path):
     assert got.spec.preset == "tiny" and got.spec.model is None  # the dims went with "custom"
     assert got.spec.train == base.spec.train and got.spec.prompts == base.spec.prompts
     assert got.corpus == (str(tmp_path / "b.txt"),) and not got.early_stopping.enabled
+
+
+def test_overlay_of_a_preset_moves_the_training_defaults_with_it(tmp_path):
+    """A file naming only preset = "medium" gave the window small's rate where `train --config`
+    gives medium's; settings set by hand stay."""
+    from dataclasses import replace
+
+    from engine import PRESET_DEFAULTS, RunSettings, RunSpec, TrainConfig, overlay_settings
+
+    base = RunSettings(RunSpec(preset="small", train=replace(TrainConfig.for_preset("small"),
+                                                             epochs=7)))
+    f = tmp_path / "s.toml"
+    f.write_text('[run]\npreset = "medium"\n')
+    got = overlay_settings(base, load_settings(f))
+    cli = load_settings(f).spec.train
+    assert got.spec.train.lr == cli.lr == PRESET_DEFAULTS["medium"].lr != PRESET_DEFAULTS["small"].lr
+    assert got.spec.train.epochs == 7  # set by hand: kept
