@@ -941,7 +941,8 @@ class MainWindow(QMainWindow):
         name = Path(folder).name
         step = self._run_step(folder)
         source, live = folder, self.worker is not None and folder == self.current_run
-        best = engine.best_if_not_latest(Path(folder))
+        run = self.worker.run_obj if live and self.worker is not None else None
+        best = engine.best_if_not_latest(Path(folder), run.step if run is not None else None)
         if best is not None:  # the latest weights were exported even when they had overfit
             which = self._which_snapshot(folder, best[1], step if live else None)
             if which is None:
@@ -966,8 +967,9 @@ class MainWindow(QMainWindow):
                 self, title + " into a new folder", str(_free(where / f"{name}-{kind}")),
                 options=QFileDialog.Option.DontConfirmOverwrite)
             chosen = Path(path)
-            if path and chosen.name == chosen.parent.name and not chosen.exists():
-                path = str(chosen.parent)  # Save on an existing folder's name steps into it
+            if (path and chosen.name == chosen.parent.name and not chosen.exists()
+                    and any(chosen.parent.iterdir()) and not engine.not_export_files(chosen.parent)):
+                path = str(chosen.parent)  # Save on an earlier export's name steps into it
             earlier = bool(path) and Path(path).is_dir() and any(Path(path).iterdir())
             other = engine.not_export_files(path) if earlier else []
             if other:  # it asked to replace "the earlier export", then named a CLI flag
@@ -1030,6 +1032,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("saving…")
             event.ignore()
             return
+        release(self._gc)  # first: a failed settings write below must not leave it off
         self.playground.stop()
         if self.playground.gen_thread is not None:
             self.playground.gen_thread.quit()
@@ -1040,5 +1043,4 @@ class MainWindow(QMainWindow):
         settings.save("preview/backend", self.backend.currentText())
         self.train.remember()
         self.preview.remember()
-        release(self._gc)
         super().closeEvent(event)

@@ -405,11 +405,13 @@ def read_pointer(folder: Path, which: str = LATEST) -> dict[str, Any] | None:
     return d if ok else None
 
 
-def best_if_not_latest(folder: Path) -> tuple[Path, dict[str, Any]] | None:
-    """The snapshot with the lowest held-out loss (``best.json``) when it is not the latest one
-    and is still on disk: its folder and its pointer ({"snapshot", "step", "val_loss"})."""
+def best_if_not_latest(folder: Path, now: int | None = None) -> tuple[Path, dict[str, Any]] | None:
+    """The snapshot with the lowest held-out loss (``best.json``) when it is not the latest
+    weights (the latest snapshot's, or ``now``: the step a run training now is at) and is still
+    on disk: its folder and its pointer ({"snapshot", "step", "val_loss"})."""
     best, latest = best_pointer(folder), read_pointer(folder, LATEST)
-    if best is None or latest is None or best["step"] == latest["step"]:
+    last = now if now is not None else latest["step"] if latest is not None else None
+    if best is None or last is None or best["step"] == last:
         return None
     snap = folder / SNAPSHOTS / best["snapshot"]
     name = best["snapshot"]

@@ -490,6 +490,6 @@ def test_a_full_disk_during_a_merged_export_names_the_output_and_the_fix(
     assert main(["export", "--merged", str(lora_run), str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {out}: cannot write the export (No space left on device); "
-                          "nothing was written there"), err
+                          "nothing new was written there"), err
     assert "free some space or choose another folder" in err and ".export-" not in err, err
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == []

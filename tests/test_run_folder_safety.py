@@ -445,3 +445,16 @@ def test_metrics_rows_survive_odd_but_honest_files(tmp_path):
     (torn / rf.METRICS).write_text("\n".join([header, row(1), row(2), row(3)[:-2]]))  # no "\n"
     rf.truncate_metrics(torn, 5)
     assert [r["step"] for r in rf.read_metrics(torn)] == [1, 2]  # a cut last line is dropped
+
+
+def test_best_is_offered_against_the_live_step_too(made_run, tmp_path):
+    """While a run trains past its last save, that save being the best still left newer
+    weights: the export question compares the best with the live step."""
+    run = _copy(made_run, tmp_path)
+    best = rf.best_pointer(run)
+    latest = rf.read_pointer(run)
+    if best is None or best["step"] != latest["step"]:
+        (run / rf.BEST).write_text(json.dumps({**latest, "val_loss": 1.0}))
+    assert rf.best_if_not_latest(run) is None
+    snap, ptr = rf.best_if_not_latest(run, now=latest["step"] + 3)
+    assert ptr["step"] == latest["step"] and snap.name == latest["snapshot"]

@@ -6,6 +6,7 @@ base. Every checksum the folder has is verified first (a half-written snapshot i
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -188,16 +189,19 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
         _publish(tmp, out, force)
     except OSError as exc:  # a full disk named the hidden staging folder's file, with no fix
         shutil.rmtree(tmp, ignore_errors=True)
-        free = shutil.disk_usage(out.parent).free
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            free = shutil.disk_usage(out.parent).free
+            fix = f"{free / 1e6:,.1f} MB free on its disk: free some space or choose another folder"
+        else:
+            fix = "choose another folder"
         raise CheckpointError(f"{out}: cannot write the export ({exc.strerror or exc}); nothing "
-                              f"was written there; {free / 1e6:,.1f} MB free on its disk: free "
-                              "some space or choose another folder") from None
+                              f"new was written there; {fix}") from None
     except CheckpointError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if tmp.name not in str(exc):
             raise
         raise CheckpointError(f"{out}: cannot write the export ({str(exc).rsplit(': ', 1)[-1]});"
-                              " nothing was written there; free some space or choose another "
+                              " nothing new was written there; free some space or choose another "
                               "folder") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

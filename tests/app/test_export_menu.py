@@ -252,14 +252,16 @@ def test_export_of_the_training_run_asks_best_or_current_and_reads_the_snapshot_
     folder = Path(win.current_run)
     snap0 = folder / "snapshots" / "step-0"
     assert snap0.is_dir()
-    monkeypatch.setattr(engine, "best_if_not_latest",
-                        lambda f: (snap0, {"snapshot": "step-0", "step": 0, "val_loss": 1.0}))
+    nows: list[int | None] = []
+    monkeypatch.setattr(engine, "best_if_not_latest", lambda f, now=None: nows.append(now) or (
+        snap0, {"snapshot": "step-0", "step": 0, "val_loss": 1.0}))
     asked: list[str | None] = []
     monkeypatch.setattr(type(win), "_which_snapshot",
                         lambda self, f, best, training=None: asked.append(training) or "best")
     _fake_save(monkeypatch, tmp_path / "best-merged")
     _action(win, "Export model (merged)…").trigger()
     assert asked and asked[0] is not None and asked[0].startswith("training, now at step")
+    assert isinstance(nows[0], int) and nows[0] >= 2  # compared with the live step, not latest.json
     qtbot.waitUntil(lambda: bool(win.errors) or "merged written" in win.log.toPlainText(),
                     timeout=RUN_TIMEOUT)
     assert not win.errors, win.errors
