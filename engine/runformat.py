@@ -517,21 +517,31 @@ def snapshots(folder: Path) -> list[tuple[int, Path]]:
 
 
 def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, Any], list[str]]:
-    """The snapshot ``which`` points to, verified; if it is missing or corrupt, the newest one that
-    verifies (a crash between publishing and re-pointing, or a damaged file). Returns (folder,
-    trainer.json, the reasons the snapshots passed over were refused). CheckpointError if none."""
+    """The snapshot ``which`` points to, verified, or a newer one that verifies (latest.json
+    only: a crash between publishing it and re-pointing); if it is missing or corrupt, the newest
+    one that verifies. Returns (folder, trainer.json, the reasons the snapshots passed over were
+    refused, and a newer one's notice). CheckpointError if none."""
     errors: list[str] = []
     ptr = read_pointer(folder, which)
-    candidates = [folder / SNAPSHOTS / ptr["snapshot"]] if ptr else []
+    # a snapshot newer than latest.json names was published just before a crash (or a save in
+    # progress re-points now): complete, and nothing after it was trained; it was passed over
+    newer = [p for n, p in reversed(snapshots(folder))
+             if which == LATEST and ptr is not None and n > ptr["step"]]
+    candidates = [*newer, *([folder / SNAPSHOTS / ptr["snapshot"]] if ptr else [])]
     candidates += [p for _, p in reversed(snapshots(folder)) if p not in candidates]
     for p in candidates:
         if p.is_symlink():  # it was followed, wherever it pointed
             errors.append(f"{p}: a link, not a snapshot folder of the run")
             continue
         try:
-            return p, verify_snapshot(p), errors
+            trainer = verify_snapshot(p)
         except CheckpointError as exc:  # another one is tried: no "use another snapshot" here
             errors.append(str(exc).removesuffix(f"; {ANOTHER_SNAPSHOT}"))
+            continue
+        if p in newer and ptr is not None:
+            errors.append(f"{folder / which} names {ptr['snapshot']}, but {p.name} is newer and "
+                          "complete (saved just before a crash)")
+        return p, trainer, errors
     if not errors:
         raise CheckpointError(f"{folder}: no snapshot in {folder / SNAPSHOTS}; the run was never "
                               "saved: start it again")

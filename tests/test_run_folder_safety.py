@@ -458,3 +458,15 @@ def test_best_is_offered_against_the_live_step_too(made_run, tmp_path):
     assert rf.best_if_not_latest(run) is None
     snap, ptr = rf.best_if_not_latest(run, now=latest["step"] + 3)
     assert ptr["step"] == latest["step"] and snap.name == latest["snapshot"]
+
+
+def test_a_snapshot_published_just_before_a_crash_is_resumed_from(made_run, tmp_path, capsys):
+    """A crash between publishing step-4 and re-pointing latest.json at it resumed from step 2
+    without a word (the complete step-4 was passed over and its steps trained again)."""
+    run = _copy(made_run, tmp_path)
+    (run / rf.LATEST).write_text(json.dumps({"snapshot": "step-2", "step": 2, "val_loss": None}))
+    rc, err = _resume(run, capsys)
+    assert rc == 0, err
+    assert "names step-2, but step-4 is newer and complete" in err and "using step-4" in err, err
+    assert "at step 4 of 6" in err
+    assert [r["step"] for r in rf.read_metrics(run) if r["kind"] == "step"] == [1, 2, 3, 4, 5, 6]
