@@ -538,8 +538,7 @@ class MainWindow(QMainWindow):
         self.preview.remember()
         self._reset_progress()
         self.plots.clear()
-        self.plots.set_compare("", [])
-        self.compared_run = None
+        self._clear_compare()
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling())
         self.train_thread = QThread(self)
         self.worker.moveToThread(self.train_thread)
@@ -697,8 +696,7 @@ class MainWindow(QMainWindow):
             return
         self.plots.show_run(folder)  # its history and its own bits/byte scale
         if folder == self.compared_run:  # not drawn over itself in grey
-            self.plots.set_compare("", [])
-            self.compared_run = None
+            self._clear_compare()
         self._reset_progress()
         self._show_saved_preview(folder)
         self.gallery.show_run(folder)
@@ -722,8 +720,7 @@ class MainWindow(QMainWindow):
             if self.state == "idle":
                 self._set_state("idle")
         if folder == self.compared_run:  # its grey curves stayed on the plot
-            self.plots.set_compare("", [])
-            self.compared_run = None
+            self._clear_compare()
         if folder == self.shown_run:
             self.plots.clear()
             self.preview.show_preview(f"{Path(folder).name} was deleted", "", "—")
@@ -784,6 +781,10 @@ class MainWindow(QMainWindow):
         self.plots.set_compare(Path(folder).name, engine.read_metrics(folder))
         self.compared_run = folder
         self.tabs.setCurrentIndex(0)
+
+    def _clear_compare(self) -> None:
+        self.plots.set_compare("", [])
+        self.compared_run = None
 
     def save_snapshot(self) -> None:
         if self.worker is None:
@@ -940,11 +941,13 @@ class MainWindow(QMainWindow):
             return
         name = Path(folder).name
         step = self._run_step(folder)
-        source, live = folder, self.worker is not None and folder == self.current_run
-        run = self.worker.run_obj if live and self.worker is not None else None
-        best = engine.best_if_not_latest(Path(folder), run.step if run is not None else None)
+        source = folder
+        run = self.worker.run_obj if self.worker is not None and folder == self.current_run \
+            else None
+        now = run.step if run is not None else None  # the live weights' step, while it trains
+        best = engine.best_if_not_latest(Path(folder), now)
         if best is not None:  # the latest weights were exported even when they had overfit
-            which = self._which_snapshot(folder, best[1], step if live else None)
+            which = self._which_snapshot(folder, best[1], now)
             if which is None:
                 return
             if which == "best":
@@ -988,22 +991,21 @@ class MainWindow(QMainWindow):
             force = True
         self.export(kind, path, source, force)
 
-    def _which_snapshot(self, folder: str, best: dict[str, object], training: str | None = None
-                        ) -> str | None:
-        """Ask whether to export the best snapshot or the latest weights (``training``: the
-        running run's current ones, "training, now at step N"): "best", "latest" or None
-        (cancelled)."""
+    def _which_snapshot(self, folder: str, best: dict[str, object],
+                        training: int | None = None) -> str | None:
+        """Ask whether to export the best snapshot or the latest weights (``training``: the step
+        of the running run's current ones): "best", "latest" or None (cancelled)."""
         latest = engine.read_pointer(Path(folder)) or {}
         val = latest.get("val_loss")
         now = f"held-out {val:.4f}" if isinstance(val, float) else "held-out loss not measured"
-        last_step = training.rsplit(" ", 1)[-1] if training else latest.get("step")
-        what = (f"its current weights are from step {last_step} (training)" if training
-                else f"its latest weights are from step {last_step} ({now})")
+        last_step = training if training is not None else latest.get("step")
+        what = (f"its current weights are from step {last_step} (training)"
+                if training is not None else f"its latest weights are from step {last_step} ({now})")
         box = QMessageBox(QMessageBox.Icon.Question, "Export",
                           f"{Path(folder).name}: its lowest held-out loss, {best['val_loss']:.4f}, "
                           f"was at step {best['step']}; {what}. Export which?", parent=self)
         b = box.addButton(f"Best (step {best['step']})", QMessageBox.ButtonRole.AcceptRole)
-        last = box.addButton(f"{'Current' if training else 'Latest'} (step {last_step})",
+        last = box.addButton(f"{'Current' if training is not None else 'Latest'} (step {last_step})",
                              QMessageBox.ButtonRole.AcceptRole)
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(b)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings
@@ -42,8 +43,6 @@ def save(key: str, value: Any) -> None:
 def last_folder(kind: str, default: str) -> str:
     """The folder a file dialog of ``kind`` ("corpus", "model", "settings") last picked from,
     if it still exists; else ``default`` (they all opened in the home or runs folder)."""
-    from pathlib import Path
-
     folder = str(load(f"dialogs/{kind}", ""))
     return folder if folder and Path(folder).is_dir() else default
 
@@ -51,7 +50,5 @@ def last_folder(kind: str, default: str) -> str:
 def remember_folder(kind: str, picked: str) -> None:
     """Remember where a dialog of ``kind`` picked ``picked`` (a file's folder, or a folder's
     parent) for the next one."""
-    from pathlib import Path
-
     p = Path(picked)
     save(f"dialogs/{kind}", str(p.parent if p.parent != p else p))

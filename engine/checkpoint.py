@@ -210,17 +210,12 @@ def save_model_files(
     return {n: sha256_file(folder / n) for n in names}
 
 
-def _newest_snapshot(folder: Path) -> Path | None:
-    """``folder/snapshots/step-N`` with the largest N that holds a config.json, if any."""
-    found: tuple[int, Path] | None = None
-    try:
-        for p in (folder / "snapshots").iterdir():
-            n = p.name.removeprefix("step-")
-            if n.isdigit() and (p / "config.json").is_file() and (found is None or int(n) > found[0]):
-                found = (int(n), p)
-    except OSError:
-        return None
-    return found[1] if found else None
+def is_model_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a model (config.json beside weights or an adapter): an export,
+    a snapshot, a downloaded model."""
+    return (folder / "config.json").is_file() and any(
+        (folder / n).exists() for n in ("model.safetensors", INDEX, "adapter_config.json",
+                                         "pytorch_model.bin"))
 
 
 def read_config(folder: Path) -> MambaConfig:
@@ -232,10 +227,12 @@ def read_config(folder: Path) -> MambaConfig:
             raise CheckpointError(f"{folder}: no such file or folder; {fix}")
         if not folder.is_dir():
             raise CheckpointError(f"{folder}: a file, not a folder; {fix}")
-        newest = _newest_snapshot(folder)
-        if newest is not None:  # a run folder whose run.json is gone: "not a model folder" only
+        from .runformat import snapshots  # (runformat imports this module)
+
+        usable = [p for _, p in snapshots(folder) if (p / "config.json").is_file()]
+        if usable:  # a run folder whose run.json is gone: it said "not a model folder" only
             raise CheckpointError(f"{folder}: no run.json and no config.json; its snapshots "
-                                  f"still load: use {newest}")
+                                  f"still load: use {usable[-1]}")
         raise CheckpointError(f"{folder}: no config.json (not a model folder)")
     from .limits import check_hf_config
     from .safeio import read_json

@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+from .checkpoint import is_model_folder
+
 TEXT_SUFFIXES = {
     ".txt", ".md", ".rst", ".py", ".js", ".ts", ".c", ".h", ".cpp", ".hpp", ".rs", ".go",
     ".java", ".kt", ".swift", ".rb", ".sh", ".toml", ".yaml", ".yml", ".json", ".html",
@@ -105,9 +107,7 @@ def not_text_folder(folder: Path) -> str | None:
     folder (config.json beside weights: an export, a snapshot, a downloaded model); else None."""
     if (folder / "run.json").is_file() and (folder / "snapshots").is_dir():
         return RUN_FOLDER
-    if (folder / "config.json").is_file() and any(
-            (folder / n).exists() for n in ("model.safetensors", "model.safetensors.index.json",
-                                             "adapter_config.json", "pytorch_model.bin")):
+    if is_model_folder(folder):
         return MODEL_FOLDER
     return None
 

@@ -257,15 +257,12 @@ class Run:
             if on_save is not None:
                 on_save(path)
 
-        eval_rows: list[int] = []  # the step of the last eval row written
-
-        def evaluated_at(step: int) -> bool:
-            return bool(eval_rows) and eval_rows[-1] == step
+        last_eval_row = [-1]  # the step of the last eval row written
 
         def step_hook(r: StepReport) -> None:
             rf.append_metric(self.folder, {"kind": "step", **asdict(r)})
             if r.val_loss is not None:
-                eval_rows[:] = [r.step]
+                last_eval_row[0] = r.step
                 rf.append_metric(self.folder, {"kind": "eval", "step": r.step, "epoch": r.epoch,
                                                "val_loss": r.val_loss})
             if on_step is not None:
@@ -280,7 +277,7 @@ class Run:
 
         def epoch_hook(rep: EpochReport) -> None:
             val = rep.val.loss if rep.val is not None else None
-            if val is not None and not evaluated_at(self.step):  # once per step in metrics.csv
+            if val is not None and last_eval_row[0] != self.step:  # once per step in metrics.csv
                 rf.append_metric(self.folder, {"kind": "eval", "step": self.step, "epoch": rep.epoch,
                                                "val_loss": val})
             if on_epoch is not None:

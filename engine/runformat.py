@@ -29,12 +29,12 @@ are removed by ``clean_stale`` when a run is opened for writing.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import errno
 import fcntl
 import io
-import json
 import math
 import os
 import shutil
@@ -185,10 +185,9 @@ def read_run_json(folder: Path) -> dict[str, Any]:
         here = Path(folder)
         if here.parent.name == SNAPSHOTS and (here.parent.parent / RUN_JSON).exists():
             hint = f" but a snapshot of the run {here.parent.parent}: resume that"
-        elif snapshots(here):
-            newest = snapshots(here)[-1][1]
+        elif found := snapshots(here):
             hint = (f" (lost or deleted): its snapshots still load for generate/eval/export; to "
-                    f"train on, start a new run with --init {newest}")
+                    f"train on, start a new run with --init {found[-1][1]}")
         raise CheckpointError(f"{folder}: no {RUN_JSON}, not a run folder{hint}")
     d = _read(path, RUN_JSON)
     if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("version"), int):
@@ -414,8 +413,7 @@ def best_if_not_latest(folder: Path, now: int | None = None) -> tuple[Path, dict
     if best is None or last is None or best["step"] == last:
         return None
     snap = folder / SNAPSHOTS / best["snapshot"]
-    name = best["snapshot"]
-    ok = "/" not in name and name not in ("", ".", "..") and not snap.is_symlink() and snap.is_dir()
+    ok = _snapshot_step(best["snapshot"]) is not None and _real_dir(snap)
     return (snap, best) if ok and isinstance(best.get("val_loss"), (int, float)) else None
 
 
@@ -573,7 +571,7 @@ def clean_stale(folder: Path) -> list[str]:
     if snaps.is_dir():  # a crash between the two renames of a step saved again: the old copy
         for p in snaps.iterdir():  # is put back (both copies were deleted here)
             name = p.name.removeprefix(f"{TMP_PREFIX}old-").rsplit("-", 1)[0]
-            if (p.name.startswith(f"{TMP_PREFIX}old-") and p.is_dir() and not p.is_symlink()
+            if (p.name.startswith(f"{TMP_PREFIX}old-") and _real_dir(p)
                     and _snapshot_step(name) is not None and not (snaps / name).exists()):
                 os.rename(p, snaps / name)
     for base in (folder, folder / DATA, folder / SNAPSHOTS):
@@ -719,12 +717,8 @@ def note_run_number(folder: Path) -> None:
     given = _numbers_given(root)
     today = {k: v for k, v in given.items() if k[:10] == stem[:10]}
     today[stem] = max(today.get(stem, 0), int(n))
-    tmp = root / f".run-numbers-{os.getpid()}.tmp"
-    try:
-        tmp.write_text(json.dumps(today))
-        os.replace(tmp, root / RUN_NUMBERS)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    with contextlib.suppress(OSError, CheckpointError):
+        ckpt.atomic_write_json(root / RUN_NUMBERS, today)
 
 
 # ------------------------------------------------------------------------------ metrics / status
@@ -792,16 +786,22 @@ def _metric_row(line: str, columns: tuple[str, ...]) -> dict[str, Any] | None:
     return row if row["kind"] in ("step", "eval") else None
 
 
+def _metric_lines(text: str) -> tuple[tuple[str, ...], list[str]]:
+    """A metrics.csv text's columns and its lines after the header (all of them when the
+    header was lost)."""
+    lines = text.split("\n")
+    if not _is_header(lines[0]):
+        return METRIC_FIELDS, lines
+    return _metric_columns(lines[0]), lines[1:]
+
+
 def read_metrics(folder: str | Path) -> list[dict[str, Any]]:
     """metrics.csv as dicts (kind: str, step/epoch: int, the rest float or None); a line that is
     not a row (a torn last line from a crash, an edit) is skipped."""
     text = _metrics_text(folder)
     if not text:
         return []
-    lines = text.split("\n")
-    columns = _metric_columns(lines[0]) if _is_header(lines[0]) else METRIC_FIELDS
-    if _is_header(lines[0]):
-        lines = lines[1:]
+    columns, lines = _metric_lines(text)
     return [row for line in lines if (row := _metric_row(line, columns)) is not None]
 
 
@@ -814,10 +814,7 @@ def truncate_metrics(folder: Path, step: int) -> int:
     text = _metrics_text(folder)
     if text is None:
         return 0
-    lines = text.split("\n")
-    columns = _metric_columns(lines[0]) if _is_header(lines[0]) else METRIC_FIELDS
-    if _is_header(lines[0]):
-        lines = lines[1:]
+    columns, lines = _metric_lines(text)
     if lines:
         lines.pop()  # "" after the last newline, or a torn last line (no row can follow it)
     keep, odd = [",".join(METRIC_FIELDS)], 0

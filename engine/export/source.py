@@ -91,12 +91,6 @@ def not_export_files(folder: str | Path) -> list[str]:
         return []
 
 
-def _an_export(folder: Path) -> bool:
-    """Whether ``folder`` holds a model export (config.json beside weights or an adapter)."""
-    return (folder / "config.json").is_file() and any(
-        (folder / n).exists() for n in ("model.safetensors", ckpt.INDEX, "adapter_config.json"))
-
-
 def _is_gguf(p: Path) -> bool:
     """Whether ``p`` (or the file a link ``p`` points to) is a regular file starting with the
     GGUF magic (an earlier --gguf export)."""
@@ -158,7 +152,7 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
                                       "folder name")
     missing = [p for p in out.parents if not p.exists()]
     base = next((p for p in out.parents if p.exists()), Path("."))  # what the export writes in
-    if not file and _an_export(base):  # a save dialog that stepped into an earlier export wrote X/X
+    if not file and ckpt.is_model_folder(base):  # a save dialog that stepped into an earlier export wrote X/X
         raise CheckpointError(f"{out}: inside an earlier export, {base}; choose a folder of its "
                               f"own, or {base} itself to replace that export")
     if not base.is_dir():

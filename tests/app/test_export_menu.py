@@ -260,7 +260,7 @@ def test_export_of_the_training_run_asks_best_or_current_and_reads_the_snapshot_
                         lambda self, f, best, training=None: asked.append(training) or "best")
     _fake_save(monkeypatch, tmp_path / "best-merged")
     _action(win, "Export model (merged)…").trigger()
-    assert asked and asked[0] is not None and asked[0].startswith("training, now at step")
+    assert asked and asked[0] is not None and asked[0] == nows[0]  # the live step, asked about
     assert isinstance(nows[0], int) and nows[0] >= 2  # compared with the live step, not latest.json
     qtbot.waitUntil(lambda: bool(win.errors) or "merged written" in win.log.toPlainText(),
                     timeout=RUN_TIMEOUT)
