@@ -22,7 +22,8 @@ class StepReport:
     elapsed_s: float
     nonfinite: bool = False
     skipped_tensors: tuple[str, ...] = ()
-    val_loss: float | None = None  # held-out loss, on steps where ``eval_every`` asks for it
+    val_loss: float | None = None  # held-out loss: every ``eval_every`` steps, and the run's
+    # last step when it ends mid-epoch (``max_steps``)
 
 
 def format_duration(seconds: float) -> str:

@@ -257,12 +257,13 @@ class Run:
             if on_save is not None:
                 on_save(path)
 
-        last_eval_row = [-1]  # the step of the last eval row written
+        last_eval: dict[int, float] = {}  # the step of the last eval row written: its loss
 
         def step_hook(r: StepReport) -> None:
             rf.append_metric(self.folder, {"kind": "step", **asdict(r)})
             if r.val_loss is not None:
-                last_eval_row[0] = r.step
+                last_eval.clear()
+                last_eval[r.step] = r.val_loss
                 rf.append_metric(self.folder, {"kind": "eval", "step": r.step, "epoch": r.epoch,
                                                "val_loss": r.val_loss})
             if on_step is not None:
@@ -277,7 +278,7 @@ class Run:
 
         def epoch_hook(rep: EpochReport) -> None:
             val = rep.val.loss if rep.val is not None else None
-            if val is not None and last_eval_row[0] != self.step:  # once per step in metrics.csv
+            if val is not None and self.step not in last_eval:  # once per step in metrics.csv
                 rf.append_metric(self.folder, {"kind": "eval", "step": self.step, "epoch": rep.epoch,
                                                "val_loss": val})
             if on_epoch is not None:
@@ -305,7 +306,8 @@ class Run:
             raise
         if self.step != self.saved_step:
             try:
-                save(self._val_loss(control))
+                # the run's last step was evaluated (an end mid-epoch): not again
+                save(last_eval[self.step] if self.step in last_eval else self._val_loss(control))
             except (OSError, MambaStudioError) as exc:  # the last save: the run's end or a Stop
                 self._status_if_possible("stopped")  # (it said only "could not write <temp>")
                 raise TrainingError(

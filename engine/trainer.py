@@ -406,7 +406,9 @@ class Trainer:
         self.cursor.group += 1
         self.cursor.step += 1
         val_loss = None
-        if c.eval_every > 0 and self.cursor.step % c.eval_every == 0:
+        ends_run = (self.cursor.step >= self.total_steps  # the run's last step, mid-epoch (an
+                    and self.cursor.group < self.steps_per_epoch)  # epoch's end evaluates anyway)
+        if (c.eval_every > 0 and self.cursor.step % c.eval_every == 0) or ends_run:
             val = self.held_out()  # None when a stop came during it: the loop stops next
             val_loss = val.loss if val is not None else None
             self._last_eval = (self.cursor.step, val) if val is not None else None

@@ -543,6 +543,33 @@ def test_an_epoch_end_at_an_eval_step_is_evaluated_saved_and_logged_once(tmp_pat
     assert rf.read_epochs_done(tmp_path / "r") == 2
 
 
+def test_a_run_ending_mid_epoch_logs_its_last_held_out_loss_once(tmp_path, monkeypatch):
+    """A run that ends on max_steps inside an epoch evaluated its held-out set for the last
+    save, but the loss reached neither metrics.csv (so no plot or TensorBoard) nor the step's
+    report (the window and the CLI never showed it)."""
+    from engine.trainer import Trainer
+
+    calls: list[int] = []
+    real = Trainer.evaluate
+
+    def counted(self, *a, **k):  # noqa: ANN001, ANN002, ANN003
+        calls.append(self.cursor.step)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Trainer, "evaluate", counted)
+    reports = []
+    with start(_spec(max_steps=3, epochs=2), [_corpus(tmp_path)], out=tmp_path / "r") as run:
+        assert run.trainer.steps_per_epoch > 3  # the end is inside the first epoch
+        run.train(on_step=reports.append)
+    assert calls == [3]  # evaluated once, at the last step, and not again for the save
+    assert [r.val_loss is not None for r in reports] == [False, False, True]
+    rows = read_metrics(tmp_path / "r")
+    evals = [(r["step"], r["val_loss"]) for r in rows if r["kind"] == "eval"]
+    assert len(evals) == 1 and evals[0][0] == 3
+    assert evals[0][1] == pytest.approx(reports[-1].val_loss)
+    assert rf.read_pointer(tmp_path / "r")["val_loss"] == pytest.approx(reports[-1].val_loss)
+
+
 def test_a_deleted_runs_name_is_not_given_to_the_next_run(tmp_path):
     """After the newest run was deleted the next run got its name (2026-12-04-small-3 again),
     so its exports and samples could be taken for the deleted run's."""

@@ -126,8 +126,9 @@ class PlotsPanel(QWidget):
                                 symbol="o", symbolSize=7, symbolBrush=c["epoch"])
         self.val_loss = curve(lp, ll, "held-out (epoch)", pen=pg.mkPen(c["val"], width=2),
                               symbol="s", symbolSize=7, symbolBrush=c["val"])
-        self.val_step = curve(lp, ll, "held-out (step)",
-                              pen=pg.mkPen(c["vstep"], width=1, style=Qt.PenStyle.DashLine))
+        self.val_step = curve(lp, ll, "held-out (step)",  # a marker on each: one alone shows
+                              pen=pg.mkPen(c["vstep"], width=1, style=Qt.PenStyle.DashLine),
+                              symbol="d", symbolSize=6, symbolBrush=c["vstep"], symbolPen=None)
         self.nan_marks = curve(lp, ll, "NaN step", pen=None, symbol="x", symbolSize=10,
                                symbolBrush="r", symbolPen="r")
         self.cmp_loss = lp.plot(pen=pg.mkPen(c["cmp"], width=1, style=Qt.PenStyle.DotLine))

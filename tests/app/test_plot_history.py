@@ -165,3 +165,23 @@ def test_opening_a_run_shows_its_own_last_samples(qtbot, tmp_path, runs):
         assert "none saved" in win.preview.tag.text()
     finally:
         close_window(qtbot, win)
+
+
+def test_a_run_ending_on_max_steps_shows_its_last_held_out_loss(qtbot, tmp_path):
+    """A run ending inside an epoch (max steps, no eval cadence) measured a held-out loss for its
+    last save that no plot showed; a single held-out (step) point drew nothing (a dashed line
+    without markers needs two points)."""
+    live = PlotsPanel()
+    qtbot.addWidget(live)
+    with start(_spec("bytes", eval_every=0, max_steps=3), [_corpus(tmp_path)],
+               out=tmp_path / "r") as run:
+        assert run.trainer.steps_per_epoch > 3
+        _feed(live, run)
+    pic = _picture(live)
+    assert pic["val_step_x"] == [3.0] and pic["val_x"] == []
+    opened = PlotsPanel()
+    qtbot.addWidget(opened)
+    opened.show_run(tmp_path / "r")
+    assert _picture(opened) == pic
+    opened._redraw()
+    assert len(opened.val_step.scatter.points()) == 1  # one marker: the point is visible
