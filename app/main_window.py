@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 import engine
 
 from . import settings
+from .confirm import confirm
 from .gc_thread import collect_on_gui_thread, release
 from .panels.corpus_panel import CorpusPanel, skip_line
 from .panels.gallery_panel import GalleryPanel
@@ -986,7 +987,7 @@ class MainWindow(QMainWindow):
         settings.save("export/folder", str(Path(path).parent))  # the next export starts there
         force = False
         if earlier:
-            if QMessageBox.question(self, "Export", what) != QMessageBox.StandardButton.Yes:
+            if not confirm(self, "Export", what):
                 return
             force = True
         self.export(kind, path, source, force)

@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QMessageBox,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -36,6 +35,7 @@ from PySide6.QtWidgets import (
 import engine
 
 from .. import settings
+from ..confirm import confirm
 from ..words import plural
 from ..workers import run_in_thread
 
@@ -484,8 +484,8 @@ class CorpusPanel(QWidget):
         files went without a word)."""
         sample = self.sample_dir.resolve()
         own = [p for p in self.files if sample not in Path(p).resolve().parents]
-        if own and QMessageBox.question(
+        if own and not confirm(
                 self, "Sample corpus", f"Replace the {plural(len(self.files), 'file')} of the "
-                "corpus with the bundled sample texts?") != QMessageBox.StandardButton.Yes:
+                "corpus with the bundled sample texts?"):
             return
         self.load_sample()

@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QMessageBox,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -26,6 +25,7 @@ from PySide6.QtWidgets import (
 
 import engine
 
+from ..confirm import confirm
 from ..workers import run_in_thread
 
 ADAPTER_TIP = "Write the LoRA adapter in PEFT format (LoRA runs only)"
@@ -216,8 +216,7 @@ class RunsPanel(QWidget):
             return
         if self._training(folder):  # refused before asking (it asked, then refused)
             return
-        answer = QMessageBox.question(self, "Delete run", f"Delete {folder} and all its snapshots?")
-        if answer == QMessageBox.StandardButton.Yes:
+        if confirm(self, "Delete run", f"Delete {folder} and all its snapshots?"):
             self.delete_run(folder)
 
     def _training(self, folder: str) -> bool:

@@ -167,6 +167,38 @@ def test_delete_of_a_training_run_is_refused_before_asking(win, tmp_path, monkey
     assert asked == [] and "is training" in said[-1] and Path(folder).exists()
 
 
+def test_enter_in_the_delete_question_keeps_the_run(win, qtbot, tmp_path):
+    """The real question box: Enter (its default button) deleted the run and all its snapshots;
+    only an explicit Yes does."""
+    from PySide6.QtCore import Qt, QTimer
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    folder = _run(tmp_path / "runs", 0)
+    win.runs.refresh()
+    win.runs.select(folder)
+    seen: list[str] = []
+
+    def answer(key: Qt.Key) -> None:
+        box = QApplication.activeModalWidget()
+        if box is None:  # not shown yet
+            QTimer.singleShot(20, lambda: answer(key))
+            return
+        seen.append(box.text())
+        if key == Qt.Key.Key_Y:
+            box.button(QMessageBox.StandardButton.Yes).click()
+        else:
+            QTest.keyClick(box, key)
+
+    QTimer.singleShot(0, lambda: answer(Qt.Key.Key_Return))
+    win.runs._delete_selected()
+    assert seen and "all its snapshots" in seen[0]
+    assert Path(folder).exists()
+    QTimer.singleShot(0, lambda: answer(Qt.Key.Key_Y))
+    win.runs._delete_selected()
+    assert len(seen) == 2 and not Path(folder).exists()
+
+
 def test_delete_of_a_paused_run_says_paused_not_training(win, tmp_path):
     """Delete… on a run paused in this window said it "is training"."""
     folder = _run(tmp_path / "runs", 0)
