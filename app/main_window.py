@@ -927,7 +927,7 @@ class MainWindow(QMainWindow):
         """The step an export of ``folder`` starts from, for the save dialog's title."""
         run = self.worker.run_obj if self.worker is not None else None
         if run is not None and str(run.folder) == folder:
-            return f"training, now at step {run.step}"
+            return f"training: its weights when you press Save, past step {run.step}"
         ptr = engine.read_pointer(Path(folder))
         return f"step {ptr['step']}" if ptr else "no snapshot yet"
 
@@ -995,18 +995,20 @@ class MainWindow(QMainWindow):
     def _which_snapshot(self, folder: str, best: dict[str, object],
                         training: int | None = None) -> str | None:
         """Ask whether to export the best snapshot or the latest weights (``training``: the step
-        of the running run's current ones): "best", "latest" or None (cancelled)."""
+        of the running run's current ones, which move on until the export is made between two
+        steps after the save dialog): "best", "latest" or None (cancelled)."""
         latest = engine.read_pointer(Path(folder)) or {}
         val = latest.get("val_loss")
         now = f"held-out {val:.4f}" if isinstance(val, float) else "held-out loss not measured"
         last_step = training if training is not None else latest.get("step")
-        what = (f"its current weights are from step {last_step} (training)"
-                if training is not None else f"its latest weights are from step {last_step} ({now})")
+        what = (f"it is training (step {last_step} as this opened): Current exports its weights "
+                "when you press Save in the next dialog" if training is not None
+                else f"its latest weights are from step {last_step} ({now})")
         box = QMessageBox(QMessageBox.Icon.Question, "Export",
                           f"{Path(folder).name}: its lowest held-out loss, {best['val_loss']:.4f}, "
                           f"was at step {best['step']}; {what}. Export which?", parent=self)
         b = box.addButton(f"Best (step {best['step']})", QMessageBox.ButtonRole.AcceptRole)
-        last = box.addButton(f"{'Current' if training is not None else 'Latest'} (step {last_step})",
+        last = box.addButton("Current (at Save)" if training is not None else f"Latest (step {last_step})",
                              QMessageBox.ButtonRole.AcceptRole)
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(b)

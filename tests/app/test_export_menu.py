@@ -327,3 +327,30 @@ def test_export_dialog_suggests_a_free_name_and_never_offers_to_replace_a_users_
     assert "holds files an export does not write (notes.txt); choose a new folder name" in \
         win.errors[-1] and "--force" not in win.errors[-1]
     assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
+
+
+def test_the_question_for_a_training_run_names_no_step_the_export_will_not_have(win, tmp_path):
+    """While a run trains, "Current (step 193)" exported step 298: the weights move on until the
+    export runs between two steps after the save dialog. The question says when they are taken."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    folder = _run(tmp_path / "runs", 0)
+    seen: list[tuple[str, list[str]]] = []
+
+    def answer() -> None:
+        box = QApplication.activeModalWidget()
+        if box is None:
+            QTimer.singleShot(20, answer)
+            return
+        seen.append((box.text(), [b.text() for b in box.buttons()]))
+        box.reject()
+
+    QTimer.singleShot(0, answer)
+    assert win._which_snapshot(folder, {"step": 1, "val_loss": 1.5}, training=193) is None
+    text, buttons = seen[0]
+    assert "Best (step 1)" in buttons and "Current (at Save)" in buttons
+    assert "when you press Save" in text
+    QTimer.singleShot(0, answer)
+    win._which_snapshot(folder, {"step": 1, "val_loss": 1.5})  # a closed run: its latest step
+    assert "Latest (step 0)" in seen[1][1]
