@@ -457,17 +457,28 @@ class MainWindow(QMainWindow):
         self._refresh_estimate()
 
     def _epoch_rows(self, spec: engine.RunSpec) -> int | str | None:
-        """The packed training rows of one epoch of the next new run, counted by
-        ``engine.plan_epoch`` (the run's own encode, split and pack, so the estimate's steps per
-        epoch are the run's) in a worker, once per corpus and split settings. None while
-        counting; a str says why there is no count."""
+        """The packed training rows of one epoch of the next run, counted in a worker once per
+        corpus and split settings: a new run's by ``engine.plan_epoch`` (the run's own encode,
+        split and pack, so the estimate's steps per epoch are the run's), a continued run's from
+        its saved ids (``engine.read_epoch_rows``). None while counting; a str says why there
+        is no count."""
         paths = tuple(self.corpus.paths())
         tok = self.corpus.tokenizer  # an opened model's; None: a new run's own tokenizer
-        if not paths:
-            return "no corpus"
-        if tok is None and engine.choose_tokenizer(spec.tokenizer, self.corpus.n_bytes()) == "bpe":
-            return "after Start (the BPE tokenizer is trained on the corpus then)"
-        key = (paths, spec.records, id(tok), spec.holdout, spec.train.seed, spec.train.seq_len)
+        folder = self.continue_dir  # a Continue trains on the run's saved ids, not the corpus
+        if folder is not None:
+            key: tuple[object, ...] = ("continue", folder, spec.train.seq_len)
+
+            def count() -> int:
+                return engine.read_epoch_rows(folder)
+        else:
+            if not paths:
+                return "no corpus"
+            if tok is None and engine.choose_tokenizer(spec.tokenizer, self.corpus.n_bytes()) == "bpe":
+                return "after Start (the BPE tokenizer is trained on the corpus then)"
+            key = (paths, spec.records, id(tok), spec.holdout, spec.train.seed, spec.train.seq_len)
+
+            def count() -> int:
+                return engine.plan_epoch(spec, paths, tok).rows
         if key in self._rows:
             return self._rows[key]
         if self.state != "idle":
@@ -475,8 +486,8 @@ class MainWindow(QMainWindow):
         if self._counting is None:
             self._counting = key
 
-            def done(plan: engine.EpochPlan) -> None:
-                self._rows[key] = plan.rows
+            def done(rows: int) -> None:
+                self._rows[key] = rows
                 self._counting = None
                 self._refresh_estimate()
 
@@ -485,7 +496,7 @@ class MainWindow(QMainWindow):
                 self._counting = None
                 self._refresh_estimate()
 
-            run_in_thread(lambda: engine.plan_epoch(spec, paths, tok), done, fail, owner=self)
+            run_in_thread(count, done, fail, owner=self)
         return None
 
     # ---------------------------------------------------------------- training

@@ -690,6 +690,26 @@ def read_model_config(folder: str | Path) -> MambaConfig:
     return ckpt.read_config(folder / rf.SNAPSHOTS / str(latest["snapshot"]))
 
 
+def read_epoch_rows(folder: str | Path) -> int:
+    """The rows one epoch of a run trains on, from its saved token ids at its own sequence
+    length (a Continue's steps per epoch are ``epoch_steps(rows, batch x accumulation)``: the
+    corpus the window shows is not what it trains on). Reads the ids and the latest snapshot's
+    tokenizer, not its weights."""
+    from .data import make_rows
+    from .tokenizer import load_tokenizer
+
+    folder = Path(folder)
+    seq_len = read_run_spec(folder).train.seq_len
+    data = rf.read_data(folder)
+    if data.records == "stream":
+        return len(make_rows(np.asarray(data.train_ids), seq_len)[0])
+    latest = rf.read_pointer(folder, rf.LATEST)
+    if not latest:
+        raise CheckpointError(f"{folder}: no snapshot to read the tokenizer from")
+    tok = load_tokenizer(folder / rf.SNAPSHOTS / str(latest["snapshot"]))
+    return len(pack_documents(data.ids, data.train_spans, seq_len, tok))
+
+
 def _prefixed(tensors: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
     return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
 

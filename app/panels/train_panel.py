@@ -373,7 +373,10 @@ class TrainPanel(QWidget):
     # what a continued run keeps as it was trained (engine.RESUME_OVERRIDES are the others)
     CONTINUE_FIXED = ("preset", "d_model", "n_layer", "d_state", "batch", "seq_len", "accum",
                       "weight_decay", "clip", "seed", "checkpointing")
-    _RESUMED = ("epochs", "lr", "max_steps", *CONTINUE_FIXED)
+    # shown as the run has them, off while continuing (``_update``): a continue trains with its own
+    # tokenizer and weights (the previous run's "bpe" stayed shown for a bytes run)
+    _RUN_OWN = ("tokenizer", "bpe_vocab", "init_scheme")
+    _RESUMED = ("epochs", "lr", "max_steps", *CONTINUE_FIXED, *_RUN_OWN)
 
     def show_resumable(self, spec: engine.RunSpec) -> None:
         """Show a run's own settings: epochs, learning rate and max steps (what Continue may
@@ -397,6 +400,10 @@ class TrainPanel(QWidget):
         for box, value in shown:
             _set_value(box, value)
         self.checkpointing.setChecked(tc.activation_checkpointing)
+        for box, value in ((self.tokenizer, spec.tokenizer), (self.bpe_vocab, spec.bpe_vocab),
+                           (self.init_scheme, spec.init_scheme)):
+            if not isinstance(box, QComboBox) or box.findText(str(value)) >= 0:
+                _set_value(box, value)
         for k in self.CONTINUE_FIXED:
             getattr(self, k).setEnabled(False)
             getattr(self, k).setToolTip(KEPT_ON_CONTINUE)
@@ -488,7 +495,7 @@ class TrainPanel(QWidget):
         self.tokenizer.setEnabled(not own)
         self.bpe_vocab.setEnabled(not own and self.tokenizer.currentText() != "bytes")
         self.tokenizer.setToolTip(OWN_TOKENIZER_TIP[self.start] if own else TIPS["tokenizer"])
-        self.init_scheme.setEnabled(self.model_override is None)  # opened weights need no init
+        self.init_scheme.setEnabled(not own)  # opened weights and a continued run need no init
         self.vocab_hint = self.bpe_vocab.value() if bpe else engine.ByteTokenizer.vocab_size
         lora_on = self.lora.isChecked()
         for t, cb in self.targets.items():
@@ -527,8 +534,8 @@ class TrainPanel(QWidget):
         for k in self._KEYS:  # while continuing a run, its own values are not remembered
             settings.save(f"train/{k}", kept.get(k, getattr(self, k).value()))
         settings.save("train/preset", kept.get("preset", self.preset.currentText()))
-        settings.save(TOKENIZER_KEY, self.tokenizer.currentText())
-        settings.save("train/init_scheme", self.init_scheme.currentText())
+        settings.save(TOKENIZER_KEY, kept.get("tokenizer", self.tokenizer.currentText()))
+        settings.save("train/init_scheme", kept.get("init_scheme", self.init_scheme.currentText()))
         lora, wsla = ((self.lora.isChecked(), self.wsla.isChecked()) if self.start == "opened"
                       else self._adapt_wanted)  # ticked again when weights are next opened
         settings.save("train/lora", lora)

@@ -349,6 +349,33 @@ def test_continue_forgets_an_opened_model(win, qtbot, tiny_run):
     assert "tokenizer bpe: trained at Start" in win.corpus.summary.text()
 
 
+def test_continue_shows_the_runs_own_tokenizer_and_steps_per_epoch(win, qtbot, tiny_run,
+                                                                    tmp_path):
+    """Continue of a bytes run after the panel was set to BPE: the greyed box still said bpe and
+    the estimate said "steps per epoch: after Start (the BPE tokenizer is trained...)" for a run
+    that trains no tokenizer and whose epoch is its saved ids, not the corpus shown."""
+    import engine
+
+    other = tmp_path / "other.txt"  # the corpus shown is not the run's: 3x its rows
+    other.write_text("".join(f"line {i} of another corpus\n" for i in range(2_000)))
+    win.corpus.files.clear()
+    win.corpus.add_paths([str(other)], sync=True)
+    win.train.tokenizer.setCurrentText("bpe")
+    win.train.init_scheme.setCurrentText("reference")
+    win.choose_continue(tiny_run)
+    assert win.train.tokenizer.currentText() == "bytes" and not win.train.tokenizer.isEnabled()
+    assert win.train.init_scheme.currentText() == "default"
+    assert not win.train.init_scheme.isEnabled()  # a continued run is not initialised again
+    with runapi.resume(tiny_run) as run:
+        steps = run.trainer.steps_per_epoch
+    assert engine.read_epoch_rows(tiny_run) == len(run.trainer.rows)
+    qtbot.waitUntil(lambda: f"{steps:,} step" in win.estimate.text(), timeout=RUN_TIMEOUT)
+    assert "after Start" not in win.estimate.text()
+    win.new_model()  # the new-run choices come back
+    assert win.train.tokenizer.currentText() == "bpe" and win.train.tokenizer.isEnabled()
+    assert win.train.init_scheme.currentText() == "reference" and win.train.init_scheme.isEnabled()
+
+
 def test_settings_file_round_trip_and_one_line_error(win, qtbot, tmp_path):
     path = tmp_path / "run.toml"
     win.train.lr.setValue(0.0042)
