@@ -4,6 +4,7 @@ stream in, with temperature, top-k, top-p, repetition penalty, length, seed and 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from PySide6.QtCore import QThread, Signal
 from PySide6.QtGui import QTextCursor
@@ -95,6 +96,7 @@ class PlaygroundPanel(QWidget):
         self.stop_btn.clicked.connect(self.stop)
         self.stop_btn.setEnabled(False)
         self.output = QPlainTextEdit()
+        self._made_with = ""  # the model the output's text was generated with
         self.output.setReadOnly(True)
         self.output.setPlaceholderText("Generated text streams here.")
         self.status = QLabel("pick a run or a model folder")
@@ -149,8 +151,11 @@ class PlaygroundPanel(QWidget):
         if self.gen_thread is not None:
             return  # a generation in flight keeps its own status
         text = text.strip()
-        self.status.setText(f"model: {text} — Generate (Ctrl+G)"
-                            if text else "pick a run or a model folder")
+        made = self._made_with  # the text below stays, so it says whose it is when that changed
+        note = (f" · the text below is from {Path(made).name}"
+                if made and made != text and self.output.toPlainText() else "")
+        self.status.setText((f"model: {text} — Generate (Ctrl+G)" if text
+                             else "pick a run or a model folder") + note)
 
     def _browse(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Open a model or run folder", self.runs_root)
@@ -174,6 +179,7 @@ class PlaygroundPanel(QWidget):
         prompt = self.prompt.toPlainText()
         settings.save("playground/prompt", prompt)
         self.output.setPlainText(prompt)
+        self._made_with = source
         self.worker = GenerateWorker(source, prompt, self.sampling(), self.backend.currentText())
         self.gen_thread = QThread(self)
         self.worker.moveToThread(self.gen_thread)

@@ -58,6 +58,12 @@ def test_playground_streams_tokens(win, qtbot, tiny_run):
     pg.generate()  # same seed and settings: the same text
     qtbot.waitSignal(pg.finished, timeout=RUN_TIMEOUT).wait()
     assert pg.output.toPlainText() == first
+    # another model picked (as a run's end does): the text kept below says whose it is
+    pg.set_source(str(Path(tiny_run).with_name("another-run")))
+    assert pg.status.text().endswith(f"the text below is from {Path(tiny_run).name}")
+    assert pg.output.toPlainText() == first
+    pg.set_source(tiny_run)
+    assert "text below" not in pg.status.text()
 
 
 def test_playground_reports_a_bad_folder_in_one_line(win, qtbot, tmp_path):
@@ -312,9 +318,15 @@ def test_estimate_shows_the_steps_the_run_takes(win, qtbot, tmp_path, monkeypatc
 
 def test_trainable_count_follows_the_opened_model(win, qtbot, tiny_run):
     win.train.preset.setCurrentText("small")
+    lora_knobs = (win.train.rank, win.train.alpha, win.train.lora_dropout)
+    assert not any(w.isEnabled() for w in lora_knobs)  # a new model: no LoRA to shape
     win.open_model(tiny_run)
     qtbot.waitUntil(lambda: win.init_dir == tiny_run and win.corpus.pending == 0,
                     timeout=RUN_TIMEOUT)
+    win.train.lora.setChecked(True)
+    assert all(w.isEnabled() for w in lora_knobs)
+    win.train.lora.setChecked(False)  # LoRA off: its rank, alpha and dropout go off with it
+    assert not any(w.isEnabled() for w in lora_knobs)
     assert "of 82,368" in win.train.trainable.text()  # the tiny model, not the small preset
     assert "weights of" in win.next_label.text() and "training all weights" in win.next_label.text()
     win.train.lora.setChecked(True)  # the line did not say what the run would train
