@@ -10,7 +10,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QThread, QTimer, Signal
+from PySide6.QtCore import QStandardPaths, Qt, QThread, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
@@ -68,6 +68,12 @@ def _free(path: Path) -> Path:
         n += 1
         free = path.with_name(f"{path.name}-{n}")
     return free
+
+
+def _documents() -> Path:
+    """Where a first export is suggested: the user's Documents folder, else their home."""
+    docs = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    return Path(docs) if docs and Path(docs).is_dir() else Path.home()
 
 
 class MainWindow(QMainWindow):
@@ -945,8 +951,9 @@ class MainWindow(QMainWindow):
     def _export_dialog(self, folder: str | None, kind: str) -> None:
         """Export ``folder`` (default: the run the window shows), named with its step in the
         title. Merged/adapter: type a new folder name (it is created) or pick an empty one; GGUF:
-        a file name (default ``<run>.gguf``). Starts in the runs folder; replacing an earlier
-        export asks first."""
+        a file name (default ``<run>.gguf``). Starts where the last export went, else in the
+        user's Documents folder (the runs folder is hidden: an export left there could not be
+        found from the window); replacing an earlier export asks first."""
         folder = folder or self.shown_run
         if folder is None or not Path(folder).is_dir():
             self._error(NO_RUN_SHOWN if folder is None else f"cannot export {folder}: it is gone")
@@ -967,7 +974,7 @@ class MainWindow(QMainWindow):
                 name = f"{name}-step-{best[1]['step']}"
         title = f"Export run {Path(folder).name} ({step}) as {EXPORT_KINDS[kind][1]}"
         start = settings.load("export/folder", "")
-        where = Path(start) if start and Path(start).is_dir() else Path(self.runs_root)
+        where = Path(start) if start and Path(start).is_dir() else _documents()
         if kind == "gguf":
             path, _ = QFileDialog.getSaveFileName(
                 self, title, str(where / f"{name}.gguf"), "GGUF (*.gguf)",

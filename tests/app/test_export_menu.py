@@ -75,6 +75,9 @@ def test_export_menu_exports_the_opened_run_not_the_last_trained_or_compared(
     caption = calls[0][0]
     assert f"run {Path(opened).name} (step 3)" in caption, caption
     assert Path(calls[0][1]).name == f"{Path(opened).name}-merged"
+    # a first export is offered in the user's folders, not in the hidden runs folder (an export
+    # left there could not be found from the window)
+    assert Path(calls[0][1]).parent in (Path.home(), Path.home() / "Documents")
     assert Path(opened).name in win.log.toPlainText().splitlines()[-1]
 
     assert not _action(win, "Export LoRA adapter (PEFT)…").isEnabled()  # a run without LoRA
