@@ -228,6 +228,18 @@ class Run:
         with contextlib.suppress(OSError, MambaStudioError):
             self._status(state)
 
+    def _write_failed(self, exc: BaseException) -> TrainingError:
+        """The error for a write that failed while training (a save, a metrics row, the status
+        file): what failed, what was kept, how to go on; status "stopped" where it can be
+        written."""
+        self._status_if_possible("stopped")
+        kept, goes_on = f"the last snapshot is step {self.saved_step}", ""
+        if self.saved_step != self.step:
+            kept = f"the steps after {self.saved_step} could not be saved"
+            goes_on = f" (it goes on from step {self.saved_step})"
+        return TrainingError(f"{_what_failed(exc)}; training stopped at step {self.step} and "
+                             f"{kept}: fix that, then resume {self.folder}{goes_on}")
+
     def _save_what_can_be_saved(self, save: Callable[[], None]) -> None:
         """After a failed write outside the step (a metrics row or the status file on a full disk),
         publish the steps trained since the last snapshot if they fit; a failed save leaves the
@@ -297,10 +309,7 @@ class Run:
                                 ) from None
         except (OSError, MambaStudioError) as exc:  # a hook's write failed (a full disk...)
             self._save_what_can_be_saved(save)
-            kept = (f"the last snapshot is step {self.saved_step}" if self.saved_step == self.step
-                    else f"steps after {self.saved_step} could not be saved")
-            raise TrainingError(f"{_what_failed(exc)}; training stopped at step {self.step} and "
-                                f"{kept}: fix that, then resume {self.folder}") from exc
+            raise self._write_failed(exc) from exc
         except BaseException:
             self._status_if_possible("stopped")
             raise
@@ -309,11 +318,7 @@ class Run:
                 # the run's last step was evaluated (an end mid-epoch): not again
                 save(last_eval[self.step] if self.step in last_eval else self._val_loss(control))
             except (OSError, MambaStudioError) as exc:  # the last save: the run's end or a Stop
-                self._status_if_possible("stopped")  # (it said only "could not write <temp>")
-                raise TrainingError(
-                    f"{_what_failed(exc)}; training stopped at step {self.step} and the steps "
-                    f"after {self.saved_step} could not be saved: fix that, then resume "
-                    f"{self.folder} (it goes on from step {self.saved_step})") from exc
+                raise self._write_failed(exc) from exc  # (it said only "could not write <temp>")
         done = self.step >= self.trainer.total_steps or self.trainer.cursor.epoch >= spec.train.epochs
         state = "finished" if done else "stopped"
         self._status(state)
