@@ -75,6 +75,15 @@ def _text(value: str) -> str:
     return value
 
 
+def _path(value: str) -> str:
+    """A file or folder argument: an empty one (``--resume "$RUN"`` with RUN unset) meant "not
+    given", so a new run trained in its place; it is refused. Must be valid UTF-8 like any text."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an empty path; name a file or folder (is a shell "
+                                         "variable unset?)")
+    return _text(value)
+
+
 def _names(choices: Iterable[str]) -> Callable[[str], str]:
     allowed = list(choices)
 
@@ -511,19 +520,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = "{train,generate,eval,bench,export}"  # named in the error when none is given
     sub = p.add_subparsers(dest="cmd", required=True, metavar=commands)
     t = sub.add_parser("train", help="train on text files/folders (default: bundled sample corpus)")
-    t.add_argument("corpus", nargs="*")
-    t.add_argument("--config", metavar="TOML",
+    t.add_argument("corpus", nargs="*", type=_path)
+    t.add_argument("--config", metavar="TOML", type=_path,
                    help="run settings file (the app's File > Save settings as…); flags override it")
-    t.add_argument("--out", help="run folder (default: a new runs/<date>-<preset>-<n>)")
+    t.add_argument("--out", type=_path, help="run folder (default: a new runs/<date>-<preset>-<n>)")
     t.add_argument("--force", action="store_true",
                    help="replace the run already in --out (never a folder holding other files) and an "
                         "earlier export in --export-adapter")
-    t.add_argument("--resume", metavar="RUN", help="continue this run folder (no corpus needed)")
+    t.add_argument("--resume", metavar="RUN", type=_path, help="continue this run folder (no corpus needed)")
     t.add_argument("--preset", choices=["tiny", "small", "medium"])
     t.add_argument("--tokenizer", choices=["auto", "bytes", "bpe"],
                    help="auto (default): bytes below 4 MB of corpus, else a BPE trained on it")
     t.add_argument("--bpe-vocab", type=_int_in(257, 1 << 20))
-    t.add_argument("--init", help="start from this model folder, run or snapshot (ours or HF)")
+    t.add_argument("--init", type=_path, help="start from this model folder, run or snapshot (ours or HF)")
     t.add_argument("--init-scheme", choices=INITS,
                    help="weight init of a new model (default: default; reference = mamba_ssm / "
                         "Hugging Face init)")
@@ -563,7 +572,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lora-rank", type=_int_in(1, 4096), default=8)
     t.add_argument("--lora-alpha", type=_float_in(0.0, 1e6, lo_open=True))
     t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999), default=0.0)
-    t.add_argument("--export-adapter",
+    t.add_argument("--export-adapter", type=_path,
                    help="with --lora: write the PEFT adapter here (+ its unmerged base in ./base)")
     t.add_argument("--prompt", type=_text,
                    help="preview prompt (default 'The '); kept in run.json, so a resumed run "
@@ -577,7 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the job is ended")
     t.set_defaults(fn=cmd_train)
     g = sub.add_parser("generate", help="generate text from a model folder")
-    g.add_argument("model", help="run folder (latest snapshot), snapshot or model folder")
+    g.add_argument("model", type=_path, help="run folder (latest snapshot), snapshot or model folder")
     gen = GENERATION_DEFAULTS  # the defaults the app's Playground and previews show too
     g.add_argument("--prompt", type=_text, default="The ")
     g.add_argument("--max-new-tokens", type=_int_in(0, 1 << 40), default=gen.max_new_tokens)
@@ -600,8 +609,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: a hardware GPU if any, else the CPU (lavapipe only with gpu)")
     g.set_defaults(fn=cmd_generate)
     e = sub.add_parser("eval", help="held-out metrics of a model on a corpus")
-    e.add_argument("model")
-    e.add_argument("corpus", nargs="*", help="default: a run's own held-out split; for a model "
+    e.add_argument("model", type=_path)
+    e.add_argument("corpus", nargs="*", type=_path, help="default: a run's own held-out split; for a model "
                    "folder, the bundled sample corpus")
     e.add_argument("--seq-len", type=_int_in(2, 1 << 24),
                    help="row length (default: the run's; 256 for a model folder)")
@@ -637,9 +646,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="PEFT adapter folder + OUT/base (the unmerged base)")
     kind.add_argument("--gguf", dest="kind", action="store_const", const="gguf",
                       help="one .gguf file for llama.cpp / Ollama / LM Studio")
-    x.add_argument("run", help="run folder (written by train)")
-    x.add_argument("out", help="output folder (--merged/--peft: new or empty; missing parents are "
-                   "created) or .gguf file (--gguf)")
+    x.add_argument("run", type=_path, help="run folder (written by train)")
+    x.add_argument("out", type=_path, help="output folder (--merged/--peft: new or empty; "
+                   "missing parents are created) or .gguf file (--gguf)")
     x.add_argument("--force", action="store_true",
                    help="replace an earlier export in OUT (a folder holding other files is "
                         "never emptied)")

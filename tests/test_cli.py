@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from engine.cli import main
 
 
@@ -91,6 +93,22 @@ def test_bad_input_exits_with_a_clear_error(tmp_path, capsys):
     assert "error: no usable text" in capsys.readouterr().err
     assert main(["generate", str(tmp_path / "nope")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [
+    ["train", "--resume", ""], ["train", "--init", " "], ["train", "--config", ""],
+    ["train", ""], ["train", "--out", ""], ["train", "--lora", "x_proj", "--export-adapter", ""],
+    ["generate", ""], ["eval", ""], ["export", "--merged", "", "out"],
+    ["export", "--gguf", "run", ""]])
+def test_an_empty_path_is_refused_not_taken_as_not_given(tmp_path, monkeypatch, capsys, args):
+    """``train --resume "$RUN"`` with RUN unset trained a new default run for minutes (exit 0);
+    an empty --init trained from random weights and an empty --config was ignored."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "an empty path" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "runs").exists()  # nothing started
 
 
 def test_bench_json_line(capsys):
