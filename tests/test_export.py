@@ -493,3 +493,48 @@ def test_a_full_disk_during_a_merged_export_names_the_output_and_the_fix(
                           "nothing new was written there"), err
     assert "free some space or choose another folder" in err and ".export-" not in err, err
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_a_mount_point_is_refused_with_a_folder_inside_it_named(lora_run: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    """An empty folder that is the top of a mounted disk (a USB stick, a Docker volume) failed
+    after the whole export with "written by another export meanwhile (Device or resource
+    busy)": a rename cannot replace a mount point. It is refused first, with the fix."""
+    import os
+
+    from engine.export.source import check_dest
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == mnt or real(p))
+    for kind in (export_merged, export_peft):
+        with pytest.raises(CheckpointError, match="the top of a mounted disk; export into a new "
+                           "folder inside it, e.g. .*mnt/model"):
+            kind(lora_run, mnt)
+    with pytest.raises(CheckpointError, match="mounted disk"):
+        check_dest(mnt)  # what train --export-adapter checks before training
+    check_dest(mnt / "model")  # a folder inside it is fine
+    assert list(mnt.iterdir()) == []
+
+
+def test_a_publish_refused_for_another_reason_is_not_blamed_on_another_export(
+        lora_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    real = os.rename
+
+    def busy(src: object, dst: object) -> None:
+        if Path(str(dst)).name == "out":
+            raise OSError(errno.EBUSY, "Device or resource busy")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "rename", busy)
+    with pytest.raises(CheckpointError) as info:
+        export_merged(lora_run, tmp_path / "out")
+    msg = str(info.value)
+    assert "another export" not in msg and "Device or resource busy" in msg, msg
+    assert "nothing new was written there; choose another folder" in msg
+    assert [p.name for p in tmp_path.iterdir()] == []  # no staging folder left

@@ -140,6 +140,9 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
         if exists and not out.is_dir():
             raise CheckpointError(f"{out}: exists and is not a folder; choose a new folder name "
                                   "(the export writes a folder)")
+        if exists and os.path.ismount(out):  # published by a rename, which a mount point refuses
+            raise CheckpointError(f"{out}: the top of a mounted disk; export into a new folder "
+                                  f"inside it, e.g. {out / 'model'}")
         if exists and any(out.iterdir()):
             if not force:
                 raise CheckpointError(f"{out}: folder is not empty; choose a new folder name, or "
@@ -212,8 +215,10 @@ def _publish(tmp: Path, out: Path, force: bool) -> None:
     except OSError as exc:
         if old is not None:
             os.rename(old, out)
-        raise CheckpointError(f"{out}: written by another export meanwhile ({exc.strerror}); "
-                              "export into a new folder") from None
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):  # it appeared meanwhile
+            raise CheckpointError(f"{out}: written by another export meanwhile ({exc.strerror}); "
+                                  "export into a new folder") from None
+        raise  # the caller names it with a fix by its cause
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
