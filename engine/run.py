@@ -37,12 +37,12 @@ from .defaults import BPE_MIN_BYTES, PRESET_DEFAULTS, choose_tokenizer
 from .documents import RECORDS, encode_documents, split_documents
 from .errors import CheckpointError, MambaStudioError, TrainingError
 from .guard import DivergenceGuard
-from .limits import check_run, check_train, n_params
+from .limits import check_model, check_run, check_train, n_params
 from .lm import MambaLM
 from .lora import count_trainable
 from .packing import PackedRows, pack_documents
 from .signals import stop_on_signals
-from .tokenizer import BPETokenizer, ByteTokenizer, bpe_sample_every, check_fits
+from .tokenizer import MAX_BPE, BPETokenizer, ByteTokenizer, bpe_sample_every, check_fits
 from .trainer import EpochReport, StepReport, TrainConfig, Trainer, epoch_steps
 
 RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
@@ -108,6 +108,12 @@ class RunSpec:
             if self.init and self.init_scheme != RunSpec.init_scheme:
                 raise ValueError(f"init scheme {self.init_scheme!r} applies to a new model; "
                                  f"starting from {self.init} keeps its trained weights (drop one)")
+            # sizes and the BPE vocabulary now, not after the tokenizer trained on the corpus
+            if self.model is not None:
+                check_model(_model_config(self, 256), "model")
+            if type(self.bpe_vocab) is not int or not 257 <= self.bpe_vocab <= MAX_BPE:
+                raise ValueError(f"bpe_vocab must be an integer in [257, {MAX_BPE:,}], not "
+                                 f"{self.bpe_vocab!r:.40}")
         if self.records not in ("stream", *RECORDS):
             raise ValueError(f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}")
         if self.tokenizer not in ("auto", "bytes", "bpe"):

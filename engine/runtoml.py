@@ -356,11 +356,8 @@ def _from_doc(doc: dict[str, Any], path: Path) -> RunSettings:
         train_doc = dict(doc.get("train", {}))
         lora = train_doc.pop("lora", None)
         train = _train_config(run, train_doc, None if lora is None else LoRAConfig(**lora))
-        model = doc.get("model")
-        if model is not None:
-            MambaConfig(vocab_size=256, **model)  # its ranges, now rather than at Start
-        spec = RunSpec(model=model, train=train, **run)
-        spec.check()
+        spec = RunSpec(model=doc.get("model"), train=train, **run)
+        spec.check()  # the model's sizes too, now rather than at Start
         es = EarlyStopping(**doc.get("early_stopping", {}))
         es.check()
     except (TypeError, ValueError) as exc:

@@ -38,6 +38,9 @@ BAD = [  # (file text, the table.key the error names, words it must also hold)
      ["outside any section", "belongs under [train]"]),
     ('[[run]]\ncorpus = ["a.txt"]\n', "run = ", ["expected a [run] table"]),
     ('[model]\ndt_rank = "big"\n', "model.dt_rank", ['expected an integer or "auto"']),
+    # ranges, named with the file before the tokenizer trains (they came after, without it)
+    ("[model]\nd_model = 1000000\n", "d_model = 1,000,000", ["out of range [1, 65,536]"]),
+    ('[run]\nbpe_vocab = 1\ntokenizer = "bpe"\n', "bpe_vocab", ["[257, 1,048,576], not 1"]),
 ]
 
 
