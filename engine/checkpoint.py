@@ -56,7 +56,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically; on failure (disk full...) the old file is untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = create_temp(path)
+    try:
+        fd, tmp = create_temp(path)
+    except OSError as exc:  # a disk out of files (inodes) fails here, naming the temp file
+        raise CheckpointError(f"could not write {path}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -16,6 +16,7 @@ total, so the learning rate continues from where the new curve is at the saved s
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import re
 import shutil
@@ -333,12 +334,18 @@ class Run:
 
 def _what_failed(exc: BaseException) -> str:
     """One line for a failed write: the file and the system's reason (a snapshot's temporary
-    folder named as the snapshot it was to become)."""
+    folder named as the snapshot it was to become, a temporary file as the file it was to
+    become); a full disk says so, and that it may be out of files (inodes) rather than bytes."""
     if isinstance(exc, OSError) and exc.strerror:
         line = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
     else:
         line = " ".join(str(exc).split()) or type(exc).__name__
-    return re.sub(rf"{re.escape(rf.TMP_PREFIX)}(step-\d+)-\d+", r"\1", line)
+    line = re.sub(rf"{re.escape(rf.TMP_PREFIX)}(step-\d+)-\d+", r"\1", line)
+    line = re.sub(r"/\.([^/]+)\.[0-9a-f]{12}\.tmp\b", r"/\1", line)  # ckpt.create_temp's names
+    cause = exc if isinstance(exc, OSError) else exc.__cause__
+    if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+        line += " (the disk is full, or out of files: see df -h and df -i)"
+    return line
 
 
 SMALL_HELD_OUT = 256  # held-out tokens below which a run says its held-out loss means little
@@ -587,6 +594,12 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.save()  # step 0: the folder is a complete, resumable run from the start
         rf.write_run_json(folder, spec.to_dict(), folder.name)  # last: marks the run complete
+    except (OSError, CheckpointError) as exc:  # a full disk: it named a temporary file, no fix
+        if made_entries:
+            _unmake(folder, made)
+        lock.release()
+        raise CheckpointError(f"{_what_failed(exc)}; the new run was not made (nothing kept in "
+                              f"{folder}): fix that or choose another --out") from exc
     except BaseException:
         if made_entries:  # Ctrl-C while tokenizing, a full disk, a non-finite --init model: the
             _unmake(folder, made)  # next start needed --force to get past what was left

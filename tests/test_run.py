@@ -570,6 +570,29 @@ def test_a_run_ending_mid_epoch_logs_its_last_held_out_loss_once(tmp_path, monke
     assert rf.read_pointer(tmp_path / "r")["val_loss"] == pytest.approx(reports[-1].val_loss)
 
 
+def test_a_disk_out_of_files_at_the_first_save_says_so_and_leaves_nothing(tmp_path, monkeypatch):
+    """A disk out of inodes (bytes free, so the space check passed) failed the step-0 save with
+    "snapshots/.tmp-step-0-PID/.generation_config.json.<hex>.tmp: No space left on device": a
+    temporary file's name and no fix."""
+    real = ckpt.create_temp
+
+    def no_files(path):  # noqa: ANN001
+        if path.name == "generation_config.json":
+            raise OSError(errno.ENOSPC, "No space left on device",
+                          str(path.parent / f".{path.name}.0123456789ab.tmp"))
+        return real(path)
+
+    monkeypatch.setattr(ckpt, "create_temp", no_files)
+    out = tmp_path / "r"
+    with pytest.raises(CheckpointError) as info:
+        start(_spec(), [_corpus(tmp_path)], out=out)
+    msg = str(info.value)
+    assert msg.startswith(f"could not write {out / 'snapshots' / 'step-0' / 'generation_config.json'}"
+                          ": No space left on device (the disk is full, or out of files"), msg
+    assert "the new run was not made" in msg and ".tmp" not in msg and "\n" not in msg
+    assert not out.exists()
+
+
 def test_a_deleted_runs_name_is_not_given_to_the_next_run(tmp_path):
     """After the newest run was deleted the next run got its name (2026-12-04-small-3 again),
     so its exports and samples could be taken for the deleted run's."""
