@@ -348,7 +348,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
                 held_out(run.step, rep.val.loss)
 
         try:
-            with stop_on_signals(control):
+            with stop_on_signals(control, lasting=True):
                 result = run.train(on_step=on_step, on_epoch=on_epoch_end,
                                    control=job.control(control) if job else control,
                                    on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
