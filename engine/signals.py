@@ -70,9 +70,10 @@ def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = N
                     lasting: bool = False) -> Iterator[None]:
     """While active, SIGINT, SIGTERM and SIGHUP call ``control.stop()`` instead of raising. Only the main
     thread can install handlers; elsewhere this does nothing. ``lasting`` (a process that exits
-    after the run): once a signal has stopped the run, later ones stay reported and ignored after
-    the block, instead of the default handlers coming back (a second Ctrl-C just after the save
-    killed the process by SIGINT, exit status 130, with nothing said)."""
+    after the run): once a signal has stopped the run, later ones are ignored after the block, to
+    the process's end, instead of the default handlers coming back (a second Ctrl-C just after
+    the save killed the process by SIGINT, exit status 130, with nothing said; a Python handler
+    would not do: the interpreter resets those to the default while it exits)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -92,13 +93,9 @@ def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = N
                 say(f"\n{name} again: still saving; the run will exit as soon as the snapshot "
                     "is safe")
 
-    def saved(signum: int, frame: Any) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            say(f"\n{signal.Signals(signum).name} again: the run is saved; exiting")
-
     old = {s: signal.signal(s, handler) for s in _handled(STOP_SIGNALS)}
     try:
         yield
     finally:
-        for s, h in old.items():
-            signal.signal(s, saved if lasting and count[0] else h)
+        for s, h in old.items():  # ignored, not a Python handler: the interpreter's exit resets
+            signal.signal(s, signal.SIG_IGN if lasting and count[0] else h)  # those to default
