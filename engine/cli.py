@@ -618,9 +618,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how CORPUS is split into documents (default: as the run was trained; "
                         "stream for a model folder)")
     e.add_argument("--max-tokens", type=NONNEG, default=HELDOUT_SAMPLE_TOKENS,
-                   help=f"score a fixed sample of at most this many tokens, rows spread evenly "
-                        f"over the text (default {HELDOUT_SAMPLE_TOKENS:,}, as training does; "
-                        "0: all)")
+                   help=f"score a fixed sample of about this many tokens in whole rows spread "
+                        f"evenly over the text, at least one row (default "
+                        f"{HELDOUT_SAMPLE_TOKENS:,}, as training does; 0: all)")
     e.set_defaults(fn=cmd_eval)
     b = sub.add_parser("bench", help="training-step throughput")
     b.add_argument("--json", action="store_true")
