@@ -328,7 +328,11 @@ def _train(a: argparse.Namespace, run, job) -> int:
         if a.patience is not None or a.target_loss is not None:
             early = EarlyStopping(a.patience or 0, a.target_loss)
 
+        last_val: dict[int, float] = {}  # the latest held-out loss, by its step
+
         def held_out(step: int, loss: float) -> None:
+            last_val.clear()
+            last_val[step] = loss
             if tb is not None:
                 tb.eval(step, loss)
             if early.enabled and early.update(loss) and not control.stopped:
@@ -357,7 +361,9 @@ def _train(a: argparse.Namespace, run, job) -> int:
                 tb.close()
         how = "stopped" if result.state == "stopped" else "finished"
         took = time.perf_counter() - t0
-        print(f"\n{how}: saved {result.snapshot} after {result.step} steps in {took:.1f} s",
+        val = (f" (held-out loss {last_val[result.step]:.4f})" if result.step in last_val
+               else "")  # a run ending inside an epoch printed its last one nowhere
+        print(f"\n{how}: saved {result.snapshot} after {result.step} steps in {took:.1f} s{val}",
               file=sys.stderr)
         if job is not None:
             print(f"distributed: {100 * job.comm_fraction(took):.1f}% of the time in communication "

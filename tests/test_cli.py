@@ -22,6 +22,9 @@ def test_train_generate_eval_resume(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "skipped" in err and "b.bin" in err  # the binary file is reported, the rest trains
     assert "sample before training" in err and "saved" in err and "step-3" in err
+    # it ends inside its first epoch: the last step's held-out loss is said (it was nowhere)
+    latest = json.loads((out / "latest.json").read_text())
+    assert "after 3 steps in" in err and f"(held-out loss {latest['val_loss']:.4f})" in err
     assert "the 100-step warmup is cut to 0 steps, a fifth of this 3-step run" in err
     assert "raise --max-steps" in err  # --max-steps 3 cut the run, not --epochs
     assert json.loads((out / "latest.json").read_text())["step"] == 3
