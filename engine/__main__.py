@@ -26,7 +26,12 @@ def run() -> int:
     except KeyboardInterrupt:  # Ctrl-C while the libraries load (it printed a traceback)
         print("\ninterrupted (Ctrl-C)", file=sys.stderr)  # noqa: T201
         return 130
-    return main()
+    try:
+        return main()
+    finally:
+        from .signals import ignore_after_stop
+
+        ignore_after_stop()
 
 
 if __name__ == "__main__":

@@ -70,10 +70,11 @@ def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = N
                     lasting: bool = False) -> Iterator[None]:
     """While active, SIGINT, SIGTERM and SIGHUP call ``control.stop()`` instead of raising. Only the main
     thread can install handlers; elsewhere this does nothing. ``lasting`` (a process that exits
-    after the run): once a signal has stopped the run, later ones are ignored after the block, to
-    the process's end, instead of the default handlers coming back (a second Ctrl-C just after
-    the save killed the process by SIGINT, exit status 130, with nothing said; a Python handler
-    would not do: the interpreter resets those to the default while it exits)."""
+    after the run): once a signal has stopped the run, later ones are reported and ignored after
+    the block too (SIGHUP detaching the output), instead of the default handlers coming back: a
+    second Ctrl-C just after the save killed the process by SIGINT, exit status 130, with nothing
+    said. The process then calls :func:`ignore_after_stop` as it exits (the interpreter resets
+    Python handlers to the default while it exits)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -93,9 +94,30 @@ def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = N
                 say(f"\n{name} again: still saving; the run will exit as soon as the snapshot "
                     "is safe")
 
+    def late(signum: int, frame: Any) -> None:
+        if signum == HANGUP:
+            detach_output()
+        with contextlib.suppress(OSError, ValueError):
+            say(f"\n{signal.Signals(signum).name}: the run is saved; finishing (kill -9 ends the "
+                "process at once)")
+
     old = {s: signal.signal(s, handler) for s in _handled(STOP_SIGNALS)}
     try:
         yield
     finally:
-        for s, h in old.items():  # ignored, not a Python handler: the interpreter's exit resets
-            signal.signal(s, signal.SIG_IGN if lasting and count[0] else h)  # those to default
+        stopped = lasting and count[0] > 0
+        _STOPPED[0] = _STOPPED[0] or stopped
+        for s, h in old.items():
+            signal.signal(s, late if stopped else h)
+
+
+_STOPPED = [False]  # a signal stopped a run of this process (``stop_on_signals(lasting=True)``)
+
+
+def ignore_after_stop() -> None:
+    """The last thing a process does whose run a signal stopped: ignore the stop signals from
+    here (not a Python handler: those are reset to the default while the interpreter exits, and
+    a late Ctrl-C then killed the process by SIGINT)."""
+    if _STOPPED[0] and threading.current_thread() is threading.main_thread():
+        for s in _handled(STOP_SIGNALS):
+            signal.signal(s, signal.SIG_IGN)

@@ -444,24 +444,29 @@ def test_second_sigint_during_the_save_corrupts_nothing(tmp_path):
 def test_a_signal_after_the_stop_and_save_is_ignored_not_fatal():
     """A second Ctrl-C just after the save (the handlers restored) killed the CLI by SIGINT:
     exit status 130 and nothing said (about 1 run in 6 of a double Ctrl-C)."""
-    from engine.signals import stop_on_signals
+    from engine import signals
+    from engine.signals import STOP_SIGNALS, ignore_after_stop, stop_on_signals
 
     said: list[str] = []
     control = TrainControl()
-    before = signal.getsignal(signal.SIGINT)
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     try:
         with stop_on_signals(control, notify=said.append, lasting=True):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)
         assert control.stopped and "finishing the current step" in said[-1]
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # kept through the exit
         os.kill(os.getpid(), signal.SIGINT)  # after the block: no KeyboardInterrupt
         time.sleep(0.05)
-    finally:
-        signal.signal(signal.SIGINT, before)
+        assert "the run is saved; finishing" in said[-1]
+        ignore_after_stop()  # as the process exits: a handler would be reset to the default
+        assert all(signal.getsignal(s) is signal.SIG_IGN for s in STOP_SIGNALS)
+    finally:  # all of them: SIGTERM and SIGHUP ignored would outlive this test
+        for s, h in before.items():
+            signal.signal(s, h)
+        signals._STOPPED[0] = False  # nor may a later in-process CLI exit ignore them
     with stop_on_signals(TrainControl(), notify=said.append, lasting=True):
         pass  # no signal came: the handlers before it come back
-    assert signal.getsignal(signal.SIGINT) is before
+    assert {s: signal.getsignal(s) for s in STOP_SIGNALS} == before
 
 
 def test_a_large_corpus_says_it_is_being_tokenized(tmp_path, monkeypatch):
