@@ -202,6 +202,9 @@ class TrainWorker(QObject):
         self._preview(f"epoch {report.epoch + 1}", report.epoch + 1)
 
     def _early(self, val_loss: float) -> None:
+        run = self.run_obj
+        if run is not None and run.step >= run.trainer.total_steps:
+            return  # the run's own end: it said "finished (early stopping: ...)"
         if self.early.enabled and not self.control.stopped and self.early.update(val_loss):
             self.stop_reason = f"early stopping: {self.early.reason}"
             self.info.emit(self.stop_reason + "; the best snapshot is kept (best.json)")

@@ -335,7 +335,8 @@ def _train(a: argparse.Namespace, run, job) -> int:
             last_val[step] = loss
             if tb is not None:
                 tb.eval(step, loss)
-            if early.enabled and early.update(loss) and not control.stopped:
+            if early.enabled and step < tr.total_steps and early.update(loss) \
+                    and not control.stopped:  # (at the run's own end it said "early stopping")
                 print(f"\nearly stopping: {early.reason}; the best snapshot is kept", file=sys.stderr)
                 control.stop()
 

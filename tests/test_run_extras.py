@@ -170,3 +170,18 @@ def test_cli_train_config_file_with_early_stopping_and_tensorboard(tmp_path, cap
     acc = EventAccumulator(str(out / TB_DIR))
     acc.Reload()
     assert [e.step for e in acc.Scalars("loss/heldout")] == [2]  # stopped at the first eval
+
+
+def test_early_stopping_does_not_claim_a_runs_own_end(tmp_path, capsys):
+    """The held-out loss measured at a run's last step (max steps inside an epoch) met the
+    target and the run said "early stopping: ... reached the target" at its natural end."""
+    from engine.cli import main
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat. " * 400)
+    out = tmp_path / "run"
+    assert main(["train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
+                 "--max-steps", "3", "--target-loss", "900", "--sample-tokens", "0",
+                 "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "early stopping" not in err and "finished: saved" in err and "(held-out loss" in err

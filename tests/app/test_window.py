@@ -291,6 +291,16 @@ def test_early_stopping_stops_and_keeps_the_best_snapshot(win, qtbot):
     assert json.loads((folder / "status.json").read_text())["step"] < 40
 
 
+def test_early_stopping_does_not_claim_a_runs_own_end(win, qtbot):
+    """A run ending on max steps is evaluated at its last step; a target met there said
+    "finished at step 2 (early stopping: ...)"."""
+    win.train.eval_every.setValue(0)
+    win.train.target_loss.setValue(900.0)
+    folder = Path(train_until_idle(qtbot, win, max_steps=2))
+    assert "early stopping" not in win.log.toPlainText()
+    assert json.loads((folder / "latest.json").read_text())["val_loss"] < 900  # it was measured
+
+
 def test_corpus_shorter_than_a_sequence_returns_to_idle_without_a_traceback(win, qtbot, tmp_path):
     """The engine packs short documents into padded rows now, so this trains; whatever the
     engine decides, the window ends idle and any error is one line."""
