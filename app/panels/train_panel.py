@@ -497,11 +497,12 @@ class TrainPanel(QWidget):
         self.tokenizer.setToolTip(OWN_TOKENIZER_TIP[self.start] if own else TIPS["tokenizer"])
         self.init_scheme.setEnabled(not own)  # opened weights and a continued run need no init
         self.vocab_hint = self.bpe_vocab.value() if bpe else engine.ByteTokenizer.vocab_size
-        lora_on = self.lora.isChecked() and self.lora.isEnabled()
+        lora_on = self.lora.isChecked() and self.start == "opened"  # not isEnabled(): false
+        # while training disables the whole panel, which left the knobs off after the run
         for t, cb in self.targets.items():
             cb.setEnabled(lora_on and (not self.wsla.isChecked() or t == "x_proj"))
-        for w in (self.rank, self.alpha, self.lora_dropout):  # off with the adapter they shape
-            w.setEnabled(lora_on)
+        for knob in (self.rank, self.alpha, self.lora_dropout):  # off with the adapter they shape
+            knob.setEnabled(lora_on)
         cfg = self.model_config()
         lc = self.lora_config()
         n = engine.count_trainable(cfg, lc, self.wsla.isChecked())
