@@ -335,7 +335,8 @@ class Run:
 def _what_failed(exc: BaseException) -> str:
     """One line for a failed write: the file and the system's reason (a snapshot's temporary
     folder named as the snapshot it was to become, a temporary file as the file it was to
-    become); a full disk says so, and that it may be out of files (inodes) rather than bytes."""
+    become); a full disk says so, and that it may be out of files (inodes) rather than bytes
+    (the space check before a run counts bytes only)."""
     if isinstance(exc, OSError) and exc.strerror:
         line = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
     else:
@@ -343,8 +344,8 @@ def _what_failed(exc: BaseException) -> str:
     line = re.sub(rf"{re.escape(rf.TMP_PREFIX)}(step-\d+)-\d+", r"\1", line)
     line = re.sub(r"/\.([^/]+)\.[0-9a-f]{12}\.tmp\b", r"/\1", line)  # ckpt.create_temp's names
     cause = exc if isinstance(exc, OSError) else exc.__cause__
-    if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
-        line += " (the disk is full, or out of files: see df -h and df -i)"
+    if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+        line += " (the disk is full: out of space or out of files)"
     return line
 
 
@@ -561,6 +562,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         lm.config.vocab_size).itemsize
     made = not folder.exists()  # or empty: an unfinished start leaves it as it was
     made_entries = made or not any(folder.iterdir())
+    replaced = force and not made_entries  # --force removes the run there before anything else
     try:
         rf.check_out_dir(folder, need)
     except BaseException:  # refused (no room, not writable): leave no empty folder behind
@@ -595,14 +597,15 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         run.save()  # step 0: the folder is a complete, resumable run from the start
         rf.write_run_json(folder, spec.to_dict(), folder.name)  # last: marks the run complete
     except (OSError, CheckpointError) as exc:  # a full disk: it named a temporary file, no fix
-        if made_entries:
+        if made_entries or replaced:
             _unmake(folder, made)
         lock.release()
+        gone = "; the run it was to replace was removed first" if replaced else ""
         raise CheckpointError(f"{_what_failed(exc)}; the new run was not made (nothing kept in "
-                              f"{folder}): fix that or choose another --out") from exc
+                              f"{folder}{gone}): fix that or choose another run folder") from exc
     except BaseException:
-        if made_entries:  # Ctrl-C while tokenizing, a full disk, a non-finite --init model: the
-            _unmake(folder, made)  # next start needed --force to get past what was left
+        if made_entries or replaced:  # Ctrl-C while tokenizing, a full disk, a non-finite --init
+            _unmake(folder, made)  # model: the next start needed --force to get past what was left
         lock.release()
         raise
     return run

@@ -616,9 +616,17 @@ def test_a_disk_out_of_files_at_the_first_save_says_so_and_leaves_nothing(tmp_pa
         start(_spec(), [_corpus(tmp_path)], out=out)
     msg = str(info.value)
     assert msg.startswith(f"could not write {out / 'snapshots' / 'step-0' / 'generation_config.json'}"
-                          ": No space left on device (the disk is full, or out of files"), msg
+                          ": No space left on device (the disk is full: out of space or out of "
+                          "files)"), msg
     assert "the new run was not made" in msg and ".tmp" not in msg and "\n" not in msg
     assert not out.exists()
+    monkeypatch.setattr(ckpt, "create_temp", real)
+    start(_spec(), [_corpus(tmp_path)], out=out).close()
+    monkeypatch.setattr(ckpt, "create_temp", no_files)
+    with pytest.raises(CheckpointError) as info:  # --force: the run there goes first
+        start(_spec(), [_corpus(tmp_path)], out=out, force=True)
+    assert "the run it was to replace was removed first" in str(info.value)
+    assert list(out.iterdir()) == []  # not a half-made run that needs --force again
 
 
 def test_a_deleted_runs_name_is_not_given_to_the_next_run(tmp_path):
