@@ -521,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .lora import LORA_TARGETS
     from .params import INITS
     from .sampling import GENERATION_DEFAULTS
+    from .tokenizer import MAX_BPE
 
     p = _Parser(prog="python -m engine", description="Mamba Studio without a window: train a "
                 "model, generate from it, evaluate it, benchmark a step, export it for other tools.")
@@ -538,7 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--preset", choices=["tiny", "small", "medium"])
     t.add_argument("--tokenizer", choices=["auto", "bytes", "bpe"],
                    help="auto (default): bytes below 4 MB of corpus, else a BPE trained on it")
-    t.add_argument("--bpe-vocab", type=_int_in(257, 1 << 20))
+    t.add_argument("--bpe-vocab", type=_int_in(257, MAX_BPE))
     t.add_argument("--init", type=_path, help="start from this model folder, run or snapshot (ours or HF)")
     t.add_argument("--init-scheme", choices=INITS,
                    help="weight init of a new model (default: default; reference = mamba_ssm / "

@@ -112,7 +112,8 @@ class RunSpec:
             # sizes and the BPE vocabulary now, not after the tokenizer trained on the corpus
             if self.model is not None:
                 check_model(_model_config(self, 256), "model")
-            if type(self.bpe_vocab) is not int or not 257 <= self.bpe_vocab <= MAX_BPE:
+            if self.tokenizer != "bytes" and (type(self.bpe_vocab) is not int
+                                              or not 257 <= self.bpe_vocab <= MAX_BPE):
                 raise ValueError(f"bpe_vocab must be an integer in [257, {MAX_BPE:,}], not "
                                  f"{self.bpe_vocab!r:.40}")
         if self.records not in ("stream", *RECORDS):

@@ -42,6 +42,7 @@ BAD = [  # (file text, the table.key the error names, words it must also hold)
     ("[model]\nd_model = 1000000\n", "d_model = 1,000,000", ["out of range [1, 65,536]"]),
     ('[run]\nbpe_vocab = 1\ntokenizer = "bpe"\n', "bpe_vocab", ["[257, 1,048,576], not 1"]),
 ]
+UNUSED_BPE_VOCAB = '[run]\nbpe_vocab = 1\ntokenizer = "bytes"\n'  # never used: not refused
 
 
 @pytest.fixture
@@ -182,3 +183,9 @@ def test_overlay_of_a_preset_moves_the_training_defaults_with_it(tmp_path):
     cli = load_settings(f).spec.train
     assert got.spec.train.lr == cli.lr == PRESET_DEFAULTS["medium"].lr != PRESET_DEFAULTS["small"].lr
     assert got.spec.train.epochs == 7  # set by hand: kept
+
+
+def test_a_bpe_vocab_a_bytes_run_never_uses_is_not_refused(folder):
+    toml = folder / "run.toml"
+    toml.write_text(UNUSED_BPE_VOCAB)
+    assert load_settings(toml).spec.tokenizer == "bytes"
