@@ -354,8 +354,6 @@ class MainWindow(QMainWindow):
                     f"under {self.runs_root}")
         self.next_label.setText(text)
         self.train.model_source.setText(text.removeprefix("Next Start: "))
-        # the init scheme only makes a new model's weights: not for Continue or opened weights
-        self.train.init_scheme.setEnabled(not self.continue_dir and not self.init_dir)
 
     def _notice(self, msg: str) -> None:
         self.log.appendPlainText(msg)
@@ -778,6 +776,11 @@ class MainWindow(QMainWindow):
         self.init_dir = None
         self._drop_opened_model()  # nor is an opened model the next new run's start any more
         self.train.show_resumable(spec)  # the panel starts from the run's own values
+        try:  # ... and its model (a run from opened weights has their shape, not its preset's)
+            self.train.model_override = engine.read_model_config(folder)
+        except (OSError, ValueError, engine.MambaStudioError):
+            self.train.model_override = None
+        self.train._update()
         self.preview.set_prompts(spec.prompts)  # ... and its preview prompts (run.json)
         self.continue_shown = self.train.train_config()
         self.plots.show_run(folder)

@@ -400,8 +400,11 @@ class TrainPanel(QWidget):
         for box, value in shown:
             _set_value(box, value)
         self.checkpointing.setChecked(tc.activation_checkpointing)
-        for box, value in ((self.tokenizer, spec.tokenizer), (self.bpe_vocab, spec.bpe_vocab),
-                           (self.init_scheme, spec.init_scheme)):
+        own: list[tuple[QWidget, object]] = [(self.tokenizer, spec.tokenizer),
+                                             (self.init_scheme, spec.init_scheme)]
+        if not spec.init:  # a run from opened weights has their vocabulary, not this setting's
+            own.append((self.bpe_vocab, spec.bpe_vocab))
+        for box, value in own:
             if not isinstance(box, QComboBox) or box.findText(str(value)) >= 0:
                 _set_value(box, value)
         for k in self.CONTINUE_FIXED:
@@ -415,6 +418,7 @@ class TrainPanel(QWidget):
         continued run keeps be edited again (no-op if none)."""
         if self._before_resume is not None:
             before, self._before_resume = self._before_resume, None
+            self.model_override = None  # the continued run's model (MainWindow.choose_continue)
             for k in self._RESUMED:  # the preset first: it sets the dims it implies
                 _set_value(getattr(self, k), before[k])
             for k in self.CONTINUE_FIXED:

@@ -347,6 +347,8 @@ def test_continue_forgets_an_opened_model(win, qtbot, tiny_run):
     """Continue after Open model: the opened model's shape and tokenizer stayed in the panels,
     so once the continued run ended, 'Next Start' announced a new preset run (tokenizer auto)
     while the estimate used the opened model and the corpus counted its tokenizer's tokens."""
+    import engine
+
     win.open_model(tiny_run)
     qtbot.waitUntil(lambda: win.init_dir == tiny_run and win.corpus.pending == 0,
                     timeout=RUN_TIMEOUT)
@@ -356,10 +358,12 @@ def test_continue_forgets_an_opened_model(win, qtbot, tiny_run):
     assert "opened model's own tokenizer" in win.train.tokenizer.toolTip()
     win.choose_continue(tiny_run)
     qtbot.waitUntil(lambda: win.corpus.pending == 0, timeout=RUN_TIMEOUT)
-    assert win.train.model_override is None and win.corpus.tokenizer is None
+    assert win.init_dir is None and win.corpus.tokenizer is None
+    assert win.train.model_override == engine.read_model_config(tiny_run)  # the run's own
     assert not win.train.tokenizer.isEnabled()  # a continued run keeps its tokenizer too
     assert "run's own tokenizer" in win.train.tokenizer.toolTip()
     win.new_model()
+    assert win.train.model_override is None
     assert win.train.tokenizer.isEnabled() and "auto (default)" in win.train.tokenizer.toolTip()
     win.train.tokenizer.setCurrentText("bpe")  # the combo drives the summary again
     assert "tokenizer bpe: trained at Start" in win.corpus.summary.text()
@@ -390,6 +394,26 @@ def test_continue_shows_the_runs_own_tokenizer_and_steps_per_epoch(win, qtbot, t
     win.new_model()  # the new-run choices come back
     assert win.train.tokenizer.currentText() == "bpe" and win.train.tokenizer.isEnabled()
     assert win.train.init_scheme.currentText() == "reference" and win.train.init_scheme.isEnabled()
+
+
+def test_continue_of_a_run_from_opened_weights_counts_their_model(win, qtbot, tiny_run,
+                                                                   tmp_path):
+    """A run started from a tiny model's weights records preset "small" (the default) in its
+    settings: Continue showed the small model's parameter count."""
+    from engine.trainer import TrainConfig
+
+    spec = runapi.RunSpec(init=tiny_run, train=TrainConfig(batch_size=4, seq_len=64, max_steps=1))
+    corpus = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+    with runapi.start(spec, [corpus], root=tmp_path / "runs") as run:
+        run.train()
+        folder = str(run.folder)
+    assert runapi.read_run_spec(folder).preset == "small"
+    win.train.preset.setCurrentText("small")
+    win.choose_continue(folder)
+    assert "of 82,368" in win.train.trainable.text()  # the tiny model it trains
+    assert not win.train.init_scheme.isEnabled()
+    win.new_model()
+    assert "of 82,368" not in win.train.trainable.text() and win.train.init_scheme.isEnabled()
 
 
 def test_settings_file_round_trip_and_one_line_error(win, qtbot, tmp_path):
