@@ -470,7 +470,11 @@ class MainWindow(QMainWindow):
         tok = self.corpus.tokenizer  # an opened model's; None: a new run's own tokenizer
         folder = self.continue_dir  # a Continue trains on the run's saved ids, not the corpus
         if folder is not None:
-            key: tuple[object, ...] = ("continue", folder, spec.train.seq_len)
+            try:  # a folder replaced since (train --force) is counted again
+                made = (Path(folder) / "run.json").stat().st_mtime_ns
+            except OSError:
+                made = 0
+            key: tuple[object, ...] = ("continue", folder, made)
 
             def count() -> int:
                 return engine.read_epoch_rows(folder)

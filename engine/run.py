@@ -369,12 +369,20 @@ def held_out_set(data: rf.RunData, seq_len: int, tokenizer: Any) -> np.ndarray |
     return pack_documents(data.ids, data.val_spans, seq_len, tokenizer) if len(data.val_spans) else None
 
 
+def _train_rows(data: rf.RunData, seq_len: int, tokenizer: Any) -> PackedRows | None:
+    """A documents run's training rows (its documents packed into rows of ``seq_len`` with
+    resets); None for a stream run (the trainer cuts its ids into rows)."""
+    if data.records == "stream":
+        return None
+    return pack_documents(data.ids, data.train_spans, seq_len, tokenizer)
+
+
 def _trainer(lm: MambaLM, data: rf.RunData, cfg: TrainConfig) -> Trainer:
     """A trainer over the saved data: stream rows, or documents packed into rows with resets."""
     val = held_out_set(data, cfg.seq_len, lm.tokenizer)
-    if isinstance(val, np.ndarray):  # a stream run
-        return Trainer(lm, np.asarray(data.train_ids), val, cfg)
-    rows = pack_documents(data.ids, data.train_spans, cfg.seq_len, lm.tokenizer)
+    rows = _train_rows(data, cfg.seq_len, lm.tokenizer)
+    if rows is None:  # a stream run
+        return Trainer(lm, np.asarray(data.train_ids), np.asarray(val), cfg)
     return Trainer(lm, data.ids, data.ids[:0], cfg, rows=rows, val_rows=val)
 
 
@@ -730,12 +738,13 @@ def read_epoch_rows(folder: str | Path) -> int:
     seq_len = read_run_spec(folder).train.seq_len
     data = rf.read_data(folder)
     if data.records == "stream":
-        return len(make_rows(np.asarray(data.train_ids), seq_len)[0])
+        return len(make_rows(np.asarray(data.train_ids), seq_len)[0])  # as Trainer cuts them
     latest = rf.read_pointer(folder, rf.LATEST)
     if not latest:
         raise CheckpointError(f"{folder}: no snapshot to read the tokenizer from")
-    tok = load_tokenizer(folder / rf.SNAPSHOTS / str(latest["snapshot"]))
-    return len(pack_documents(data.ids, data.train_spans, seq_len, tok))
+    rows = _train_rows(data, seq_len, load_tokenizer(folder / rf.SNAPSHOTS / str(latest["snapshot"])))
+    assert rows is not None
+    return len(rows)
 
 
 def _prefixed(tensors: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:

@@ -629,6 +629,21 @@ def test_a_disk_out_of_files_at_the_first_save_says_so_and_leaves_nothing(tmp_pa
     assert list(out.iterdir()) == []  # not a half-made run that needs --force again
 
 
+@pytest.mark.parametrize("records", ["file", "line", "stream"])
+def test_a_runs_epoch_rows_are_read_as_its_trainer_counts_them(tmp_path, records):
+    """What the window's Continue estimate shows (engine.read_epoch_rows) is the resumed run's
+    own row count, whatever the corpus shown."""
+    from dataclasses import replace
+
+    from engine.run import read_epoch_rows
+
+    spec = replace(_spec(seq_len=16), records=records)
+    with start(spec, [_corpus(tmp_path)], out=tmp_path / "r") as run:
+        pass
+    with resume(tmp_path / "r") as run:
+        assert read_epoch_rows(tmp_path / "r") == len(run.trainer.rows) > 1
+
+
 def test_a_deleted_runs_name_is_not_given_to_the_next_run(tmp_path):
     """After the newest run was deleted the next run got its name (2026-12-04-small-3 again),
     so its exports and samples could be taken for the deleted run's."""
