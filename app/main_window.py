@@ -951,7 +951,7 @@ class MainWindow(QMainWindow):
         """The step an export of ``folder`` starts from, for the save dialog's title."""
         run = self.worker.run_obj if self.worker is not None else None
         if run is not None and str(run.folder) == folder:
-            return f"training: its weights when you press Save, past step {run.step}"
+            return f"training, step {run.step}: the weights at Save"
         ptr = engine.read_pointer(Path(folder))
         return f"step {ptr['step']}" if ptr else "no snapshot yet"
 

@@ -179,7 +179,7 @@ class PlaygroundPanel(QWidget):
         prompt = self.prompt.toPlainText()
         settings.save("playground/prompt", prompt)
         self.output.setPlainText(prompt)
-        self._made_with = source
+        self._made_with = ""  # the prompt alone, until the model's text follows it
         self.worker = GenerateWorker(source, prompt, self.sampling(), self.backend.currentText())
         self.gen_thread = QThread(self)
         self.worker.moveToThread(self.gen_thread)
@@ -193,6 +193,8 @@ class PlaygroundPanel(QWidget):
         self.gen_thread.start()
 
     def _piece(self, text: str) -> None:
+        if self.worker is not None:
+            self._made_with = self.worker.source
         self.output.moveCursor(QTextCursor.MoveOperation.End)
         self.output.insertPlainText(text)
         self.status.setText("generating…")

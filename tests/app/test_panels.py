@@ -64,6 +64,11 @@ def test_playground_streams_tokens(win, qtbot, tiny_run):
     assert pg.output.toPlainText() == first
     pg.set_source(tiny_run)
     assert "text below" not in pg.status.text()
+    pg.set_source(str(Path(tiny_run).with_name("no-such-model")))
+    pg.generate()  # fails: the output holds the prompt alone, which is no model's text
+    qtbot.waitSignal(pg.finished, timeout=RUN_TIMEOUT).wait()
+    pg.set_source(tiny_run)
+    assert "text below" not in pg.status.text()
 
 
 def test_playground_reports_a_bad_folder_in_one_line(win, qtbot, tmp_path):
