@@ -313,7 +313,8 @@ def overlay_settings(base: RunSettings, top: RunSettings) -> RunSettings:
         if "model" in new:
             doc["model"] = new["model"]
     was, now = base.spec.preset, top.spec.preset
-    if "run.preset" in top.named and was != now and was in PRESET_DEFAULTS:
+    if "run.preset" in top.named and was != now and was in PRESET_DEFAULTS \
+            and now in PRESET_DEFAULTS:  # (a file with init may name any preset: it is unused)
         # a training setting at the shown preset's default follows the file's preset, as
         # `train --config` gives it (medium trained at small's rate); one set by hand stays
         kind = "bpe" if doc.get("run", {}).get("tokenizer") == "bpe" else "bytes"

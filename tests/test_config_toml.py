@@ -189,3 +189,15 @@ def test_a_bpe_vocab_a_bytes_run_never_uses_is_not_refused(folder):
     toml = folder / "run.toml"
     toml.write_text(UNUSED_BPE_VOCAB)
     assert load_settings(toml).spec.tokenizer == "bytes"
+
+
+def test_overlay_of_a_file_with_init_and_an_unknown_preset(tmp_path):
+    """A file starting from a model folder may name any preset (it is unused); the window's
+    Open settings raised KeyError: 'tinyy' on it, with nothing said."""
+    from engine import EarlyStopping, RunSettings, RunSpec, TrainConfig, overlay_settings
+
+    base = RunSettings(RunSpec(preset="small", train=TrainConfig()), (), EarlyStopping())
+    f = tmp_path / "s.toml"
+    f.write_text(f'[run]\npreset = "tinyy"\ninit = "{tmp_path}"\n')
+    got = overlay_settings(base, load_settings(f))
+    assert got.spec.init == str(tmp_path) and got.spec.train == base.spec.train

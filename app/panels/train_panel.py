@@ -486,8 +486,9 @@ class TrainPanel(QWidget):
                   and self.start != "continue")  # a continued run keeps its dims
         for w in (self.d_model, self.n_layer, self.d_state):
             w.setEnabled(custom)
-        if not custom:
-            c = engine.preset(self.preset.currentText(), 257)
+        if not custom and self.preset.currentText() != "custom":  # "custom" with dims kept
+            c = engine.preset(self.preset.currentText(), 257)  # (a continued run, opened weights):
+            # they stay as shown (it raised "unknown preset 'custom'" and left the panel half-set)
             for w, v in ((self.d_model, c.d_model), (self.n_layer, c.n_layer),
                          (self.d_state, c.d_state)):
                 w.blockSignals(True)

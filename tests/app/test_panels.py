@@ -421,6 +421,30 @@ def test_continue_of_a_run_from_opened_weights_counts_their_model(win, qtbot, ti
     assert "of 82,368" not in win.train.trainable.text() and win.train.init_scheme.isEnabled()
 
 
+def test_custom_preset_with_continue_and_open_model(win, qtbot, tiny_run, tmp_path):
+    """Preset "custom" shown, then Continue of a custom-sized run: "unknown preset 'custom'"
+    raised inside the panel's refresh, leaving it half-set, and a second Continue (or Open
+    model) did nothing while Next Start still named the first run."""
+    from engine.trainer import TrainConfig
+
+    spec = runapi.RunSpec(model={"d_model": 32, "n_layer": 1},
+                          train=TrainConfig(batch_size=4, seq_len=64, max_steps=1))
+    corpus = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+    with runapi.start(spec, [corpus], root=tmp_path / "runs") as run:
+        run.train()
+        custom = str(run.folder)
+    win.train.preset.setCurrentText("custom")
+    win.choose_continue(custom)
+    assert win.continue_dir == custom and win.train.d_model.value() == 32
+    assert not win.train.tokenizer.isEnabled() and not win.train.init_scheme.isEnabled()
+    win.choose_continue(tiny_run)
+    assert win.continue_dir == tiny_run and Path(tiny_run).name in win.next_label.text()
+    win.train.preset.setCurrentText("custom")
+    win.open_model(custom)
+    qtbot.waitUntil(lambda: win.init_dir == custom, timeout=RUN_TIMEOUT)
+    assert "weights of" in win.next_label.text() and not win.errors, win.errors
+
+
 def test_settings_file_round_trip_and_one_line_error(win, qtbot, tmp_path):
     path = tmp_path / "run.toml"
     win.train.lr.setValue(0.0042)
