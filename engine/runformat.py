@@ -848,7 +848,7 @@ class RunInfo:
     path: Path
     name: str
     created: str
-    preset: str
+    preset: str  # its preset, "custom" or "opened weights"
     steps: int
     best_val_loss: float | None
     status: str  # running | paused | stopped | finished | diverged | interrupted | broken
@@ -878,8 +878,10 @@ def list_runs(root: str | Path) -> list[RunInfo]:
             state = "interrupted"
         latest = read_pointer(p, LATEST)
         best = best_pointer(p)
+        spec = d["spec"]  # a run of its own sizes, or from opened weights, records the default
+        model = ("custom" if spec.get("model") else "opened weights" if spec.get("init")
+                 else str(spec.get("preset", "")))  # preset, unused: it was listed as "small"
         out.append(RunInfo(
-            p, str(d.get("name", p.name)), str(d.get("created", "")),
-            str(d["spec"].get("preset", "")), int(latest["step"]) if latest else 0,
-            best.get("val_loss") if best else None, state))
+            p, str(d.get("name", p.name)), str(d.get("created", "")), model,
+            int(latest["step"]) if latest else 0, best.get("val_loss") if best else None, state))
     return sorted(out, key=lambda r: (r.created, r.name), reverse=True)

@@ -184,6 +184,14 @@ def test_new_runs_get_unique_folders(tmp_path):
     assert len(runs) == 2 and len({r.path for r in runs}) == 2
     assert all(r.status == "finished" and r.steps == 1 and r.preset == "tiny" for r in runs)
     assert runs[0].best_val_loss is not None and math.isfinite(runs[0].best_val_loss)
+    # a run of its own sizes, and one from another's weights, recorded the default preset and
+    # were listed as "small"
+    from dataclasses import replace
+
+    for kind, label in (({"model": {"d_model": 32, "n_layer": 1}}, "custom"),
+                        ({"init": str(runs[0].path)}, "opened weights")):
+        start(replace(_spec(), **kind), [corpus], out=tmp_path / "runs" / label).close()
+        assert next(r for r in list_runs(tmp_path / "runs") if r.path.name == label).preset == label
 
 
 def test_a_run_being_opened_lists_as_running_and_status_follows_saves(tmp_path):

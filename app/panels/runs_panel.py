@@ -1,4 +1,4 @@
-"""Runs tab: every run in the runs folder (name, date, preset, steps, best held-out loss, status)
+"""Runs tab: every run in the runs folder (name, date, model (preset), steps, best held-out loss, status)
 with Open, Continue, Compare, Export and Delete. Listing reads only small JSON files. Live: the
 run training in this window updates its row from its step signals (``update_live``), and while
 the tab is visible every run's status is re-read on the thread pool every ``REFRESH_MS``."""
@@ -31,7 +31,7 @@ from ..workers import run_in_thread
 ADAPTER_TIP = "Write the LoRA adapter in PEFT format (LoRA runs only)"
 NO_ADAPTER_TIP = "This run trained all its weights, no LoRA adapter: use Export model…"
 REFRESH_MS = 3000  # while the tab is visible: re-read every run's status this often (off-thread)
-COLUMNS = ("name", "date", "preset", "steps", "best held-out", "status")
+COLUMNS = ("name", "date", "model", "steps", "best held-out", "status")
 
 
 def has_lora(folder: str) -> bool:

@@ -229,7 +229,7 @@ def test_runs_panel_lists_compares_and_deletes(win, qtbot):
     b = train_until_idle(qtbot, win, max_steps=2)
     t = win.runs.table
     headers = [t.horizontalHeaderItem(i).text() for i in range(t.columnCount())]
-    assert headers == ["name", "date", "preset", "steps", "best held-out", "status"]
+    assert headers == ["name", "date", "model", "steps", "best held-out", "status"]
     rows = {t.item(r, 0).text(): [t.item(r, c).text() for c in range(6)] for r in range(2)}
     assert rows[Path(a).name][2:4] == ["tiny", "3"] and rows[Path(a).name][5] == "finished"
     assert float(rows[Path(b).name][4]) > 0  # best held-out loss
