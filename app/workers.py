@@ -161,7 +161,9 @@ class TrainWorker(QObject):
                                     " then Start (it stays the run Start continues)")
                     self.nothing_left = True
                     return
-                self._preview(f"step {run.step}", run.trainer.cursor.epoch)
+                if not any(r.get("step") == run.step for r in engine.read_samples(run.folder)):
+                    # (a finished run continued had its last epoch's sample twice in the Gallery)
+                    self._preview(f"step {run.step}", run.trainer.cursor.epoch)
                 result = run.train(on_step=self._on_step, on_epoch=self._on_epoch,
                                    control=self.control, on_save=self._on_save,
                                    on_notice=self.info.emit)

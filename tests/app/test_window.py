@@ -168,6 +168,23 @@ def test_continue_a_finished_run_says_how_to_train_it_further(win, qtbot):
     assert win.continue_dir is None and not win.errors, win.errors
 
 
+def test_continuing_a_finished_run_adds_no_second_sample_of_its_last_step(win, qtbot):
+    """The epoch-end sample of a finished run's last step was sampled again at Continue: two
+    identical rows in the Gallery."""
+    import engine
+
+    win.train.epochs.setValue(1)
+    folder = train_until_idle(qtbot, win)
+    last = json.loads((Path(folder) / "latest.json").read_text())["step"]
+    assert any(r["step"] == last for r in engine.read_samples(folder))  # the epoch's sample
+    win.choose_continue(folder)
+    win.train.epochs.setValue(2)
+    assert train_until_idle(qtbot, win, max_steps=last + 2) == folder
+    assert json.loads((Path(folder) / "latest.json").read_text())["step"] == last + 2
+    seen = [(r["step"], r["prompt"]) for r in engine.read_samples(folder)]
+    assert len(seen) == len(set(seen)), seen
+
+
 def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
     """Deterministic: every wait is on a condition or a signal, and the pause check reads the
     run's own step counter (not the queue of step signals the GUI may not have drained yet)."""
