@@ -667,6 +667,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
                 raise CheckpointError(f"{folder / name}: a folder where the run keeps a file; "
                                       "move it away, then resume")
         spec, snap, meta, refused = _open(folder)
+        before = spec.train
         train_kw = {k: v for k, v in overrides.items() if v is not None and hasattr(spec.train, k)}
         if train_kw.get("max_steps") == NO_LIMIT:
             train_kw["max_steps"] = None  # all epochs
@@ -696,6 +697,9 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
                              f"of epochs {spec.train.epochs} and max steps "
                              f"{spec.train.max_steps or 'no limit'}: give at least {need} epochs "
                              f"and max steps above {run.step} (or no limit) to train on")
+        totals = "epochs" in train_kw or "max_steps" in train_kw
+        if totals and "lr" not in train_kw and (rate := tr.rate_notice(before)) is not None:
+            run.notices.append(rate)
         best = rf.best_pointer(folder)
         run.best_val = best.get("val_loss") if best else None
         odd = rf.truncate_metrics(folder, run.step)

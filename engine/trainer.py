@@ -219,7 +219,8 @@ class Trainer:
     def warmup_notice(self, fix: str) -> str | None:
         """The note the CLI and the app show when the configured warmup was cut to a fifth of this
         run (``effective_warmup``) and steps remain; ``fix`` names the setting to raise."""
-        if self.warmup_steps < self.cfg.warmup_steps and self.total_steps > self.cursor.step:
+        if (self.warmup_steps < self.cfg.warmup_steps and self.total_steps > self.cursor.step
+                and self.cursor.step <= self.warmup_steps):  # (not after it: a continued run)
             steps = "step" if self.warmup_steps == 1 else "steps"
             note = (f"the {self.cfg.warmup_steps}-step warmup is cut to {self.warmup_steps} "
                     f"{steps}, a fifth of this {self.total_steps}-step run")
@@ -228,6 +229,25 @@ class Trainer:
             return (f"{note}; a run this short learns little: raise {fix}"
                     if self.total_steps < SHORT_RUN else note)
         return None
+
+    def rate_notice(self, before: TrainConfig) -> str | None:
+        """For a resumed run whose totals changed (``before``: its settings until now): a note
+        when its rate goes back up, because the schedule is laid over the new total and the
+        decay had begun (a finished run continued went from 5.2e-4 to 3.0e-3 unsaid)."""
+        step = self.cursor.step
+        if step == 0:
+            return None
+        old_total = self.steps_per_epoch * before.epochs
+        old_total = min(old_total, before.max_steps) if before.max_steps else old_total
+        was = self.lr_scale * lr_at(step - 1, old_total, before.lr, before.warmup_steps,
+                                    before.min_lr_ratio, before.decay_fraction)
+        now = self.current_lr()
+        if now <= 1.5 * was:
+            return None
+        return (f"the learning rate goes back up from {was:.2g} to {now:.2g}: the schedule (warmup, "
+                f"hold, decay over the last {100 * self.cfg.decay_fraction:g} %) now spans "
+                f"{self.total_steps} steps, so its decay starts again (give a lower learning rate "
+                "to keep it small)")
 
     def current_lr(self) -> float:
         """The learning rate of the next optimizer step (warmup, stable, decay)."""

@@ -652,6 +652,25 @@ def test_a_runs_epoch_rows_are_read_as_its_trainer_counts_them(tmp_path, records
         assert read_epoch_rows(tmp_path / "r") == len(run.trainer.rows) > 1
 
 
+def test_continuing_a_finished_run_says_its_rate_goes_back_up_not_warmup(tmp_path):
+    """A finished run continued with more steps: its rate jumped from the end of its decay back
+    to the full rate, unsaid, while a note spoke of a warmup cut to a fifth (long past)."""
+    spec = _spec(max_steps=30, epochs=1000, warmup_steps=100)
+    with start(spec, [_corpus(tmp_path)], out=tmp_path / "r") as run:
+        run.train()
+        low = run.trainer.current_lr()
+    with resume(tmp_path / "r", max_steps=60) as run:
+        tr = run.trainer
+        assert tr.current_lr() > 3 * low
+        assert any("the learning rate goes back up from" in n and "now spans 60 steps" in n
+                   for n in run.notices), run.notices
+        assert tr.warmup_notice("Max steps") is None  # step 30: past the 6-step warmup
+    with resume(tmp_path / "r", max_steps=30) as run:  # the same totals: nothing to say
+        assert not any("goes back up" in n for n in run.notices)
+    with resume(tmp_path / "r", max_steps=60, lr=1e-4) as run:  # a rate given: as asked
+        assert not any("goes back up" in n for n in run.notices)
+
+
 def test_a_deleted_runs_name_is_not_given_to_the_next_run(tmp_path):
     """After the newest run was deleted the next run got its name (2026-12-04-small-3 again),
     so its exports and samples could be taken for the deleted run's."""
