@@ -559,6 +559,9 @@ class MainWindow(QMainWindow):
         self._reset_progress()
         self.plots.clear()
         self._clear_compare()
+        if not self.continue_dir:  # a Continue shows its run's saved samples already
+            self.preview.show_preview("the new run's first sample comes before its first step",
+                                      "", "—")  # (the previous run's stayed, even after a Stop)
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling())
         self.train_thread = QThread(self)
         self.worker.moveToThread(self.train_thread)

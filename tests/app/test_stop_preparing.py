@@ -14,6 +14,8 @@ def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
         win.train.max_steps.setValue(50)
         win.progress.setMaximum(110)  # a previous run's
         win.progress.setValue(45)
+        win.preview.show_preview("epoch 3", "a previous run's text", "CPU step")  # ... its sample
+        win.plots.loss_plot.setRange(xRange=(1, 23), yRange=(9, 11))  # ... and its axes
         win.start_training()
         assert win.state == "running" and win.status.text().startswith("preparing")
         win.stop()  # before the run has even opened
@@ -26,5 +28,7 @@ def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
         assert not any((tmp_path / "runs").iterdir()), list((tmp_path / "runs").iterdir())
         assert win.errors == []
         assert win.progress.text() == ""  # not the previous run's 45 / 110 steps
+        assert win.preview.output.toPlainText() == "" and "epoch 3" not in win.preview.tag.text()
+        assert win.plots.loss_plot.viewRange()[0][1] <= 1  # not steps 1-23
     finally:
         close_window(qtbot, win)
