@@ -854,6 +854,7 @@ class MainWindow(QMainWindow):
             self.continue_dir = None
             self.train.end_resumable()
             self.train.model_override = lm.config
+            self.train.show_opened_tokenizer(lm.tokenizer.kind)
             self.train._update()
             self.corpus.set_tokenizer(lm.tokenizer, lm.tokenizer.kind)
             self._update_next()
@@ -877,6 +878,7 @@ class MainWindow(QMainWindow):
         """Forget an opened model's shape and tokenizer (``open_model``): the model settings and
         the corpus token counts follow the panel's preset and tokenizer choice again."""
         self.train.model_override = None
+        self.train.show_opened_tokenizer(None)
         self.train._update()
         if self.corpus.tokenizer is not None:
             self.corpus.set_tokenizer(None, self.train.tokenizer.currentText())

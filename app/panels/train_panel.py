@@ -234,6 +234,7 @@ class TrainPanel(QWidget):
         self.trainable = QLabel()
         self.trainable.setWordWrap(True)  # a long warning wraps instead of widening the panel
         self.model_override: engine.MambaConfig | None = None  # the opened model's config
+        self._tokenizer_choice: str | None = None  # the new-run choice while weights are opened
         adapt = QGroupBox("Adaptation")
         grid = QGridLayout(adapt)
         grid.addWidget(self.lora, 0, 0, 1, 4)
@@ -413,6 +414,18 @@ class TrainPanel(QWidget):
         self._show_adapt(tc)
         self._update()
 
+    def show_opened_tokenizer(self, kind: str | None) -> None:
+        """While weights are opened, the (disabled) tokenizer box shows their tokenizer, not the
+        new-run choice ("auto" read beside "opened ...: bytes tokenizer"); None puts the choice
+        back."""
+        if kind is not None and self.tokenizer.findText(kind) >= 0:
+            if self._tokenizer_choice is None:
+                self._tokenizer_choice = self.tokenizer.currentText()
+            self.tokenizer.setCurrentText(kind)
+        elif kind is None and self._tokenizer_choice is not None:
+            choice, self._tokenizer_choice = self._tokenizer_choice, None
+            self.tokenizer.setCurrentText(choice)
+
     def end_resumable(self) -> None:
         """Put back the new-run values ``show_resumable`` replaced, and let the settings a
         continued run keeps be edited again (no-op if none)."""
@@ -542,7 +555,8 @@ class TrainPanel(QWidget):
         for k in self._KEYS:  # while continuing a run, its own values are not remembered
             settings.save(f"train/{k}", kept.get(k, getattr(self, k).value()))
         settings.save("train/preset", kept.get("preset", self.preset.currentText()))
-        settings.save(TOKENIZER_KEY, kept.get("tokenizer", self.tokenizer.currentText()))
+        settings.save(TOKENIZER_KEY, kept.get("tokenizer", self._tokenizer_choice
+                                              or self.tokenizer.currentText()))
         settings.save("train/init_scheme", kept.get("init_scheme", self.init_scheme.currentText()))
         lora, wsla = ((self.lora.isChecked(), self.wsla.isChecked()) if self.start == "opened"
                       else self._adapt_wanted)  # ticked again when weights are next opened

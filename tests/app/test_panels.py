@@ -354,10 +354,12 @@ def test_continue_forgets_an_opened_model(win, qtbot, tiny_run):
     while the estimate used the opened model and the corpus counted its tokenizer's tokens."""
     import engine
 
+    win.train.tokenizer.setCurrentText("bpe")  # the new-run choice
     win.open_model(tiny_run)
     qtbot.waitUntil(lambda: win.init_dir == tiny_run and win.corpus.pending == 0,
                     timeout=RUN_TIMEOUT)
     assert win.train.model_override is not None and win.corpus.tokenizer is not None
+    assert win.train.tokenizer.currentText() == "bytes"  # the opened weights' (it read "bpe")
     # the opened model trains with its own tokenizer: the box was left open to a choice
     assert not win.train.tokenizer.isEnabled() and not win.train.bpe_vocab.isEnabled()
     assert "opened model's own tokenizer" in win.train.tokenizer.toolTip()
@@ -370,6 +372,8 @@ def test_continue_forgets_an_opened_model(win, qtbot, tiny_run):
     win.new_model()
     assert win.train.model_override is None
     assert win.train.tokenizer.isEnabled() and "auto (default)" in win.train.tokenizer.toolTip()
+    assert win.train.tokenizer.currentText() == "bpe"  # the choice, back
+    win.train.tokenizer.setCurrentText("bytes")
     win.train.tokenizer.setCurrentText("bpe")  # the combo drives the summary again
     assert "tokenizer bpe: trained at Start" in win.corpus.summary.text()
 
