@@ -551,10 +551,9 @@ def test_a_run_refused_for_disk_space_leaves_no_empty_folder(tmp_path, monkeypat
     assert out.is_dir()
 
 
-def test_an_epoch_end_at_an_eval_step_is_evaluated_saved_and_logged_once(tmp_path, monkeypatch):
-    """At a step that both evaluates (eval_every) and ends an epoch, the held-out set was
-    evaluated twice, the snapshot written twice (the first without the epoch's report) and two
-    eval rows logged."""
+@pytest.fixture
+def evaluations(monkeypatch) -> list[int]:
+    """The steps at which the trainer evaluates its held-out set, in order."""
     from engine.trainer import Trainer
 
     calls: list[int] = []
@@ -565,6 +564,14 @@ def test_an_epoch_end_at_an_eval_step_is_evaluated_saved_and_logged_once(tmp_pat
         return real(self, *a, **k)
 
     monkeypatch.setattr(Trainer, "evaluate", counted)
+    return calls
+
+
+def test_an_epoch_end_at_an_eval_step_is_evaluated_saved_and_logged_once(tmp_path, evaluations):
+    """At a step that both evaluates (eval_every) and ends an epoch, the held-out set was
+    evaluated twice, the snapshot written twice (the first without the epoch's report) and two
+    eval rows logged."""
+    calls = evaluations
     saves: list[str] = []
     spec = _spec(max_steps=None, epochs=2, eval_every=1)
     with start(spec, [_corpus(tmp_path)], out=tmp_path / "r") as run:
@@ -579,20 +586,11 @@ def test_an_epoch_end_at_an_eval_step_is_evaluated_saved_and_logged_once(tmp_pat
     assert rf.read_epochs_done(tmp_path / "r") == 2
 
 
-def test_a_run_ending_mid_epoch_logs_its_last_held_out_loss_once(tmp_path, monkeypatch):
+def test_a_run_ending_mid_epoch_logs_its_last_held_out_loss_once(tmp_path, evaluations):
     """A run that ends on max_steps inside an epoch evaluated its held-out set for the last
     save, but the loss reached neither metrics.csv (so no plot or TensorBoard) nor the step's
     report (the window and the CLI never showed it)."""
-    from engine.trainer import Trainer
-
-    calls: list[int] = []
-    real = Trainer.evaluate
-
-    def counted(self, *a, **k):  # noqa: ANN001, ANN002, ANN003
-        calls.append(self.cursor.step)
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(Trainer, "evaluate", counted)
+    calls = evaluations
     reports = []
     with start(_spec(max_steps=3, epochs=2), [_corpus(tmp_path)], out=tmp_path / "r") as run:
         assert run.trainer.steps_per_epoch > 3  # the end is inside the first epoch
