@@ -32,8 +32,12 @@ class TBLogger:
         self.writer: Any = None
         self._events: Any = None  # tensorboardX's EventFileWriter (its thread and exit hook)
         self._worker: Any = None
+        logdir = Path(folder) / TB_DIR
+        if logdir.is_symlink():  # a run's own files are never followed out of its folder (it
+            self._fail(f"{logdir} is a link; remove it to log here")  # wrote through one)
+            return
         try:
-            self.writer = SummaryWriter(logdir=str(Path(folder) / TB_DIR), flush_secs=5)
+            self.writer = SummaryWriter(logdir=str(logdir), flush_secs=5)
         except OSError as exc:  # its first event is written at once
             self._fail(exc.strerror or str(exc))
             return

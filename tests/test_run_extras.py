@@ -115,6 +115,23 @@ def test_a_full_disk_stops_tensorboard_logging_quietly(tmp_path, capfd, monkeypa
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_tb_link_is_not_followed_out_of_the_run(tmp_path):
+    """A run's tb/ turned into a link to another folder (/etc in a test): events were written
+    there. Logging stops with one message and training goes on, as for a tb that is a file."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / TB_DIR).symlink_to(outside)
+    said: list[str] = []
+    log = TBLogger(run, on_error=said.append)
+    log.step(1, 2.0, 0.5, 1e-3, 100.0)
+    log.eval(1, 2.0)
+    log.close()
+    assert list(outside.iterdir()) == []
+    assert len(said) == 1 and "is a link" in said[0] and "training goes on" in said[0], said
+
+
 def test_other_threads_errors_reach_the_hook_installed_before_the_logger(tmp_path, monkeypatch):
     """The logger's thread hook passed other threads' errors to the hook current when
     ``engine.tblog`` was imported, skipping one installed later (a crash reporter, pytest's)."""
