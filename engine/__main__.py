@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 
@@ -17,6 +18,7 @@ def run() -> int:
             print(f"error: {exc}", file=sys.stderr)  # noqa: T201  (the CLI's one-line error)
             return 2
         from .cli import main
+        from .signals import ignore_after_stop
     except ModuleNotFoundError as exc:  # a Python without the dependencies (not the set-up .venv)
         if not exc.name or exc.name.split(".")[0] == __package__:
             raise
@@ -29,9 +31,8 @@ def run() -> int:
     try:
         return main()
     finally:
-        from .signals import ignore_after_stop
-
-        ignore_after_stop()
+        with contextlib.suppress(KeyboardInterrupt):  # a late Ctrl-C here: main() said it
+            ignore_after_stop()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from .errors import MambaStudioError
 from .reports import format_duration
-from .signals import Interrupted, interrupt_on_signals
+from .signals import Interrupted, interrupt_on_signals, note_interrupted
 
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
 
@@ -679,6 +679,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{end}error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C outside training (which saves and exits 0):
+        note_interrupted()
         sys.stdout.flush()  # reading the corpus, training the tokenizer, loading; a new run
         name = str(exc) if isinstance(exc, Interrupted) else "Ctrl-C"  # leaves nothing
         with contextlib.suppress(OSError, ValueError):

@@ -114,6 +114,13 @@ def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = N
 _STOPPED = [False]  # a signal stopped a run of this process (``stop_on_signals(lasting=True)``)
 
 
+def note_interrupted() -> None:
+    """A Ctrl-C / SIGTERM ended the command (``Interrupted`` handled): the process is on its way
+    out, and :func:`ignore_after_stop` keeps a second one from interrupting that (it printed a
+    traceback from the exit path)."""
+    _STOPPED[0] = True
+
+
 def ignore_after_stop() -> None:
     """The last thing a process does whose run a signal stopped: ignore the stop signals from
     here (not a Python handler: those are reset to the default while the interpreter exits, and
