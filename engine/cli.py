@@ -464,6 +464,11 @@ def cmd_eval(a: argparse.Namespace) -> int:
                           id_bytes=id_dtype(lm.tokenizer.vocab_size).itemsize))
     if records == "stream":
         ids = encode_corpus(corpus, lm.tokenizer)
+        if len(ids) < 2:  # it said only "evaluation text has fewer than 2 tokens"
+            named = ", ".join(str(c) for c in (a.corpus or [SAMPLE_CORPUS]))
+            raise ValueError(f"{named}: {len(ids)} token(s), and a stream needs 2 to score one; "
+                             "give more text (or --records file, which scores each file's end "
+                             "of text)")
         r = evaluate(lm, ids, seq_len, max_tokens=a.max_tokens)
     else:  # documents packed into rows with the state reset at each, as training does
         docs = encode_documents(corpus, lm.tokenizer, records)

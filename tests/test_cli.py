@@ -38,6 +38,11 @@ def test_train_generate_eval_resume(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("the ")
     assert main(["eval", str(out), str(corpus), "--seq-len", "32"]) == 0
     assert "perplexity" in capsys.readouterr().out
+    one = tmp_path / "one.txt"  # it said "evaluation text has fewer than 2 tokens": no file
+    one.write_text("x")
+    assert main(["eval", str(out), str(one), "--records", "stream"]) == 2
+    err = capsys.readouterr().err
+    assert f"{one}: 1 token(s)" in err and "give more text" in err
 
 
 def test_max_steps_past_the_epochs_says_to_raise_epochs(tmp_path, capsys):
