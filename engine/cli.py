@@ -18,6 +18,7 @@ from .reports import format_duration
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
 
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
+RANK_TIMEOUT_S = 300.0  # train --distributed: silence from another rank that ends the job
 
 
 class _Parser(argparse.ArgumentParser):
@@ -242,11 +243,14 @@ def cmd_train(a: argparse.Namespace) -> int:
         if bad:  # say so before training, not after
             raise ValueError(f"--export-adapter: PEFT does not apply LoRA on {bad} un-merged; drop "
                              "--export-adapter and use: python -m engine export --merged RUN OUT")
+    if a.rank_timeout is not None and not a.distributed:  # it was taken without a word
+        raise ValueError("--rank-timeout applies to --distributed runs only; drop it, or launch "
+                         "with mpirun ... --distributed")
     job = None
     if a.distributed:
         from .distributed_run import DistributedJob
 
-        job = DistributedJob(a.rank_timeout)
+        job = DistributedJob(a.rank_timeout or RANK_TIMEOUT_S)
         if not job.leader:
             return job.follow()
     try:
@@ -594,9 +598,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--distributed", action="store_true",
                    help="one rank of a data-parallel job: mpirun -n N python -m engine train ... "
                         "--distributed (docs/distributed.md)")
-    t.add_argument("--rank-timeout", type=_float_in(1.0, 1e6), default=300.0,
+    t.add_argument("--rank-timeout", type=_float_in(1.0, 1e6),
                    help="with --distributed: seconds without an answer from another rank before "
-                        "the job is ended")
+                        f"the job is ended (default {RANK_TIMEOUT_S:g})")
     t.set_defaults(fn=cmd_train)
     g = sub.add_parser("generate", help="generate text from a model folder")
     g.add_argument("model", type=_path, help="run folder (latest snapshot), snapshot or model folder")

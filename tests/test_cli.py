@@ -119,6 +119,12 @@ def test_an_empty_path_is_refused_not_taken_as_not_given(tmp_path, monkeypatch, 
     assert not (tmp_path / "runs").exists()  # nothing started
 
 
+def test_rank_timeout_without_distributed_is_refused(capsys):
+    """It was accepted without a word (and did nothing)."""
+    assert main(["train", "--rank-timeout", "5", "--max-steps", "1"]) == 2
+    assert "--rank-timeout applies to --distributed runs only" in capsys.readouterr().err
+
+
 def test_bench_json_line(capsys):
     assert main(["bench", "--json", "--configs", "small", "--steps", "1"]) == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
