@@ -88,7 +88,7 @@ if TYPE_CHECKING:
     )
     from .samples import append_sample, read_samples, sample_seed
     from .sampling import GENERATION_DEFAULTS, SamplingConfig
-    from .tblog import TBLogger
+    from .tblog import TBLogger, keeps_tensorboard
     from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer
     from .trainer import (
         EpochReport,
@@ -188,6 +188,7 @@ _EXPORTS: dict[str, str] = {
     "read_samples": "samples",
     "sample_seed": "samples",
     "TBLogger": "tblog",
+    "keeps_tensorboard": "tblog",
     "estimate_run": "estimate",
     "measure_step_seconds": "estimate",
     "why_not_measured": "estimate",
@@ -298,6 +299,7 @@ __all__ = [
     "start_run",
     "StepReport",
     "TBLogger",
+    "keeps_tensorboard",
     "TokenizerError",
     "TrainConfig",
     "TrainControl",

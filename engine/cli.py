@@ -270,7 +270,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
     from .run import stop_on_signals
     from .samples import sample_seed
     from .sampling import GENERATION_DEFAULTS
-    from .tblog import TBLogger
+    from .tblog import TBLogger, keeps_tensorboard
 
     with run:
         tr, lm = run.trainer, run.lm
@@ -325,9 +325,11 @@ def _train(a: argparse.Namespace, run, job) -> int:
         show_sample(f"at step {tr.cursor.step}, resuming" if tr.cursor.step else "before training")
         t0 = time.perf_counter()
         control = TrainControl()
+        tb_on = a.tensorboard if a.tensorboard is not None else (
+            not a.resume or keeps_tensorboard(run.folder))  # a resume keeps the run's choice
         tb = (TBLogger(run.folder, run.data.tokens_per_byte or 1.0,
                        on_error=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
-              if a.tensorboard else None)
+              if tb_on else None)
         early = _settings(a).early_stopping if a.config else EarlyStopping()
         if a.patience is not None or a.target_loss is not None:
             early = EarlyStopping(a.patience or 0, a.target_loss)
@@ -580,8 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="early stopping: stop after N held-out evaluations without improvement")
     t.add_argument("--target-loss", type=_float_in(0.0, 1e6, lo_open=True),
                    help="early stopping: stop once held-out loss reaches this (nats/token)")
-    t.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=True,
-                   help="write TensorBoard events into <run>/tb (tensorboard --logdir runs/)")
+    t.add_argument("--tensorboard", action=argparse.BooleanOptionalAction,
+                   help="write TensorBoard events into <run>/tb (tensorboard --logdir runs/); "
+                        "default: on for a new run, as the run had it for --resume")
     t.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
     t.add_argument("--wsla", action="store_true", help="WSLA fast-adapt: train only x_proj")
     t.add_argument("--lora", type=_names(LORA_TARGETS),

@@ -16,6 +16,14 @@ from typing import Any
 from .runformat import TB as TB_DIR
 
 
+def keeps_tensorboard(folder: str | Path) -> bool:
+    """Whether a resumed run logs TensorBoard events: where it did before (its tb/ exists), so a
+    run started without them (``train --no-tensorboard``) stays without (a plain resume wrote
+    them)."""
+    tb = Path(folder) / TB_DIR
+    return tb.exists() or tb.is_symlink()
+
+
 class TBLogger:
     """A run's TensorBoard writer that never takes the run down: when writing fails (a full
     disk), logging stops, ``on_error`` hears why once, and nothing is printed or left blocking

@@ -202,3 +202,26 @@ def test_early_stopping_does_not_claim_a_runs_own_end(tmp_path, capsys):
                  "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "early stopping" not in err and "finished: saved" in err and "(held-out loss" in err
+
+
+def test_a_run_started_without_tensorboard_resumes_without_it(tmp_path, capsys):
+    """``--no-tensorboard`` was forgotten: a plain --resume wrote tb/ anyway."""
+    from engine.cli import main
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat. " * 400)
+    out = tmp_path / "run"
+    tiny = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0"]
+    assert main(["train", str(corpus), *tiny, "--max-steps", "2", "--no-tensorboard",
+                 "--out", str(out)]) == 0
+    assert main(["train", "--resume", str(out), "--max-steps", "3", "--sample-tokens", "0"]) == 0
+    assert not (out / TB_DIR).exists()
+    assert main(["train", "--resume", str(out), "--max-steps", "4", "--sample-tokens", "0",
+                 "--tensorboard"]) == 0  # asked for: from here on
+    assert (out / TB_DIR).is_dir()
+    assert main(["train", "--resume", str(out), "--max-steps", "5", "--sample-tokens", "0"]) == 0
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(out / TB_DIR))
+    acc.Reload()
+    assert 5 in [e.step for e in acc.Scalars("loss/train")]  # kept on by a plain resume
