@@ -355,14 +355,21 @@ class MainWindow(QMainWindow):
         self.next_label.setText(text)
         self.train.model_source.setText(text.removeprefix("Next Start: "))
 
-    def _notice(self, msg: str) -> None:
+    def _log(self, msg: str) -> None:
+        """Append to the Log and show its newest line (Qt follows only while the view sits at
+        the bottom, which a layout change ended: new lines went unseen until scrolled to)."""
         self.log.appendPlainText(msg)
+        bar = self.log.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _notice(self, msg: str) -> None:
+        self._log(msg)
         if self.status.text().startswith(PREPARING):  # before step 1, the latest stage shows
             self.status.setText(f"{PREPARING}: {msg.splitlines()[0] if msg else ''}")
 
     def _say(self, msg: str) -> None:
         """A success/info message the user sees (status bar) and the log keeps."""
-        self.log.appendPlainText(msg)
+        self._log(msg)
         self.statusBar().showMessage(msg, 10000)
 
     def _on_corpus_added(self, n_added: int, rejected: list[tuple[str, str]]) -> None:
@@ -394,7 +401,7 @@ class MainWindow(QMainWindow):
 
     def _error(self, msg: str) -> None:
         self.errors.append(msg)
-        self.log.appendPlainText(f"ERROR: {msg}")
+        self._log(f"ERROR: {msg}")
         short = msg.strip().splitlines()[-1][:500] if msg.strip() else msg
         box = QMessageBox(QMessageBox.Icon.Warning, "Mamba Studio", short, parent=self)
         if short != msg:

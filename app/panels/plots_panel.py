@@ -229,6 +229,7 @@ class PlotsPanel(QWidget):
         self._history_step: int = 0  # the last step drawn from metrics.csv (load_history)
         self._history_epochs: set[int] = set()  # the epochs whose means came from metrics.csv
         self._dirty = True
+        self._redraw()  # the curves empty now: a repaint's auto-range saw the old data
         for p in (self.loss_plot, self.norm_plot):  # no curves: no axes of the run drawn before
             p.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)  # (steps 1-23, loss 9-11 stayed)
         self.reset_view()  # ... and follow the next run's data

@@ -235,6 +235,7 @@ class TrainPanel(QWidget):
         self.trainable.setWordWrap(True)  # a long warning wraps instead of widening the panel
         self.model_override: engine.MambaConfig | None = None  # the opened model's config
         self._tokenizer_choice: str | None = None  # the new-run choice while weights are opened
+        self._dims_choice: tuple[int, int, int] = (0, 0, 0)  # ... and its d_model, layers, d_state
         adapt = QGroupBox("Adaptation")
         grid = QGridLayout(adapt)
         grid.addWidget(self.lora, 0, 0, 1, 4)
@@ -415,16 +416,23 @@ class TrainPanel(QWidget):
         self._update()
 
     def show_opened_tokenizer(self, kind: str | None) -> None:
-        """While weights are opened, the (disabled) tokenizer box shows their tokenizer, not the
-        new-run choice ("auto" read beside "opened ...: bytes tokenizer"); None puts the choice
-        back."""
-        if kind is not None and self.tokenizer.findText(kind) >= 0:
+        """While weights are opened, the (disabled) tokenizer box shows their tokenizer and the
+        size boxes their dims (``_update``), not the new-run choices ("auto" read beside "opened
+        ...: bytes tokenizer", a custom d_model 96 beside a 128-wide model); None puts the
+        choices back."""
+        if kind is not None:
             if self._tokenizer_choice is None:
                 self._tokenizer_choice = self.tokenizer.currentText()
-            self.tokenizer.setCurrentText(kind)
-        elif kind is None and self._tokenizer_choice is not None:
+                self._dims_choice = (self.d_model.value(), self.n_layer.value(),
+                                     self.d_state.value())
+            if self.tokenizer.findText(kind) >= 0:
+                self.tokenizer.setCurrentText(kind)
+        elif self._tokenizer_choice is not None:
             choice, self._tokenizer_choice = self._tokenizer_choice, None
             self.tokenizer.setCurrentText(choice)
+            for w, v in zip((self.d_model, self.n_layer, self.d_state), self._dims_choice,
+                            strict=True):
+                w.setValue(v)
 
     def end_resumable(self) -> None:
         """Put back the new-run values ``show_resumable`` replaced, and let the settings a
@@ -499,7 +507,15 @@ class TrainPanel(QWidget):
                   and self.start != "continue")  # a continued run keeps its dims
         for w in (self.d_model, self.n_layer, self.d_state):
             w.setEnabled(custom)
-        if not custom and self.preset.currentText() != "custom":  # "custom" with dims kept
+        self.preset.setEnabled(self.model_override is None and self.start != "continue")
+        shown = self.model_override  # opened weights (or a continued run's model): their dims
+        if shown is not None:  # (a custom d_model 96 stayed beside a 128-wide opened model)
+            for w, v in ((self.d_model, shown.d_model), (self.n_layer, shown.n_layer),
+                         (self.d_state, shown.d_state)):
+                w.blockSignals(True)
+                w.setValue(v)
+                w.blockSignals(False)
+        elif not custom and self.preset.currentText() != "custom":  # "custom" with dims kept
             c = engine.preset(self.preset.currentText(), 257)  # (a continued run, opened weights):
             # they stay as shown (it raised "unknown preset 'custom'" and left the panel half-set)
             for w, v in ((self.d_model, c.d_model), (self.n_layer, c.n_layer),

@@ -443,10 +443,16 @@ def test_custom_preset_with_continue_and_open_model(win, qtbot, tiny_run, tmp_pa
     assert not win.train.tokenizer.isEnabled() and not win.train.init_scheme.isEnabled()
     win.choose_continue(tiny_run)
     assert win.continue_dir == tiny_run and Path(tiny_run).name in win.next_label.text()
+    win.new_model()
     win.train.preset.setCurrentText("custom")
+    win.train.d_model.setValue(96)
     win.open_model(custom)
     qtbot.waitUntil(lambda: win.init_dir == custom, timeout=RUN_TIMEOUT)
     assert "weights of" in win.next_label.text() and not win.errors, win.errors
+    # the opened model's dims, not the custom 96 beside it; no preset to pick for it
+    assert win.train.d_model.value() == 32 and not win.train.preset.isEnabled()
+    win.new_model()  # the own choices come back
+    assert win.train.d_model.value() == 96 and win.train.preset.isEnabled()
 
 
 def test_settings_file_round_trip_and_one_line_error(win, qtbot, tmp_path):

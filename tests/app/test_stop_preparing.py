@@ -15,7 +15,11 @@ def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
         win.progress.setMaximum(110)  # a previous run's
         win.progress.setValue(45)
         win.preview.show_preview("epoch 3", "a previous run's text", "CPU step")  # ... its sample
-        win.plots.loss_plot.setRange(xRange=(1, 23), yRange=(9, 11))  # ... and its axes
+        p = win.plots  # ... and its curves and axes
+        p.steps, p.losses, p.norms = list(range(1, 24)), [10.0] * 23, [5.0] * 23
+        p._dirty = True
+        p._redraw()
+        qtbot.wait(200)  # painted: the auto-range follows steps 1-23
         win.start_training()
         assert win.state == "running" and win.status.text().startswith("preparing")
         win.stop()  # before the run has even opened
@@ -29,6 +33,7 @@ def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
         assert win.errors == []
         assert win.progress.text() == ""  # not the previous run's 45 / 110 steps
         assert win.preview.output.toPlainText() == "" and "epoch 3" not in win.preview.tag.text()
+        qtbot.wait(300)  # repainted after the clear
         assert win.plots.loss_plot.viewRange()[0][1] <= 1  # not steps 1-23
     finally:
         close_window(qtbot, win)

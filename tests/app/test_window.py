@@ -315,7 +315,19 @@ def test_early_stopping_does_not_claim_a_runs_own_end(win, qtbot):
     win.train.target_loss.setValue(900.0)
     folder = Path(train_until_idle(qtbot, win, max_steps=2))
     assert "early stopping" not in win.log.toPlainText()
-    assert json.loads((folder / "latest.json").read_text())["val_loss"] < 900  # it was measured
+    val = json.loads((folder / "latest.json").read_text())["val_loss"]
+    assert val < 900  # it was measured, and the Log says it (it was in no line of the window)
+    assert f"finished at step 2 (held-out loss {val:.4f})" in win.log.toPlainText()
+
+
+def test_the_log_shows_its_newest_line(win, qtbot):
+    """After a layout change the Log stayed on old lines while new ones arrived below."""
+    for i in range(300):
+        win._say(f"line {i}")
+    bar = win.log.verticalScrollBar()
+    bar.setValue(0)  # where a resize can leave it
+    win._say("the newest")
+    assert bar.value() == bar.maximum() > 0
 
 
 def test_corpus_shorter_than_a_sequence_returns_to_idle_without_a_traceback(win, qtbot, tmp_path):
