@@ -320,6 +320,27 @@ def test_early_stopping_does_not_claim_a_runs_own_end(win, qtbot):
     assert f"finished at step 2 (held-out loss {val:.4f})" in win.log.toPlainText()
 
 
+def test_continue_keeps_a_run_without_tensorboard_without_it(win, qtbot, tmp_path):
+    """A run started with --no-tensorboard got tb/ from the window's Continue; one with tb/
+    keeps logging."""
+    from engine import run as runapi
+    from engine.trainer import TrainConfig
+
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=4, seq_len=64, max_steps=1))
+    sample = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+    with runapi.start(spec, [sample], root=tmp_path / "runs") as run:  # no TensorBoard logger
+        run.train()
+        folder = str(run.folder)
+    assert not (Path(folder) / "tb").exists()
+    win.choose_continue(folder)
+    assert train_until_idle(qtbot, win, max_steps=2) == folder
+    assert not (Path(folder) / "tb").exists()
+    made = train_until_idle(qtbot, win, max_steps=1)  # a window run: tb/ from its start
+    win.choose_continue(made)
+    train_until_idle(qtbot, win, max_steps=2)
+    assert len(list((Path(made) / "tb").iterdir())) >= 1
+
+
 def test_the_log_shows_its_newest_line(win, qtbot):
     """After a layout change the Log stayed on old lines while new ones arrived below."""
     for i in range(300):
