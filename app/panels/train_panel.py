@@ -567,7 +567,10 @@ class TrainPanel(QWidget):
         self.wsla.setChecked(settings.load("train/wsla", False))
 
     def remember(self) -> None:
-        kept = self._before_resume or {}
+        kept = dict(self._before_resume or {})
+        if self._tokenizer_choice is not None:  # weights opened: the own sizes, not theirs
+            for k, v in zip(("d_model", "n_layer", "d_state"), self._dims_choice, strict=True):
+                kept.setdefault(k, v)
         for k in self._KEYS:  # while continuing a run, its own values are not remembered
             settings.save(f"train/{k}", kept.get(k, getattr(self, k).value()))
         settings.save("train/preset", kept.get("preset", self.preset.currentText()))

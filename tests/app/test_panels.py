@@ -451,6 +451,10 @@ def test_custom_preset_with_continue_and_open_model(win, qtbot, tiny_run, tmp_pa
     assert "weights of" in win.next_label.text() and not win.errors, win.errors
     # the opened model's dims, not the custom 96 beside it; no preset to pick for it
     assert win.train.d_model.value() == 32 and not win.train.preset.isEnabled()
+    from app import settings
+
+    win.train.remember()  # as the window closes: the own sizes are remembered, not the model's
+    assert settings.load("train/d_model", 0) == 96
     win.new_model()  # the own choices come back
     assert win.train.d_model.value() == 96 and win.train.preset.isEnabled()
 
