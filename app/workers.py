@@ -72,7 +72,6 @@ class TrainWorker(QObject):
         self._backend = "CPU step"
         self._previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preview")
         self._tb: engine.TBLogger | None = None
-        self._held_out: dict[int, float] = {}  # the latest step's held-out loss, by its step
         self.early = replace(job.early)
         self.stop_reason = ""
         self.nothing_left = False  # a Continue of a run already at its last step
@@ -174,8 +173,8 @@ class TrainWorker(QObject):
                 if tuple(self.prompts) != run.spec.prompts:  # edited while training: kept
                     run.set_prompts(self.prompts)
                 why = f" ({self.stop_reason})" if self.stop_reason else ""
-                val = self._held_out.get(result.step)  # a run ending inside an epoch logged its
-                why += f" (held-out loss {val:.4f})" if val is not None else ""  # last one nowhere
+                if result.val_loss is not None:  # a run ending inside an epoch logged it nowhere
+                    why += f" (held-out loss {result.val_loss:.4f})"
                 self.saved.emit(f"{result.state} at step {result.step}{why}; snapshot {result.snapshot}")
                 self.ended.emit(f"{run.folder.name} {result.state} at step {result.step}{why}")
         except Exception as exc:
@@ -197,7 +196,6 @@ class TrainWorker(QObject):
             if r.val_loss is not None:
                 self._tb.eval(r.step, r.val_loss)
         if r.val_loss is not None:
-            self._held_out = {r.step: r.val_loss}
             self._early(r.val_loss)
         self._serve_requests()
 

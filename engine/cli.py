@@ -334,11 +334,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
         if a.patience is not None or a.target_loss is not None:
             early = EarlyStopping(a.patience or 0, a.target_loss)
 
-        last_val: dict[int, float] = {}  # the latest held-out loss, by its step
-
         def held_out(step: int, loss: float) -> None:
-            last_val.clear()
-            last_val[step] = loss
             if tb is not None:
                 tb.eval(step, loss)
             if early.enabled and step < tr.total_steps and early.update(loss) \
@@ -368,7 +364,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
                 tb.close()
         how = "stopped" if result.state == "stopped" else "finished"
         took = time.perf_counter() - t0
-        val = (f" (held-out loss {last_val[result.step]:.4f})" if result.step in last_val
+        val = (f" (held-out loss {result.val_loss:.4f})" if result.val_loss is not None
                else "")  # a run ending inside an epoch printed its last one nowhere
         print(f"\n{how}: saved {result.snapshot} after {result.step} steps in {took:.1f} s{val}",
               file=sys.stderr)

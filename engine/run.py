@@ -147,6 +147,7 @@ class TrainResult:
     state: str  # finished | stopped
     step: int
     snapshot: Path
+    val_loss: float | None = None  # the held-out loss measured at ``step``, if one was
 
 
 class Run:
@@ -277,7 +278,7 @@ class Run:
             if on_save is not None:
                 on_save(path)
 
-        last_eval: dict[int, float] = {}  # the step of the last eval row written: its loss
+        last_eval: dict[int, float] = {}  # the latest held-out loss measured, by its step
 
         def step_hook(r: StepReport) -> None:
             rf.append_metric(self.folder, {"kind": "step", **asdict(r)})
@@ -301,6 +302,8 @@ class Run:
             if val is not None and self.step not in last_eval:  # once per step in metrics.csv
                 rf.append_metric(self.folder, {"kind": "eval", "step": self.step, "epoch": rep.epoch,
                                                "val_loss": val})
+                last_eval.clear()
+                last_eval[self.step] = val
             if on_epoch is not None:
                 on_epoch(rep)
             save(val)
@@ -324,13 +327,17 @@ class Run:
         if self.step != self.saved_step:
             try:
                 # the run's last step was evaluated (an end mid-epoch): not again
-                save(last_eval[self.step] if self.step in last_eval else self._val_loss(control))
+                if self.step not in last_eval and (val := self._val_loss(control)) is not None:
+                    last_eval.clear()
+                    last_eval[self.step] = val
+                save(last_eval.get(self.step))
             except (OSError, MambaStudioError) as exc:  # the last save: the run's end or a Stop
                 raise self._write_failed(exc) from exc  # (it said only "could not write <temp>")
         done = self.step >= self.trainer.total_steps or self.trainer.cursor.epoch >= spec.train.epochs
         state = "finished" if done else "stopped"
         self._status(state)
-        return TrainResult(state, self.step, self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step))
+        return TrainResult(state, self.step, self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step),
+                           last_eval.get(self.step))
 
 
 def _what_failed(exc: BaseException) -> str:

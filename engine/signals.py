@@ -81,25 +81,20 @@ def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = N
     say = notify or (lambda m: (sys.stderr.write(m + "\n"), sys.stderr.flush()))
     count = [0]
 
-    def handler(signum: int, frame: Any) -> None:
-        count[0] += 1
-        control.stop()
-        name = signal.Signals(signum).name
+    def tell(signum: int, what: str) -> None:
         if signum == HANGUP:
             detach_output()  # the terminal is gone: a progress line written to it would fail
         with contextlib.suppress(OSError, ValueError):
-            if count[0] == 1:
-                say(f"\n{name}: finishing the current step, then saving (please wait)")
-            else:
-                say(f"\n{name} again: still saving; the run will exit as soon as the snapshot "
-                    "is safe")
+            say(f"\n{signal.Signals(signum).name}{what}")
+
+    def handler(signum: int, frame: Any) -> None:
+        count[0] += 1
+        control.stop()
+        tell(signum, ": finishing the current step, then saving (please wait)" if count[0] == 1
+             else " again: still saving; the run will exit as soon as the snapshot is safe")
 
     def late(signum: int, frame: Any) -> None:
-        if signum == HANGUP:
-            detach_output()
-        with contextlib.suppress(OSError, ValueError):
-            say(f"\n{signal.Signals(signum).name}: the run is saved; finishing (kill -9 ends the "
-                "process at once)")
+        tell(signum, ": the run is saved; finishing (kill -9 ends the process at once)")
 
     old = {s: signal.signal(s, handler) for s in _handled(STOP_SIGNALS)}
     try:

@@ -198,8 +198,17 @@ class Trainer:
 
     @property
     def total_steps(self) -> int:
-        total = self.steps_per_epoch * self.cfg.epochs
-        return min(total, self.cfg.max_steps) if self.cfg.max_steps else total
+        return self._total_steps(self.cfg)
+
+    def _total_steps(self, cfg: TrainConfig) -> int:
+        """The optimizer steps of this run's data under ``cfg``'s epochs and max steps."""
+        total = self.steps_per_epoch * cfg.epochs
+        return min(total, cfg.max_steps) if cfg.max_steps else total
+
+    def _lr_at(self, step: int, cfg: TrainConfig) -> float:
+        """The learning rate of optimizer step ``step`` under ``cfg``'s schedule and totals."""
+        return self.lr_scale * lr_at(step, self._total_steps(cfg), cfg.lr, cfg.warmup_steps,
+                                     cfg.min_lr_ratio, cfg.decay_fraction)
 
     def trainable_count(self) -> int:
         assert self.trainable is not None
@@ -237,11 +246,7 @@ class Trainer:
         step = self.cursor.step
         if step == 0:
             return None
-        old_total = self.steps_per_epoch * before.epochs
-        old_total = min(old_total, before.max_steps) if before.max_steps else old_total
-        was = self.lr_scale * lr_at(step - 1, old_total, before.lr, before.warmup_steps,
-                                    before.min_lr_ratio, before.decay_fraction)
-        now = self.current_lr()
+        was, now = self._lr_at(step - 1, before), self.current_lr()
         if now <= 1.5 * was:
             return None
         return (f"the learning rate goes back up from {was:.2g} to {now:.2g}: the schedule (warmup, "
@@ -251,9 +256,7 @@ class Trainer:
 
     def current_lr(self) -> float:
         """The learning rate of the next optimizer step (warmup, stable, decay)."""
-        c = self.cfg
-        return self.lr_scale * lr_at(self.cursor.step, self.total_steps, c.lr, c.warmup_steps,
-                                     c.min_lr_ratio, c.decay_fraction)
+        return self._lr_at(self.cursor.step, self.cfg)
 
     @property
     def token_counts(self) -> tuple[int, int]:
