@@ -992,8 +992,7 @@ class MainWindow(QMainWindow):
                 source, step = str(best[0]), f"best, step {best[1]['step']}"
                 name = f"{name}-step-{best[1]['step']}"
         title = f"Export run {Path(folder).name} ({step}) as {EXPORT_KINDS[kind][1]}"
-        start = settings.load("export/folder", "")
-        where = Path(start) if start and Path(start).is_dir() else _documents()
+        where = Path(settings.last_folder("export", str(_documents())))
         if kind == "gguf":
             path, _ = QFileDialog.getSaveFileName(
                 self, title, str(where / f"{name}.gguf"), "GGUF (*.gguf)",
@@ -1021,7 +1020,7 @@ class MainWindow(QMainWindow):
             what = f"{path} holds an earlier export. Replace it?"
         if not path:
             return
-        settings.save("export/folder", str(Path(path).parent))  # the next export starts there
+        settings.remember_folder("export", path)  # the next export starts there
         force = False
         if earlier:
             if not confirm(self, "Export", what):

@@ -41,7 +41,7 @@ def save(key: str, value: Any) -> None:
 
 
 def last_folder(kind: str, default: str) -> str:
-    """The folder a file dialog of ``kind`` ("corpus", "model", "settings") last picked from,
+    """The folder a file dialog of ``kind`` ("corpus", "model", "settings", "export") last used,
     if it still exists; else ``default`` (they all opened in the home or runs folder)."""
     folder = str(load(f"dialogs/{kind}", ""))
     return folder if folder and Path(folder).is_dir() else default
