@@ -73,7 +73,6 @@ class TrainWorker(QObject):
         self._previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preview")
         self._tb: engine.TBLogger | None = None
         self.early = replace(job.early)
-        self.stop_reason = ""
         self.nothing_left = False  # a Continue of a run already at its last step
 
     # ---------------------------------------------------------------- requests from the GUI
@@ -168,11 +167,11 @@ class TrainWorker(QObject):
                     self._preview(f"step {run.step}", run.trainer.cursor.epoch)
                 result = run.train(on_step=self._on_step, on_epoch=self._on_epoch,
                                    control=self.control, on_save=self._on_save,
-                                   on_notice=self.info.emit)
+                                   on_notice=self.info.emit, early=self.early)
                 self._serve_requests()
                 if tuple(self.prompts) != run.spec.prompts:  # edited while training: kept
                     run.set_prompts(self.prompts)
-                why = f" ({self.stop_reason})" if self.stop_reason else ""
+                why = f" ({result.reason}; the best snapshot is kept)" if result.reason else ""
                 if result.val_loss is not None:  # a run ending inside an epoch logged it nowhere
                     why += f" (held-out loss {result.val_loss:.4f})"
                 self.saved.emit(f"{result.state} at step {result.step}{why}; snapshot {result.snapshot}")
@@ -195,26 +194,13 @@ class TrainWorker(QObject):
             self._tb.step(r.step, r.loss, r.grad_norm, r.lr, r.tokens_per_s)
             if r.val_loss is not None:
                 self._tb.eval(r.step, r.val_loss)
-        if r.val_loss is not None:
-            self._early(r.val_loss)
         self._serve_requests()
 
     def _on_epoch(self, report: engine.EpochReport) -> None:
         self.epoch_finished.emit(report)
-        if report.val is not None:
-            if self._tb is not None and self.run_obj is not None:
-                self._tb.eval(self.run_obj.step, report.val.loss)
-            self._early(report.val.loss)
+        if report.val is not None and self._tb is not None and self.run_obj is not None:
+            self._tb.eval(self.run_obj.step, report.val.loss)
         self._preview(f"epoch {report.epoch + 1}", report.epoch + 1)
-
-    def _early(self, val_loss: float) -> None:
-        run = self.run_obj
-        if run is not None and run.step >= run.trainer.total_steps:
-            return  # the run's own end: it said "finished (early stopping: ...)"
-        if self.early.enabled and not self.control.stopped and self.early.update(val_loss):
-            self.stop_reason = f"early stopping: {self.early.reason}"
-            self.info.emit(self.stop_reason + "; the best snapshot is kept (best.json)")
-            self.control.stop()
 
     # ---------------------------------------------------------------- previews
     def _preview(self, tag: str, epochs_done: int) -> None:

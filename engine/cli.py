@@ -334,35 +334,30 @@ def _train(a: argparse.Namespace, run, job) -> int:
         if a.patience is not None or a.target_loss is not None:
             early = EarlyStopping(a.patience or 0, a.target_loss)
 
-        def held_out(step: int, loss: float) -> None:
-            if tb is not None:
-                tb.eval(step, loss)
-            if early.enabled and step < tr.total_steps and early.update(loss) \
-                    and not control.stopped:  # (at the run's own end it said "early stopping")
-                print(f"\nearly stopping: {early.reason}; the best snapshot is kept", file=sys.stderr)
-                control.stop()
-
         def on_step(r) -> None:
             _progress(r)
             if tb is not None:
                 tb.step(r.step, r.loss, r.grad_norm, r.lr, r.tokens_per_s)
-            if r.val_loss is not None:
-                held_out(r.step, r.val_loss)
+                if r.val_loss is not None:
+                    tb.eval(r.step, r.val_loss)
 
         def on_epoch_end(rep) -> None:
             on_epoch(rep)
-            if rep.val is not None:
-                held_out(run.step, rep.val.loss)
+            if tb is not None and rep.val is not None:
+                tb.eval(run.step, rep.val.loss)
 
         try:
             with stop_on_signals(control, lasting=True):
                 result = run.train(on_step=on_step, on_epoch=on_epoch_end,
                                    control=job.control(control) if job else control,
-                                   on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
+                                   on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr),
+                                   early=early)
         finally:
             if tb is not None:
                 tb.close()
         how = "stopped" if result.state == "stopped" else "finished"
+        if result.reason:  # (early stopping: the run keeps its best snapshot too)
+            how += f" ({result.reason}; the best snapshot is kept: {run.folder / 'best.json'})"
         took = time.perf_counter() - t0
         val = (f" (held-out loss {result.val_loss:.4f})" if result.val_loss is not None
                else "")  # a run ending inside an epoch printed its last one nowhere

@@ -36,6 +36,7 @@ from .corpuswalk import summary
 from .data import encode_corpus, id_dtype, load_corpus, split_holdout
 from .defaults import BPE_MIN_BYTES, PRESET_DEFAULTS, choose_tokenizer
 from .documents import RECORDS, encode_documents, split_documents
+from .earlystop import EarlyStopping
 from .errors import CheckpointError, MambaStudioError, TrainingError
 from .guard import DivergenceGuard
 from .limits import check_model, check_run, check_train, n_params
@@ -148,6 +149,7 @@ class TrainResult:
     step: int
     snapshot: Path
     val_loss: float | None = None  # the held-out loss measured at ``step``, if one was
+    reason: str = ""  # why it stopped before its end when the run decided it ("early stopping: ...")
 
 
 class Run:
@@ -263,13 +265,27 @@ class Run:
               on_epoch: Callable[[EpochReport], None] | None = None,
               control: TrainControl | None = None,
               on_save: Callable[[Path], None] | None = None,
-              on_notice: Callable[[str], None] | None = None) -> TrainResult:
+              on_notice: Callable[[str], None] | None = None,
+              early: EarlyStopping | None = None) -> TrainResult:
         """Train to the end (or until ``control.stop()``), autosaving; always ends with a saved
         snapshot of a good state. Divergence is rolled back (``on_notice`` hears about it); after
-        three rollbacks the last good state is saved and TrainingError raised."""
+        three rollbacks the last good state is saved and TrainingError raised. ``early`` (updated
+        in place) is fed every held-out loss before the run's own end and stops the run when it
+        says so; the result's ``reason`` says why."""
         control = control or TrainControl()
         spec = self.spec
         last_save = [time.monotonic()]
+        reason = [""]
+        local = getattr(control, "local", control)  # (a collective control's `stopped` is a
+        # collective: rank 0 alone evaluates, so it reads its own rank's flag)
+
+        def held_out(val: float) -> None:
+            """Early stopping, never at the run's own end (it would claim a natural finish)."""
+            if (early is None or not early.enabled or local.stopped
+                    or self.step >= self.trainer.total_steps or not early.update(val)):
+                return
+            reason[0] = f"early stopping: {early.reason}"
+            local.stop()
 
         def save(val: float | None = None) -> None:
             path = self.save(val)
@@ -289,6 +305,8 @@ class Run:
                                                "val_loss": r.val_loss})
             if on_step is not None:
                 on_step(r)
+            if r.val_loss is not None:
+                held_out(r.val_loss)
             due_steps = spec.autosave_steps > 0 and r.step % spec.autosave_steps == 0
             due_time = (spec.autosave_minutes > 0
                         and time.monotonic() - last_save[0] >= 60 * spec.autosave_minutes)
@@ -306,6 +324,8 @@ class Run:
                 last_eval[self.step] = val
             if on_epoch is not None:
                 on_epoch(rep)
+            if val is not None:
+                held_out(val)
             save(val)
 
         guard = DivergenceGuard(on_rollback=on_notice)
@@ -337,7 +357,7 @@ class Run:
         state = "finished" if done else "stopped"
         self._status(state)
         return TrainResult(state, self.step, self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step),
-                           last_eval.get(self.step))
+                           last_eval.get(self.step), reason[0] if state == "stopped" else "")
 
 
 def _what_failed(exc: BaseException) -> str:

@@ -181,7 +181,7 @@ def test_cli_train_config_file_with_early_stopping_and_tensorboard(tmp_path, cap
     assert main(["train", "--config", str(tmp_path / "run.toml"), "--out", str(out),
                  "--sample-tokens", "0"]) == 0
     err = capsys.readouterr().err
-    assert "early stopping" in err
+    assert "stopped (early stopping: held-out loss" in err and "best snapshot is kept" in err
     spec = engine.run.open_run(out).spec
     assert spec.preset == "tiny" and spec.train.seq_len == 32  # from the file
     acc = EventAccumulator(str(out / TB_DIR))
@@ -202,6 +202,25 @@ def test_early_stopping_does_not_claim_a_runs_own_end(tmp_path, capsys):
                  "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "early stopping" not in err and "finished: saved" in err and "(held-out loss" in err
+
+
+def test_the_run_owns_early_stopping_and_says_why_it_stopped(tmp_path):
+    """Early stopping lives in Run.train (the CLI and the window each had a copy): a target met
+    at the first evaluation stops the run there with its reason; met only at the run's own end,
+    it is a plain finish with no reason."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat. " * 400)
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=8,
+                                                    eval_every=2))
+    with engine.run.start(spec, [corpus], out=tmp_path / "a") as run:
+        result = run.train(early=EarlyStopping(target_loss=900.0))
+    assert (result.state, result.step) == ("stopped", 2)
+    assert result.reason.startswith("early stopping: held-out loss") and "900" in result.reason
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=3))
+    with engine.run.start(spec, [corpus], out=tmp_path / "b") as run:
+        result = run.train(early=EarlyStopping(target_loss=900.0))
+    assert (result.state, result.step, result.reason) == ("finished", 3, "")
+    assert result.val_loss is not None and result.val_loss < 900  # measured, not fed to it
 
 
 def test_a_run_started_without_tensorboard_resumes_without_it(tmp_path, capsys):
