@@ -88,6 +88,7 @@ def _close_on_signals(app, win) -> None:  # noqa: ANN001
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
+    engine.watch_continues()  # a stop (kill -STOP / -CONT) is left out of the ETA
     tick = QTimer(app)  # Python runs signal handlers only between its own bytecodes: wake it
     tick.timeout.connect(lambda: None)
     tick.start(200)

@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     )
     from .samples import append_sample, read_samples, sample_seed
     from .sampling import GENERATION_DEFAULTS, SamplingConfig
+    from .signals import watch_continues
     from .tblog import TBLogger, keeps_tensorboard
     from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer
     from .trainer import (
@@ -183,6 +184,7 @@ _EXPORTS: dict[str, str] = {
     "read_tokens_per_byte": "runformat",
     "read_epochs_done": "runformat",
     "EarlyStopping": "earlystop",
+    "watch_continues": "signals",
     "pick_backend": "gpu",
     "append_sample": "samples",
     "read_samples": "samples",
@@ -223,6 +225,7 @@ __all__ = [
     "overlay_settings",
     "Documents",
     "EarlyStopping",
+    "watch_continues",
     "encode_corpus",
     "encode_documents",
     "EpochPlan",

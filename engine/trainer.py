@@ -27,6 +27,7 @@ from .lm import MambaLM
 from .model import loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, effective_warmup, lr_at
 from .reports import EpochReport, StepReport, format_duration  # noqa: F401  (re-exported)
+from .signals import continues
 from .threads import ThreadTuner
 from .trainable import Trainable, TrainableKind, make_trainable, trainable_kind
 
@@ -186,6 +187,8 @@ class Trainer:
         self.thread_tuner = ThreadTuner()
         self.eta = Eta()  # seconds left, from the median of recent step times (engine/eta.py)
         self._should_stop: Callable[[], bool] | None = None  # the stop flag while ``run`` runs
+        self._gap_from = (0.0, 0)  # (perf_counter, continues()) at the end of the last step
+        self._off_s = 0.0  # paused or stopped seconds of this stretch (``run``)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -382,17 +385,24 @@ class Trainer:
         c = self.cfg
         t0 = time.perf_counter()
         self.eta = Eta()  # this stretch's step times (the time before it is not comparable)
+        self._gap_from = (t0, continues())  # where the time between steps began, and continues
+        self._off_s = 0.0  # seconds since t0 paused or stopped: not training time
         finished: list[EpochReport] = []
         bad_run = 0
         while self.cursor.step < self.total_steps and self.cursor.epoch < c.epochs:
             order = self._order(self.cursor.epoch)
             while self.cursor.group < self.steps_per_epoch and self.cursor.step < self.total_steps:
+                paused = 0.0
                 if control is not None:
                     tp = time.perf_counter()
                     control.wait_if_paused()
-                    t0 += time.perf_counter() - tp  # paused time counts in neither rate nor ETA
+                    paused = time.perf_counter() - tp
                     if control.stopped:
                         return finished
+                since, seen = self._gap_from
+                if continues() != seen:  # the process was stopped (Ctrl-Z) since the last step:
+                    paused = max(paused, time.perf_counter() - since)  # not "other" time either
+                self._off_s += paused  # paused time counts in neither rate nor ETA
                 if guard is not None:
                     guard.before(self)
                 report = self._step(order, t0)
@@ -420,12 +430,17 @@ class Trainer:
         c = self.cfg
         g = self.cursor.group
         rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
+        seen = continues()
         ts = time.perf_counter()
         lr = self.current_lr()
         with self.thread_tuner.step():  # BLAS threads chosen by measurement
             loss, norm, bad, skipped = self.train_step(rows)
         step_s = max(time.perf_counter() - ts, 1e-9)
-        self.eta.step(step_s)
+        self._gap_from = (ts + step_s, continues())
+        if self._gap_from[1] == seen:
+            self.eta.step(step_s)
+        else:  # stopped (Ctrl-Z) during the step: its time is neither a step time nor elapsed
+            self._off_s += step_s
         self.cursor.group += 1
         self.cursor.step += 1
         val_loss = None
@@ -435,7 +450,7 @@ class Trainer:
             val = self.held_out()  # None when a stop came during it: the loop stops next
             val_loss = val.loss if val is not None else None
             self._last_eval = (self.cursor.step, val) if val is not None else None
-        elapsed = time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0 - self._off_s
         return StepReport(
             self.cursor.step, self.cursor.epoch, self.total_steps, loss, norm, lr,
             self._last_tokens / step_s,

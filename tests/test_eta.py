@@ -3,6 +3,7 @@ slow steps (a load burst on a shared machine) barely move it, a lasting slow-dow
 and packed rows' padding does not inflate it."""
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,3 +88,86 @@ def test_the_first_step_compiling_the_kernels_does_not_set_the_eta(monkeypatch):
     reports, _ = _run(monkeypatch, lambda k: 14.0 if k == 0 else 0.1, 30)  # k: steps done before
     assert reports[0].eta_s == float("inf")  # shown as --:--
     assert reports[1].eta_s == pytest.approx(28 * 0.1, rel=0.1)
+
+
+def _run_stopped(monkeypatch, at_step, where, steps=30):
+    """Steps of 0.1 s; the process "stopped" for 50 s of the fake clock after step ``at_step``
+    (``where`` "gap": in the step's hook; "step": inside the next step), SIGCONT counted."""
+    import engine.trainer
+
+    clock = _Clock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    seen = [0]
+    monkeypatch.setattr(engine.trainer, "continues", lambda: seen[0])
+    ids = np.tile(np.arange(40), 60)
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=0)
+    tr = Trainer(lm, ids, ids[:0], TrainConfig(batch_size=1, seq_len=8, epochs=500,
+                                               max_steps=steps, shuffle=False))
+    real = tr.train_step
+
+    def timed(r):  # noqa: ANN001
+        out = real(r)
+        clock.now += 0.1
+        if where == "step" and tr.cursor.step == at_step:
+            clock.now, seen[0] = clock.now + 50.0, seen[0] + 1
+        return out
+
+    def hook(r):  # noqa: ANN001
+        if where == "gap" and r.step == at_step:
+            clock.now, seen[0] = clock.now + 50.0, seen[0] + 1
+
+    tr.train_step = timed
+    tr.run(on_step=hook)
+    return tr.history
+
+
+@pytest.mark.parametrize("where", ["gap", "step"])
+def test_time_the_process_was_stopped_is_not_training_time(monkeypatch, where):
+    """Ctrl-Z (or kill -STOP), then fg: the 10 s stopped between steps were spread over the
+    steps as "other" time, and the ETA said ~14 minutes for a ~5 minute rest of the run."""
+    reports = _run_stopped(monkeypatch, 5, where)
+    r = reports[9]  # 10 steps done, 20 left at 0.1 s
+    assert r.eta_s == pytest.approx(20 * 0.1, rel=0.1)  # it said 102 s (the stop spread)
+    assert r.elapsed_s == pytest.approx(10 * 0.1 - (0.1 if where == "step" else 0), abs=0.01)
+
+
+def test_a_real_stop_and_continue_leaves_the_eta_alone(tmp_path):
+    """The real signals: a training process stops itself (SIGSTOP) for 3 s in a step's hook and a
+    child continues it (SIGCONT); its ETA after the stop stays near the one before it."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    if not hasattr(signal, "SIGSTOP"):
+        pytest.skip("no SIGSTOP on this system")
+    script = tmp_path / "stopped.py"
+    script.write_text(f'''
+import json, os, signal, subprocess, sys
+import numpy as np
+sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+from engine import MambaLM, TrainConfig, Trainer
+from engine.control import TrainControl
+from engine.signals import stop_on_signals
+from engine.tokenizer import ByteTokenizer
+from tests.helpers import tiny_config
+ids = np.tile(np.arange(40), 60)
+lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=0)
+tr = Trainer(lm, ids, ids[:0], TrainConfig(batch_size=1, seq_len=8, epochs=500, max_steps=40))
+etas = []
+def hook(r):
+    etas.append(r.eta_s)
+    if r.step == 10:
+        subprocess.Popen([sys.executable, "-c", "import os, signal, time; time.sleep(3); "
+                          "os.kill(%d, signal.SIGCONT)" % os.getpid()])
+        os.kill(os.getpid(), signal.SIGSTOP)
+with stop_on_signals(TrainControl()):
+    tr.run(on_step=hook)
+print(json.dumps(etas))
+''')
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300, start_new_session=True)
+    assert out.returncode == 0, out.stderr
+    etas = json.loads(out.stdout.splitlines()[-1])
+    before, after = etas[9], etas[11]  # 30 and 28 steps left: the stop spread would add ~7 s
+    assert after < 1.5 * before + 0.5, (before, after)
