@@ -895,7 +895,8 @@ class MainWindow(QMainWindow):
         tc = self.train.train_config()
         spec = replace(self.train.run_spec(self.init_dir, tc.eval_every),
                        records=self.corpus.record_mode(), prompts=tuple(self.preview.prompt_list()))
-        return engine.RunSettings(spec, tuple(self.corpus.paths()), self.train.early_stopping())
+        return engine.RunSettings(spec, tuple(self.corpus.settings_paths()),
+                                  self.train.early_stopping())
 
     def save_settings_file(self, path: str) -> None:
         try:

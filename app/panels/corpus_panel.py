@@ -122,9 +122,13 @@ def _count(files: list[engine.CorpusFile], tokenizer: Any) -> Counted:
     return {str(p): n for p, n in counts.items()}, [(str(p), why) for p, why in corpus.gone]
 
 
-def _inspect(paths: list[str], tokenizer: Any) -> tuple[list[tuple[engine.CorpusFile, int]],
-                                                         list[tuple[str, str]]]:
-    files: list[tuple[engine.CorpusFile, int]] = []
+Inspected = tuple[list[tuple[engine.CorpusFile, int, str]], list[tuple[str, str]]]
+
+
+def _inspect(paths: list[str], tokenizer: Any) -> Inspected:
+    """(file, tokens, the path given that it came from) of each good file; (path, why) of each
+    rejected one."""
+    files: list[tuple[engine.CorpusFile, int, str]] = []
     rejected: list[tuple[str, str]] = []
     for p in paths:
         try:
@@ -133,7 +137,7 @@ def _inspect(paths: list[str], tokenizer: Any) -> tuple[list[tuple[engine.Corpus
             rejected.append((p, str(exc)))
             continue
         counts, gone = _count(c.files, tokenizer)
-        files.extend((f, counts[str(f.path)]) for f in c.files if str(f.path) in counts)
+        files.extend((f, counts[str(f.path)], p) for f in c.files if str(f.path) in counts)
         rejected.extend(gone)
         rejected.extend((str(a), b) for a, b in c.rejected)
     return files, rejected
@@ -150,6 +154,8 @@ class CorpusPanel(QWidget):
         self.files: dict[str, engine.CorpusFile] = {}
         self.tokens: dict[str, int] = {}
         self.skipped: list[tuple[str, str]] = []
+        self.origin: dict[str, str] = {}  # file -> the path added that brought it (a folder, itself)
+        self.cut: set[str] = set()  # added folders some of whose files were removed one by one
         self.holdout = 0.1  # the split's settings (set_split), for the held-out column
         self.seed = 0
         self.min_tokens = 0
@@ -248,6 +254,17 @@ class CorpusPanel(QWidget):
     def paths(self) -> list[str]:
         return list(self.files)
 
+    def settings_paths(self) -> list[str]:
+        """The corpus as a settings file names it: each folder added whole (none of its files
+        removed one by one) as the folder, so files added to it later are trained on too, as
+        when the folder is given to the CLI (it was saved as its files of the day); files added
+        one by one, and those of a folder with files removed, as files."""
+        out: dict[str, None] = {}
+        for p in self.files:
+            src = self.origin.get(p, p)
+            out[src if src not in self.cut and Path(src).is_dir() else p] = None
+        return list(out)
+
     def record_mode(self) -> str:
         """The RunSpec ``records`` value chosen (``engine.RECORDS``)."""
         return str(self.records.currentData())
@@ -322,11 +339,13 @@ class CorpusPanel(QWidget):
 
         run_in_thread(lambda: _inspect(paths, tok), done, fail, owner=self)
 
-    def _accept(self, result: tuple[list[tuple[engine.CorpusFile, int]], list[tuple[str, str]]]) -> None:
+    def _accept(self, result: Inspected) -> None:
         files, rejected = result
-        for f, n in files:
+        for f, n, src in files:
             self.files[str(f.path)] = f
             self.tokens[str(f.path)] = n
+            self.origin[str(f.path)] = src
+            self.cut.discard(src)  # added again: whole again
         self.skipped.extend(rejected)
         self._refresh()
         if rejected:
@@ -462,6 +481,7 @@ class CorpusPanel(QWidget):
         for r in rows:
             self.files.pop(keys[r], None)
             self.tokens.pop(keys[r], None)
+            self.cut.add(self.origin.get(keys[r], keys[r]))
         self._refresh()
         self.changed.emit()
 

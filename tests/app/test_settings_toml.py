@@ -89,3 +89,36 @@ def test_a_partial_settings_file_changes_only_what_it_names(win, tmp_path):
     win.save_settings_file(str(full))
     win.load_settings_file(str(full))  # a file the window saved names everything: no note
     assert win.log.toPlainText().splitlines()[-1] == f"settings loaded from {full}"
+
+
+def test_a_folder_added_whole_is_saved_as_the_folder(win, qtbot, tmp_path):
+    """A settings file saved the folder a user added as its files of the day: a file put in the
+    folder later was not trained on by ``train --config`` (the CLI given the folder walks it).
+    A folder with a file removed one by one is saved as its remaining files."""
+    import engine
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (data / name).write_text(f"{name} " * 50)
+    single = tmp_path / "one.txt"
+    single.write_text("one " * 50)
+    win.corpus.files.clear()
+    win.corpus.add_paths([str(data), str(single)], sync=True)
+    path = tmp_path / "s.toml"
+    win.save_settings_file(str(path))
+    assert engine.load_settings(path).corpus == (str(data), str(single))
+    (data / "c.txt").write_text("c " * 50)  # added to the folder later: trained on
+    win.corpus.files.clear()
+    win.load_settings_file(str(path))
+    qtbot.waitUntil(lambda: len(win.corpus.files) == 4, timeout=10000)
+    assert str(data / "c.txt") in win.corpus.files
+    row = list(win.corpus.files).index(str(data / "b.txt"))
+    win.corpus.table.selectRow(row)
+    win.corpus._remove_selected()  # the Remove button
+    win.save_settings_file(str(path))
+    assert set(engine.load_settings(path).corpus) == {str(data / "a.txt"), str(data / "c.txt"),
+                                                       str(single)}
+    win.corpus.add_paths([str(data)], sync=True)  # the folder added again: whole again
+    win.save_settings_file(str(path))
+    assert engine.load_settings(path).corpus == (str(data), str(single))
