@@ -86,7 +86,10 @@ def bpe_sample_every(n_bytes: int) -> int:
 
 def _chunks(texts: Iterable[str]) -> Iterator[str]:
     """A Corpus (or its ``texts``) streams pieces of about ``BPE_PIECE_BYTES`` from disk, each
-    kept with probability 1 / ``bpe_sample_every`` (seeded); anything else as given."""
+    kept with probability 1 / ``bpe_sample_every`` (seeded); anything else as given. A piece
+    the reader could not cut (a line of 8 pieces or more without a space: minified JSON, base64)
+    is drawn from in parts of ``BPE_PIECE_BYTES`` (a 50 MB line was one piece, dropped by its
+    one draw: the "BPE" tokenizer learned no merge), and at least one part is always kept."""
     source = getattr(texts, "corpus", texts)
     chunks = getattr(source, "chunks", None)
     if not callable(chunks):
@@ -94,9 +97,18 @@ def _chunks(texts: Iterable[str]) -> Iterator[str]:
         return
     every = bpe_sample_every(int(getattr(source, "n_bytes", 0)))
     rng = np.random.default_rng(0x5A3)  # seeded draws, not a stride: a stride over alternating
-    for piece in chunks(BPE_PIECE_BYTES):  # small files of two kinds kept only one kind
-        if every == 1 or rng.random() < 1 / every:
-            yield piece
+    first: str | None = None  # small files of two kinds kept only one kind
+    kept = False
+    for piece in chunks(BPE_PIECE_BYTES):
+        parts = ([piece] if len(piece) < 8 * BPE_PIECE_BYTES else
+                 [piece[i:i + BPE_PIECE_BYTES] for i in range(0, len(piece), BPE_PIECE_BYTES)])
+        for part in parts:
+            first = part if first is None else first
+            if every == 1 or rng.random() < 1 / every:
+                kept = True
+                yield part
+    if not kept and first is not None:
+        yield first
 
 
 def _bytes_to_unicode() -> dict[int, str]:

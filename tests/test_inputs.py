@@ -359,3 +359,26 @@ def test_cli_bad_files_are_one_line(tmp_path, capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert err[-1].startswith("error: "), (argv, err)
+
+
+def test_bpe_learns_from_a_corpus_that_is_one_uncuttable_line(tmp_path, monkeypatch):
+    """A 50 MB line without spaces (base64, minified JSON) was one piece; sampled above the cap,
+    its one draw dropped it and the "BPE" run trained with no merge at the BPE learning rate.
+    Such a piece is drawn from in parts, and some part is always kept."""
+    import base64
+
+    import engine.tokenizer as tok_mod
+
+    monkeypatch.setattr(tok_mod, "BPE_PIECE_BYTES", 1024)
+    text = base64.b64encode(np.random.default_rng(0).bytes(60_000)).decode()  # 80 KB, no space
+    (tmp_path / "a.txt").write_text(text)
+    corpus = load_corpus([tmp_path])
+    assert len(list(corpus.chunks(1024))) == 1  # the reader finds no place to cut it
+    monkeypatch.setattr(tok_mod, "BPE_TRAIN_MAX_BYTES", corpus.n_bytes // 10)
+    parts = list(tok_mod._chunks(corpus.texts))
+    assert parts and all(len(p) <= 1024 for p in parts) and all(p in text for p in parts)
+    assert 0.03 < len(parts) / (len(text) / 1024) < 0.25  # about one part in 10
+    tok = BPETokenizer.train(corpus.texts, vocab_size=300)
+    assert len(json.loads(tok._tok.to_str())["model"]["merges"]) > 10
+    monkeypatch.setattr(tok_mod, "BPE_TRAIN_MAX_BYTES", 1)  # sampled so thin none is drawn
+    assert len(list(tok_mod._chunks(corpus.texts))) == 1  # one part is kept anyway
