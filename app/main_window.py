@@ -42,7 +42,6 @@ from .panels.plots_panel import PlotsPanel
 from .panels.preview_panel import PreviewPanel
 from .panels.runs_panel import NO_ADAPTER_TIP, RunsPanel, has_lora
 from .panels.train_panel import TrainPanel
-from .words import plural
 from .workers import TrainJob, TrainWorker, auto_eval_every, default_runs_root, export_run, run_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -372,7 +371,7 @@ class MainWindow(QMainWindow):
         self._log(msg)
         self.statusBar().showMessage(msg, 10000)
 
-    def _on_corpus_added(self, n_added: int, rejected: list[tuple[str, str]]) -> None:
+    def _on_corpus_added(self, added: str, rejected: list[tuple[str, str]]) -> None:
         """Say plainly what a drop or pick did not add: the status bar names the first file and
         why (the Corpus tab's notice names a few); when nothing at all was added, a warning names
         each file (up to 10), the reason and what to do, one line a file."""
@@ -380,9 +379,8 @@ class MainWindow(QMainWindow):
             return
         first = skip_line(*rejected[0])
         more = f" (and {len(rejected) - 1:,} more: Corpus tab)" if len(rejected) > 1 else ""
-        if n_added:
-            self.statusBar().showMessage(f"Added {plural(n_added, 'file')}; not added: {first}{more}",
-                                         15000)
+        if added:
+            self.statusBar().showMessage(f"Added {added}; not added: {first}{more}", 15000)
             return
         self.statusBar().showMessage(f"Nothing added: {first}{more}", 15000)
         lines = [f"• {skip_line(p, why)}" for p, why in rejected[:10]]

@@ -146,7 +146,7 @@ def _inspect(paths: list[str], tokenizer: Any) -> Inspected:
 class CorpusPanel(QWidget):
     changed = Signal()
     rejected = Signal(str)  # a one-line summary of rejected files
-    added = Signal(int, list)  # after an add: files added, [(path, why)] skipped by it
+    added = Signal(str, list)  # after an add: what it added ("3 files"), [(path, why)] skipped
 
     def __init__(self, sample_dir: Path) -> None:
         super().__init__()
@@ -341,25 +341,28 @@ class CorpusPanel(QWidget):
 
     def _accept(self, result: Inspected) -> None:
         files, rejected = result
+        known = sum(str(f.path) in self.files for f, _, _ in files)
         for f, n, src in files:
             self.files[str(f.path)] = f
             self.tokens[str(f.path)] = n
             self.origin[str(f.path)] = src
             self.cut.discard(src)  # added again: whole again
-        self.skipped.extend(rejected)
+        listed = {p for p, _ in rejected}  # a folder added twice listed its skipped files twice
+        self.skipped = [(p, why) for p, why in self.skipped if p not in listed] + rejected
         self._refresh()
+        what = (f"{plural(len(files) - known, 'file')}"
+                + (f" ({known:,} already in the corpus)" if known else "")) if files else ""
         if rejected:
             self.message = f"{plural(len(rejected), 'file')} skipped"
             self.rejected.emit(f"{self.message}: " + "; ".join(
                 f"{Path(p).name}: {reason(why)}" for p, why in rejected[:20])
                 + (" …" if len(rejected) > 20 else ""))
-            self._show_notice(len(files), rejected)
+            self._show_notice(what, rejected)
         self.changed.emit()
-        self.added.emit(len(files), rejected)
+        self.added.emit(what, rejected)
 
-    def _show_notice(self, n_added: int, rejected: list[tuple[str, str]]) -> None:
-        head = (f"Added {plural(n_added, 'file')}; not added:" if n_added
-                else "Nothing added:")
+    def _show_notice(self, what: str, rejected: list[tuple[str, str]]) -> None:
+        head = f"Added {what}; not added:" if what else "Nothing added:"
         lines = [f"• {skip_line(p, why)}" for p, why in rejected[:NOTICE_LINES]]
         more = len(rejected) - len(lines)
         if more > 0:
@@ -478,10 +481,15 @@ class CorpusPanel(QWidget):
     def _remove_selected(self) -> None:
         rows = sorted({i.row() for i in self.table.selectedIndexes()}, reverse=True)
         keys = list(self.files)
+        before = {self.origin.get(p, p) for p in self.files}
         for r in rows:
             self.files.pop(keys[r], None)
             self.tokens.pop(keys[r], None)
             self.cut.add(self.origin.get(keys[r], keys[r]))
+        gone = before - {self.origin.get(p, p) for p in self.files}  # paths with no file left:
+        self.skipped = [(p, why) for p, why in self.skipped  # their skipped files go too
+                        if not any(p == g or Path(p).is_relative_to(g) for g in gone)]
+        self.table.clearSelection()  # the same rows stayed selected: a second Remove took others
         self._refresh()
         self.changed.emit()
 

@@ -758,6 +758,37 @@ def test_removing_the_previewed_corpus_file_clears_its_preview(win, qtbot):
     assert corpus.preview.toPlainText() == ""  # not the removed file's text
 
 
+def test_remove_clears_the_selection_and_its_skipped_files(win, qtbot, tmp_path):
+    """Remove kept the same row numbers selected, so a second Remove took other files; a
+    folder added twice listed its skipped files twice, and they stayed listed after its files
+    were removed; "Added 68 files" counted the files already in the corpus."""
+    corpus = win.corpus
+    qtbot.waitUntil(lambda: corpus.pending == 0, timeout=RUN_TIMEOUT)
+    corpus.files.clear()
+    corpus.skipped.clear()
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(4):
+        (data / f"{i}.txt").write_text(f"file {i} " * 40)
+    (data / "blob.bin").write_bytes(b"\x00\x01binary" * 10)
+    corpus.add_paths([str(data)], sync=True)
+    assert corpus.notice.text().splitlines()[0] == "Added 4 files; not added:"
+    (data / "4.txt").write_text("new " * 40)
+    corpus.add_paths([str(data)], sync=True)  # the same folder again, one file new
+    assert corpus.notice.text().splitlines()[0] == \
+        "Added 1 file (4 already in the corpus); not added:"
+    assert [p for p, _ in corpus.skipped] == [str(data / "blob.bin")]  # listed once
+    corpus.table.selectRow(0)
+    corpus._remove_selected()
+    assert corpus.table.selectedIndexes() == [] and len(corpus.files) == 4
+    corpus._remove_selected()  # a second click: nothing selected, nothing removed
+    assert len(corpus.files) == 4 and corpus.skipped
+    corpus.table.selectAll()
+    corpus._remove_selected()
+    assert corpus.files == {} and corpus.skipped == []  # no file of the folder left: nor skipped
+    assert not corpus.skipped_btn.isVisibleTo(corpus)
+
+
 def test_open_says_why_a_run_with_a_corrupt_run_json_cannot_be_shown(win, tiny_run, tmp_path):
     import shutil
 
