@@ -37,6 +37,7 @@ import fcntl
 import io
 import math
 import os
+import re
 import shutil
 import stat
 import time
@@ -123,7 +124,8 @@ def _temp(name: str) -> bool:
 
 def _snapshot_step(name: str) -> int | None:
     """N of a published snapshot folder's name ``step-N``, else None."""
-    return int(name[5:]) if name.startswith("step-") and name[5:].isdigit() else None
+    m = re.fullmatch(r"step-([0-9]{1,18})", name)  # ("step-²".isdigit() is True; int() fails)
+    return int(m.group(1)) if m else None
 
 
 def _real_dir(p: Path) -> bool:
@@ -393,6 +395,29 @@ def write_snapshot(folder: Path, step: int, write_model: Callable[[Path], dict[s
 
 
 def read_pointer(folder: Path, which: str = LATEST) -> dict[str, Any] | None:
+    """``latest.json`` or ``best.json`` ({"snapshot", "step", "val_loss"}); None when missing or
+    damaged. For latest.json, a published snapshot newer than the one it names is the latest
+    (a crash between publishing a snapshot and re-pointing, a first save included): resume takes
+    it (``find_snapshot``), and the Runs list, Continue and exports had said the older step."""
+    ptr = _pointer_file(folder, which)
+    if which != LATEST:
+        return ptr
+    published = [(n, p) for n, p in snapshots(folder) if not p.is_symlink()]
+    if not published or (ptr is not None and published[-1][0] <= ptr["step"]):
+        return ptr
+    step, snap = published[-1]
+    try:
+        trainer = _read(snap / SNAP_TRAINER, SNAP_TRAINER)
+    except CheckpointError:
+        return ptr
+    if not isinstance(trainer, dict) or trainer.get("step") != step:
+        return ptr
+    val = trainer.get("val_loss")
+    return {"snapshot": snap.name, "step": step,
+            "val_loss": val if isinstance(val, (int, float)) and not isinstance(val, bool) else None}
+
+
+def _pointer_file(folder: Path, which: str) -> dict[str, Any] | None:
     path = folder / which
     if not path.exists():
         return None
@@ -400,8 +425,11 @@ def read_pointer(folder: Path, which: str = LATEST) -> dict[str, Any] | None:
         d = _read(path, which)
     except CheckpointError:
         return None
-    ok = isinstance(d, dict) and isinstance(d.get("snapshot"), str) and isinstance(d.get("step"), int)
-    return d if ok else None
+    ok = (isinstance(d, dict) and isinstance(d.get("snapshot"), str)
+          and isinstance(d.get("step"), int) and not isinstance(d.get("step"), bool)
+          and _snapshot_step(d["snapshot"]) == d["step"])  # a name in snapshots/, no path: a
+    return d if ok else None  # crafted "../../other/snapshots/step-600" was followed (and the
+    # run's own snapshots pruned after a resume from another run's weights)
 
 
 def best_if_not_latest(folder: Path, now: int | None = None) -> tuple[Path, dict[str, Any]] | None:
@@ -520,7 +548,7 @@ def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, An
     one that verifies. Returns (folder, trainer.json, the reasons the snapshots passed over were
     refused, and a newer one's notice). CheckpointError if none."""
     errors: list[str] = []
-    ptr = read_pointer(folder, which)
+    ptr = _pointer_file(folder, which)  # as written: a newer snapshot is named below
     # a snapshot newer than latest.json names was published just before a crash (or a save in
     # progress re-points now): complete, and nothing after it was trained; it was passed over
     newer = [p for n, p in reversed(snapshots(folder))
@@ -538,7 +566,7 @@ def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, An
             continue
         if p in newer and ptr is not None:
             errors.append(f"{folder / which} names {ptr['snapshot']}, but {p.name} is newer and "
-                          "complete (saved just before a crash)")
+                          "complete (a crash before its save re-pointed it, or a save now)")
         return p, trainer, errors
     if not errors:
         raise CheckpointError(f"{folder}: no snapshot in {folder / SNAPSHOTS}; the run was never "

@@ -460,6 +460,46 @@ def test_best_is_offered_against_the_live_step_too(made_run, tmp_path):
     assert ptr["step"] == latest["step"] and snap.name == latest["snapshot"]
 
 
+def test_the_runs_list_names_the_step_resume_will_take(made_run, tmp_path):
+    """kill -9 between publishing step-4 and re-pointing latest.json: the Runs list, Continue's
+    "from step" and the export dialog said step 2 while resume took step 4. Every reader of
+    the latest pointer now sees the newer complete snapshot; a first save killed before its
+    pointer counts too, and a link named like a snapshot is not taken."""
+    run = _copy(made_run, tmp_path)
+    latest = rf.read_pointer(run)
+    assert latest is not None and latest["step"] == 4
+    (run / rf.LATEST).write_text(json.dumps({"snapshot": "step-2", "step": 2, "val_loss": None}))
+    assert rf.read_pointer(run) == latest  # step-4's own step and held-out loss
+    assert [(r.path, r.steps) for r in rf.list_runs(run.parent)] == [(run, 4)]
+    (run / rf.LATEST).unlink()
+    assert rf.read_pointer(run)["step"] == 4
+    (run / rf.SNAPSHOTS / "step-9").symlink_to(run / rf.SNAPSHOTS / "step-4")
+    assert rf.read_pointer(run)["step"] == 4
+
+
+@pytest.mark.parametrize("name", ["../../other/snapshots/step-4", "{other}/snapshots/step-4",
+                                  "step-4/../../../other/snapshots/step-4", "step-\u00b2"])
+def test_a_pointer_naming_a_snapshot_outside_the_run_is_not_followed(made_run, tmp_path, name):
+    """A hand-edited latest.json / best.json naming another run's snapshot by a path was
+    followed: eval and generate used the other run's weights, and a resume trained on them and
+    pruned the run's own snapshots. A pointer names a step-N folder of the run, nothing else."""
+    (tmp_path / "x").mkdir()
+    run = _copy(made_run, tmp_path / "x")
+    other = tmp_path / "x" / "other"
+    subprocess.run(["cp", "-a", str(made_run), str(other)], check=True)
+    for which in (rf.LATEST, rf.BEST):
+        (run / which).write_text(json.dumps({"snapshot": name.format(other=other), "step": 4,
+                                             "val_loss": 0.5}))
+    assert rf._pointer_file(run, rf.LATEST) is None and rf._pointer_file(run, rf.BEST) is None
+    for which in (rf.LATEST, rf.BEST):
+        snap, trainer, _ = rf.find_snapshot(run, which)
+        assert snap.parent == run / rf.SNAPSHOTS and trainer["step"] == 4
+    assert rf.read_pointer(run)["snapshot"] == "step-4"
+    assert rf.best_pointer(run)["val_loss"] != 0.5  # rebuilt from the run's own snapshots
+    (run / rf.LATEST).write_text(json.dumps({"snapshot": "step-4", "step": 2}))  # name != step
+    assert rf._pointer_file(run, rf.LATEST) is None
+
+
 def test_a_snapshot_published_just_before_a_crash_is_resumed_from(made_run, tmp_path, capsys):
     """A crash between publishing step-4 and re-pointing latest.json at it resumed from step 2
     without a word (the complete step-4 was passed over and its steps trained again)."""
