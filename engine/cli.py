@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NoReturn
 
+from .cliout import ReaderGone, forgiving_stderr, text_out, write_text
 from .errors import MambaStudioError
 from .reports import format_duration
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
@@ -420,12 +421,15 @@ def cmd_generate(a: argparse.Namespace) -> int:
     pieces = lm.generate(a.prompt, s, backend=backend)
     if not a.stream:  # all at once, e.g. for a pipe that wants whole lines
         pieces = iter(["".join(pieces)])
-    shown = terminal_safe if sys.stdout.isatty() else str  # a file or pipe gets the exact text
-    sys.stdout.write(shown(a.prompt))
-    for piece in pieces:
-        sys.stdout.write(shown(piece))
-        sys.stdout.flush()  # --stream: each piece as soon as its token is sampled
-    sys.stdout.write("\n")
+    out = text_out()
+    shown = terminal_safe if out.isatty() else str  # a file or pipe gets the exact text
+    try:
+        write_text(out, shown(a.prompt))
+        for piece in pieces:
+            write_text(out, shown(piece), flush=True)  # --stream: each piece once sampled
+        write_text(out, "\n", flush=True)
+    except ReaderGone:  # `| head -c 10`: the reader has what it wanted
+        return 0
     return 0
 
 
@@ -673,17 +677,24 @@ def main(argv: list[str] | None = None) -> int:
     only real bugs show a traceback."""
     args = build_parser().parse_args(argv)
     _PROGRESS_OPEN[0] = False
+    with forgiving_stderr():  # a stderr gone (a closed pipe): training goes on (engine.cliout)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         with interrupt_on_signals():  # SIGTERM/SIGHUP as Ctrl-C (they killed it silently)
             return int(args.fn(args))
     except (MambaStudioError, OSError, ValueError, FloatingPointError, MemoryError) as exc:
-        sys.stdout.flush()
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # (closed, or gone)
+            sys.stdout.flush()
         end = "\n" if _PROGRESS_OPEN[0] else ""  # not glued to the end of a progress line
         print(f"{end}error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C outside training (which saves and exits 0):
         note_interrupted()
-        sys.stdout.flush()  # reading the corpus, training the tokenizer, loading; a new run
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # reading the corpus,
+            sys.stdout.flush()  # training the tokenizer, loading; a new run
         name = str(exc) if isinstance(exc, Interrupted) else "Ctrl-C"  # leaves nothing
         with contextlib.suppress(OSError, ValueError):
             print(f"\ninterrupted ({name})", file=sys.stderr)

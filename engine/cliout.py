@@ -1,0 +1,106 @@
+"""The CLI's output streams when whoever reads them goes away.
+
+A run's progress and notes go to stderr; training is the job, its output is not. When stderr
+cannot be written any more (``train ... 2>&1 | head -n 2``: the pipe closes; ``2>/dev/full``),
+the lines from then on go to the null device and training goes on to its end and its save
+(it stopped at once, exit status 1, nothing trained). ``generate``'s text on stdout is its
+output: a reader that stops early (``| head -c 10``) ends it quietly, as with ``--no-stream``,
+and a closed or full stdout is a one-line error naming it (a traceback, or "No space left on
+device" without saying where).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+from .errors import MambaStudioError
+
+
+class _Forgiving:
+    """A text stream that, after its first failed write or flush, sends the rest to the null
+    device (its file descriptor too, so the interpreter's last flush does not fail either)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.lost = False
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                return self._stream.write(text)
+            except (OSError, ValueError):
+                self._lose()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._lose()
+
+    def _lose(self) -> None:
+        self.lost = True
+        _to_null(self._stream)
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding... of the stream
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def forgiving_stderr() -> Iterator[None]:
+    """While active, a stderr that can no longer be written is let go (see the module)."""
+    original = sys.stderr
+    if original is None:
+        yield
+        return
+    sys.stderr = _Forgiving(original)
+    try:
+        yield
+    finally:
+        sys.stderr = original
+
+
+def text_out() -> TextIO:
+    """stdout for a command whose output is the text: a one-line error when it is closed."""
+    if sys.stdout is None:
+        raise MambaStudioError("standard output is closed: nowhere to write the text; redirect it "
+                               "to a file (> out.txt) or leave it to the terminal")
+    return sys.stdout
+
+
+class ReaderGone(Exception):
+    """The reader of stdout stopped reading (a closed pipe): the command ends quietly."""
+
+
+def write_text(out: TextIO, text: str, flush: bool = False) -> None:
+    """Write (and flush) ``text`` to ``out``: ReaderGone when the pipe closed, a one-line
+    MambaStudioError naming standard output for any other failure (a full disk)."""
+    try:
+        out.write(text)
+        if flush:
+            out.flush()
+    except BrokenPipeError:
+        _to_null(out)
+        raise ReaderGone from None
+    except OSError as exc:
+        _to_null(out)
+        raise MambaStudioError(f"cannot write the text to standard output "
+                               f"({exc.strerror or exc}); redirect it elsewhere") from None
+
+
+def _to_null(stream: Any) -> None:
+    """Point the stream's file descriptor at the null device (the interpreter flushes stdout
+    and stderr as it exits: that failed again, with a traceback). A stream without a descriptor
+    (a test's capture) is left as it is. (io.UnsupportedOperation is an OSError.)"""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, stream.fileno())
+        finally:
+            os.close(null)

@@ -1,0 +1,72 @@
+"""The CLI when its readers go away: a closed stderr pipe does not end training, a reader of
+``generate`` that stops early ends it quietly, a closed or full stdout is one line naming it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from tests.helpers import two_file_corpus
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _engine(*args: str, **kw) -> subprocess.Popen:  # type: ignore[no-untyped-def]
+    return subprocess.Popen([sys.executable, "-m", "engine", *args], cwd=ROOT, **kw)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("out")
+    out = tmp / "run"
+    assert main(["train", str(two_file_corpus(tmp, 30)), "--preset", "tiny", "--seq-len", "32",
+                 "--batch", "2", "--max-steps", "4", "--sample-tokens", "0", "--out", str(out)]) == 0
+    return out
+
+
+def test_training_goes_on_when_its_stderr_pipe_closes(run, tmp_path):
+    """``train ... 2>&1 | head -n 2``: the first progress line after the pipe closed stopped the
+    run (exit 1, nothing trained, status.json left at its old step)."""
+    folder = tmp_path / "r"
+    subprocess.run(["cp", "-a", str(run), str(folder)], check=True)
+    p = _engine("train", "--resume", str(folder), "--max-steps", "40", "--epochs", "100",
+                "--sample-tokens", "0", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert p.stderr is not None
+    p.stderr.readline()  # what `head -n 1` reads, then it exits
+    p.stderr.close()
+    assert p.wait(timeout=600) == 0
+    status = json.loads((folder / "status.json").read_text())
+    assert (status["state"], status["step"]) == ("finished", 40)
+
+
+def test_a_reader_that_stops_early_ends_generate_quietly(run):
+    """``generate | head -c 10`` printed "error: Broken pipe" and exited 2 (0 with --no-stream)."""
+    p = _engine("generate", str(run), "--max-new-tokens", "3000", "--no-stop",
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    assert len(p.stdout.read(10)) == 10
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=600) == 0 and "error" not in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("how", ["closed", "full"])
+def test_a_closed_or_full_stdout_is_one_line_naming_it(run, how):
+    """``generate ... >&-`` raised AttributeError from sys.stdout being None (a traceback);
+    ``> /dev/full`` said "No space left on device" without saying where."""
+    if how == "full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full" if how == "full" else os.devnull, "w") as full:
+        p = _engine("generate", str(run), "--max-new-tokens", "5", stderr=subprocess.PIPE,
+                    text=True, stdout=full if how == "full" else None,
+                    preexec_fn=(lambda: os.close(1)) if how == "closed" else None)
+        _, err = p.communicate(timeout=600)
+    assert p.returncode == 2 and "Traceback" not in err, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("error: ") and "standard output" in line, err
