@@ -52,10 +52,13 @@ def create_temp(path: Path) -> tuple[int, str]:
     raise FileExistsError(f"could not create a temporary file beside {path}")
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically; on failure (disk full...) the old file is untouched."""
+def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically; on failure (disk full...) the old file is untouched.
+    ``make_parents`` False: a missing folder is an error, not made (a run folder moved or
+    deleted while training was made again, holding only a status.json)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd, tmp = create_temp(path)
     except OSError as exc:  # a disk out of files (inodes) fails here, naming the temp file
@@ -74,8 +77,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+def atomic_write_json(path: Path, obj: Any, make_parents: bool = True) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode(),
+                       make_parents)
 
 
 def sha256_file(path: Path) -> str:

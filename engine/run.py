@@ -244,6 +244,11 @@ class Run:
         file): what failed, what was kept, how to go on; status "stopped" where it can be
         written."""
         self._status_if_possible("stopped")
+        if not (self.folder / rf.RUN_JSON).exists():  # it said "fix that, then resume" a
+            return TrainingError(  # folder that was no longer there
+                f"{self.folder}: the run folder was moved or deleted while training; training "
+                f"stopped at step {self.step}, and its steps after {self.saved_step} were not "
+                "saved; if it was moved, resume it where it is now (from its last snapshot)")
         kept, goes_on = f"the last snapshot is step {self.saved_step}", ""
         if self.saved_step != self.step:
             kept = f"the steps after {self.saved_step} could not be saved"

@@ -89,7 +89,7 @@ def fsync_dir(path: Path) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     """Atomically replace ``path`` with ``obj`` as JSON and fsync its folder."""
-    ckpt.atomic_write_json(path, obj)
+    ckpt.atomic_write_json(path, obj, make_parents=False)  # (a run folder is never re-made)
     fsync_dir(path.parent)
 
 
@@ -859,7 +859,7 @@ def truncate_metrics(folder: Path, step: int) -> int:
 
 def write_status(folder: Path, state: str, **fields: Any) -> None:
     ckpt.atomic_write_json(folder / STATUS, {"state": state, "pid": os.getpid(),
-                                             "updated": now_iso(), **fields})
+                                             "updated": now_iso(), **fields}, make_parents=False)
 
 
 def read_status(folder: Path) -> dict[str, Any]:

@@ -80,10 +80,10 @@ def test_full_disk_during_a_save_keeps_the_previous_snapshot(tmp_path, monkeypat
         run.train()  # finished: step-6 published
         real = ckpt.atomic_write_bytes
 
-        def enospc(path, data):  # noqa: ANN001
+        def enospc(path, data, *more):  # noqa: ANN001
             if Path(path).name == rf.SNAP_STATE:
                 raise CheckpointError(f"could not write {path}: {os.strerror(errno.ENOSPC)}")
-            real(path, data)
+            real(path, data, *more)
 
         monkeypatch.setattr(ckpt, "atomic_write_bytes", enospc)
         run.trainer.cursor.step = 7  # pretend one more step ran
@@ -508,6 +508,30 @@ def test_a_failed_metrics_write_keeps_the_steps_trained_since_the_last_save(tmp_
     assert rf.read_status(tmp_path / "r")["state"] == "stopped"
     with resume(tmp_path / "r") as again:
         assert again.step == 5
+
+
+@pytest.mark.parametrize("how", ["moved", "deleted"])
+def test_a_run_folder_moved_or_deleted_while_training_is_not_made_again(tmp_path, how):
+    """The next status write made the vanished folder again, holding only status.json, and the
+    error said "fix that, then resume <the old path>", which was then no run folder."""
+    import shutil
+
+    folder, moved = tmp_path / "r", tmp_path / "moved"
+
+    def move_at_step_3(r):  # noqa: ANN001
+        if r.step == 3:
+            os.rename(folder, moved) if how == "moved" else shutil.rmtree(folder)
+
+    with (start(_spec(max_steps=8), [_corpus(tmp_path)], out=folder) as run,
+          pytest.raises(TrainingError) as info):
+        run.train(on_step=move_at_step_3)
+    msg = str(info.value)
+    assert "the run folder was moved or deleted while training" in msg, msg
+    assert "stopped at step 4" in msg and "resume it where it is now" in msg  # its metrics row
+    assert not folder.exists()  # not made again
+    if how == "moved":
+        with resume(moved) as again:
+            assert again.step == 0  # its last snapshot (step 0: autosave is far away)
 
 
 def test_a_failed_status_write_while_paused_does_not_end_the_run(tmp_path, monkeypatch):
