@@ -445,6 +445,13 @@ def cmd_eval(a: argparse.Namespace) -> int:
 
     is_run = rf.is_run(Path(a.model))
     if not a.corpus and is_run:  # a run knows its own held-out split
+        given = [f for f, v in (("--seq-len", a.seq_len), ("--records", a.records)) if v]
+        if given:  # they were ignored without a word
+            spec = read_run_spec(a.model)
+            raise ValueError(f"{' and '.join(given)} apply to a corpus given after the model; "
+                             f"the run's own held-out split is scored as it trains (seq len "
+                             f"{spec.train.seq_len}, {spec.records} records): give a corpus, or "
+                             "leave them out")
         return _eval_run_heldout(a.model, a.max_tokens)
     path = Path(a.model)  # a run, or one of its snapshots: split CORPUS as that run did
     owner = path if is_run else path.parent.parent if (
