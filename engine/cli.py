@@ -150,8 +150,8 @@ def _spec(a: argparse.Namespace):
     train["activation_checkpointing"] = a.checkpointing
     train["wsla"] = a.wsla
     if a.lora:
-        train["lora"] = LoRAConfig(tuple(a.lora.split(",")), rank=a.lora_rank, alpha=a.lora_alpha,
-                                   dropout=a.lora_dropout)
+        train["lora"] = LoRAConfig(tuple(a.lora.split(",")), rank=a.lora_rank or LoRAConfig.rank,
+                                   alpha=a.lora_alpha, dropout=a.lora_dropout or 0.0)
     run = {f: getattr(a, k) for k, f in _RUN_FLAGS.items() if getattr(a, k) is not None}
     if a.prompt is not None:
         run["prompts"] = (a.prompt,)
@@ -171,9 +171,24 @@ def _open_for_training(a: argparse.Namespace):
     from .run import RESUME_OVERRIDES, resume, start
 
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    knobs = [f for f in ("lora_rank", "lora_alpha", "lora_dropout") if getattr(a, f) is not None]
+    if knobs and not a.lora:  # they were taken without a word, and nothing used them
+        raise ValueError(f"--{knobs[0].replace('_', '-')} needs --lora (the projections it "
+                         "adapts, e.g. --lora in_proj,x_proj)")
     if not a.resume:
+        spec = _spec(a)
+        if (a.patience or a.target_loss is not None) and spec.holdout == 0:
+            raise ValueError("early stopping (--patience / --target-loss) needs held-out data; "
+                             "--holdout 0 keeps none: raise --holdout or drop them")
         corpus = a.corpus or (list(_settings(a).corpus) if a.config else []) or [SAMPLE_CORPUS]
-        run = start(_spec(a), corpus, out=a.out, force=a.force, progress=say)
+        run = start(spec, corpus, out=a.out, force=a.force, progress=say)
+        if a.init and a.preset:  # the preset's training settings apply, not its model sizes
+            say(f"note: --preset {a.preset} sets the training settings only; the model's shape "
+                f"is --init's ({run.lm.config.d_model} x {run.lm.config.n_layer} layers)")
+        if a.bpe_vocab is not None and run.spec.tokenizer != "bpe":
+            say(f"note: --bpe-vocab not used: the tokenizer is {run.spec.tokenizer}"
+                + (" (auto: bytes below 4 MB of corpus; --tokenizer bpe to choose BPE)"
+                   if not a.init and (a.tokenizer or "auto") == "auto" else ""))
         say(f"run folder: {run.folder}")
         return run
     given = {f: getattr(a, k) for k, f in {**_TRAIN_FLAGS, **_RUN_FLAGS}.items()
@@ -184,8 +199,9 @@ def _open_for_training(a: argparse.Namespace):
         for k, v in _config_changes(a).items():
             given.setdefault(k, v)  # a flag wins over the file
     fixed = sorted(k for k in given if k not in RESUME_OVERRIDES)
-    if fixed or a.lora or a.wsla or a.checkpointing:
-        raise ValueError(f"--resume continues a run with its own settings; {fixed or 'LoRA/WSLA'} "
+    fixed += [f for f in ("lora", "wsla", "checkpointing") if getattr(a, f)]
+    if fixed:  # (--checkpointing was called "LoRA/WSLA")
+        raise ValueError(f"--resume continues a run with its own settings; {', '.join(fixed)} "
                          f"cannot change (only {', '.join(RESUME_OVERRIDES)} can)")
     if a.out is not None and Path(a.out).resolve() != Path(a.resume).resolve():
         raise ValueError("--resume writes into the run folder itself; drop --out")
@@ -447,10 +463,10 @@ def cmd_eval(a: argparse.Namespace) -> int:
     if not a.corpus and is_run:  # a run knows its own held-out split
         given = [f for f, v in (("--seq-len", a.seq_len), ("--records", a.records)) if v]
         if given:  # they were ignored without a word
-            spec = read_run_spec(a.model)
+            own = read_run_spec(a.model)
             raise ValueError(f"{' and '.join(given)} apply to a corpus given after the model; "
                              f"the run's own held-out split is scored as it trains (seq len "
-                             f"{spec.train.seq_len}, {spec.records} records): give a corpus, or "
+                             f"{own.train.seq_len}, {own.records} records): give a corpus, or "
                              "leave them out")
         return _eval_run_heldout(a.model, a.max_tokens)
     path = Path(a.model)  # a run, or one of its snapshots: split CORPUS as that run did
@@ -591,9 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--wsla", action="store_true", help="WSLA fast-adapt: train only x_proj")
     t.add_argument("--lora", type=_names(LORA_TARGETS),
                    help="comma-separated LoRA targets, e.g. in_proj,x_proj,out_proj")
-    t.add_argument("--lora-rank", type=_int_in(1, 4096), default=8)
+    t.add_argument("--lora-rank", type=_int_in(1, 4096), help="with --lora (default 8)")
     t.add_argument("--lora-alpha", type=_float_in(0.0, 1e6, lo_open=True))
-    t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999), default=0.0)
+    t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999), help="with --lora (default 0)")
     t.add_argument("--export-adapter", type=_path,
                    help="with --lora: write the PEFT adapter here (+ its unmerged base in ./base)")
     t.add_argument("--prompt", type=_text,

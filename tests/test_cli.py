@@ -123,6 +123,45 @@ def test_an_empty_path_is_refused_not_taken_as_not_given(tmp_path, monkeypatch, 
     assert not (tmp_path / "runs").exists()  # nothing started
 
 
+@pytest.mark.parametrize("args, words", [
+    (["--lora-rank", "4"], "error: --lora-rank needs --lora"),
+    (["--lora-dropout", "0.1"], "error: --lora-dropout needs --lora"),
+    (["--holdout", "0", "--patience", "2"], "early stopping (--patience / --target-loss) needs "
+                                            "held-out data; --holdout 0 keeps none"),
+    (["--holdout", "0", "--target-loss", "3"], "--holdout 0 keeps none"),
+])
+def test_flags_that_could_do_nothing_are_refused(tmp_path, capsys, args, words):
+    """They were taken without a word and nothing used them (exit 0)."""
+    out = tmp_path / "r"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--max-steps", "1",
+                 "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_flags_a_run_does_not_use_are_named(tmp_path, capsys):
+    """--init with --preset medium trained the opened model's shape and run.json said medium,
+    with no note; --bpe-vocab on a bytes run was dropped without a word; --resume with
+    --checkpointing blamed "LoRA/WSLA"."""
+    base, corpus = tmp_path / "base", _corpus(tmp_path)
+    common = ["--seq-len", "32", "--batch", "2", "--max-steps", "1", "--sample-tokens", "0"]
+    assert main(["train", str(corpus), "--preset", "tiny", *common, "--out", str(base)]) == 0
+    capsys.readouterr()
+    assert main(["train", str(corpus), "--init", str(base), "--preset", "medium", *common,
+                 "--bpe-vocab", "300", "--out", str(tmp_path / "b")]) == 0
+    err = capsys.readouterr().err
+    assert "note: --preset medium sets the training settings only; the model's shape is " \
+           "--init's (64 x 2 layers)" in err, err
+    assert "note: --bpe-vocab not used: the tokenizer is bytes\n" in err
+    assert main(["train", str(corpus), "--preset", "tiny", *common, "--bpe-vocab", "300",
+                 "--out", str(tmp_path / "c")]) == 0
+    assert "note: --bpe-vocab not used: the tokenizer is bytes (auto: bytes below 4 MB" in \
+           capsys.readouterr().err
+    assert main(["train", "--resume", str(base), "--checkpointing"]) == 2
+    assert "settings; checkpointing cannot change" in capsys.readouterr().err
+
+
 def test_rank_timeout_without_distributed_is_refused(capsys):
     """It was accepted without a word (and did nothing)."""
     assert main(["train", "--rank-timeout", "5", "--max-steps", "1"]) == 2

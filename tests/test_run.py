@@ -730,7 +730,7 @@ def test_resume_with_a_settings_file_applies_what_it_changes_or_refuses_first(tm
     capsys.readouterr()
     assert main(["train", "--resume", str(out), "--config", str(toml)]) == 2
     err = capsys.readouterr().err
-    assert "['seq_len'] cannot change" in err and "resumed" not in err, err
+    assert "settings; seq_len cannot change" in err and "resumed" not in err, err
     toml.write_text("[train]\nmax_stepz = 9\n")
     assert main(["train", "--resume", str(out), "--config", str(toml)]) == 2
     err = capsys.readouterr().err
