@@ -640,6 +640,12 @@ class RunLock:
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink / a FIFO without a writer
                 raise CheckpointError(bad) from None
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and flags & os.O_CREAT:
+                folder = self.path.parent  # it said only "<run>/lock: Read-only file system"
+                raise CheckpointError(
+                    f"{folder}: cannot write into the run folder ({exc.strerror}); training and "
+                    f"resuming write there: copy it somewhere writable (cp -a {folder} NEW) and "
+                    "resume that (generate, eval and export read it as it is)") from None
             raise
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)

@@ -510,3 +510,20 @@ def test_a_snapshot_published_just_before_a_crash_is_resumed_from(made_run, tmp_
     assert "names step-2, but step-4 is newer and complete" in err and "using step-4" in err, err
     assert "at step 4 of 6" in err
     assert [r["step"] for r in rf.read_metrics(run) if r["kind"] == "step"] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_read_only_run_folder_says_what_to_do(made_run, tmp_path, capsys, monkeypatch):
+    """A run on a read-only mount: resume said only "<run>/lock: Read-only file system"."""
+    run = _copy(made_run, tmp_path)
+    real = os.open
+
+    def read_only(path, flags, *rest):  # noqa: ANN001
+        if str(path).endswith(rf.LOCK) and flags & os.O_CREAT:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real(path, flags, *rest)
+
+    monkeypatch.setattr(rf.os, "open", read_only)
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and err.count("\n") == 1, err
+    assert f"{run}: cannot write into the run folder (Read-only file system)" in err
+    assert f"cp -a {run} NEW" in err
