@@ -410,11 +410,33 @@ def cmd_export(a: argparse.Namespace) -> int:
                                "output path") from None
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    best = _better_best(Path(a.run))
+    if best:
+        print(f"note: {best}", file=sys.stderr)
     loads = {"merged": "AutoModelForCausalLM.from_pretrained (transformers 4.x/5.x)",
              "peft": "AutoPeftModelForCausalLM.from_pretrained, or PeftModel over OUT/base",
              "gguf": "llama.cpp (llama-cli -m OUT), Ollama, LM Studio"}[a.kind]
     print(f"wrote {a.out}: loads with {loads}", file=sys.stderr)
     return 0
+
+
+def _better_best(folder: Path) -> str:
+    """For an export of a run's latest weights: a line naming its best snapshot when that is
+    another one, and how to export it (the window asks; the CLI exported the latest silently)."""
+    from . import runformat as rf
+
+    if not rf.is_run(folder):
+        return ""
+    found = rf.best_if_not_latest(folder)
+    latest = rf.read_pointer(folder)
+    if found is None or latest is None:
+        return ""
+    snap, best = found
+    now = latest.get("val_loss")
+    now_text = f"held-out {now:.4f}" if isinstance(now, float) else "held-out loss not measured"
+    return (f"this is the latest snapshot, step {latest['step']} ({now_text}); the best held-out "
+            f"loss is step {best['step']}'s ({best['val_loss']:.4f}): to export that one, give "
+            f"its snapshot folder, {snap}, in place of the run")
 
 
 def cmd_generate(a: argparse.Namespace) -> int:

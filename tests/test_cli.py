@@ -231,3 +231,21 @@ def test_a_full_disk_while_training_says_what_was_kept_on_its_own_line(tmp_path,
     assert "metrics.csv: No space left on device" in line and "stopped at step 4" in line, line
     assert f"resume {out}" in line
     assert json.loads((out / "latest.json").read_text())["step"] == 4
+
+
+def test_export_of_a_run_names_a_better_best_snapshot(tmp_path, capsys):
+    """The CLI exported the latest weights without a word when best.json named a better
+    snapshot (the window asks which)."""
+    out = tmp_path / "run"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32",
+                 "--batch", "2", "--max-steps", "4", "--eval-every", "2", "--autosave-steps", "2",
+                 "--sample-tokens", "0", "--out", str(out)]) == 0
+    (out / "best.json").write_text(json.dumps({"snapshot": "step-2", "step": 2, "val_loss": 0.5}))
+    capsys.readouterr()
+    assert main(["export", "--merged", str(out), str(tmp_path / "m")]) == 0
+    err = capsys.readouterr().err
+    assert "note: this is the latest snapshot, step 4 (held-out " in err, err
+    assert f"the best held-out loss is step 2's (0.5000): to export that one, give its " \
+           f"snapshot folder, {out / 'snapshots' / 'step-2'}, in place of the run" in err
+    assert main(["export", "--merged", str(out / "snapshots" / "step-2"), str(tmp_path / "b")]) == 0
+    assert "best held-out" not in capsys.readouterr().err
