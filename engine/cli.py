@@ -77,6 +77,17 @@ def _text(value: str) -> str:
     return value
 
 
+def _preview_prompt(value: str) -> str:
+    """``train --prompt``: a preview prompt kept in run.json (at most MAX_PROMPT_CHARS; a longer
+    one was refused by the run's settings check without naming the flag)."""
+    from .run import MAX_PROMPT_CHARS
+
+    if len(_text(value)) > MAX_PROMPT_CHARS:
+        raise argparse.ArgumentTypeError(f"{len(value):,} characters; a preview prompt holds at "
+                                         f"most {MAX_PROMPT_CHARS:,}")
+    return value
+
+
 def _path(value: str) -> str:
     """A file or folder argument: an empty one (``--resume "$RUN"`` with RUN unset) meant "not
     given", so a new run trained in its place; it is refused. Must be valid UTF-8 like any text."""
@@ -634,7 +645,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999), help="with --lora (default 0)")
     t.add_argument("--export-adapter", type=_path,
                    help="with --lora: write the PEFT adapter here (+ its unmerged base in ./base)")
-    t.add_argument("--prompt", type=_text,
+    t.add_argument("--prompt", type=_preview_prompt,
                    help="preview prompt (default 'The '); kept in run.json, so a resumed run "
                         "keeps it; with --resume: a new one")
     t.add_argument("--sample-tokens", type=_int_in(0, 1_000_000), default=160)

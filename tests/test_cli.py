@@ -249,3 +249,12 @@ def test_export_of_a_run_names_a_better_best_snapshot(tmp_path, capsys):
            f"snapshot folder, {out / 'snapshots' / 'step-2'}, in place of the run" in err
     assert main(["export", "--merged", str(out / "snapshots" / "step-2"), str(tmp_path / "b")]) == 0
     assert "best held-out" not in capsys.readouterr().err
+
+
+def test_a_too_long_preview_prompt_names_the_flag(capsys):
+    """It said "prompts must be 1 to 16 texts of at most 4096 characters", no flag named."""
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--prompt", "x" * 5000])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "argument --prompt: 5,000 characters; a preview prompt " \
+        "holds at most 4,096" in err, err
