@@ -73,6 +73,7 @@ class TrainWorker(QObject):
         self._previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preview")
         self._tb: engine.TBLogger | None = None
         self.early = replace(job.early)
+        self._previewed: set[int] = set()  # steps a preview was queued at
         self.nothing_left = False  # a Continue of a run already at its last step
 
     # ---------------------------------------------------------------- requests from the GUI
@@ -169,6 +170,9 @@ class TrainWorker(QObject):
                                    control=self.control, on_save=self._on_save,
                                    on_notice=self.info.emit, early=self.early)
                 self._serve_requests()
+                if result.state == "finished" and run.step not in self._previewed:
+                    self._preview(f"step {run.step}", run.trainer.cursor.epoch)  # a run ending
+                    # inside an epoch showed no sample of its trained model at all
                 if tuple(self.prompts) != run.spec.prompts:  # edited while training: kept
                     run.set_prompts(self.prompts)
                 why = f" ({result.reason}; the best snapshot is kept)" if result.reason else ""
@@ -210,6 +214,7 @@ class TrainWorker(QObject):
         assert run is not None
         snapshot = {k: v.copy() for k, v in run.lm.params.items()}
         step, epoch = run.step, epochs_done
+        self._previewed.add(step)
         self._previews.submit(self._render, tag, snapshot, step, epoch)
 
     def _render(self, tag: str, snapshot: dict, step: int, epoch: int) -> None:

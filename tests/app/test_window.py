@@ -185,6 +185,18 @@ def test_continuing_a_finished_run_adds_no_second_sample_of_its_last_step(win, q
     assert len(seen) == len(set(seen)), seen
 
 
+def test_a_run_ending_inside_an_epoch_shows_a_sample_of_its_last_step(win, qtbot):
+    """Max steps inside the first epoch: the Preview kept the untrained step-0 sample and the
+    Gallery had no sample of the trained model at all."""
+    import engine
+
+    win.train.epochs.setValue(3)
+    folder = train_until_idle(qtbot, win, max_steps=2)
+    steps = [r["step"] for r in engine.read_samples(folder)]
+    assert steps.count(0) == len(win.preview.prompt_list()) and 2 in steps, steps
+    assert win.preview.tag.text() == "sample — step 2", win.preview.tag.text()
+
+
 def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
     """Deterministic: every wait is on a condition or a signal, and the pause check reads the
     run's own step counter (not the queue of step signals the GUI may not have drained yet)."""
