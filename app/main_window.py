@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from statistics import median
 
 from PySide6.QtCore import QStandardPaths, Qt, QThread, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence, QShortcut
@@ -75,6 +76,12 @@ def _documents() -> Path:
     return Path(docs) if docs and Path(docs).is_dir() else Path.home()
 
 
+def _estimate_key(cfg: engine.MambaConfig, tc: engine.TrainConfig) -> tuple:
+    """What a step's time depends on: a timing is kept per key."""
+    return (cfg, tc.batch_size, tc.seq_len, tc.grad_accum, tc.activation_checkpointing, tc.lora,
+            tc.wsla)
+
+
 class MainWindow(QMainWindow):
     state_changed = Signal(str)  # idle | running | paused | stopping
     estimate_ready = Signal(str)
@@ -105,7 +112,8 @@ class MainWindow(QMainWindow):
         self.shown_run: str | None = None
         self.export_actions: dict[str, QAction] = {}
         self._closing = False
-        self._measured: dict[tuple, float] = {}
+        self._measured: dict[tuple, float] = {}  # seconds a step, by _estimate_key
+        self._run_key: tuple | None = None  # the running run's key
         self._measuring: tuple | None = None
         self._rows: dict[tuple, int | str] = {}  # _epoch_rows: packed rows, or why not counted
         self._counting: tuple | None = None
@@ -426,8 +434,7 @@ class MainWindow(QMainWindow):
             self.estimate.setText(f"settings: {exc}")
             return
         rows = self._epoch_rows(spec)
-        key = (cfg, tc.batch_size, tc.seq_len, tc.grad_accum, tc.activation_checkpointing,
-               tc.lora, tc.wsla)
+        key = _estimate_key(cfg, tc)
         step_s = self._measured.get(key)
         may_measure = self.state == "idle" and os.environ.get("MAMBA_STUDIO_NO_MEASURE") != "1"
         est = engine.estimate_run(cfg, tc, self._corpus_tokens(),
@@ -567,6 +574,12 @@ class MainWindow(QMainWindow):
         if not self.continue_dir:  # a Continue shows its run's saved samples already
             self.preview.show_preview("the new run's first sample comes before its first step",
                                       "", "—")  # (the previous run's stayed, even after a Stop)
+        try:  # the run's own step times replace the estimate's timing when it ends
+            self._run_key = _estimate_key(
+                engine.read_model_config(self.continue_dir) if self.continue_dir
+                else self.train.model_config(), self.train.train_config())
+        except (ValueError, engine.MambaStudioError):
+            self._run_key = None
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling())
         self.train_thread = QThread(self)
         self.worker.moveToThread(self.train_thread)
@@ -670,6 +683,11 @@ class MainWindow(QMainWindow):
             self.train_thread.wait()
         self.train_thread = None
         again = self.worker is not None and self.worker.nothing_left  # a Continue with no step
+        run = self.worker.run_obj if self.worker is not None else None
+        if run is not None and self._run_key is not None and len(run.trainer.eta.recent) >= 5:
+            # the run's median step: the estimate timed 3 steps once, maybe while the kernels
+            # compiled (388 ms/step shown for ~100 ms steps, until the settings changed)
+            self._measured[self._run_key] = median(run.trainer.eta.recent)
         self.worker = None  # left: it stays chosen (Start after raising Epochs made a new run)
         self.last_folder = folder or None
         # every Start is a new run unless the user chooses Continue again

@@ -197,6 +197,20 @@ def test_a_run_ending_inside_an_epoch_shows_a_sample_of_its_last_step(win, qtbot
     assert win.preview.tag.text() == "sample — step 2", win.preview.tag.text()
 
 
+def test_a_runs_own_step_times_replace_the_estimates_timing(win, qtbot):
+    """The estimate timed three steps once, while the kernels compiled at the first launch
+    (388 ms/step for ~100 ms steps), and kept that until the settings changed."""
+    from app.main_window import _estimate_key
+
+    key = _estimate_key(win.train.model_config(), win.train.train_config())
+    win._measured[key] = 9.99  # a timing far off
+    win.train.epochs.setValue(3)
+    train_until_idle(qtbot, win, max_steps=8)
+    assert win._measured[key] < 9.0  # the run's median step time now
+    win._refresh_estimate()
+    assert "9.99" not in win.estimate.text() and "9,990" not in win.estimate.text()
+
+
 def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
     """Deterministic: every wait is on a condition or a signal, and the pause check reads the
     run's own step counter (not the queue of step signals the GUI may not have drained yet)."""
