@@ -78,14 +78,17 @@ def test_missing_tensor_is_named(tmp_path):
         MambaLM.load(tmp_path)
 
 
-def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
+@pytest.mark.parametrize("fails", ["os.replace", "os.fsync"])
+def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch, fails):
+    """The disk fills while the new bytes are written (fsync reports it) or at the rename: the
+    old file stays whole (a write in place, or a rename before the write, would not)."""
     target = tmp_path / "f.bin"
     atomic_write_bytes(target, b"old")
 
     def boom(*a, **k):  # noqa: ANN002, ANN003
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("os.replace", boom)
+    monkeypatch.setattr(fails, boom)
     with pytest.raises(CheckpointError, match="No space left"):
         atomic_write_bytes(target, b"new contents")
     assert target.read_bytes() == b"old"

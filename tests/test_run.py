@@ -333,16 +333,28 @@ def test_stale_temp_folders_are_cleaned_and_format_version_checked(tmp_path):
         open_run(out)
 
 
-def test_keeps_the_last_three_and_the_best(tmp_path):
+def test_keeps_the_last_three_and_the_best(tmp_path, monkeypatch):
+    """Held-out losses best at step 3 and worse after: the folder keeps exactly steps 8-10 and
+    step 3 (a prune keeping 4 recent, or not protecting the best, passed the old check)."""
+    from dataclasses import replace as _replace
+
+    from engine.trainer import Trainer
+
+    real = Trainer.held_out
+
+    def held_out(self, should_stop=None):  # noqa: ANN001
+        got = real(self, should_stop)
+        step = self.cursor.step
+        return None if got is None else _replace(got, loss=1.0 if step == 3 else 2.0 + step)
+
+    monkeypatch.setattr(Trainer, "held_out", held_out)
     out = tmp_path / "r"
-    spec = _spec(max_steps=10, eval_every=1)
+    spec = _replace(_spec(max_steps=10, eval_every=1), autosave_steps=1)  # a save every step
     with start(spec, [_corpus(tmp_path)], out=out) as run:
         run.train()
     steps = [s for s, _ in rf.snapshots(out)]
     best = rf.read_pointer(out, rf.BEST)
-    assert steps[-3:] == [8, 9, 10] and len(steps) <= 4 and best["step"] in steps
-    vals = [r["val_loss"] for r in read_metrics(out) if r["kind"] == "eval"]
-    assert best["val_loss"] == pytest.approx(min(vals))
+    assert steps == [3, 8, 9, 10] and best["step"] == 3 and best["val_loss"] == 1.0
 
 
 def test_old_trainer_state_folder_loads_but_does_not_resume(tmp_path, capsys):

@@ -100,8 +100,10 @@ def _rewrite_trainer(snap: Path, change) -> None:  # noqa: ANN001
     lambda t: t.pop("lr_scale"), lambda t: t.pop("cursor"), lambda t: t.pop("optimizer_t"),
     lambda t: t.__setitem__("step", -5), lambda t: t["cursor"].__setitem__("step", -5),
     lambda t: t.__setitem__("lr_scale", "x"), lambda t: t["cursor"].pop("loss_sum"),
+    lambda t: t.__setitem__("lr_scale", 0), lambda t: t.__setitem__("lr_scale", 2.0),
+    lambda t: t.__setitem__("lr_scale", -1), lambda t: t.__setitem__("lr_scale", True),
 ], ids=["no_lr_scale", "no_cursor", "no_optimizer_t", "step_-5", "cursor_step_-5",
-        "lr_scale_str", "no_loss_sum"])
+        "lr_scale_str", "no_loss_sum", "lr_scale_0", "lr_scale_2", "lr_scale_-1", "lr_scale_true"])
 def test_a_crafted_trainer_json_is_passed_over_for_an_older_snapshot(made_run, tmp_path, capsys,
                                                                      change):
     """A missing lr_scale was a KeyError traceback (CLI and window); step -5 resumed "at step -5"."""
@@ -111,6 +113,20 @@ def test_a_crafted_trainer_json_is_passed_over_for_an_older_snapshot(made_run, t
     assert rc == 0 and "Traceback" not in err, err
     assert "step-4/trainer.json" in err and "using step-2 instead" in err, err
     assert [r["step"] for r in rf.read_metrics(run) if r["kind"] == "step"] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_flipped_byte_in_the_optimizer_state_is_passed_over(made_run, tmp_path, capsys):
+    """state.safetensors (the AdamW moments, a LoRA base) is in the snapshot's manifest and
+    checked like the weights: a resume from damaged moments would train on garbage."""
+    run = _copy(made_run, tmp_path)
+    snap = run / rf.SNAPSHOTS / "step-4"
+    assert rf.SNAP_STATE in json.loads((snap / rf.SNAP_MANIFEST).read_text())
+    raw = bytearray((snap / rf.SNAP_STATE).read_bytes())
+    raw[-3] ^= 0xFF  # a tensor byte, not the header
+    (snap / rf.SNAP_STATE).write_bytes(bytes(raw))
+    rc, err = _resume(run, capsys)
+    assert rc == 0 and f"{rf.SNAP_STATE}: contents do not match" in err, err
+    assert "using step-2 instead" in err, err
 
 
 def test_a_cursor_past_the_epoch_is_one_line(made_run, tmp_path, capsys):
