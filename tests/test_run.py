@@ -20,6 +20,7 @@ from engine.cli import main
 from engine.control import TrainControl
 from engine.errors import CheckpointError, TrainingError
 from engine.run import (
+    NO_LIMIT,
     RunSpec,
     list_runs,
     load_model,
@@ -331,6 +332,33 @@ def test_stale_temp_folders_are_cleaned_and_format_version_checked(tmp_path):
     (out / rf.RUN_JSON).write_text(json.dumps({**d, "version": rf.VERSION + 1}))
     with pytest.raises(CheckpointError, match="newer Mamba Studio"):
         open_run(out)
+
+
+def test_a_resume_mid_epoch_keeps_the_epochs_sums_and_the_rate_scale(tmp_path):
+    """Resumed inside an epoch, the epoch's mean training loss and grad norm equal an
+    uninterrupted run's (the cursor's running sums are restored, not restarted), and a rate
+    halved by a divergence rollback stays halved (lr_scale is restored)."""
+    corpus = _corpus(tmp_path)
+    with start(_spec(max_steps=None, epochs=1), [corpus], out=tmp_path / "full") as run:
+        run.train()
+        per_epoch = run.trainer.steps_per_epoch
+        whole = run.trainer.epochs[-1]
+    assert per_epoch >= 4
+    control = TrainControl()
+    with start(_spec(max_steps=None, epochs=1), [corpus], out=tmp_path / "part") as run:
+        run.train(control=control,  # stopped half way: the same schedule as the whole run
+                  on_step=lambda r: control.stop() if r.step == per_epoch // 2 else None)
+        assert run.step == per_epoch // 2
+        run.trainer.lr_scale = 0.5  # as a rollback leaves it
+        run.save()
+    with resume(tmp_path / "part") as run:
+        assert run.trainer.lr_scale == 0.5
+        run.trainer.lr_scale = 1.0  # the rest as the uninterrupted run, for the epoch's sums
+        run.train()
+        again = run.trainer.epochs[-1]
+    assert run.step == per_epoch
+    assert again.train_loss == pytest.approx(whole.train_loss, rel=1e-12)
+    assert again.grad_norm == pytest.approx(whole.grad_norm, rel=1e-12)
 
 
 def test_keeps_the_last_three_and_the_best(tmp_path, monkeypatch):
@@ -703,6 +731,8 @@ def test_continuing_a_finished_run_says_its_rate_goes_back_up_not_warmup(tmp_pat
         assert not any("goes back up" in n for n in run.notices)
     with resume(tmp_path / "r", max_steps=60, lr=1e-4) as run:  # a rate given: as asked
         assert not any("goes back up" in n for n in run.notices)
+        assert run.spec.train.lr == 1e-4 and 0 < run.trainer.current_lr() <= 1e-4
+    assert read_run_spec(tmp_path / "r").train.lr == 1e-4  # kept for the next resume
 
 
 def test_a_deleted_runs_name_is_not_given_to_the_next_run(tmp_path):
@@ -763,6 +793,10 @@ def test_resume_with_fewer_epochs_than_done_is_refused_and_changes_nothing(tmp_p
     err = capsys.readouterr().err
     assert f"is at step {done}, past the {per_epoch} steps of epochs 1" in err, err
     assert "give at least 2 epochs" in err and err.count("\n") == 1, err
+    assert (out / rf.RUN_JSON).read_text() == before
+    assert main(["train", "--resume", str(out), "--max-steps", str(done - 1)]) == 2
+    err = capsys.readouterr().err
+    assert f"is at step {done}" in err and err.count("\n") == 1, err
     assert (out / rf.RUN_JSON).read_text() == before
     with resume(out) as run:  # still resumable, unchanged
         assert run.step == done and run.spec.train.epochs == 2
