@@ -91,6 +91,14 @@ def test_the_walk_is_bounded_and_says_where_it_stopped(tmp_path, monkeypatch):
     assert [f.path.name for f in corpus.files] == ["a.md", "b.txt"]
     assert (c, "stopped after 3 entries; give smaller folders (the files found so far are used)") \
         in corpus.rejected
+    flat = tmp_path / "flat"  # every entry a file: the limit is exactly the files taken
+    flat.mkdir()
+    for i in range(5):
+        (flat / f"{i}.txt").write_text(f"file {i}\n")
+    files, rejected = walk(flat, max_entries=3)
+    assert [f.name for f in files] == ["0.txt", "1.txt", "2.txt"]
+    assert [why for _, why in rejected] == [
+        "stopped after 3 entries; give smaller folders (the files found so far are used)"]
 
 
 def test_folders_on_another_filesystem_are_not_entered(tmp_path, monkeypatch):

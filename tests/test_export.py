@@ -538,3 +538,44 @@ def test_a_publish_refused_for_another_reason_is_not_blamed_on_another_export(
     assert "another export" not in msg and "Device or resource busy" in msg, msg
     assert "nothing new was written there; choose another folder" in msg
     assert [p.name for p in tmp_path.iterdir()] == []  # no staging folder left
+
+
+def test_a_failed_forced_export_keeps_the_earlier_one(lora_run: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """--force over an earlier export moves it aside first: a publish refused after that puts
+    it back whole, with no hidden copy left beside it."""
+    import errno
+    import os
+
+    out = tmp_path / "out"
+    export_merged(lora_run, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = os.rename
+
+    def busy(src: object, dst: object) -> None:
+        if ".export-" in Path(str(src)).name:  # the new export's staging folder, published
+            raise OSError(errno.EBUSY, "Device or resource busy")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "rename", busy)
+    with pytest.raises(CheckpointError, match="Device or resource busy"):
+        export_merged(lora_run, out, force=True)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_an_export_cut_short_leaves_no_staging_folder(lora_run: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      error: type[BaseException]) -> None:
+    """Ctrl-C (or a bug) while the export's files are written: nothing is left beside the
+    output, not even the hidden staging folder."""
+    import engine.export.card as card
+
+    def cut(*_a: object, **_k: object) -> None:
+        raise error()
+
+    monkeypatch.setattr(card.ckpt, "atomic_write_bytes", cut)
+    with pytest.raises(error):
+        export_merged(lora_run, tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []

@@ -382,3 +382,16 @@ def test_bpe_learns_from_a_corpus_that_is_one_uncuttable_line(tmp_path, monkeypa
     assert len(json.loads(tok._tok.to_str())["model"]["merges"]) > 10
     monkeypatch.setattr(tok_mod, "BPE_TRAIN_MAX_BYTES", 1)  # sampled so thin none is drawn
     assert len(list(tok_mod._chunks(corpus.texts))) == 1  # one part is kept anyway
+
+
+def test_a_file_that_grows_past_the_limit_while_read_is_refused(tmp_path, monkeypatch):
+    """Checked small at its stat, then grown (a log being written): the read stays bounded
+    and refuses it rather than returning more than the limit."""
+    import engine.safeio as safeio
+
+    f = tmp_path / "grows.json"
+    f.write_bytes(b"x" * 5000)
+    monkeypatch.setattr(safeio, "check_regular", lambda *a, **k: 100)  # its size at the stat
+    with pytest.raises(safeio.UnsafeFileError, match="larger than the"):
+        safeio.read_bytes(f, 1000)
+    assert safeio.read_bytes(f, 10_000) == b"x" * 5000  # grown, still within the limit: read on

@@ -77,6 +77,17 @@ def test_training_freezes_every_base_tensor_and_reports_before_training():
     assert changed and all(short_name(k) in ("in_proj", "dt_proj") for k in changed)
 
 
+def test_a_clamped_rank_is_in_the_peft_rank_pattern(tmp_path):
+    """dt_proj (32 x 1) takes rank 1 of the asked 8: PEFT builds rank 8 without rank_pattern
+    and the adapter's tensors would not load; our own loader reads the shapes."""
+    lm = _lm()
+    tr = Trainer(lm, _ids(), _ids()[:0], TrainConfig(batch_size=2, seq_len=16, max_steps=1,
+                                                      lora=LoRAConfig(("in_proj", "dt_proj"), 8)))
+    tr.trainable.save_adapter(tmp_path / "a", base_model="base")
+    conf = json.loads((tmp_path / "a" / "adapter_config.json").read_text())
+    assert conf["r"] == 8 and conf["rank_pattern"] == {"dt_proj": 1}
+
+
 def test_unknown_target_is_an_error():
     with pytest.raises(ValueError, match="unknown LoRA target"):
         LoRAConfig(("q_proj",))

@@ -51,6 +51,32 @@ def test_adamw_matches_written_formula_over_three_steps():
         np.testing.assert_allclose(params[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
+def test_clipped_gradients_are_what_adamw_steps_on():
+    """Three steps whose gradients differ in size, clipped to norm 0.5 (steps 1 and 3 clip, step 2
+    does not): the weights follow the formula on g * min(1, 0.5 / |g|). Adam's first step is
+    nearly scale-free, and the trust region hid the update in the clip test below."""
+    params, grads = _setup()
+    cfg = AdamWConfig(lr=1e-2, weight_decay=0.0, max_grad_norm=0.5, max_delta=0.0)
+    opt = AdamW(params, list(params), cfg)
+    ref = {k: v.astype(np.float64) for k, v in params.items()}
+    m = {k: np.zeros_like(v) for k, v in ref.items()}
+    v = {k: np.zeros_like(x) for k, x in ref.items()}
+    for t, size in enumerate((3.0, 0.01, 1.0), start=1):
+        g_t = {k: (size * g).astype(np.float32) for k, g in grads.items()}
+        norm = math.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in g_t.values()))
+        scale = min(1.0, 0.5 / norm)
+        assert (scale < 1) == (t != 2)
+        stats = opt.step(params, g_t)
+        assert stats.clip_scale == pytest.approx(scale, rel=1e-6)
+        for k in ref:
+            g = g_t[k].astype(np.float64) * scale
+            m[k] = 0.9 * m[k] + 0.1 * g
+            v[k] = 0.999 * v[k] + 0.001 * g * g
+            ref[k] = ref[k] - 1e-2 * (m[k] / (1 - 0.9**t)) / (np.sqrt(v[k] / (1 - 0.999**t)) + 1e-8)
+    for k in ref:
+        np.testing.assert_allclose(params[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
 def test_global_clip_and_trust_region():
     params, grads = _setup()
     before = {k: v.copy() for k, v in params.items()}

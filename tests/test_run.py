@@ -20,7 +20,6 @@ from engine.cli import main
 from engine.control import TrainControl
 from engine.errors import CheckpointError, TrainingError
 from engine.run import (
-    NO_LIMIT,
     RunSpec,
     list_runs,
     load_model,

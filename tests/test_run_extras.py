@@ -50,6 +50,7 @@ def test_settings_toml_round_trip(tmp_path):
     ("[train]\nbogus = 1\n", "bogus"),
     ("[wat]\n", "unknown section"),
     ("lr = = 3", "not valid TOML"),
+    ("[run]\nholdout = 0.95\n", "held-out fraction 0.95 is outside [0, 0.9]"),
 ])
 def test_bad_settings_are_one_line_errors_naming_the_file(tmp_path, text, words):
     path = tmp_path / "bad.toml"
