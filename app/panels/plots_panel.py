@@ -102,6 +102,8 @@ class PlotsPanel(QWidget):
         self.norm_legend = _legend(self.norm_plot, bg, fg)
         for p in (self.loss_plot, self.norm_plot):
             p.showGrid(x=True, y=True, alpha=0.3)
+            for side in ("bottom", "left", "right"):  # steps and losses are plain numbers: an
+                p.getAxis(side).enableAutoSIPrefix(False)  # empty plot said "step (x0.001)"
         self.norm_plot.setLabel("bottom", "step")
         self.loss_plot.setLabel("left", "loss", units="nats/token")
         self.loss_plot.showAxis("right")

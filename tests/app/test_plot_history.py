@@ -185,3 +185,17 @@ def test_a_run_ending_on_max_steps_shows_its_last_held_out_loss(qtbot, tmp_path)
     assert _picture(opened) == pic
     opened._redraw()
     assert len(opened.val_step.scatter.points()) == 1  # one marker: the point is visible
+
+
+def test_an_empty_plot_names_its_axes_without_a_scale_factor(qtbot):
+    """The x axis of empty plots read "step (x0.001)" (pyqtgraph's automatic SI prefix)."""
+    p = PlotsPanel()
+    qtbot.addWidget(p)
+    p.resize(800, 500)
+    p.show()
+    p.loss_plot.setXRange(0, 0.001)  # a range that made pyqtgraph scale by 1000
+    p.norm_plot.setYRange(0, 0.002)
+    qtbot.wait(50)
+    for plot, side in ((p.norm_plot, "bottom"), (p.loss_plot, "left"), (p.norm_plot, "left")):
+        text = plot.getAxis(side).labelString()
+        assert "x0.001" not in text and "(x" not in text and "m" not in text.split("(")[-1], text
