@@ -307,7 +307,8 @@ def read_text_file(path: Path) -> CorpusFile:
 
 def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: bool = False) -> Corpus:
     """Read files and folders (recursively through ``corpuswalk.walk``: text-like suffixes are
-    read, other entries are listed as rejected, hidden ones ignored). FIFOs, devices, sockets,
+    read, other entries are listed as rejected, hidden ones ignored), in path order whatever
+    the order given. FIFOs, devices, sockets,
     empty files and files over ``FILE_LIMIT`` are rejected before anything is read. Bad files
     are collected in ``rejected`` (or raise with ``strict``). Raises CorpusError when nothing
     usable remains, unless ``allow_empty`` (for a listing that shows each rejected file on its
@@ -335,6 +336,9 @@ def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: 
                 if strict:
                     raise
                 corpus.rejected.append((f, str(exc).split(": ", 1)[-1]))
+    corpus.files.sort(key=lambda f: Path(f.path))  # by path, folder by folder (as the walk
+    # goes): the same files given in another order (added to the window one way, then the
+    # other) made another held-out split, so two runs' held-out losses did not compare
     if not corpus.files and not allow_empty:
         shown: dict[str, list[str]] = {}  # reason -> the first files with it (each said once)
         for path, reason in corpus.rejected[:3]:

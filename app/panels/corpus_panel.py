@@ -388,7 +388,7 @@ class CorpusPanel(QWidget):
         document, as with records "file"); ``seed``/``min_tokens`` follow the training panel."""
         if self.holdout <= 0 or not self.files or self.record_mode() != "file":
             return {}  # lines / paragraphs: examples of every file are held out, not files
-        paths = list(self.files)
+        paths = sorted(self.files, key=Path)  # the engine's order (engine.load_corpus)
         lengths = np.array([self.tokens.get(p, self.files[p].n_bytes) + 1 for p in paths])
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         docs = engine.Documents(np.zeros(int(offsets[-1]), dtype=np.uint8), offsets)
