@@ -148,6 +148,35 @@ def test_two_thousand_rejected_files_keep_the_window_on_screen(win, qtbot, tmp_p
     assert win.start_btn.mapTo(win, win.start_btn.rect().bottomLeft()).y() <= win.height()
 
 
+def test_the_held_out_column_names_the_files_the_run_holds_out(win, qtbot, tmp_path):
+    """Files added in reverse order: the table's held-out files are the ones the run then
+    holds out (the engine reads a corpus in path order; the column had followed the order
+    of adding, which was also the engine's then)."""
+    import numpy as np
+
+    from engine import runformat as rf
+
+    files = []
+    for i in range(10):
+        f = tmp_path / "data" / f"{i:02d}.txt"
+        f.parent.mkdir(exist_ok=True)
+        f.write_text(f"text number {i} " * (30 + 11 * i))
+        files.append(f)
+    c = win.corpus
+    c.files.clear()
+    c.add_paths([str(f) for f in reversed(files)], sync=True)
+    win.train.seq_len.setValue(16)
+    win._refresh_estimate()  # the split settings the table uses
+    predicted = {p for p, whole in c.held_out().items() if whole}
+    assert predicted
+    folder = Path(train_until_idle(qtbot, win, max_steps=1))
+    data = rf.read_data(folder)
+    paths = [s["path"] for s in data.manifest["sources"]]
+    starts = data.offsets[:-1]
+    held = {paths[int(np.searchsorted(starts, s, side="right")) - 1] for s, _ in data.val_spans}
+    assert held == predicted
+
+
 def test_split_column_follows_the_examples_choice(win, qtbot):
     """Whole files are held out only with 'each file is one document'; with lines or paragraphs
     the engine holds out examples of every file, and the table must not name a held-out file."""
