@@ -185,6 +185,7 @@ class PlaygroundPanel(QWidget):
         self.worker.moveToThread(self.gen_thread)
         self.gen_thread.started.connect(self.worker.run)
         self.worker.piece.connect(self._piece)
+        self.worker.progress.connect(self.status.setText)
         self.worker.failed.connect(self.status.setText)
         self.worker.done.connect(self._done)
         self.generate_btn.setEnabled(False)

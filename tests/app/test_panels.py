@@ -925,3 +925,32 @@ def test_small_window_chores(win, qtbot, tmp_path, tiny_run, monkeypatch):
     g._fill()
     assert g.table.item(0, 3).text() == "[161 blank characters]"
     assert g.table.item(1, 3).text() == "[nothing generated]"
+
+
+def test_the_generation_rate_leaves_out_the_prompts_reading():
+    """A 300 KB prompt: "200 tokens in 30.11 s (7/s)", the prompt's 30 s counted as generation."""
+    from app.workers import generation_summary
+
+    line = generation_summary(200, 30.0, 0.11, 100_000, "reached the length", "cpu")
+    assert line == ("200 tokens in 30.11 s (1,809/s); the prompt (100,000 tokens) read in "
+                    "30.00 s, reached the length — cpu")
+    short = generation_summary(40, 0.01, 0.39, 3, "ended at end of text", "cpu")
+    assert short == "40 tokens in 0.40 s (100/s), ended at end of text — cpu"
+
+
+def test_the_playground_says_it_reads_the_prompt(tiny_run):
+    """The status said "loading the model…" for the ~30 s a long prompt took to read."""
+    from dataclasses import replace as _replace
+
+    import engine
+    from app.workers import GenerateWorker
+
+    cfg = _replace(engine.GENERATION_DEFAULTS, max_new_tokens=3, seed=1)
+    w = GenerateWorker(tiny_run, "hello world " * 20, cfg, "cpu")
+    said: list[str] = []
+    done: list[str] = []
+    w.progress.connect(said.append)
+    w.done.connect(done.append)
+    w.run()
+    assert said == ["reading the prompt (240 tokens)…"], said  # a bytes model: one a byte
+    assert done and done[0].startswith("3 tokens in "), done
