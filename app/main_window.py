@@ -43,6 +43,7 @@ from .panels.plots_panel import PlotsPanel
 from .panels.preview_panel import PreviewPanel
 from .panels.runs_panel import NO_ADAPTER_TIP, RunsPanel, has_lora
 from .panels.train_panel import TrainPanel
+from .words import plural
 from .workers import TrainJob, TrainWorker, auto_eval_every, default_runs_root, export_run, run_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,6 +75,9 @@ def _documents() -> Path:
     """Where a first export is suggested: the user's Documents folder, else their home."""
     docs = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
     return Path(docs) if docs and Path(docs).is_dir() else Path.home()
+
+
+CORPUS_KEY = "corpus/paths"  # the corpus of the last session (app settings)
 
 
 def _estimate_key(cfg: engine.MambaConfig, tc: engine.TrainConfig) -> tuple:
@@ -241,7 +245,8 @@ class MainWindow(QMainWindow):
         self._settled: object = None  # the last key left alone for MEASURE_AFTER_MS
         self.setAcceptDrops(True)  # files dropped anywhere on the window join the corpus
         self._gc = collect_on_gui_thread()  # never in the training thread: see app/gc_thread.py
-        self.corpus.load_sample()
+        self._restore_corpus()
+        self.corpus.changed.connect(self._remember_corpus)
         self._set_state("idle")
         self._update_next()
         geom = settings.load("window/geometry", None)
@@ -253,6 +258,29 @@ class MainWindow(QMainWindow):
             state = settings.load(key, None)
             if state is not None:
                 splitter.restoreState(state)
+
+    def _restore_corpus(self) -> None:
+        """The corpus of the last session (as a settings file names it: a folder added whole as
+        the folder), read again in a worker; the bundled sample the first time, or when none of
+        it is left (each launch had shown the sample, so a Continue of a run on code showed the
+        sample texts beside it)."""
+        saved = settings.load(CORPUS_KEY, [])
+        here = [p for p in saved if Path(p).exists()]
+        if not here:
+            self.corpus.load_sample()
+        else:
+            self.corpus.add_paths(here)
+        if len(here) < len(saved):
+            gone = [p for p in saved if p not in here]
+            self.statusBar().showMessage(
+                f"{plural(len(gone), 'path')} of the last session's corpus no longer "
+                f"exist{'s' if len(gone) == 1 else ''} ({Path(gone[0]).name}"
+                f"{', …' if len(gone) > 1 else ''})" + ("" if here else "; the sample corpus is "
+                                                         "loaded"), 15000)
+
+    def _remember_corpus(self) -> None:
+        """The corpus as it stands, for the next launch (at each change: a kill keeps it too)."""
+        settings.save(CORPUS_KEY, self.corpus.settings_paths())
 
     # ---------------------------------------------------------------- menus
     def _menus(self) -> None:
@@ -342,8 +370,9 @@ class MainWindow(QMainWindow):
             how = (f"with {changes}" if changes else
                    "with its own settings (change epochs, max steps, learning rate or held-out "
                    "eval in the panel to override them)")
-            text = (f"Next Start: continues run {Path(self.continue_dir).name}{step} in its folder "
-                    f"{how}; New model to start fresh")
+            text = (f"Next Start: continues run {Path(self.continue_dir).name}{step} in its folder, "
+                    f"on its own saved text (not the Corpus tab's), {how}; New model to start "
+                    "fresh")
         elif self.init_dir:
             lc, wsla = self.train.lora_config(), self.train.wsla.isChecked()
             trains = (f"a rank-{lc.rank} LoRA adapter on {', '.join(lc.targets)}"

@@ -31,6 +31,36 @@ def test_opens_fast_with_the_sample_corpus_loaded(qtbot, tmp_path):
     assert w.next_label.text().startswith("Next Start: a new run")
 
 
+def test_the_corpus_of_the_last_session_comes_back(qtbot, tmp_path):
+    """Each launch showed the bundled sample again (a Continue of a run on code showed sample
+    texts beside it); the corpus now comes back as it was left, a folder as the folder (with
+    a file added since), and the sample only when none of it is left, saying so."""
+    import shutil
+
+    data = tmp_path / "code"
+    data.mkdir()
+    for name in ("a.py", "b.py"):
+        (data / name).write_text(f"def {name[0]}():\n    return 1\n" * 20)
+    w = small_window(qtbot, tmp_path / "runs")
+    qtbot.waitUntil(lambda: w.corpus.pending == 0)
+    w.corpus.files.clear()
+    w.corpus.add_paths([str(data)], sync=True)
+    close_window(qtbot, w)
+    (data / "c.py").write_text("x = 1\n" * 30)
+    w = small_window(qtbot, tmp_path / "runs")
+    qtbot.waitUntil(lambda: w.corpus.pending == 0 and len(w.corpus.files) == 3, timeout=10000)
+    assert sorted(Path(p).name for p in w.corpus.paths()) == ["a.py", "b.py", "c.py"]
+    close_window(qtbot, w)
+    shutil.rmtree(data)
+    w = small_window(qtbot, tmp_path / "runs")
+    qtbot.waitUntil(lambda: w.corpus.pending == 0)
+    assert len(w.corpus.paths()) >= 3 and all("sample" in p for p in w.corpus.paths())
+    msg = w.statusBar().currentMessage()
+    assert "1 path of the last session's corpus no longer exists (code)" in msg, msg
+    assert "the sample corpus is loaded" in msg
+    close_window(qtbot, w)
+
+
 def test_drop_good_and_bad_files(win, qtbot, tmp_path):
     good = tmp_path / "notes.md"
     good.write_text("some *markdown* text\n" * 20)
