@@ -104,8 +104,9 @@ def check_hf_config(d: Any, source: str = "config.json") -> None:
     if "layer_norm_epsilon" in d:
         _float(d["layer_norm_epsilon"], "layer_norm_epsilon", 0.0, 1.0, source, lo_open=True)
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
-        if d.get(key) is not None:
-            _int(d[key], key, 0, MODEL_RANGES["vocab_size"][1], source)
+        if d.get(key) is not None:  # an id outside the vocabulary was taken without a word
+            _int(d[key], key, 0, got.get("vocab_size", MODEL_RANGES["vocab_size"][1] + 1) - 1,
+                 source)
     for key in ("use_bias", "use_conv_bias", "tie_word_embeddings", "rms_norm", "residual_in_fp32"):
         if key in d and not isinstance(d[key], bool):
             raise ConfigError(f"{source}: {key} must be true or false, got {d[key]!r:.60}")

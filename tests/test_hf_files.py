@@ -113,3 +113,16 @@ def test_older_byte_tokenizer_file_still_loads(tmp_path: Path) -> None:
     (tmp_path / "tokenizer.json").write_text(json.dumps(
         {"mamba_studio_tokenizer": "bytes", "eos_token": "<|endoftext|>", "eos_id": 256}))
     assert isinstance(load_tokenizer(tmp_path), ByteTokenizer)
+
+
+def test_an_end_of_text_id_outside_the_vocabulary_is_refused(tmp_path):
+    """eos_token_id 99999 in a 264-token model's config.json was taken without a word."""
+    import pytest
+
+    from engine.errors import MambaStudioError
+    from engine.limits import check_hf_config
+
+    cfg = {"vocab_size": 264, "hidden_size": 16, "num_hidden_layers": 1, "eos_token_id": 99999}
+    with pytest.raises(MambaStudioError, match=r"eos_token_id = 99,999 is out of range \[0, 263\]"):
+        check_hf_config(cfg, str(tmp_path / "config.json"))
+    check_hf_config({**cfg, "eos_token_id": 263}, "config.json")
