@@ -421,6 +421,13 @@ def cmd_export(a: argparse.Namespace) -> int:
                                "output path") from None
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    suffix = Path(a.out).suffix.lower()
+    if a.kind == "gguf" and suffix != ".gguf":  # llama.cpp reads it; Ollama / LM Studio list
+        print(f"note: {a.out} is one GGUF file; name it *.gguf for the tools that look for "
+              "that extension", file=sys.stderr)  # only *.gguf files
+    elif a.kind != "gguf" and suffix == ".gguf":  # it made a folder called m.gguf silently
+        print(f"note: {a.out} is a folder ({a.kind} export); --gguf writes one .gguf file",
+              file=sys.stderr)
     best = _better_best(Path(a.run))
     if best:
         print(f"note: {best}", file=sys.stderr)

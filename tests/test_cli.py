@@ -258,3 +258,18 @@ def test_a_too_long_preview_prompt_names_the_flag(capsys):
     err = capsys.readouterr().err
     assert info.value.code == 2 and "argument --prompt: 5,000 characters; a preview prompt " \
         "holds at most 4,096" in err, err
+
+
+def test_export_names_an_output_whose_extension_says_otherwise(tmp_path, capsys):
+    """`export --merged RUN out/m.gguf` made a folder called m.gguf, and --gguf took a name
+    without .gguf, both without a word."""
+    out = tmp_path / "run"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32",
+                 "--batch", "2", "--max-steps", "1", "--sample-tokens", "0", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["export", "--merged", str(out), str(tmp_path / "m.gguf")]) == 0
+    assert "is a folder (merged export); --gguf writes one .gguf file" in capsys.readouterr().err
+    assert main(["export", "--gguf", str(out), str(tmp_path / "model.bin")]) == 0
+    assert "name it *.gguf" in capsys.readouterr().err
+    assert main(["export", "--gguf", str(out), str(tmp_path / "model.gguf")]) == 0
+    assert "note:" not in capsys.readouterr().err
