@@ -966,9 +966,7 @@ class MainWindow(QMainWindow):
         if "run.init" in s.named and s.spec.init:
             self.open_model(s.spec.init)
         if s.corpus:
-            self.corpus.files.clear()
-            self.corpus.tokens.clear()
-            self.corpus.skipped.clear()
+            self.corpus.clear()
             self.corpus.add_paths(list(s.corpus))
         if engine.defaulted(s) and s.named:
             names = [k.split(".")[-1] for k in s.named]

@@ -155,6 +155,7 @@ class CorpusPanel(QWidget):
         self.tokens: dict[str, int] = {}
         self.skipped: list[tuple[str, str]] = []
         self.origin: dict[str, str] = {}  # file -> the path added that brought it (a folder, itself)
+        self.folders: dict[str, None] = {}  # folders added, in order
         self.cut: set[str] = set()  # added folders some of whose files were removed one by one
         self.holdout = 0.1  # the split's settings (set_split), for the held-out column
         self.seed = 0
@@ -255,15 +256,23 @@ class CorpusPanel(QWidget):
         return list(self.files)
 
     def settings_paths(self) -> list[str]:
-        """The corpus as a settings file names it: each folder added whole (none of its files
-        removed one by one) as the folder, so files added to it later are trained on too, as
-        when the folder is given to the CLI (it was saved as its files of the day); files added
-        one by one, and those of a folder with files removed, as files."""
+        """The corpus as a settings file names it: each folder added whole (none of the files
+        under it removed one by one) as the folder, so files added to it later are trained on
+        too, as when the folder is given to the CLI (it was saved as its files of the day); other
+        files one by one. A file under several such folders is named once, by the outermost."""
+        whole = [Path(f) for f in self.folders if f not in self.cut]
         out: dict[str, None] = {}
         for p in self.files:
-            src = self.origin.get(p, p)
-            out[src if src not in self.cut and Path(src).is_dir() else p] = None
+            roots = [f for f in whole if Path(p).is_relative_to(f)]
+            out[str(min(roots, key=lambda f: len(f.parts))) if roots else p] = None
         return list(out)
+
+    def clear(self) -> None:
+        """No files: what a new corpus (the sample, a settings file's) starts from."""
+        for d in (self.files, self.tokens, self.origin, self.folders):
+            d.clear()
+        self.skipped.clear()
+        self.cut.clear()
 
     def record_mode(self) -> str:
         """The RunSpec ``records`` value chosen (``engine.RECORDS``)."""
@@ -275,9 +284,7 @@ class CorpusPanel(QWidget):
             self.records.setCurrentIndex(i)
 
     def load_sample(self) -> None:
-        self.files.clear()
-        self.tokens.clear()
-        self.skipped.clear()
+        self.clear()
         self.add_paths([str(self.sample_dir)], sync=True)
 
     def set_tokenizer(self, tokenizer: Any, kind: str) -> None:
@@ -341,16 +348,21 @@ class CorpusPanel(QWidget):
 
     def _accept(self, result: Inspected) -> None:
         files, rejected = result
-        known = sum(str(f.path) in self.files for f, _, _ in files)
+        taken = {str(f.path) for f, _, _ in files}  # (a folder and a file in it: one file)
+        known = len(taken & set(self.files))
         for f, n, src in files:
             self.files[str(f.path)] = f
             self.tokens[str(f.path)] = n
             self.origin[str(f.path)] = src
-            self.cut.discard(src)  # added again: whole again
-        listed = {p for p, _ in rejected}  # a folder added twice listed its skipped files twice
-        self.skipped = [(p, why) for p, why in self.skipped if p not in listed] + rejected
+            if Path(src).is_dir():
+                self.folders[src] = None
+                self.cut.discard(src)  # added again: whole again
+        listed = {p for p, _ in rejected}  # a folder added twice listed its skipped files twice,
+        self.skipped = [(p, why) for p, why in self.skipped  # and a file fixed since stayed
+                        if p not in listed and p not in self.files] + rejected
         self._refresh()
-        what = (f"{plural(len(files) - known, 'file')}"
+        new = len(taken) - known
+        what = ((plural(new, "file") if new else "no new file")
                 + (f" ({known:,} already in the corpus)" if known else "")) if files else ""
         if rejected:
             self.message = f"{plural(len(rejected), 'file')} skipped"
@@ -485,7 +497,7 @@ class CorpusPanel(QWidget):
         for r in rows:
             self.files.pop(keys[r], None)
             self.tokens.pop(keys[r], None)
-            self.cut.add(self.origin.get(keys[r], keys[r]))
+            self.cut.update(f for f in self.folders if Path(keys[r]).is_relative_to(f))
         gone = before - {self.origin.get(p, p) for p in self.files}  # paths with no file left:
         self.skipped = [(p, why) for p, why in self.skipped  # their skipped files go too
                         if not any(p == g or Path(p).is_relative_to(g) for g in gone)]

@@ -122,3 +122,44 @@ def test_a_folder_added_whole_is_saved_as_the_folder(win, qtbot, tmp_path):
     win.corpus.add_paths([str(data)], sync=True)  # the folder added again: whole again
     win.save_settings_file(str(path))
     assert engine.load_settings(path).corpus == (str(data), str(single))
+
+
+def test_nested_adds_are_saved_once_and_a_removed_file_stays_out(win, qtbot, tmp_path):
+    """A folder, a file in it and a subfolder of it: the settings file named all three and
+    `train --config` read two files twice; after a Remove of that file it came back."""
+    import engine
+
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    for name in ("a.txt", "b.txt", "sub/c.txt"):
+        (data / name).write_text(f"{name} " * 40)
+    c = win.corpus
+    c.clear()
+    for p in (data, data / "a.txt", data / "sub"):
+        c.add_paths([str(p)], sync=True)
+    assert c.notice.isVisible() is False and len(c.files) == 3
+    path = tmp_path / "s.toml"
+    win.save_settings_file(str(path))
+    assert engine.load_settings(path).corpus == (str(data),)
+    c.table.selectRow(list(c.files).index(str(data / "a.txt")))
+    c._remove_selected()
+    win.save_settings_file(str(path))
+    assert set(engine.load_settings(path).corpus) == {str(data / "b.txt"), str(data / "sub")}
+
+
+def test_a_file_fixed_and_added_again_leaves_the_skipped_list(win, qtbot, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "good.txt").write_text("good " * 40)
+    (data / "bad.txt").write_bytes("bad text ".encode("utf-16") * 20)
+    c = win.corpus
+    c.clear()
+    c.add_paths([str(data)], sync=True)
+    assert [p for p, _ in c.skipped] == [str(data / "bad.txt")]
+    (data / "bad.txt").write_text("now fine " * 20)
+    added: list[str] = []
+    c.added.connect(lambda what, _rejected: added.append(what))
+    c.add_paths([str(data)], sync=True)
+    assert c.skipped == [] and added == ["1 file (1 already in the corpus)"]
+    c.add_paths([str(data), str(data / "good.txt")], sync=True)  # one file twice in one add
+    assert added[-1] == "no new file (2 already in the corpus)"
