@@ -407,8 +407,11 @@ def read_pointer(folder: Path, which: str = LATEST) -> dict[str, Any] | None:
         return ptr
     step, snap = published[-1]
     try:
+        if ptr is not None and (snap / SNAP_TRAINER).stat().st_mtime_ns <= (
+                folder / LATEST).stat().st_mtime_ns:  # latest.json was written after it: a
+            return ptr  # snapshot a resume passed over (damaged), not one a crash left behind
         trainer = _read(snap / SNAP_TRAINER, SNAP_TRAINER)
-    except CheckpointError:
+    except (CheckpointError, OSError):
         return ptr
     if not isinstance(trainer, dict) or trainer.get("step") != step:
         return ptr

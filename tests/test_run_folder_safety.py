@@ -485,12 +485,29 @@ def test_the_runs_list_names_the_step_resume_will_take(made_run, tmp_path):
     latest = rf.read_pointer(run)
     assert latest is not None and latest["step"] == 4
     (run / rf.LATEST).write_text(json.dumps({"snapshot": "step-2", "step": 2, "val_loss": None}))
+    published = (run / rf.SNAPSHOTS / "step-4" / rf.SNAP_TRAINER).stat().st_mtime_ns
+    os.utime(run / rf.LATEST, ns=(published - 10**9, published - 10**9))  # written before it
     assert rf.read_pointer(run) == latest  # step-4's own step and held-out loss
     assert [(r.path, r.steps) for r in rf.list_runs(run.parent)] == [(run, 4)]
     (run / rf.LATEST).unlink()
     assert rf.read_pointer(run)["step"] == 4
     (run / rf.SNAPSHOTS / "step-9").symlink_to(run / rf.SNAPSHOTS / "step-4")
     assert rf.read_pointer(run)["step"] == 4
+
+
+def test_a_damaged_snapshot_a_resume_passed_over_is_not_the_latest(made_run, tmp_path, capsys):
+    """step-4 damaged, the run resumed from step-2 and saved step 3: the Runs list said 4 (the
+    newer snapshot left behind) where latest.json and every resume say 3."""
+    run = _copy(made_run, tmp_path)
+    state = run / rf.SNAPSHOTS / "step-4" / rf.SNAP_STATE
+    raw = bytearray(state.read_bytes())
+    raw[-3] ^= 0xFF
+    state.write_bytes(bytes(raw))
+    assert main(["train", "--resume", str(run), "--max-steps", "3", "--sample-tokens", "0",
+                 "--no-tensorboard"]) == 0
+    assert "using step-2 instead" in capsys.readouterr().err
+    assert rf.read_pointer(run)["step"] == 3 and rf.find_snapshot(run)[0].name == "step-3"
+    assert [r.steps for r in rf.list_runs(run.parent)] == [3]
 
 
 @pytest.mark.parametrize("name", ["../../other/snapshots/step-4", "{other}/snapshots/step-4",
