@@ -33,10 +33,17 @@ class Eta:
         self.steps += 1
         self.step_s += seconds
 
+    def typical_step_s(self) -> float | None:
+        """The median of the recent step times (None before a second step)."""
+        return median(self.recent) if self.recent else None
+
     def seconds_left(self, steps_left: int, elapsed_s: float) -> float:
-        """``elapsed_s``: wall seconds (pauses excluded) since the first step of this stretch
-        began; what the steps did not take of it is the other time. inf before a second step."""
-        if not self.recent:
+        """``elapsed_s``: wall seconds since the first step of this stretch began, pauses and
+        stops excluded (the trainer leaves out a step or the time between steps in which the
+        process was stopped: ``engine.signals.continues``); what the steps did not take of it is
+        the other time. inf before a second step."""
+        typical = self.typical_step_s()
+        if typical is None:
             return math.inf
         other = max(elapsed_s - self.step_s, 0.0) / self.steps
-        return steps_left * (median(self.recent) + other)
+        return steps_left * (typical + other)

@@ -55,7 +55,9 @@ def watch_continues() -> Any:
     Returns the handler it replaced (None when it installed nothing), for ``signal.signal``."""
     if CONTINUE is None or threading.current_thread() is not threading.main_thread():
         return None
-    return signal.signal(CONTINUE, _on_continue)
+    old = signal.signal(CONTINUE, _on_continue)
+    signal.siginterrupt(CONTINUE, False)  # SA_RESTART: a `fg` must not make a blocking call in
+    return old  # C code (BLAS, MPI, TensorBoard's writer) fail with EINTR
 
 
 class Interrupted(KeyboardInterrupt):

@@ -437,10 +437,12 @@ class Trainer:
             loss, norm, bad, skipped = self.train_step(rows)
         step_s = max(time.perf_counter() - ts, 1e-9)
         self._gap_from = (ts + step_s, continues())
+        rate_s = step_s
         if self._gap_from[1] == seen:
             self.eta.step(step_s)
-        else:  # stopped (Ctrl-Z) during the step: its time is neither a step time nor elapsed
-            self._off_s += step_s
+        else:  # stopped (Ctrl-Z) during the step: its time is neither a step time nor elapsed,
+            self._off_s += step_s  # and its rate is the typical step's (it showed ~0 tok/s)
+            rate_s = self.eta.typical_step_s() or step_s
         self.cursor.group += 1
         self.cursor.step += 1
         val_loss = None
@@ -453,7 +455,7 @@ class Trainer:
         elapsed = time.perf_counter() - t0 - self._off_s
         return StepReport(
             self.cursor.step, self.cursor.epoch, self.total_steps, loss, norm, lr,
-            self._last_tokens / step_s,
+            self._last_tokens / rate_s,
             self.eta.seconds_left(self.total_steps - self.cursor.step, elapsed), elapsed, bad,
             skipped, val_loss,
         )

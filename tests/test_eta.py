@@ -129,6 +129,8 @@ def test_time_the_process_was_stopped_is_not_training_time(monkeypatch, where):
     r = reports[9]  # 10 steps done, 20 left at 0.1 s
     assert r.eta_s == pytest.approx(20 * 0.1, rel=0.1)  # it said 102 s (the stop spread)
     assert r.elapsed_s == pytest.approx(10 * 0.1 - (0.1 if where == "step" else 0), abs=0.01)
+    stopped = reports[5]  # step 6 (stopped inside, or just after a stop): a typical step's
+    assert stopped.tokens_per_s == pytest.approx(reports[3].tokens_per_s, rel=0.01)  # rate
 
 
 def test_a_real_stop_and_continue_leaves_the_eta_alone(tmp_path):
