@@ -170,14 +170,16 @@ class TrainWorker(QObject):
                                    control=self.control, on_save=self._on_save,
                                    on_notice=self.info.emit, early=self.early)
                 self._serve_requests()
-                if result.state == "finished" and run.step not in self._previewed:
+                if (result.state == "finished" or result.reason) and run.step not in self._previewed:
                     self._preview(f"step {run.step}", run.trainer.cursor.epoch)  # a run ending
                     # inside an epoch showed no sample of its trained model at all
+                self._previews.shutdown(wait=True)  # its samples written while the run is ours
                 if tuple(self.prompts) != run.spec.prompts:  # edited while training: kept
                     run.set_prompts(self.prompts)
-                why = f" ({result.reason}; the best snapshot is kept)" if result.reason else ""
+                notes = [f"{result.reason}; the best snapshot is kept"] if result.reason else []
                 if result.val_loss is not None:  # a run ending inside an epoch logged it nowhere
-                    why += f" (held-out loss {result.val_loss:.4f})"
+                    notes.append(f"held-out loss {result.val_loss:.4f}")
+                why = f" ({'; '.join(notes)})" if notes else ""
                 self.saved.emit(f"{result.state} at step {result.step}{why}; snapshot {result.snapshot}")
                 self.ended.emit(f"{run.folder.name} {result.state} at step {result.step}{why}")
         except Exception as exc:
