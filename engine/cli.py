@@ -188,9 +188,6 @@ def _open_for_training(a: argparse.Namespace):
                          "adapts, e.g. --lora in_proj,x_proj)")
     if not a.resume:
         spec = _spec(a)
-        if (a.patience or a.target_loss is not None) and spec.holdout == 0:
-            raise ValueError("early stopping (--patience / --target-loss) needs held-out data; "
-                             "--holdout 0 keeps none: raise --holdout or drop them")
         corpus = a.corpus or (list(_settings(a).corpus) if a.config else []) or [SAMPLE_CORPUS]
         run = start(spec, corpus, out=a.out, force=a.force, progress=say)
         if a.init and a.preset:  # the preset's training settings apply, not its model sizes

@@ -281,6 +281,9 @@ class Run:
         spec = self.spec
         last_save = [time.monotonic()]
         reason = [""]
+        if early is not None and early.enabled and not self.trainer.has_val and on_notice:
+            on_notice("early stopping is off: the run holds out no text to measure (holdout 0, "
+                      "or a corpus too small to hold any out)")  # it would never stop the run
         local = getattr(control, "local", control)  # (a collective control's `stopped` is a
         # collective: rank 0 alone evaluates, so it reads its own rank's flag)
 
