@@ -160,9 +160,15 @@ def _spec(a: argparse.Namespace):
         train["max_steps"] = None
     train["activation_checkpointing"] = a.checkpointing
     train["wsla"] = a.wsla
+    knobs = {k: v for k, v in (("rank", a.lora_rank), ("alpha", a.lora_alpha),
+                                ("dropout", a.lora_dropout)) if v is not None}
     if a.lora:
-        train["lora"] = LoRAConfig(tuple(a.lora.split(",")), rank=a.lora_rank or LoRAConfig.rank,
-                                   alpha=a.lora_alpha, dropout=a.lora_dropout or 0.0)
+        train["lora"] = replace(LoRAConfig(tuple(a.lora.split(","))), **knobs)
+    elif knobs and base.train.lora is not None:  # the settings file's LoRA, these on top
+        train["lora"] = replace(base.train.lora, **knobs)
+    elif knobs:  # they were taken without a word, and nothing used them
+        raise ValueError(f"--lora-{next(iter(knobs))} needs --lora (the projections it adapts, "
+                         "e.g. --lora in_proj,x_proj)")
     run = {f: getattr(a, k) for k, f in _RUN_FLAGS.items() if getattr(a, k) is not None}
     if a.prompt is not None:
         run["prompts"] = (a.prompt,)
@@ -182,21 +188,20 @@ def _open_for_training(a: argparse.Namespace):
     from .run import RESUME_OVERRIDES, resume, start
 
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    knobs = [f for f in ("lora_rank", "lora_alpha", "lora_dropout") if getattr(a, f) is not None]
-    if knobs and not a.lora:  # they were taken without a word, and nothing used them
-        raise ValueError(f"--{knobs[0].replace('_', '-')} needs --lora (the projections it "
-                         "adapts, e.g. --lora in_proj,x_proj)")
     if not a.resume:
         spec = _spec(a)
         corpus = a.corpus or (list(_settings(a).corpus) if a.config else []) or [SAMPLE_CORPUS]
         run = start(spec, corpus, out=a.out, force=a.force, progress=say)
         if a.init and a.preset:  # the preset's training settings apply, not its model sizes
             say(f"note: --preset {a.preset} sets the training settings only; the model's shape "
-                f"is --init's ({run.lm.config.d_model} x {run.lm.config.n_layer} layers)")
-        if a.bpe_vocab is not None and run.spec.tokenizer != "bpe":
+                f"is --init's (d_model {run.lm.config.d_model}, {run.lm.config.n_layer} layers)")
+        if a.bpe_vocab is not None and a.init:
+            say(f"note: --bpe-vocab not used: a run from --init keeps that model's "
+                f"{run.spec.tokenizer} tokenizer")
+        elif a.bpe_vocab is not None and run.spec.tokenizer != "bpe":
             say(f"note: --bpe-vocab not used: the tokenizer is {run.spec.tokenizer}"
                 + (" (auto: bytes below 4 MB of corpus; --tokenizer bpe to choose BPE)"
-                   if not a.init and (a.tokenizer or "auto") == "auto" else ""))
+                   if spec.tokenizer == "auto" else ""))
         say(f"run folder: {run.folder}")
         return run
     given = {f: getattr(a, k) for k, f in {**_TRAIN_FLAGS, **_RUN_FLAGS}.items()
@@ -207,7 +212,8 @@ def _open_for_training(a: argparse.Namespace):
         for k, v in _config_changes(a).items():
             given.setdefault(k, v)  # a flag wins over the file
     fixed = sorted(k for k in given if k not in RESUME_OVERRIDES)
-    fixed += [f for f in ("lora", "wsla", "checkpointing") if getattr(a, f)]
+    fixed += [f for f in ("lora", "lora_rank", "lora_alpha", "lora_dropout", "wsla",
+                          "checkpointing") if getattr(a, f)]
     if fixed:  # (--checkpointing was called "LoRA/WSLA")
         raise ValueError(f"--resume continues a run with its own settings; {', '.join(fixed)} "
                          f"cannot change (only {', '.join(RESUME_OVERRIDES)} can)")
@@ -584,7 +590,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from .bench import BENCH_CONFIGS
     from .evaluation import HELDOUT_SAMPLE_TOKENS
-    from .lora import LORA_TARGETS
+    from .lora import LORA_TARGETS, LoRAConfig
     from .params import INITS
     from .sampling import GENERATION_DEFAULTS
     from .tokenizer import MAX_BPE
@@ -644,9 +650,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--wsla", action="store_true", help="WSLA fast-adapt: train only x_proj")
     t.add_argument("--lora", type=_names(LORA_TARGETS),
                    help="comma-separated LoRA targets, e.g. in_proj,x_proj,out_proj")
-    t.add_argument("--lora-rank", type=_int_in(1, 4096), help="with --lora (default 8)")
+    t.add_argument("--lora-rank", type=_int_in(1, 4096),
+                   help=f"with --lora (default {LoRAConfig.rank})")
     t.add_argument("--lora-alpha", type=_float_in(0.0, 1e6, lo_open=True))
-    t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999), help="with --lora (default 0)")
+    t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999),
+                   help=f"with --lora (default {LoRAConfig.dropout:g})")
     t.add_argument("--export-adapter", type=_path,
                    help="with --lora: write the PEFT adapter here (+ its unmerged base in ./base)")
     t.add_argument("--prompt", type=_preview_prompt,

@@ -159,14 +159,34 @@ def test_flags_a_run_does_not_use_are_named(tmp_path, capsys):
                  "--bpe-vocab", "300", "--out", str(tmp_path / "b")]) == 0
     err = capsys.readouterr().err
     assert "note: --preset medium sets the training settings only; the model's shape is " \
-           "--init's (64 x 2 layers)" in err, err
-    assert "note: --bpe-vocab not used: the tokenizer is bytes\n" in err
+           "--init's (d_model 64, 2 layers)" in err, err
+    assert "note: --bpe-vocab not used: a run from --init keeps that model's bytes tokenizer" \
+        in err
     assert main(["train", str(corpus), "--preset", "tiny", *common, "--bpe-vocab", "300",
                  "--out", str(tmp_path / "c")]) == 0
     assert "note: --bpe-vocab not used: the tokenizer is bytes (auto: bytes below 4 MB" in \
            capsys.readouterr().err
     assert main(["train", "--resume", str(base), "--checkpointing"]) == 2
     assert "settings; checkpointing cannot change" in capsys.readouterr().err
+    assert main(["train", "--resume", str(base), "--lora-rank", "4"]) == 2  # not "needs --lora"
+    assert "settings; lora_rank cannot change" in capsys.readouterr().err
+
+
+def test_lora_knobs_apply_to_a_settings_files_lora(tmp_path, capsys):
+    """A settings file with LoRA and --lora-rank 16 on top: it was refused as "needs --lora"."""
+    from engine import EarlyStopping, LoRAConfig, RunSettings, RunSpec, TrainConfig, save_settings
+
+    base, corpus = tmp_path / "base", _corpus(tmp_path)
+    assert main(["train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
+                 "--max-steps", "1", "--sample-tokens", "0", "--out", str(base)]) == 0
+    spec = RunSpec(preset="tiny", init=str(base), train=TrainConfig(
+        batch_size=2, seq_len=32, max_steps=1, lora=LoRAConfig(("in_proj",), rank=4)))
+    save_settings(tmp_path / "s.toml", RunSettings(spec, (str(corpus),), EarlyStopping()))
+    out = tmp_path / "lora"
+    assert main(["train", "--config", str(tmp_path / "s.toml"), "--lora-rank", "2",
+                 "--sample-tokens", "0", "--out", str(out)]) == 0
+    lora = json.loads((out / "run.json").read_text())["spec"]["train"]["lora"]
+    assert lora["rank"] == 2 and lora["targets"] == ["in_proj"]
 
 
 def test_rank_timeout_without_distributed_is_refused(capsys):
