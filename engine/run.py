@@ -245,10 +245,12 @@ class Run:
         written."""
         self._status_if_possible("stopped")
         if not (self.folder / rf.RUN_JSON).exists():  # it said "fix that, then resume" a
-            return TrainingError(  # folder that was no longer there
+            lost = (f"its steps after {self.saved_step} were not saved" if self.step !=  # folder
+                    self.saved_step else f"its last snapshot is step {self.step}")  # now gone
+            return TrainingError(
                 f"{self.folder}: the run folder was moved or deleted while training; training "
-                f"stopped at step {self.step}, and its steps after {self.saved_step} were not "
-                "saved; if it was moved, resume it where it is now (from its last snapshot)")
+                f"stopped at step {self.step}, and {lost}; if it was moved, resume it where it "
+                "is now")
         kept, goes_on = f"the last snapshot is step {self.saved_step}", ""
         if self.saved_step != self.step:
             kept = f"the steps after {self.saved_step} could not be saved"
@@ -363,7 +365,10 @@ class Run:
                 raise self._write_failed(exc) from exc  # (it said only "could not write <temp>")
         done = self.step >= self.trainer.total_steps or self.trainer.cursor.epoch >= spec.train.epochs
         state = "finished" if done else "stopped"
-        self._status(state)
+        try:
+            self._status(state)
+        except (OSError, MambaStudioError) as exc:  # (the folder moved during the last save)
+            raise self._write_failed(exc) from exc
         return TrainResult(state, self.step, self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step),
                            last_eval.get(self.step), reason[0] if state == "stopped" else "")
 

@@ -573,6 +573,23 @@ def test_a_run_folder_moved_or_deleted_while_training_is_not_made_again(tmp_path
             assert again.step == 0  # its last snapshot (step 0: autosave is far away)
 
 
+def test_a_run_folder_moved_during_the_last_save_says_nothing_was_lost(tmp_path):
+    """Moved between the last save and the final status write: a raw "could not create a
+    temporary file … status.json" after a run whose every step was saved."""
+    folder, moved = tmp_path / "r", tmp_path / "moved"
+
+    def move_after_the_last_save(path):  # noqa: ANN001
+        if path.name == "step-4":
+            os.rename(folder, moved)
+
+    with (start(_spec(max_steps=4), [_corpus(tmp_path)], out=folder) as run,
+          pytest.raises(TrainingError) as info):
+        run.train(on_save=move_after_the_last_save)
+    msg = str(info.value)
+    assert "moved or deleted while training" in msg and "its last snapshot is step 4" in msg, msg
+    assert not folder.exists() and rf.read_pointer(moved)["step"] == 4
+
+
 def test_a_failed_status_write_while_paused_does_not_end_the_run(tmp_path, monkeypatch):
     """The "paused" status write on a full disk ended the run from inside the pause."""
     control = TrainControl()
