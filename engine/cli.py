@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NoReturn
 
-from .cliout import ReaderGone, forgiving_stderr, text_out, write_text
+from .cliout import ReaderGone, forgiving_stderr, stdout_gone, text_out, write_text
 from .errors import MambaStudioError
 from .reports import format_duration
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
@@ -753,6 +753,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with interrupt_on_signals():  # SIGTERM/SIGHUP as Ctrl-C (they killed it silently)
             return int(args.fn(args))
+    except BrokenPipeError:  # stdout's reader went away (stderr's is let go by forgiving_stderr)
+        return stdout_gone()
     except (MambaStudioError, OSError, ValueError, FloatingPointError, MemoryError) as exc:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # (closed, or gone)
             sys.stdout.flush()

@@ -33,6 +33,8 @@ class _Forgiving:
         if not self.lost:
             try:
                 return self._stream.write(text)
+            except BlockingIOError:  # a non-blocking pipe full for now: this line only
+                return len(text)
             except (OSError, ValueError):
                 self._lose()
         return len(text)
@@ -92,6 +94,13 @@ def write_text(out: TextIO, text: str, flush: bool = False) -> None:
         _to_null(out)
         raise MambaStudioError(f"cannot write the text to standard output "
                                f"({exc.strerror or exc}); redirect it elsewhere") from None
+
+
+def stdout_gone() -> int:
+    """A command's stdout reader went away (``eval RUN | head -c 5``): the exit status of a
+    command whose reader has what it wanted (0, as ``generate`` ends), and no error at exit."""
+    _to_null(sys.stdout)
+    return 0
 
 
 def _to_null(stream: Any) -> None:

@@ -70,3 +70,36 @@ def test_a_closed_or_full_stdout_is_one_line_naming_it(run, how):
     assert p.returncode == 2 and "Traceback" not in err, err
     line = err.strip().splitlines()[-1]
     assert line.startswith("error: ") and "standard output" in line, err
+
+
+def test_a_closed_stdout_pipe_ends_eval_quietly(run):
+    """`eval RUN | head -c 0`: "error: Broken pipe" (exit 2) or an error at the exit's flush."""
+    p = _engine("eval", str(run), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # the reader is gone before the result is written
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=600) == 0 and "rror" not in err, err
+
+
+def test_a_full_stderr_pipe_for_now_loses_one_line_only():
+    """A non-blocking stderr pipe momentarily full (BlockingIOError) gave up on stderr for
+    good; it now drops that line and writes the next."""
+    from engine.cliout import _Forgiving
+
+    class Momentary:
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+            self.full = True
+
+        def write(self, text: str) -> int:
+            if self.full:
+                self.full = False
+                raise BlockingIOError(11, "Resource temporarily unavailable")
+            self.lines.append(text)
+            return len(text)
+
+    inner = Momentary()
+    s = _Forgiving(inner)  # type: ignore[arg-type]
+    s.write("dropped\n")
+    s.write("kept\n")
+    assert inner.lines == ["kept\n"] and not s.lost
