@@ -507,7 +507,8 @@ def cmd_eval(a: argparse.Namespace) -> int:
         given = [f for f, v in (("--seq-len", a.seq_len), ("--records", a.records)) if v]
         if given:  # they were ignored without a word
             own = read_run_spec(a.model)
-            raise ValueError(f"{' and '.join(given)} apply to a corpus given after the model; "
+            raise ValueError(f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to a "
+                             "corpus given after the model; "
                              f"the run's own held-out split is scored as it trains (seq len "
                              f"{own.train.seq_len}, {own.records} records): give a corpus, or "
                              "leave them out")

@@ -38,6 +38,7 @@ import io
 import math
 import os
 import re
+import shlex
 import shutil
 import stat
 import time
@@ -569,7 +570,8 @@ def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, An
             continue
         if p in newer and ptr is not None:
             errors.append(f"{folder / which} names {ptr['snapshot']}, but {p.name} is newer and "
-                          "complete (a crash before its save re-pointed it, or a save now)")
+                          "complete (a crash between publishing it and updating latest.json, "
+                          "or a save in progress)")
         return p, trainer, errors
     if not errors:
         raise CheckpointError(f"{folder}: no snapshot in {folder / SNAPSHOTS}; the run was never "
@@ -647,8 +649,9 @@ class RunLock:
                 folder = self.path.parent  # it said only "<run>/lock: Read-only file system"
                 raise CheckpointError(
                     f"{folder}: cannot write into the run folder ({exc.strerror}); training and "
-                    f"resuming write there: copy it somewhere writable (cp -a {folder} NEW) and "
-                    "resume that (generate, eval and export read it as it is)") from None
+                    "resuming write there: copy it somewhere writable "
+                    f"(cp -a {shlex.quote(str(folder))} NEW) and resume that (generate, eval and "
+                    "export read it as it is)") from None
             raise
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)

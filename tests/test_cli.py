@@ -71,7 +71,7 @@ def test_eval_of_a_run_without_a_corpus_uses_its_held_out_split(tmp_path, capsys
     for flags in (["--seq-len", "2"], ["--records", "line"]):  # they were ignored silently
         assert main(["eval", str(out), *flags]) == 2
         err = capsys.readouterr().err.strip()
-        assert err.startswith(f"error: {flags[0]} apply to a corpus") and "seq len 32" in err, err
+        assert err.startswith(f"error: {flags[0]} applies to a corpus") and "seq len 32" in err, err
 
 
 def test_lora_bpe_and_adapter_export(tmp_path, capsys):
