@@ -141,38 +141,54 @@ _RUN_FLAGS = {"preset": "preset", "tokenizer": "tokenizer", "bpe_vocab": "bpe_vo
 
 
 def _spec(a: argparse.Namespace):
-    """The RunSpec of a new run: RunSpec() defaults, replaced by the flags given."""
+    """The RunSpec of a new run: the preset's defaults with the flags given; with --config, the
+    file's settings with each flag given on top, setting by setting (``overlay_settings``, as
+    the window opens a file): --preset over a file's preset takes the new preset's training
+    defaults where the file named none, --lora over a file's LoRA keeps its rank, and the
+    file's wsla / activation checkpointing stay unless the flag is given (they were dropped)."""
     from dataclasses import replace
 
+    from .defaults import PRESET_DEFAULTS
+    from .earlystop import EarlyStopping
     from .lora import LoRAConfig
     from .run import RunSpec
+    from .runtoml import RunSettings, overlay_settings
     from .trainer import TrainConfig
 
-    if a.config:  # the settings file, then any flag given on top of it
-        base = _settings(a).spec
-        if a.preset:
-            base = replace(base, preset=a.preset)
-    else:
-        base = RunSpec(preset=a.preset or RunSpec.preset)
-        base = replace(base, train=TrainConfig.for_preset(base.preset))
-    train = {f: getattr(a, k) for k, f in _TRAIN_FLAGS.items() if getattr(a, k) is not None}
-    if train.get("max_steps") == 0:  # --max-steps 0: no limit
-        train["max_steps"] = None
-    train["activation_checkpointing"] = a.checkpointing
-    train["wsla"] = a.wsla
+    file = _settings(a) if a.config else None
     knobs = {k: v for k, v in (("rank", a.lora_rank), ("alpha", a.lora_alpha),
                                 ("dropout", a.lora_dropout)) if v is not None}
-    if a.lora:
-        train["lora"] = replace(LoRAConfig(tuple(a.lora.split(","))), **knobs)
-    elif knobs and base.train.lora is not None:  # the settings file's LoRA, these on top
-        train["lora"] = replace(base.train.lora, **knobs)
-    elif knobs:  # they were taken without a word, and nothing used them
+    if knobs and not a.lora and (file is None or file.spec.train.lora is None):
         raise ValueError(f"--lora-{next(iter(knobs))} needs --lora (the projections it adapts, "
-                         "e.g. --lora in_proj,x_proj)")
+                         "e.g. --lora in_proj,x_proj)")  # (taken without a word, used by nothing)
+    preset = a.preset or (file.spec.preset if file else RunSpec.preset)
+    train = {f: getattr(a, k) for k, f in _TRAIN_FLAGS.items() if getattr(a, k) is not None}
+    named = [f"train.{f}" for f in train]
+    if a.checkpointing:
+        train["activation_checkpointing"] = True
+        named.append("train.activation_checkpointing")
+    if a.wsla:
+        train["wsla"] = True
+        named.append("train.wsla")
+    if a.lora or knobs:
+        targets = tuple(a.lora.split(",")) if a.lora else LoRAConfig.targets
+        train["lora"] = replace(LoRAConfig(targets), **knobs)
+        named += (["train.lora.targets"] if a.lora else []) + [f"train.lora.{k}" for k in knobs]
     run = {f: getattr(a, k) for k, f in _RUN_FLAGS.items() if getattr(a, k) is not None}
+    named += [f"run.{f}" for f in run]
     if a.prompt is not None:
         run["prompts"] = (a.prompt,)
-    return replace(base, train=replace(base.train, **train), **run)
+        named.append("run.prompts")
+    no_limit = train.get("max_steps") == 0  # --max-steps 0: no limit
+    if no_limit:
+        train["max_steps"] = None
+    run["preset"] = preset
+    flags = RunSpec(**run, train=TrainConfig.for_preset(preset, **train)
+                    if preset in PRESET_DEFAULTS else TrainConfig(**train))
+    if file is None:
+        return flags
+    spec = overlay_settings(file, RunSettings(flags, (), EarlyStopping(), tuple(named))).spec
+    return replace(spec, train=replace(spec.train, max_steps=None)) if no_limit else spec
 
 
 def _settings(a: argparse.Namespace):
@@ -362,8 +378,10 @@ def _train(a: argparse.Namespace, run, job) -> int:
                        on_error=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
               if tb_on else None)
         early = _settings(a).early_stopping if a.config else EarlyStopping()
-        if a.patience is not None or a.target_loss is not None:
-            early = EarlyStopping(a.patience or 0, a.target_loss)
+        if a.patience is not None:  # each flag over the file's, setting by setting (--patience
+            early = replace(early, patience=a.patience)  # dropped a file's target loss)
+        if a.target_loss is not None:
+            early = replace(early, target_loss=a.target_loss)
 
         def on_step(r) -> None:
             _progress(r)

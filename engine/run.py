@@ -30,7 +30,7 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from . import runformat as rf
-from .config import MambaConfig, preset
+from .config import PRESETS, MambaConfig, preset
 from .control import PauseReporting, TrainControl
 from .corpuswalk import summary
 from .data import encode_corpus, id_dtype, load_corpus, split_holdout
@@ -479,9 +479,12 @@ def _encode(spec: RunSpec, corpus: Any, tok: Any) -> tuple[dict[str, np.ndarray]
 
 
 def _model_config(spec: RunSpec, vocab: int) -> MambaConfig:
+    """The new model's config: the preset's, with the sizes ``spec.model`` gives over it (a
+    settings file's [model] naming only norm_eps got d 128 x 4 layers, MambaConfig's own, not
+    the preset's shape)."""
     if spec.model:
-        fields: dict[str, Any] = dict(spec.model)  # validated by MambaConfig
-        return MambaConfig(vocab_size=vocab, **fields)
+        fields: dict[str, Any] = {**PRESETS.get(spec.preset, {}), **spec.model}  # validated by
+        return MambaConfig(vocab_size=vocab, **fields)  # MambaConfig
     return preset(spec.preset, vocab)
 
 

@@ -312,13 +312,21 @@ def overlay_settings(base: RunSettings, top: RunSettings) -> RunSettings:
         doc.pop("model", None)
         if "model" in new:
             doc["model"] = new["model"]
-    was, now = base.spec.preset, top.spec.preset
-    if "run.preset" in top.named and was != now and was in PRESET_DEFAULTS \
+    was = base.spec.preset
+    now = top.spec.preset if "run.preset" in top.named else was
+
+    def kind(spec: RunSpec) -> str:
+        return "bpe" if spec.tokenizer == "bpe" else "bytes"
+
+    was_kind = kind(base.spec)
+    now_kind = kind(top.spec) if "run.tokenizer" in top.named else was_kind
+    if (was, was_kind) != (now, now_kind) and was in PRESET_DEFAULTS \
             and now in PRESET_DEFAULTS:  # (a file with init may name any preset: it is unused)
-        # a training setting at the shown preset's default follows the file's preset, as
-        # `train --config` gives it (medium trained at small's rate); one set by hand stays
-        kind = "bpe" if doc.get("run", {}).get("tokenizer") == "bpe" else "bytes"
-        old_d, new_d = PRESET_DEFAULTS[was].training(kind), PRESET_DEFAULTS[now].training(kind)
+        # a training setting at the shown preset's default follows the file's preset (and a
+        # BPE tokenizer's doubled rate follows the tokenizer), as `train --config` gives it
+        # (medium trained at small's rate; a bytes run at BPE's); one set by hand stays
+        old_d = PRESET_DEFAULTS[was].training(was_kind)
+        new_d = PRESET_DEFAULTS[now].training(now_kind)
         train = doc.setdefault("train", {})
         for k, v in new_d.items():
             if f"train.{k}" not in top.named and k in train and train[k] == old_d.get(k):

@@ -201,3 +201,67 @@ def test_overlay_of_a_file_with_init_and_an_unknown_preset(tmp_path):
     f.write_text(f'[run]\npreset = "tinyy"\ninit = "{tmp_path}"\n')
     got = overlay_settings(base, load_settings(f))
     assert got.spec.init == str(tmp_path) and got.spec.train == base.spec.train
+
+
+def _run_with(tmp_path, text: str, *flags: str) -> dict:
+    """Train one step from a settings file (and flags on top); the run's saved spec."""
+    import json
+
+    (tmp_path / "c.txt").write_text("the cat sat on the mat. " * 200)
+    f = tmp_path / "s.toml"
+    f.write_text('[run]\ncorpus = ["c.txt"]\n' + text)
+    out = tmp_path / "out"
+    assert main(["train", "--config", str(f), "--max-steps", "1", "--seq-len", "32", "--batch",
+                 "2", "--sample-tokens", "0", "--no-tensorboard", "--out", str(out), "--force",
+                 *flags]) == 0
+    return json.loads((out / "run.json").read_text())["spec"]
+
+
+def test_a_files_wsla_and_checkpointing_are_kept(tmp_path):
+    """They were set from the (absent) flags: a WSLA file trained every weight."""
+    spec = _run_with(tmp_path, 'preset = "tiny"\n[train]\nwsla = true\n'
+                               "activation_checkpointing = true\n")
+    assert spec["train"]["wsla"] is True and spec["train"]["activation_checkpointing"] is True
+
+
+@pytest.mark.parametrize("text, flags, check", [
+    ('preset = "medium"\n', ["--preset", "tiny"],  # tiny at medium's rate
+     lambda s: s["preset"] == "tiny" and s["train"]["lr"] == 0.003),
+    ('preset = "tiny"\ntokenizer = "bpe"\nbpe_vocab = 300\n', ["--tokenizer", "bytes"],
+     lambda s: s["tokenizer"] == "bytes" and s["train"]["lr"] == 0.003),  # not BPE's 0.006
+    ('preset = "tiny"\n[train.lora]\ntargets = ["in_proj", "x_proj"]\nrank = 4\nalpha = 16.0\n',
+     ["--lora", "in_proj"], lambda s: s["train"]["lora"]["targets"] == ["in_proj"]
+     and s["train"]["lora"]["rank"] == 4 and s["train"]["lora"]["alpha"] == 16.0),
+    ('preset = "tiny"\n[train.lora]\ntargets = ["in_proj"]\nrank = 4\n', ["--lora-rank", "2"],
+     lambda s: s["train"]["lora"]["rank"] == 2 and s["train"]["lora"]["targets"] == ["in_proj"]),
+    ('preset = "tiny"\nlr = 0.001\n', ["--preset", "small"],  # a rate set by hand stays
+     lambda s: s["preset"] == "small" and s["train"]["lr"] == 0.001),
+], ids=["preset", "tokenizer", "lora-targets", "lora-rank", "hand-set-lr"])
+def test_flags_over_a_settings_file_change_one_setting_each(tmp_path, text, flags, check):
+    """A flag replaced a whole group of the file's settings, or missed the defaults that follow
+    it: "flags override it" holds setting by setting, as the window opens a file."""
+    text = text.replace('lr = 0.001\n', '[train]\nlr = 0.001\n')
+    spec = _run_with(tmp_path, text, *flags)
+    assert check(spec), spec
+
+
+def test_a_partial_model_table_keeps_the_presets_shape(tmp_path):
+    """[model] naming only norm_eps trained d 128 x 4 layers (MambaConfig's own defaults)."""
+    import engine
+
+    _run_with(tmp_path, 'preset = "tiny"\n[model]\nnorm_eps = 1e-6\n')
+    cfg = engine.read_model_config(tmp_path / "out")
+    tiny = engine.preset("tiny", 264)
+    assert (cfg.d_model, cfg.n_layer, cfg.norm_eps) == (tiny.d_model, tiny.n_layer, 1e-6)
+
+
+def test_a_flag_over_a_files_early_stopping_keeps_the_rest(tmp_path, capsys):
+    """--patience 5 over a file's target_loss 900 dropped the target: the run trained on."""
+    (tmp_path / "c.txt").write_text("the cat sat on the mat. " * 200)
+    f = tmp_path / "s.toml"
+    f.write_text('[run]\ncorpus = ["c.txt"]\npreset = "tiny"\n[train]\nmax_steps = 10\n'
+                 "eval_every = 2\nseq_len = 32\nbatch_size = 2\n[early_stopping]\n"
+                 "target_loss = 900\n")
+    assert main(["train", "--config", str(f), "--patience", "5", "--sample-tokens", "0",
+                 "--no-tensorboard", "--out", str(tmp_path / "o")]) == 0
+    assert "stopped (early stopping: held-out loss" in capsys.readouterr().err
