@@ -283,13 +283,8 @@ def cmd_train(a: argparse.Namespace) -> int:
         from .export.source import check_dest
 
         check_dest(a.export_adapter, force=a.force)
-    if a.export_adapter and a.lora:
-        from .lora import PEFT_REFUSES
-
-        bad = sorted(set(a.lora.split(",")) & set(PEFT_REFUSES))
-        if bad:  # say so before training, not after
-            raise ValueError(f"--export-adapter: PEFT does not apply LoRA on {bad} un-merged; drop "
-                             "--export-adapter and use: python -m engine export --merged RUN OUT")
+    if a.export_adapter and a.lora:  # before the run is made; a resumed or --config run's
+        _check_adapter_export(tuple(a.lora.split(",")))  # LoRA is checked once it is open
     if a.rank_timeout is not None and not a.distributed:  # it was taken without a word
         raise ValueError("--rank-timeout applies to --distributed runs only; drop it, or launch "
                          "with mpirun ... --distributed")
@@ -308,6 +303,19 @@ def cmd_train(a: argparse.Namespace) -> int:
             job.finish()
 
 
+def _check_adapter_export(targets: tuple[str, ...] | None) -> None:
+    """``--export-adapter`` for a run whose LoRA adapts ``targets`` (None: no LoRA): refused
+    before training when the export after it would be (it trained, saved, then failed)."""
+    from .lora import PEFT_REFUSES
+
+    fix = "drop --export-adapter and use: python -m engine export --merged RUN OUT"
+    if targets is None:
+        raise ValueError(f"--export-adapter needs a LoRA run (--lora); {fix}")
+    bad = sorted(set(targets) & set(PEFT_REFUSES))
+    if bad:
+        raise ValueError(f"--export-adapter: PEFT does not apply LoRA on {bad} un-merged; {fix}")
+
+
 def _train(a: argparse.Namespace, run, job) -> int:
     from dataclasses import replace
 
@@ -322,6 +330,8 @@ def _train(a: argparse.Namespace, run, job) -> int:
     with run:
         tr, lm = run.trainer, run.lm
         assert tr.trainable is not None
+        if a.export_adapter:
+            _check_adapter_export(tr.cfg.lora.targets if tr.cfg.lora is not None else None)
         print(f"model: {lm.n_params:,} parameters; {tr.trainable.describe()}; optimizer state "
               f"{tr.optimizer.state_bytes():,} bytes; {tr.token_counts[0]:,} train / "
               f"{tr.token_counts[1]:,} held-out tokens ({run.data.records})", file=sys.stderr)
@@ -417,10 +427,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
                   "(all-reduce, all-gather, waiting for other ranks)", file=sys.stderr)
         if a.export_adapter:
             from .export import export_peft
-            from .lora import LoRATrainable
 
-            if not isinstance(tr.trainable, LoRATrainable):
-                raise ValueError("--export-adapter needs a LoRA run (--lora)")
             for w in export_peft(run.folder, a.export_adapter, force=a.force):
                 print(f"warning: {w}", file=sys.stderr)
             print(f"PEFT adapter: {a.export_adapter} (its unmerged base: "

@@ -300,3 +300,18 @@ def test_export_names_an_output_whose_extension_says_otherwise(tmp_path, capsys)
     assert "name it *.gguf" in capsys.readouterr().err
     assert main(["export", "--gguf", str(out), str(tmp_path / "model.gguf")]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_export_adapter_of_a_resumed_run_without_lora_is_refused_before_training(tmp_path, capsys):
+    """A resumed (or --config) run without LoRA trained all its steps, saved, then failed with
+    "--export-adapter needs a LoRA run"."""
+    out = tmp_path / "run"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32",
+                 "--batch", "2", "--max-steps", "2", "--sample-tokens", "0", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--max-steps", "6", "--sample-tokens", "0",
+                 "--export-adapter", str(tmp_path / "ad")]) == 2
+    err = capsys.readouterr().err
+    assert "error: --export-adapter needs a LoRA run" in err and "finished" not in err, err
+    assert json.loads((out / "status.json").read_text())["step"] == 2  # nothing trained
+    assert not (tmp_path / "ad").exists()
