@@ -353,8 +353,8 @@ def overlay_settings(base: RunSettings, top: RunSettings) -> RunSettings:
 
 
 def _from_doc(doc: dict[str, Any], path: Path) -> RunSettings:
-    """The RunSettings of a checked settings document (relative corpus paths are taken from
-    ``path``'s folder)."""
+    """The RunSettings of a checked settings document (relative corpus and init paths are taken
+    from ``path``'s folder)."""
     try:
         run = dict(doc.get("run", {}))
         corpus = run.pop("corpus", ())
@@ -362,6 +362,9 @@ def _from_doc(doc: dict[str, Any], path: Path) -> RunSettings:
             raise ValueError("run.corpus holds an empty path; name the files or folders to train on")
         corpus = tuple(str((path.parent / c).resolve()) if not Path(c).is_absolute() else c
                        for c in corpus)
+        if isinstance(run.get("init"), str) and run["init"].strip() \
+                and not Path(run["init"]).is_absolute():  # as the corpus: from the file's
+            run["init"] = str((path.parent / run["init"]).resolve())  # folder (it was the cwd)
         train_doc = dict(doc.get("train", {}))
         lora = train_doc.pop("lora", None)
         train = _train_config(run, train_doc, None if lora is None else LoRAConfig(**lora))

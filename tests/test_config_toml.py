@@ -265,3 +265,15 @@ def test_a_flag_over_a_files_early_stopping_keeps_the_rest(tmp_path, capsys):
     assert main(["train", "--config", str(f), "--patience", "5", "--sample-tokens", "0",
                  "--no-tensorboard", "--out", str(tmp_path / "o")]) == 0
     assert "stopped (early stopping: held-out loss" in capsys.readouterr().err
+
+
+def test_a_relative_init_is_taken_from_the_files_folder(tmp_path, monkeypatch):
+    """`init = "../w/base"` was resolved against the working folder (corpus paths against the
+    file's), so the same file worked from one folder and failed from another."""
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "s.toml").write_text('[run]\ninit = "../w/base"\ncorpus = ["sub/c.txt"]\n')
+    monkeypatch.chdir("/")
+    s = load_settings(cfg / "s.toml")
+    assert s.spec.init == str(tmp_path / "w" / "base")
+    assert s.corpus == (str(cfg / "sub" / "c.txt"),)
