@@ -241,12 +241,8 @@ class TrainWorker(QObject):
                 except FloatingPointError as exc:
                     text = f"{prompt} [generation failed: {exc}]"
                 texts.append(text)
-                engine.append_sample(run.folder, {
-                    "tag": tag, "step": step, "epoch": epoch, "prompt": prompt, "text": text,
-                    "seed": cfg.seed, "temperature": cfg.temperature, "top_k": cfg.top_k,
-                    "top_p": cfg.top_p, "repetition_penalty": cfg.repetition_penalty,
-                    "max_new_tokens": cfg.max_new_tokens, "stop_at_eos": cfg.stop_at_eos,
-                    "backend": self._backend})
+                engine.append_sample(run.folder, engine.sample_record(
+                    tag, step, epoch, prompt, text, cfg, self._backend))
             self.preview_ready.emit(tag, "\n\n".join(texts), self._backend)
         except Exception:
             self.info.emit(f"preview failed: {traceback.format_exc()}")

@@ -86,7 +86,7 @@ if TYPE_CHECKING:
         overlay_settings,
         save_settings,
     )
-    from .samples import append_sample, read_samples, sample_seed
+    from .samples import append_sample, read_samples, sample_record, sample_seed
     from .sampling import GENERATION_DEFAULTS, SamplingConfig
     from .signals import watch_continues
     from .tblog import TBLogger, keeps_tensorboard
@@ -189,6 +189,7 @@ _EXPORTS: dict[str, str] = {
     "append_sample": "samples",
     "read_samples": "samples",
     "sample_seed": "samples",
+    "sample_record": "samples",
     "TBLogger": "tblog",
     "keeps_tensorboard": "tblog",
     "estimate_run": "estimate",
@@ -210,6 +211,7 @@ __all__ = [
     "AdamWConfig",
     "AdaptReport",
     "append_sample",
+    "sample_record",
     "atomic_write_bytes",
     "BPETokenizer",
     "ByteTokenizer",

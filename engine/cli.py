@@ -323,7 +323,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
     from .earlystop import EarlyStopping
     from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .run import stop_on_signals
-    from .samples import sample_seed
+    from .samples import append_sample, read_samples, sample_record, sample_seed
     from .sampling import GENERATION_DEFAULTS
     from .tblog import TBLogger, keeps_tensorboard
 
@@ -365,10 +365,15 @@ def _train(a: argparse.Namespace, run, job) -> int:
         def show_sample(tag: str) -> None:  # the run's prompts (run.json): the same after resume
             if a.sample_tokens <= 0:
                 return
+            step, epochs = tr.cursor.step, tr.cursor.epoch
+            keep = not any(r.get("step") == step for r in read_samples(run.folder))
             for i, prompt in enumerate(run.spec.prompts):
                 s = replace(sampling, seed=sample_seed(sampling.seed, i))
                 text = "".join(lm.generate(prompt, s))
                 print(f"\n--- sample {tag} ---\n{terminal_safe(prompt + text)}\n", file=sys.stderr)
+                if keep:  # the Gallery's too (a CLI run opened in the window showed none)
+                    append_sample(run.folder, sample_record(tag, step, epochs, prompt,
+                                                            prompt + text, s, "cpu"))
 
         def on_epoch(rep) -> None:
             sys.stderr.write("\n")

@@ -49,3 +49,15 @@ def read_samples(folder: str | Path) -> list[dict[str, Any]]:
 def sample_seed(base: int | None, index: int) -> int | None:
     """The seed of the ``index``-th prompt of a preview: each prompt gets its own stream."""
     return None if base is None else base + 1009 * index
+
+
+def sample_record(tag: str, step: int, epoch: int, prompt: str, text: str, sampling: Any,
+                  backend: str) -> dict[str, Any]:
+    """The record of one preview (``append_sample``): what the Gallery shows of it. ``epoch``:
+    epochs completed when it was sampled; ``text`` includes the prompt; ``sampling`` a
+    ``SamplingConfig`` (its seed the prompt's own, ``sample_seed``)."""
+    return {"tag": tag, "step": step, "epoch": epoch, "prompt": prompt, "text": text,
+            "seed": sampling.seed, "temperature": sampling.temperature, "top_k": sampling.top_k,
+            "top_p": sampling.top_p, "repetition_penalty": sampling.repetition_penalty,
+            "max_new_tokens": sampling.max_new_tokens, "stop_at_eos": sampling.stop_at_eos,
+            "backend": backend}

@@ -315,3 +315,21 @@ def test_export_adapter_of_a_resumed_run_without_lora_is_refused_before_training
     assert "error: --export-adapter needs a LoRA run" in err and "finished" not in err, err
     assert json.loads((out / "status.json").read_text())["step"] == 2  # nothing trained
     assert not (tmp_path / "ad").exists()
+
+
+def test_cli_previews_go_to_the_runs_gallery(tmp_path, capsys):
+    """The CLI printed its samples but never wrote samples.jsonl: a CLI run opened in the
+    window had an empty Gallery. A resume does not record its first step's sample twice."""
+    from engine.samples import read_samples
+
+    out = tmp_path / "run"
+    common = ["--sample-tokens", "8", "--seq-len", "32", "--batch", "2", "--epochs", "2"]
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", *common, "--max-steps", "3",
+                 "--out", str(out)]) == 0
+    rows = read_samples(out)
+    assert [r["step"] for r in rows][:1] == [0] and rows[0]["text"].startswith("The ")
+    assert rows[0]["max_new_tokens"] == 8 and rows[0]["backend"] == "cpu"
+    assert main(["train", "--resume", str(out), "--sample-tokens", "8", "--max-steps", "4"]) == 0
+    steps = [r["step"] for r in read_samples(out)]
+    assert len(steps) == len(set(steps)), steps
+    capsys.readouterr()
