@@ -579,3 +579,14 @@ def test_an_export_cut_short_leaves_no_staging_folder(lora_run: Path, tmp_path: 
     with pytest.raises(error):
         export_merged(lora_run, tmp_path / "out")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["snapshots/step-99", "data/hf", "tb/hf"])
+def test_an_export_of_a_snapshot_is_refused_inside_its_run(lora_run: Path, tmp_path: Path,
+                                                           where: str) -> None:
+    """From one snapshot into the run's own snapshots/ (then read as a broken snapshot and
+    pruned by the next save), data/ or tb/: it was accepted."""
+    snap = sorted((lora_run / "snapshots").iterdir())[-1]
+    with pytest.raises(CheckpointError, match=f"inside the run folder {lora_run}"):
+        export_merged(snap, lora_run / where)
+    assert not (lora_run / where).exists()
