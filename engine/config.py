@@ -91,6 +91,8 @@ class MambaConfig:
             raise ValueError("in_proj/out_proj biases (use_bias=true) are not supported")
         if not d.get("use_conv_bias", True):
             raise ValueError("use_conv_bias=false is not supported")
+        if d.get("hidden_act", "silu") not in ("silu", "swish"):  # HF applies it: gelu ran SiLU
+            raise ValueError(f"hidden_act={d.get('hidden_act')!r} is not supported (only silu)")
         d_model = d.get("hidden_size", d.get("d_model"))
         if d_model is None:
             raise ValueError("config has neither hidden_size nor d_model")

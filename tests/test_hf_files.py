@@ -4,6 +4,7 @@ against those tools is tests/interop, run by scripts/test-interop.sh)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -126,3 +127,15 @@ def test_an_end_of_text_id_outside_the_vocabulary_is_refused(tmp_path):
     with pytest.raises(MambaStudioError, match=r"eos_token_id = 99,999 is out of range \[0, 263\]"):
         check_hf_config(cfg, str(tmp_path / "config.json"))
     check_hf_config({**cfg, "eos_token_id": 263}, "config.json")
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("hidden_act", "gelu", "hidden_act='gelu' is not supported"),
+    ("use_bias", True, "use_bias=true"),
+    ("use_conv_bias", False, "use_conv_bias=false"),
+])
+def test_a_config_the_model_cannot_follow_is_refused(key, value, words):
+    """hidden_act gelu loaded and ran SiLU (HF applies it), as use_bias would have."""
+    with pytest.raises(ValueError, match=re.escape(words)):
+        MambaConfig.from_hf_dict({"vocab_size": 264, "hidden_size": 16, key: value})
+    MambaConfig.from_hf_dict({"vocab_size": 264, "hidden_size": 16, "hidden_act": "silu"})
