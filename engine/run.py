@@ -735,7 +735,8 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         run.saved_step = run.step
         tr = run.trainer
         if ("epochs" in train_kw or "max_steps" in train_kw) and tr.total_steps < run.step:
-            need = -(-run.step // tr.steps_per_epoch)  # it was kept, and said "step 60 of 39"
+            need = run.step // tr.steps_per_epoch + 1  # (it was kept, and said "step 60 of
+            # 39"; at step 55 of 11-step epochs, 5 epochs end at 55: a sixth trains on)
             raise ValueError(f"{folder} is at step {run.step}, past the {tr.total_steps} steps "
                              f"of epochs {spec.train.epochs} and max steps "
                              f"{spec.train.max_steps or 'no limit'}: give at least {need} epochs "
