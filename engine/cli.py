@@ -206,7 +206,10 @@ def _open_for_training(a: argparse.Namespace):
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     if not a.resume:
         spec = _spec(a)
-        corpus = a.corpus or (list(_settings(a).corpus) if a.config else []) or [SAMPLE_CORPUS]
+        corpus = a.corpus or (list(_settings(a).corpus) if a.config else [])
+        if not corpus:  # (it trained on them without a word; eval says so too)
+            say(f"note: no corpus given; training on the bundled sample corpus ({SAMPLE_CORPUS})")
+            corpus = [SAMPLE_CORPUS]
         run = start(spec, corpus, out=a.out, force=a.force, progress=say)
         if a.init and a.preset:  # the preset's training settings apply, not its model sizes
             say(f"note: --preset {a.preset} sets the training settings only; the model's shape "
@@ -237,6 +240,9 @@ def _open_for_training(a: argparse.Namespace):
         raise ValueError("--resume writes into the run folder itself; drop --out")
     if a.corpus:
         say("note: the corpus arguments are ignored; a resumed run trains on its saved token ids")
+    elif a.config and _settings(a).corpus:  # the file's corpus was ignored without a word
+        say(f"note: the corpus of {a.config} is ignored; a resumed run trains on its saved token "
+            "ids")
     run = resume(a.resume, **given)
     say(f"resumed {run.folder} at step {run.step} of {run.trainer.total_steps}")
     return run
@@ -385,7 +391,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
             show_sample(f"after epoch {rep.epoch + 1}")
 
         show_sample(f"at step {tr.cursor.step}, resuming" if tr.cursor.step else "before training")
-        t0 = time.perf_counter()
+        t0, first = time.perf_counter(), tr.cursor.step
         control = TrainControl()
         tb_on = a.tensorboard if a.tensorboard is not None else (
             not a.resume or keeps_tensorboard(run.folder))  # a resume keeps the run's choice
@@ -425,8 +431,9 @@ def _train(a: argparse.Namespace, run, job) -> int:
         took = time.perf_counter() - t0
         val = (f" (held-out loss {result.val_loss:.4f})" if result.val_loss is not None
                else "")  # a run ending inside an epoch printed its last one nowhere
-        print(f"\n{how}: saved {result.snapshot} after {result.step} steps in {took:.1f} s{val}",
-              file=sys.stderr)
+        session = f"{result.step - first} step{'s' if result.step - first != 1 else ''}"
+        print(f"\n{how}: saved {result.snapshot} at step {result.step} ({session} in {took:.1f} s)"
+              f"{val}", file=sys.stderr)  # (a resume said "after 480 steps in 0.2 s")
         if job is not None:
             print(f"distributed: {100 * job.comm_fraction(took):.1f}% of the time in communication "
                   "(all-reduce, all-gather, waiting for other ranks)", file=sys.stderr)

@@ -42,9 +42,10 @@ class DistributedJob:
 
     def describe(self, tr: Trainer) -> str:
         per_rank = -(-tr.rows_per_step // self.comm.size)
-        return (f"distributed: {self.comm.size} ranks x {self.threads} thread(s); global batch "
+        ranks = f"{self.comm.size} rank{'s' if self.comm.size != 1 else ''}"  # ("1 ranks")
+        return (f"distributed: {ranks} x {self.threads} thread(s); global batch "
                 f"{tr.rows_per_step} rows (batch {tr.cfg.batch_size} x accum {tr.cfg.grad_accum}) = "
-                f"{self.comm.size} ranks x <= {per_rank} rows; optimizer state per rank "
+                f"{ranks} x <= {per_rank} rows; optimizer state per rank "
                 f"{', '.join(f'{b:,}' for b in self.state_bytes)} bytes")
 
     # ------------------------------------------------------------------ leader

@@ -24,7 +24,7 @@ def test_train_generate_eval_resume(tmp_path, capsys):
     assert "sample before training" in err and "saved" in err and "step-3" in err
     # it ends inside its first epoch: the last step's held-out loss is said (it was nowhere)
     latest = json.loads((out / "latest.json").read_text())
-    assert "after 3 steps in" in err and f"(held-out loss {latest['val_loss']:.4f})" in err
+    assert "at step 3 (3 steps in" in err and f"(held-out loss {latest['val_loss']:.4f})" in err
     assert "the 100-step warmup is cut to 0 steps, a fifth of this 3-step run" in err
     assert "raise --max-steps" in err  # --max-steps 3 cut the run, not --epochs
     assert json.loads((out / "latest.json").read_text())["step"] == 3
@@ -33,6 +33,7 @@ def test_train_generate_eval_resume(tmp_path, capsys):
     assert main(["train", "--resume", str(out), "--max-steps", "5", "--sample-tokens", "4"]) == 0
     assert json.loads((out / "latest.json").read_text())["step"] == 5  # --max-steps continues
     err = capsys.readouterr().err  # a resumed run's first sample is not "before training"
+    assert "at step 5 (2 steps in " in err  # this session's steps (it said "after 5 steps")
     assert "--- sample at step 3, resuming ---" in err and "before training" not in err
     assert main(["generate", str(out), "--prompt", "the ", "--max-new-tokens", "5"]) == 0
     assert capsys.readouterr().out.startswith("the ")
@@ -333,3 +334,17 @@ def test_cli_previews_go_to_the_runs_gallery(tmp_path, capsys):
     steps = [r["step"] for r in read_samples(out)]
     assert len(steps) == len(set(steps)), steps
     capsys.readouterr()
+
+
+def test_the_corpus_a_run_trains_on_is_said_when_not_given(tmp_path, capsys, monkeypatch):
+    """No corpus: it trained on the bundled sample without a word; --resume with a settings
+    file ignored the file's corpus without a word (a positional corpus was noted)."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run"
+    assert main(["train", "--preset", "tiny", "--seq-len", "32", "--batch", "2", "--max-steps",
+                 "1", "--sample-tokens", "0", "--out", str(out)]) == 0
+    assert "note: no corpus given; training on the bundled sample corpus" in capsys.readouterr().err
+    (tmp_path / "s.toml").write_text('[run]\ncorpus = ["elsewhere"]\n[train]\nmax_steps = 2\n')
+    assert main(["train", "--resume", str(out), "--config", str(tmp_path / "s.toml"),
+                 "--sample-tokens", "0"]) == 0
+    assert f"note: the corpus of {tmp_path / 's.toml'} is ignored" in capsys.readouterr().err
