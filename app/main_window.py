@@ -714,8 +714,8 @@ class MainWindow(QMainWindow):
         again = self.worker is not None and self.worker.nothing_left  # a Continue with no step
         run = self.worker.run_obj if self.worker is not None else None
         if run is not None and self._run_key is not None and len(run.trainer.eta.recent) >= 5:
-            # the run's median step: the estimate timed 3 steps once, maybe while the kernels
-            # compiled (388 ms/step shown for ~100 ms steps, until the settings changed)
+            # the run's median step: the estimate timed 3 steps once, on a machine busy then
+            # (388 ms/step shown at a first launch for ~100 ms steps, until the settings changed)
             self._measured[self._run_key] = median(run.trainer.eta.recent)
         self.worker = None  # left: it stays chosen (Start after raising Epochs made a new run)
         self.last_folder = folder or None
