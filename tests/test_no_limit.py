@@ -34,4 +34,4 @@ def test_cli_max_steps_0_lifts_the_limit(tmp_path, capsys):
     assert main(["train", "--resume", str(folder), "--max-steps", "0", "--sample-tokens", "0",
                  "--no-tensorboard"]) == 0
     err = capsys.readouterr().err
-    assert f"at step 2 of {total}" in err and f"after {total} steps" in err
+    assert f"at step 2 of {total}" in err and f"at step {total} ({total - 2} steps in" in err
