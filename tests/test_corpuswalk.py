@@ -70,7 +70,9 @@ def test_special_files_links_and_loops_are_skipped_with_reasons_unopened(tmp_pat
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(c / "sock.txt"))
     (c / "loop").symlink_to(c)  # a cycle if followed
-    (c / "to_file.txt").symlink_to(c / "b.txt")  # a link to a regular file is read
+    (tmp_path / "outside.txt").write_text("a file outside the folder\n")
+    (c / "to_file.txt").symlink_to(tmp_path / "outside.txt")  # a link to a regular file is read
+    (c / "to_b.txt").symlink_to(c / "b.txt")  # ... once: this one is b.txt again
     (c / "broken.txt").symlink_to(c / "nowhere")
     (c / "zero.txt").write_text("")
     try:
@@ -82,6 +84,7 @@ def test_special_files_links_and_loops_are_skipped_with_reasons_unopened(tmp_pat
     assert "link to a folder" in why["loop"] and "broken link" in why["broken.txt"]
     assert why["zero.txt"] == "file is empty"
     assert "to_file.txt" in {f.path.name for f in corpus.files}
+    assert why["to_b.txt"].startswith(f"the same file as {c / 'b.txt'}")
 
 
 def test_the_walk_is_bounded_and_says_where_it_stopped(tmp_path, monkeypatch):

@@ -192,3 +192,24 @@ def test_the_same_files_in_another_order_make_the_same_run_data(tmp_path):
         data.append(rf.read_data(tmp_path / name))
     assert np.array_equal(data[0].ids, data[1].ids)
     assert np.array_equal(data[0].val_spans, data[1].val_spans) and len(data[0].val_spans)
+
+
+def test_a_link_to_a_corpus_file_is_read_once(tmp_path):
+    """A link beside its target was a second document: the split held out that copy of a
+    training document (held-out loss 0.07 where training was at 0.88)."""
+    import os
+
+    from engine.data import load_corpus
+
+    c = tmp_path / "c"
+    c.mkdir()
+    (c / "doc1.txt").write_text("first document " * 30)
+    (c / "doc2.txt").write_text("second document " * 30)
+    (c / "link.txt").symlink_to(c / "doc1.txt")
+    os.link(c / "doc2.txt", c / "zz-hard.txt")
+    corpus = load_corpus([c, c / "doc1.txt"])
+    assert [f.path.name for f in corpus.files] == ["doc1.txt", "doc2.txt"]
+    why = {p.name: r for p, r in corpus.rejected}
+    assert why["link.txt"] == f"the same file as {c / 'doc1.txt'} (a link to it); read once"
+    assert why["zz-hard.txt"].startswith(f"the same file as {c / 'doc2.txt'}")
+    assert "doc1.txt" not in why  # given twice (in its folder and by name): once, unsaid

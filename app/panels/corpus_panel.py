@@ -348,6 +348,17 @@ class CorpusPanel(QWidget):
 
     def _accept(self, result: Inspected) -> None:
         files, rejected = result
+        have = {engine.file_identity(p): p for p in self.files}
+        once = []
+        for f, n, src in files:  # a link to a file already here is the same document (the
+            key = engine.file_identity(f.path)  # split held out its copy of a training one)
+            if str(f.path) not in self.files and key is not None and key in have:
+                rejected = [*rejected, (str(f.path), f"the same file as {have[key]} (a link to "
+                                                     "it); read once")]
+            else:
+                once.append((f, n, src))
+                have.setdefault(key, str(f.path))
+        files = once
         taken = {str(f.path) for f, _, _ in files}  # (a folder and a file in it: one file)
         known = len(taken & set(self.files))
         for f, n, src in files:

@@ -954,3 +954,25 @@ def test_the_playground_says_it_reads_the_prompt(tiny_run):
     w.run()
     assert said == ["reading the prompt (240 tokens)…"], said  # a bytes model: one a byte
     assert done and done[0].startswith("3 tokens in "), done
+
+
+def test_a_link_to_a_corpus_file_is_not_a_second_document(win, tmp_path):
+    """Add folder with link.txt -> doc1.txt: the table showed doc1 "train" and link.txt
+    "held-out", and the run measured its held-out loss on training text."""
+    d = tmp_path / "corp"
+    d.mkdir()
+    for i in range(1, 4):
+        (d / f"doc{i}.txt").write_text(f"document {i} " * 40)
+    (d / "link.txt").symlink_to(d / "doc1.txt")
+    c = win.corpus
+    c.clear()
+    c.add_paths([str(d / "doc1.txt")], sync=True)
+    c.add_paths([str(d)], sync=True)  # the link comes in a later add
+    assert sorted(Path(p).name for p in c.files) == ["doc1.txt", "doc2.txt", "doc3.txt"]
+    assert [(Path(p).name, why.split(" (")[0]) for p, why in c.skipped] == [
+        ("link.txt", f"the same file as {d / 'doc1.txt'}")]
+    c.clear()
+    c.add_paths([str(d / "link.txt")], sync=True)  # the link first, its target in another add
+    c.add_paths([str(d / "doc1.txt"), str(d / "doc2.txt")], sync=True)
+    assert sorted(Path(p).name for p in c.files) == ["doc2.txt", "link.txt"]
+    assert c.skipped[0][0] == str(d / "doc1.txt") and "the same file as" in c.skipped[0][1]
