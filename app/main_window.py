@@ -314,10 +314,14 @@ class MainWindow(QMainWindow):
                           ("Space", self.toggle_pause), ("Ctrl+G", self.playground.generate)):
             sc = QShortcut(QKeySequence(key), self)
             sc.activated.connect(slot)
+            if key == "Space":  # only while a run trains or is paused: when idle it took every
+                self._space = sc  # Space from the focused button or checkbox (no keyboard use)
+                sc.setEnabled(False)
 
     # ---------------------------------------------------------------- state
     def _set_state(self, state: str) -> None:
         self.state = state
+        self._space.setEnabled(state in ("running", "paused"))
         had_focus = QApplication.focusWidget()
         self.start_btn.setEnabled(state == "idle")
         self.pause_btn.setEnabled(state == "running")

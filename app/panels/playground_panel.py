@@ -49,6 +49,7 @@ class PlaygroundPanel(QWidget):
         browse.clicked.connect(self._browse)
         self.prompt = QPlainTextEdit(settings.load("playground/prompt", "The "))
         self.prompt.setMaximumHeight(70)
+        self.prompt.setTabChangesFocus(True)  # Tab moves on (it typed tabs into the prompt)
         self.prompt.setToolTip("The text the model continues")
         gen = engine.GENERATION_DEFAULTS  # the training previews' (Gallery) defaults too
         self.temperature = QDoubleSpinBox()

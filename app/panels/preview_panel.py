@@ -66,6 +66,7 @@ class PreviewPanel(QWidget):
         super().__init__()
         self.prompts = QPlainTextEdit(settings.load("preview/prompts", "The "))
         self.prompts.setMaximumHeight(48)  # two lines (more scroll): the plots above keep room
+        self.prompts.setTabChangesFocus(True)  # Tab moves on (it typed tabs into saved prompts)
         gen = engine.GENERATION_DEFAULTS  # the Playground's defaults too
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 5.0)

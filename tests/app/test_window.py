@@ -512,6 +512,27 @@ def test_while_a_run_trains_open_and_continue_say_why_not_and_a_deleted_compare_
     assert not win.errors, win.errors
 
 
+def test_space_presses_the_focused_button_when_idle_and_tab_leaves_the_prompts(win, qtbot):
+    """The window-wide Space (pause) took every Space, so no button or checkbox could be used
+    from the keyboard; Tab in the prompt boxes typed tabs into the saved prompts."""
+    from PySide6.QtCore import Qt
+
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow)
+    box = win.train.checkpointing
+    win.tabs.setCurrentIndex(0)
+    box.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is box)
+    before = box.isChecked()
+    qtbot.keyClick(box, Qt.Key.Key_Space)
+    assert box.isChecked() is not before
+    for edit in (win.preview.prompts, win.playground.prompt):
+        edit.setPlainText("The ")
+        assert edit.tabChangesFocus()
+        qtbot.keyClick(edit, Qt.Key.Key_Tab)
+        assert edit.toPlainText() == "The "
+
+
 def test_start_leaves_the_keyboard_on_pause_and_a_pause_says_where_it_stopped(win, qtbot):
     """After Start the focus went on to the Preview's backend box (End then set it to gpu); the
     paused status line dropped the step and loss."""
