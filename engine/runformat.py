@@ -922,6 +922,7 @@ def list_runs(root: str | Path) -> list[RunInfo]:
         model = ("custom" if spec.get("model") else "opened weights" if spec.get("init")
                  else str(spec.get("preset", "")))  # preset, unused: it was listed as "small"
         out.append(RunInfo(
-            p, str(d.get("name", p.name)), str(d.get("created", "")), model,
+            p, p.name, str(d.get("created", "")), model,  # the folder's name (run.json's
+            # stayed after a rename, and a copy showed two rows of one name)
             int(latest["step"]) if latest else 0, best.get("val_loss") if best else None, state))
     return sorted(out, key=lambda r: (r.created, r.name), reverse=True)

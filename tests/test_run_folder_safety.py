@@ -560,3 +560,15 @@ def test_a_read_only_run_folder_says_what_to_do(made_run, tmp_path, capsys, monk
     assert rc == 2 and err.count("\n") == 1, err
     assert f"{run}: cannot write into the run folder (Read-only file system)" in err
     assert f"cp -a {run} NEW" in err
+
+
+def test_the_runs_list_names_a_run_by_its_folder(made_run, tmp_path):
+    """Renamed or copied on disk, a run kept the name in its run.json: a renamed run showed its
+    old name, a copy two identical rows."""
+    import shutil
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copytree(made_run, runs / "renamed")
+    shutil.copytree(made_run, runs / "copy-of-it")
+    assert sorted(r.name for r in rf.list_runs(runs)) == ["copy-of-it", "renamed"]
