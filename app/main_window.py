@@ -81,9 +81,13 @@ CORPUS_KEY = "corpus/paths"  # the corpus of the last session (app settings)
 
 
 def _estimate_key(cfg: engine.MambaConfig, tc: engine.TrainConfig) -> tuple:
-    """What a step's time depends on: a timing is kept per key."""
-    return (cfg, tc.batch_size, tc.seq_len, tc.grad_accum, tc.activation_checkpointing, tc.lora,
-            tc.wsla)
+    """What a step's time depends on: a timing is kept per key (the model's sizes, not its
+    token ids: a Continue's config says eos 256 where the preset's says 0, so its run's time
+    was never used for the next new run)."""
+    shape = (cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.d_state, cfg.d_conv, cfg.expand,
+             cfg.dt_rank, cfg.tie_embeddings)
+    return (shape, tc.batch_size, tc.seq_len, tc.grad_accum, tc.activation_checkpointing,
+            tc.lora, tc.wsla)
 
 
 class MainWindow(QMainWindow):

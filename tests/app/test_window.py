@@ -607,3 +607,17 @@ def test_the_garbage_collector_runs_on_the_gui_thread_only_while_a_window_is_ope
 
     assert not w._gc.timer.isActive() and w._gc not in gc_thread._holders
     assert gc.isenabled() == (not gc_thread._holders)  # on again once no window collects
+
+
+def test_the_estimate_key_is_the_models_sizes_not_its_token_ids():
+    """A Continue's model config (eos 256) never matched the preset's (eos 0): its run's step
+    time was not used for the next new run of the same sizes."""
+    from dataclasses import replace
+
+    import engine
+    from app.main_window import _estimate_key
+
+    cfg, tc = engine.preset("small", 257), engine.TrainConfig()
+    assert _estimate_key(replace(cfg, eos_token_id=256, bos_token_id=256), tc) == \
+        _estimate_key(cfg, tc)
+    assert _estimate_key(replace(cfg, n_layer=3), tc) != _estimate_key(cfg, tc)
