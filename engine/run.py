@@ -737,10 +737,13 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         if ("epochs" in train_kw or "max_steps" in train_kw) and tr.total_steps < run.step:
             need = run.step // tr.steps_per_epoch + 1  # (it was kept, and said "step 60 of
             # 39"; at step 55 of 11-step epochs, 5 epochs end at 55: a sixth trains on)
+            fixes = ([f"at least {need} epochs"] if spec.train.epochs < need else []) + (
+                [f"max steps above {run.step} (or no limit)"]  # only what cuts it short (it
+                if spec.train.max_steps and spec.train.max_steps <= run.step else [])  # said
             raise ValueError(f"{folder} is at step {run.step}, past the {tr.total_steps} steps "
-                             f"of epochs {spec.train.epochs} and max steps "
-                             f"{spec.train.max_steps or 'no limit'}: give at least {need} epochs "
-                             f"and max steps above {run.step} (or no limit) to train on")
+                             f"of epochs {spec.train.epochs} and max steps "  # "3 epochs" at 10)
+                             f"{spec.train.max_steps or 'no limit'}: give {' and '.join(fixes)} "
+                             "to train on")
         totals = "epochs" in train_kw or "max_steps" in train_kw
         if totals and "lr" not in train_kw and (rate := tr.rate_notice(before)) is not None:
             run.notices.append(rate)

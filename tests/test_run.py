@@ -808,7 +808,8 @@ def test_resume_with_fewer_epochs_than_done_is_refused_and_changes_nothing(tmp_p
     assert main(["train", "--resume", str(out), "--epochs", "1"]) == 2
     err = capsys.readouterr().err
     assert f"is at step {done}, past the {per_epoch} steps of epochs 1" in err, err
-    assert "give at least 3 epochs" in err and err.count("\n") == 1, err  # 2 end at its step
+    assert "give at least 3 epochs to train on" in err and err.count("\n") == 1, err  # 2 end
+    # at its step; max steps (no limit) is not named: only what cuts the run short is
     assert (out / rf.RUN_JSON).read_text() == before
     assert main(["train", "--resume", str(out), "--max-steps", str(done - 1)]) == 2
     err = capsys.readouterr().err
