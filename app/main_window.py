@@ -725,14 +725,17 @@ class MainWindow(QMainWindow):
             # the run's median step: the estimate timed 3 steps once, on a machine busy then
             # (388 ms/step shown at a first launch for ~100 ms steps, until the settings changed)
             self._measured[self._run_key] = median(run.trainer.eta.recent)
+        refused = bool(self.worker is not None and self.worker.refused)
         self.worker = None  # left: it stays chosen (Start after raising Epochs made a new run)
         self.last_folder = folder or None
-        # every Start is a new run unless the user chooses Continue again
-        self.continue_dir = None
-        self.train.end_resumable()
+        if not refused:  # every Start is a new run unless the user chooses Continue again; a
+            self.continue_dir = None  # Continue refused before it opened stays chosen (it fell
+            self.train.end_resumable()  # back to a new run of random weights)
         self._set_state("idle")
         if again and folder:
             self.choose_continue(folder, quiet=True)
+        if refused and self.continue_dir:  # its history again (Start had cleared the plots)
+            self.plots.show_run(self.continue_dir)
         self.runs.refresh()
         self.playground.refresh_runs()
         if folder:

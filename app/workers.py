@@ -74,6 +74,7 @@ class TrainWorker(QObject):
         self._tb: engine.TBLogger | None = None
         self.early = replace(job.early)
         self._previewed: set[int] = set()  # steps a preview was queued at
+        self.refused = False  # the run could not be opened (a Continue's totals, a moved folder)
         self.nothing_left = False  # a Continue of a run already at its last step
 
     # ---------------------------------------------------------------- requests from the GUI
@@ -131,6 +132,7 @@ class TrainWorker(QObject):
             return
         except Exception as exc:
             self._previews.shutdown(wait=False)
+            self.refused = True  # the run was never opened: the window keeps what was chosen
             self.failed.emit(describe_error(exc))
             self.ended.emit("not started (see the Log tab)")
             self.finished.emit("")

@@ -287,6 +287,25 @@ def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
     assert win.next_label.text().startswith("Next Start: a new run")  # Continue was one-shot
 
 
+def test_a_refused_continue_stays_chosen(win, qtbot):
+    """Continue with max steps below the run's step: refused, and the window fell back to a new
+    run of random weights with empty plots; a second Start then trained from scratch."""
+    win.train.epochs.setValue(20)
+    folder = train_until_idle(qtbot, win, max_steps=4)
+    win.runs.refresh()
+    win.choose_continue(folder)
+    win.train.max_steps.setValue(2)
+    win.start_training()
+    qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
+    assert win.errors and "is at step 4, past the 2 steps" in win.errors[-1], win.errors
+    assert "give max steps above 4 (or no limit) to train on" in win.errors[-1]
+    assert win.continue_dir == folder and "continues run" in win.next_label.text()
+    assert win.plots.steps and win.plots.steps[-1] == 4  # its history is shown again
+    win.train.max_steps.setValue(6)
+    assert train_until_idle(qtbot, win) == folder  # the same run goes on
+    assert json.loads((Path(folder) / "latest.json").read_text())["step"] == 6
+
+
 def test_second_start_makes_a_second_run(win, qtbot):
     first = train_until_idle(qtbot, win, max_steps=2)
     second = train_until_idle(qtbot, win)
