@@ -204,7 +204,17 @@ class CorpusPanel(QWidget):
         self.notice.setWordWrap(True)
         self.notice.setStyleSheet("#skipNotice { border: 1px solid #d9a400; border-radius: 4px; "
                                   "padding: 4px; background: rgba(255, 196, 0, 40); }")
-        self.notice.setVisible(False)
+        self.notice_box = QWidget()
+        hide = QToolButton()  # the note took rows from the file table at 900x600, for good
+        hide.setText("×")
+        hide.setToolTip("Hide this note (the skipped list below keeps every file and reason)")
+        hide.setAutoRaise(True)
+        hide.clicked.connect(lambda: self.notice_box.setVisible(False))
+        box = QHBoxLayout(self.notice_box)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.addWidget(self.notice, 1)
+        box.addWidget(hide, 0, Qt.AlignmentFlag.AlignTop)
+        self.notice_box.setVisible(False)
         self.status = self.summary  # one line of status (kept for callers)
         self.records = QComboBox()
         for key, (label, tip) in RECORD_CHOICES.items():
@@ -234,7 +244,7 @@ class CorpusPanel(QWidget):
         split.setSizes([300, 120])
         lay = QVBoxLayout(self)
         lay.addWidget(self.drop)
-        lay.addWidget(self.notice)
+        lay.addWidget(self.notice_box)
         lay.addLayout(buttons)
         lay.addLayout(records_row)
         lay.addWidget(self.progress)
@@ -326,7 +336,7 @@ class CorpusPanel(QWidget):
     def add_paths(self, paths: list[str], sync: bool = False) -> None:
         """Validate ``paths`` (in a worker unless ``sync``) and add the good files."""
         tok = self.tokenizer
-        self.notice.setVisible(False)  # it speaks of the last add only
+        self.notice_box.setVisible(False)  # it speaks of the last add only
         if sync:
             self._accept(_inspect(paths, tok))
             return
@@ -392,7 +402,7 @@ class CorpusPanel(QWidget):
             lines.append(f"… and {more:,} more (the skipped list below names them all)")
         self.notice.setText("\n".join([head, *lines]))
         self.notice.setToolTip("\n".join(p for p, _ in rejected[:NOTICE_LINES]))
-        self.notice.setVisible(True)
+        self.notice_box.setVisible(True)
 
     def _toggle_skipped(self, on: bool) -> None:
         self.skipped_btn.setArrowType(Qt.ArrowType.DownArrow if on else Qt.ArrowType.RightArrow)

@@ -111,6 +111,12 @@ def test_a_drop_that_skips_files_names_them_and_why(win, qtbot, tmp_path, monkey
     drop(win, [good])  # the next add that skips nothing clears the notice
     qtbot.waitUntil(lambda: win.corpus.pending == 0)
     assert not win.corpus.notice.isVisible()
+    drop(win, [tmp_path / "blob.txt"])  # and its × hides it (it had no close control and
+    qtbot.waitUntil(lambda: win.corpus.pending == 0 and win.corpus.notice.isVisible())
+    from PySide6.QtWidgets import QToolButton  # took rows from the table for good)
+
+    win.corpus.notice_box.findChild(QToolButton).click()
+    assert not win.corpus.notice.isVisible()
 
 
 def test_a_drop_of_only_unusable_files_warns_with_name_reason_and_fix(win, qtbot, tmp_path,
