@@ -321,7 +321,9 @@ class GenerateWorker(QObject):
             end = time.perf_counter()
             why = ("stopped" if stopped else "ended at end of text"
                    if n < self.sampling.max_new_tokens else "reached the length")
-            self.done.emit(generation_summary(n, first - t0, end - first, len(ids), why, desc))
+            self.done.emit(generation_summary(n, first - t0, end - first, len(ids), why,  # whose
+                                              f"{desc} · {Path(self.source).name}"))  # text:
+            # the Model box may show another run by then (its run deleted meanwhile)
         except Exception as exc:
             self.failed.emit(describe_error(exc))
             self.done.emit("failed")

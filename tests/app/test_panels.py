@@ -954,6 +954,7 @@ def test_the_playground_says_it_reads_the_prompt(tiny_run):
     w.run()
     assert said == ["reading the prompt (240 tokens)…"], said  # a bytes model: one a byte
     assert done and done[0].startswith("3 tokens in "), done
+    assert done[0].endswith(f" · {Path(tiny_run).name}")  # whose text it is
 
 
 def test_a_link_to_a_corpus_file_is_not_a_second_document(win, tmp_path):
