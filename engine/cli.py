@@ -206,16 +206,19 @@ def _open_for_training(a: argparse.Namespace):
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     if not a.resume:
         spec = _spec(a)
+        if a.export_adapter:  # before the run is made (a resumed run's: once it is open)
+            _check_adapter_export(spec.train.lora.targets if spec.train.lora else None)
         corpus = a.corpus or (list(_settings(a).corpus) if a.config else [])
         if not corpus:  # (it trained on them without a word; eval says so too)
             say(f"note: no corpus given; training on the bundled sample corpus ({SAMPLE_CORPUS})")
             corpus = [SAMPLE_CORPUS]
         run = start(spec, corpus, out=a.out, force=a.force, progress=say)
-        if a.init and a.preset:  # the preset's training settings apply, not its model sizes
+        if run.spec.init and a.preset:  # its training settings apply, not its model sizes
             say(f"note: --preset {a.preset} sets the training settings only; the model's shape "
-                f"is --init's (d_model {run.lm.config.d_model}, {run.lm.config.n_layer} layers)")
-        if a.bpe_vocab is not None and a.init:
-            say(f"note: --bpe-vocab not used: a run from --init keeps that model's "
+                f"is {run.spec.init}'s (d_model {run.lm.config.d_model}, "
+                f"{run.lm.config.n_layer} layers)")
+        if a.bpe_vocab is not None and run.spec.init:
+            say(f"note: --bpe-vocab not used: a run from {run.spec.init} keeps that model's "
                 f"{run.spec.tokenizer} tokenizer")
         elif a.bpe_vocab is not None and run.spec.tokenizer != "bpe":
             say(f"note: --bpe-vocab not used: the tokenizer is {run.spec.tokenizer}"
@@ -282,15 +285,10 @@ def _config_changes(a: argparse.Namespace) -> dict[str, object]:
 
 
 def cmd_train(a: argparse.Namespace) -> int:
-    if a.export_adapter and not (a.lora or a.resume or a.config):  # not after training
-        raise ValueError("--export-adapter needs a LoRA run: add --lora (or drop --export-adapter "
-                         "and use: python -m engine export --merged RUN OUT)")
     if a.export_adapter:  # an adapter folder that would be refused: say so before training
         from .export.source import check_dest
 
         check_dest(a.export_adapter, force=a.force)
-    if a.export_adapter and a.lora:  # before the run is made; a resumed or --config run's
-        _check_adapter_export(tuple(a.lora.split(",")))  # LoRA is checked once it is open
     if a.rank_timeout is not None and not a.distributed:  # it was taken without a word
         raise ValueError("--rank-timeout applies to --distributed runs only; drop it, or launch "
                          "with mpirun ... --distributed")

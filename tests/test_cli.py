@@ -160,9 +160,13 @@ def test_flags_a_run_does_not_use_are_named(tmp_path, capsys):
                  "--bpe-vocab", "300", "--out", str(tmp_path / "b")]) == 0
     err = capsys.readouterr().err
     assert "note: --preset medium sets the training settings only; the model's shape is " \
-           "--init's (d_model 64, 2 layers)" in err, err
-    assert "note: --bpe-vocab not used: a run from --init keeps that model's bytes tokenizer" \
+           f"{base}'s (d_model 64, 2 layers)" in err, err
+    assert f"note: --bpe-vocab not used: a run from {base} keeps that model's bytes tokenizer" \
         in err
+    (tmp_path / "s.toml").write_text(f'[run]\ninit = "{base}"\n')  # an init from a file too
+    assert main(["train", str(corpus), "--config", str(tmp_path / "s.toml"), *common,
+                 "--bpe-vocab", "300", "--out", str(tmp_path / "f")]) == 0
+    assert f"a run from {base} keeps that model's bytes tokenizer" in capsys.readouterr().err
     assert main(["train", str(corpus), "--preset", "tiny", *common, "--bpe-vocab", "300",
                  "--out", str(tmp_path / "c")]) == 0
     assert "note: --bpe-vocab not used: the tokenizer is bytes (auto: bytes below 4 MB" in \
@@ -229,7 +233,12 @@ def test_export_adapter_without_lora_is_refused_before_training(tmp_path, capsys
     out = tmp_path / "run"
     assert main(["train", str(corpus), "--out", str(out), "--export-adapter",
                  str(tmp_path / "adapter")]) == 2
-    assert "--export-adapter needs a LoRA run: add --lora" in capsys.readouterr().err
+    assert "--export-adapter needs a LoRA run (--lora)" in capsys.readouterr().err
+    assert not out.exists()
+    (tmp_path / "s.toml").write_text("[train]\nmax_steps = 1\n")  # a settings file's run too:
+    assert main(["train", str(corpus), "--config", str(tmp_path / "s.toml"), "--out", str(out),
+                 "--export-adapter", str(tmp_path / "adapter")]) == 2  # (its folder was made)
+    assert "--export-adapter needs a LoRA run (--lora)" in capsys.readouterr().err
     assert not out.exists()
 
 
@@ -324,15 +333,16 @@ def test_cli_previews_go_to_the_runs_gallery(tmp_path, capsys):
     from engine.samples import read_samples
 
     out = tmp_path / "run"
-    common = ["--sample-tokens", "8", "--seq-len", "32", "--batch", "2", "--epochs", "2"]
-    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", *common, "--max-steps", "3",
-                 "--out", str(out)]) == 0
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--sample-tokens", "8",
+                 "--seq-len", "32", "--batch", "2", "--epochs", "1", "--out", str(out)]) == 0
     rows = read_samples(out)
-    assert [r["step"] for r in rows][:1] == [0] and rows[0]["text"].startswith("The ")
+    end = json.loads((out / "latest.json").read_text())["step"]
+    assert [r["step"] for r in rows] == [0, end]  # before training, after its epoch
+    assert rows[0]["text"].startswith("The ") and rows[1]["epoch"] == 1
     assert rows[0]["max_new_tokens"] == 8 and rows[0]["backend"] == "cpu"
-    assert main(["train", "--resume", str(out), "--sample-tokens", "8", "--max-steps", "4"]) == 0
-    steps = [r["step"] for r in read_samples(out)]
-    assert len(steps) == len(set(steps)), steps
+    assert main(["train", "--resume", str(out), "--sample-tokens", "8", "--epochs", "2"]) == 0
+    steps = [r["step"] for r in read_samples(out)]  # the resume's first sample, at `end`, was
+    assert steps == [0, end, 2 * end], steps  # printed, not recorded again
     capsys.readouterr()
 
 
