@@ -273,7 +273,9 @@ class CorpusPanel(QWidget):
         whole = [Path(f) for f in self.folders if f not in self.cut]
         out: dict[str, None] = {}
         for p in self.files:
-            roots = [f for f in whole if Path(p).is_relative_to(f)]
+            src = self.origin.get(p, p)  # a file a folder's walk read (one added by itself may
+            roots = ([f for f in whole if Path(src).is_relative_to(f)]  # be one the walk skips:
+                     if src in self.folders else [])  # a .xyz, a hidden file, read by name)
             out[str(min(roots, key=lambda f: len(f.parts))) if roots else p] = None
         return list(out)
 
@@ -374,7 +376,8 @@ class CorpusPanel(QWidget):
         for f, n, src in files:
             self.files[str(f.path)] = f
             self.tokens[str(f.path)] = n
-            self.origin[str(f.path)] = src
+            if Path(src).is_dir() or str(f.path) not in self.origin:  # a folder's walk read it
+                self.origin[str(f.path)] = src  # (added again by name, it stays the folder's)
             if Path(src).is_dir():
                 self.folders[src] = None
                 self.cut.discard(src)  # added again: whole again

@@ -163,3 +163,24 @@ def test_a_file_fixed_and_added_again_leaves_the_skipped_list(win, qtbot, tmp_pa
     assert c.skipped == [] and added == ["1 file (1 already in the corpus)"]
     c.add_paths([str(data), str(data / "good.txt")], sync=True)  # one file twice in one add
     assert added[-1] == "no new file (2 already in the corpus)"
+
+
+def test_a_file_the_folders_walk_skips_is_saved_by_its_own_name(win, tmp_path):
+    """A folder added whole, then files in it the walk does not read (a .xyz, a hidden file)
+    added by name: the settings file (and the next launch) named only the folder, and those
+    files vanished."""
+    import engine
+
+    a = tmp_path / "A"
+    a.mkdir()
+    (a / "a.txt").write_text("plain text " * 30)
+    (a / "data.xyz").write_text("more text " * 30)
+    (a / ".h.txt").write_text("hidden text " * 30)
+    c = win.corpus
+    c.clear()
+    c.add_paths([str(a)], sync=True)
+    c.add_paths([str(a / "data.xyz"), str(a / ".h.txt"), str(a / "a.txt")], sync=True)
+    assert len(c.files) == 3
+    saved = c.settings_paths()
+    assert set(saved) == {str(a), str(a / "data.xyz"), str(a / ".h.txt")}, saved
+    assert len(engine.load_corpus(saved).files) == 3
