@@ -970,7 +970,12 @@ class MainWindow(QMainWindow):
             return
         # the settings the file names, over what the window shows (a file naming only lr reset
         # Epochs 10 -> 3, the preset and the preview prompts to their defaults)
-        merged = engine.overlay_settings(self.current_settings(), s)
+        try:  # (a file's LoRA with WSLA ticked raised out of the slot)
+            merged = engine.overlay_settings(self.current_settings(), s,
+                                             f"{path} over the settings shown")
+        except engine.MambaStudioError as exc:
+            self._error(str(exc))
+            return
         changed = self.train.set_from(merged.spec, merged.early_stopping)
         self.corpus.set_record_mode(merged.spec.records)
         self.preview.set_prompts(merged.spec.prompts)

@@ -187,7 +187,8 @@ def _spec(a: argparse.Namespace):
                     if preset in PRESET_DEFAULTS else TrainConfig(**train))
     if file is None:
         return flags
-    spec = overlay_settings(file, RunSettings(flags, (), EarlyStopping(), tuple(named))).spec
+    spec = overlay_settings(file, RunSettings(flags, (), EarlyStopping(), tuple(named)),
+                            f"{a.config} with the flags given").spec
     return replace(spec, train=replace(spec.train, max_steps=None)) if no_limit else spec
 
 

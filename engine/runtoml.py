@@ -301,11 +301,14 @@ def load_settings(path: str | Path) -> RunSettings:
     return _from_doc(doc, path)
 
 
-def overlay_settings(base: RunSettings, top: RunSettings) -> RunSettings:
+def overlay_settings(base: RunSettings, top: RunSettings, where: str = "") -> RunSettings:
     """``base`` with each setting ``top`` names (``top.named``, a loaded file's) set to
     ``top``'s value: what the window does with a file that names only some settings (it reset
     the others to their defaults: Epochs 10 -> 3, the preview prompts to "The "). A file naming
-    the preset or the model's dims replaces the other's model table whole."""
+    the preset or the model's dims replaces the other's model table whole; a new preset or
+    tokenizer kind moves each training setting at the old one's default value to the new one's.
+    A combination that cannot be (WSLA over a LoRA on other targets) is a MambaStudioError
+    beginning with ``where`` (what was combined)."""
     doc = tomllib.loads(settings_to_toml(base))
     new = tomllib.loads(settings_to_toml(top))
     if any(k == "run.preset" or k.startswith("model.") for k in top.named):
@@ -342,7 +345,7 @@ def overlay_settings(base: RunSettings, top: RunSettings) -> RunSettings:
         for t in tables:
             dst = dst.setdefault(t, {})
         dst[leaf] = src[leaf]
-    merged = _from_doc(doc, Path("."))
+    merged = _from_doc(doc, Path("."), where or "these settings together")
     es = base.early_stopping  # a file's patience = 0 (off) is not in a saved file's text
     for key in top.named:
         if key.startswith("early_stopping."):
@@ -352,9 +355,9 @@ def overlay_settings(base: RunSettings, top: RunSettings) -> RunSettings:
                    early_stopping=es, named=top.named)
 
 
-def _from_doc(doc: dict[str, Any], path: Path) -> RunSettings:
+def _from_doc(doc: dict[str, Any], path: Path, where: str = "") -> RunSettings:
     """The RunSettings of a checked settings document (relative corpus and init paths are taken
-    from ``path``'s folder)."""
+    from ``path``'s folder); an error names ``where`` (default: the file)."""
     try:
         run = dict(doc.get("run", {}))
         corpus = run.pop("corpus", ())
@@ -373,5 +376,6 @@ def _from_doc(doc: dict[str, Any], path: Path) -> RunSettings:
         es = EarlyStopping(**doc.get("early_stopping", {}))
         es.check()
     except (TypeError, ValueError) as exc:
-        raise MambaStudioError(f"{path}: {exc}; fix that setting in the file") from None
+        raise MambaStudioError(f"{where}: {exc}" if where else
+                               f"{path}: {exc}; fix that setting in the file") from None
     return RunSettings(spec, corpus, es, _dotted(doc))

@@ -277,3 +277,14 @@ def test_a_relative_init_is_taken_from_the_files_folder(tmp_path, monkeypatch):
     s = load_settings(cfg / "s.toml")
     assert s.spec.init == str(tmp_path / "w" / "base")
     assert s.corpus == (str(cfg / "sub" / "c.txt"),)
+
+
+def test_a_flag_that_cannot_go_with_the_file_names_both(tmp_path, capsys):
+    """--wsla over a file's LoRA on in_proj said ".: ...; fix that setting in the file"."""
+    (tmp_path / "c.txt").write_text("the cat sat on the mat. " * 200)
+    f = tmp_path / "s.toml"
+    f.write_text('[run]\ncorpus = ["c.txt"]\npreset = "tiny"\n[train.lora]\ntargets = ["in_proj"]\n')
+    assert main(["train", "--config", str(f), "--wsla", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {f} with the flags given: ") and ".:" not in err, err
+    assert err.count("\n") == 0 and not (tmp_path / "o").exists()

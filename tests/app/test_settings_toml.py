@@ -184,3 +184,22 @@ def test_a_file_the_folders_walk_skips_is_saved_by_its_own_name(win, tmp_path):
     saved = c.settings_paths()
     assert set(saved) == {str(a), str(a / "data.xyz"), str(a / ".h.txt")}, saved
     assert len(engine.load_corpus(saved).files) == 3
+
+
+def test_a_file_that_cannot_go_with_the_panel_is_one_error(win, tmp_path, monkeypatch):
+    """A file whose settings cannot go with the panel's (WSLA ticked on opened weights and a
+    LoRA on in_proj): the error of the merge left the slot (a traceback)."""
+    import engine
+
+    seen: list[str] = []
+
+    def refuse(base, top, where=""):  # noqa: ANN001
+        seen.append(where)
+        raise engine.MambaStudioError(f"{where}: WSLA trains x_proj only; drop one")
+
+    monkeypatch.setattr(engine, "overlay_settings", refuse)
+    f = tmp_path / "lora.toml"
+    f.write_text('[train.lora]\ntargets = ["in_proj"]\n')
+    win.load_settings_file(str(f))
+    assert seen == [f"{f} over the settings shown"]
+    assert win.errors[-1] == f"{f} over the settings shown: WSLA trains x_proj only; drop one"
