@@ -143,9 +143,10 @@ _RUN_FLAGS = {"preset": "preset", "tokenizer": "tokenizer", "bpe_vocab": "bpe_vo
 def _spec(a: argparse.Namespace):
     """The RunSpec of a new run: the preset's defaults with the flags given; with --config, the
     file's settings with each flag given on top, setting by setting (``overlay_settings``, as
-    the window opens a file): --preset over a file's preset takes the new preset's training
-    defaults where the file named none, --lora over a file's LoRA keeps its rank, and the
-    file's wsla / activation checkpointing stay unless the flag is given (they were dropped)."""
+    the window opens a file): --preset over a file's preset moves each training setting at
+    the old preset's default value to the new one's, --lora over a file's LoRA keeps its rank,
+    and the file's wsla / activation checkpointing stay unless the flag is given (they were
+    dropped)."""
     from dataclasses import replace
 
     from .defaults import PRESET_DEFAULTS

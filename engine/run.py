@@ -57,7 +57,7 @@ MAX_PROMPT_CHARS = 4096
 class RunSpec:
     """Everything a run is made from (the corpus aside). JSON-able through ``to_dict``."""
 
-    preset: str = "small"  # tiny | small | medium (ignored with ``model`` or ``init``)
+    preset: str = "small"  # tiny | small | medium (``model`` sizes go over its shape; unused with ``init``)
     model: dict[str, int] | None = None  # explicit MambaConfig fields (d_model, n_layer, ...)
     tokenizer: str = "auto"  # auto | bytes | bpe (auto: engine.defaults.choose_tokenizer)
     bpe_vocab: int = 2048
