@@ -593,7 +593,10 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         if spec.tokenizer not in ("auto", lm.tokenizer.kind):  # it was dropped without a word
             say(f"note: tokenizer {spec.tokenizer} not used: a run from {spec.init} keeps that "
                 f"model's {lm.tokenizer.kind} tokenizer")
-        spec = replace(spec, tokenizer=lm.tokenizer.kind)
+        if spec.model:  # (kept in run.json, the Runs list called the run "custom")
+            say(f"note: model sizes not used: a run from {spec.init} keeps that model's shape "
+                f"(d_model {lm.config.d_model}, {lm.config.n_layer} layers)")
+        spec = replace(spec, tokenizer=lm.tokenizer.kind, model=None)
     else:
         auto, spec = spec.tokenizer == "auto", spec.for_corpus(corpus.n_bytes)
         if auto:

@@ -288,3 +288,24 @@ def test_a_flag_that_cannot_go_with_the_file_names_both(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {f} with the flags given: ") and ".:" not in err, err
     assert err.count("\n") == 0 and not (tmp_path / "o").exists()
+
+
+def test_model_sizes_with_an_init_are_named_unused(tmp_path, capsys):
+    """A [model] table with an init was ignored without a word, kept in run.json, and the
+    Runs list called the run "custom"."""
+    import engine
+
+    (tmp_path / "c.txt").write_text("the cat sat on the mat. " * 200)
+    base = tmp_path / "base"
+    assert main(["train", str(tmp_path / "c.txt"), "--preset", "tiny", "--max-steps", "1",
+                 "--seq-len", "32", "--batch", "2", "--sample-tokens", "0", "--out", str(base)]) == 0
+    f = tmp_path / "s.toml"
+    f.write_text(f'[run]\ncorpus = ["c.txt"]\ninit = "{base}"\n[model]\nd_model = 32\n'
+                 "n_layer = 1\n[train]\nmax_steps = 1\nseq_len = 32\nbatch_size = 2\n")
+    capsys.readouterr()
+    assert main(["train", "--config", str(f), "--sample-tokens", "0", "--out",
+                 str(tmp_path / "o")]) == 0
+    assert f"note: model sizes not used: a run from {base} keeps that model's shape" in \
+        capsys.readouterr().err
+    assert engine.read_run_spec(tmp_path / "o").model is None
+    assert [r.preset for r in engine.list_runs(tmp_path) if r.path.name == "o"] == ["opened weights"]
