@@ -318,14 +318,26 @@ class MainWindow(QMainWindow):
                           ("Space", self.toggle_pause), ("Ctrl+G", self.playground.generate)):
             sc = QShortcut(QKeySequence(key), self)
             sc.activated.connect(slot)
-            if key == "Space":  # only while a run trains or is paused: when idle it took every
-                self._space = sc  # Space from the focused button or checkbox (no keyboard use)
-                sc.setEnabled(False)
+            if key == "Space":  # pause / resume; when idle it took every Space from the
+                self._space = sc  # focused button or checkbox (no keyboard use): see _space_on
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            app.focusChanged.connect(self._focus_moved)  # (a bound slot: it goes with the window)
 
     # ---------------------------------------------------------------- state
+    def _focus_moved(self, _old: object, _new: object) -> None:
+        self._space_on()
+
+    def _space_on(self) -> None:
+        """Space pauses and resumes while a run trains; when idle it is the focused widget's,
+        except on Start, which takes the focus when a run ends: a Space meant to pause a run
+        that had just ended started a new one (Ctrl+Enter starts)."""
+        if hasattr(self, "_space"):
+            self._space.setEnabled(self.state in ("running", "paused")
+                                   or QApplication.focusWidget() is self.start_btn)
+
     def _set_state(self, state: str) -> None:
         self.state = state
-        self._space.setEnabled(state in ("running", "paused"))
         had_focus = QApplication.focusWidget()
         self.start_btn.setEnabled(state == "idle")
         self.pause_btn.setEnabled(state == "running")
@@ -352,6 +364,7 @@ class MainWindow(QMainWindow):
             self.status.setText({"idle": idle, "paused": self._paused_line(),
                                  "stopping": "stopping after the current step, then saving…"
                                  }.get(state, state))
+        self._space_on()
         self.state_changed.emit(state)
 
     def _paused_line(self) -> str:

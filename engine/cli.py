@@ -791,8 +791,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with interrupt_on_signals():  # SIGTERM/SIGHUP as Ctrl-C (they killed it silently)
             return int(args.fn(args))
-    except BrokenPipeError:  # stdout's reader went away (stderr's is let go by forgiving_stderr)
-        return stdout_gone()
+    except BrokenPipeError as exc:  # stdout's reader went away (stderr's is let go by
+        if stdout_gone():  # forgiving_stderr): its reader has what it wanted, as generate's
+            return 0
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 2
     except (MambaStudioError, OSError, ValueError, FloatingPointError, MemoryError) as exc:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # (closed, or gone)
             sys.stdout.flush()

@@ -96,11 +96,22 @@ def write_text(out: TextIO, text: str, flush: bool = False) -> None:
                                f"({exc.strerror or exc}); redirect it elsewhere") from None
 
 
-def stdout_gone() -> int:
-    """A command's stdout reader went away (``eval RUN | head -c 5``): the exit status of a
-    command whose reader has what it wanted (0, as ``generate`` ends), and no error at exit."""
-    _to_null(sys.stdout)
-    return 0
+def stdout_gone() -> bool:
+    """Whether stdout's reader went away (``eval RUN | head -c 5``): its pipe reports an error
+    to a writer (a broken pipe elsewhere, a socket, is not this); then stdout is pointed at the
+    null device so the exit's flush does not fail too."""
+    try:
+        import select
+
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        gone = any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), no descriptor
+        gone = True  # (the error came from writing our output: the likeliest reader)
+    if gone:
+        _to_null(sys.stdout)
+    return gone
 
 
 def _to_null(stream: Any) -> None:

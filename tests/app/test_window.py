@@ -551,6 +551,10 @@ def test_space_presses_the_focused_button_when_idle_and_tab_leaves_the_prompts(w
     before = box.isChecked()
     qtbot.keyClick(box, Qt.Key.Key_Space)
     assert box.isChecked() is not before
+    win.start_btn.setFocus()  # where the focus goes when a run ends: a Space meant to pause a
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is win.start_btn)  # run that had just
+    qtbot.keyClick(win.start_btn, Qt.Key.Key_Space)  # ended started a new one
+    assert win.state == "idle" and win.worker is None
     for edit in (win.preview.prompts, win.playground.prompt):
         edit.setPlainText("The ")
         assert edit.tabChangesFocus()
