@@ -210,6 +210,7 @@ def test_a_link_to_a_corpus_file_is_read_once(tmp_path):
     corpus = load_corpus([c, c / "doc1.txt"])
     assert [f.path.name for f in corpus.files] == ["doc1.txt", "doc2.txt"]
     why = {p.name: r for p, r in corpus.rejected}
-    assert why["link.txt"] == f"the same file as {c / 'doc1.txt'} (a link to it); read once"
+    assert why["link.txt"] == (f"the same file as {c / 'doc1.txt'}, under another name (a link); "
+                               "read once")
     assert why["zz-hard.txt"].startswith(f"the same file as {c / 'doc2.txt'}")
     assert "doc1.txt" not in why  # given twice (in its folder and by name): once, unsaid

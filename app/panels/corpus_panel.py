@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -167,6 +167,9 @@ class CorpusPanel(QWidget):
         self.setAcceptDrops(True)
         self.table = QTableWidget(0, 4)
         self.table.setTabKeyNavigation(False)  # Tab leaves the table (it cycled its cells)
+        delete = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.table)
+        delete.setContext(Qt.ShortcutContext.WidgetShortcut)  # Delete on the table: Remove
+        delete.activated.connect(self._remove_selected)
         self.table.setHorizontalHeaderLabels(["file", "bytes", "tokens", "split"])
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # names get the room
@@ -360,17 +363,11 @@ class CorpusPanel(QWidget):
 
     def _accept(self, result: Inspected) -> None:
         files, rejected = result
-        have = {engine.file_identity(p): p for p in self.files}
-        once = []
-        for f, n, src in files:  # a link to a file already here is the same document (the
-            key = engine.file_identity(f.path)  # split held out its copy of a training one)
-            if str(f.path) not in self.files and key is not None and key in have:
-                rejected = [*rejected, (str(f.path), f"the same file as {have[key]} (a link to "
-                                                     "it); read once")]
-            else:
-                once.append((f, n, src))
-                have.setdefault(key, str(f.path))
-        files = once
+        keep, again = engine.first_of_each_file([f.path for f, _, _ in files], list(self.files))
+        rejected = [*rejected, *((str(files[i][0].path), why) for i, why in again.items())]
+        kept = set(keep)
+        files = [x for i, x in enumerate(files)  # (a path already here: added again)
+                 if i in kept or str(x[0].path) in self.files]
         taken = {str(f.path) for f, _, _ in files}  # (a folder and a file in it: one file)
         known = len(taken & set(self.files))
         for f, n, src in files:
@@ -498,7 +495,10 @@ class CorpusPanel(QWidget):
         self.skipped_btn.setVisible(n > 0)
         self.skipped_btn.setText(f"{plural(n, 'file')} skipped")
         self.skipped_list.clear()
-        if self.skipped_btn.isChecked():
+        if n == 0 and self.skipped_btn.isChecked():  # an empty list was left open, with no
+            self.skipped_btn.setChecked(False)  # button to close it
+            self._toggle_skipped(False)
+        elif self.skipped_btn.isChecked():
             self._toggle_skipped(True)
 
     def _preview_selected(self) -> None:
@@ -523,8 +523,10 @@ class CorpusPanel(QWidget):
             self.tokens.pop(keys[r], None)
             self.cut.update(f for f in self.folders if Path(keys[r]).is_relative_to(f))
         gone = before - {self.origin.get(p, p) for p in self.files}  # paths with no file left:
-        self.skipped = [(p, why) for p, why in self.skipped  # their skipped files go too
-                        if not any(p == g or Path(p).is_relative_to(g) for g in gone)]
+        removed = {keys[r] for r in rows}  # their skipped files go too, and the other names of
+        self.skipped = [(p, why) for p, why in self.skipped  # a removed file
+                        if not any(p == g or Path(p).is_relative_to(g) for g in gone)
+                        and not any(why.startswith(f"the same file as {r},") for r in removed)]
         self.table.clearSelection()  # the same rows stayed selected: a second Remove took others
         self._refresh()
         self.changed.emit()

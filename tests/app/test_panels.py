@@ -970,10 +970,33 @@ def test_a_link_to_a_corpus_file_is_not_a_second_document(win, tmp_path):
     c.add_paths([str(d / "doc1.txt")], sync=True)
     c.add_paths([str(d)], sync=True)  # the link comes in a later add
     assert sorted(Path(p).name for p in c.files) == ["doc1.txt", "doc2.txt", "doc3.txt"]
-    assert [(Path(p).name, why.split(" (")[0]) for p, why in c.skipped] == [
+    assert [(Path(p).name, why.split(", ")[0]) for p, why in c.skipped] == [
         ("link.txt", f"the same file as {d / 'doc1.txt'}")]
     c.clear()
     c.add_paths([str(d / "link.txt")], sync=True)  # the link first, its target in another add
     c.add_paths([str(d / "doc1.txt"), str(d / "doc2.txt")], sync=True)
     assert sorted(Path(p).name for p in c.files) == ["doc2.txt", "link.txt"]
     assert c.skipped[0][0] == str(d / "doc1.txt") and "the same file as" in c.skipped[0][1]
+
+
+def test_delete_removes_and_the_skipped_list_closes_when_empty(win, qtbot, tmp_path):
+    """Delete on the table did nothing; after the last skipped file went, the open list stayed,
+    empty, with no button to close it; a link's entry outlived its removed target."""
+    from PySide6.QtCore import Qt
+
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.txt").write_text("text a " * 30)
+    (d / "b.txt").write_text("text b " * 30)
+    (d / "link.txt").symlink_to(d / "a.txt")
+    c = win.corpus
+    c.clear()
+    c.add_paths([str(d)], sync=True)
+    assert [Path(p).name for p, _ in c.skipped] == ["link.txt"]
+    c.skipped_btn.setChecked(True)
+    c.table.selectRow(list(c.files).index(str(d / "a.txt")))
+    c.table.setFocus()
+    qtbot.keyClick(c.table, Qt.Key.Key_Delete)
+    assert sorted(Path(p).name for p in c.files) == ["b.txt"]
+    assert c.skipped == []  # link.txt's reason named the removed a.txt
+    assert not c.skipped_btn.isChecked() and not c.skipped_list.isVisibleTo(c)
