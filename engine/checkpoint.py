@@ -112,12 +112,57 @@ def read_tensors(path: Path) -> dict[str, np.ndarray]:
         raise CheckpointError(str(exc)) from None
     try:
         return load_file(str(path))
-    except TypeError as exc:  # e.g. "data type 'bfloat16' not understood" (NumPy has no bf16)
+    except TypeError as exc:  # "data type 'bfloat16' not understood": NumPy has no bf16
+        if "bfloat16" in str(exc):
+            return _read_with_bfloat16(Path(path))
         raise CheckpointError(
             f"{path}: unsupported tensor dtype ({exc}); convert the weights to float32 or float16"
         ) from exc
     except Exception as exc:  # SafetensorError is a plain Exception subclass
         raise CheckpointError(f"{path}: corrupt or truncated safetensors file ({exc})") from exc
+
+
+_ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
+              "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def _read_with_bfloat16(path: Path) -> dict[str, np.ndarray]:
+    """A safetensors file holding bfloat16 tensors (many Hugging Face checkpoints; NumPy has no
+    bf16, so safetensors.numpy refused the file): bf16 tensors become float32 exactly (a bf16
+    value is the upper 16 bits of its float32), the others as stored. The header's offsets and
+    shapes are checked against the file (memory-mapped, not read whole)."""
+    size = path.stat().st_size
+    bad = f"{path}: corrupt or truncated safetensors file"
+    with open(path, "rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 2 <= n <= min(size - 8, 100_000_000):
+            raise CheckpointError(f"{bad} (header length {n})")
+        try:
+            header = json.loads(f.read(n))
+        except ValueError:
+            raise CheckpointError(f"{bad} (its header is not JSON)") from None
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n) if size > 8 + n else \
+        np.zeros(0, np.uint8)
+    out: dict[str, np.ndarray] = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype, shape, (begin, end) = t["dtype"], [int(d) for d in t["shape"]], t["data_offsets"]
+            count = int(np.prod(shape, dtype=np.int64))
+            width = 2 if dtype == "BF16" else np.dtype(_ST_DTYPES[dtype]).itemsize
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"{bad} (tensor {name!r:.60}: {str(t)[:80]})") from None
+        if not (0 <= begin <= end <= len(data) and end - begin == count * width):
+            raise CheckpointError(f"{bad} (tensor {name!r:.60} lies outside the file)")
+        raw = data[begin:end]
+        if dtype == "BF16":
+            bits = raw.view("<u2").astype(np.uint32) << 16
+            out[name] = bits.view(np.float32).reshape(shape)
+        else:
+            out[name] = np.array(raw.view(_ST_DTYPES[dtype]).reshape(shape))
+    return out
 
 
 def check_params(tensors: dict[str, np.ndarray], cfg: MambaConfig, source: str) -> Params:

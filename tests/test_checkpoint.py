@@ -108,13 +108,25 @@ def test_training_checkpoint_detects_mixed_files(tmp_path):
         Trainer.resume(tmp_path, ids, ids[:0])
 
 
-def test_bfloat16_weights_get_a_clear_error(tmp_path):
+def test_bfloat16_weights_load_as_float32(tmp_path):
+    """Many Hugging Face checkpoints are bfloat16, which NumPy has no type for: such a file was
+    refused ("convert the weights"). Each bf16 value is its float32's upper 16 bits."""
     import struct
 
     from engine.checkpoint import read_tensors
 
-    hdr = json.dumps({"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}}).encode()
+    want = np.array([[0.0, 1.0, -2.5], [3.140625, 1e-3, 65280.0]], dtype=np.float32)
+    bf16 = (want.view(np.uint32) >> 16).astype("<u2").tobytes()
+    other = np.arange(3, dtype="<f2").tobytes()
+    hdr = json.dumps({"__metadata__": {"format": "pt"},
+                      "w": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]},
+                      "h": {"dtype": "F16", "shape": [3], "data_offsets": [12, 18]}}).encode()
     path = tmp_path / "model.safetensors"
-    path.write_bytes(struct.pack("<Q", len(hdr)) + hdr + b"\x00\x00\x80\x3f")
-    with pytest.raises(CheckpointError, match="unsupported tensor dtype"):
+    path.write_bytes(struct.pack("<Q", len(hdr)) + hdr + bf16 + other)
+    got = read_tensors(path)
+    trunc = (want.view(np.uint32) & 0xFFFF0000).view(np.float32)  # what bf16 holds of each
+    assert got["w"].dtype == np.float32 and np.array_equal(got["w"], trunc)
+    assert np.array_equal(got["h"], np.arange(3, dtype=np.float16))
+    path.write_bytes(struct.pack("<Q", len(hdr)) + hdr + bf16)  # cut short: refused, one line
+    with pytest.raises(CheckpointError, match="corrupt or truncated safetensors file"):
         read_tensors(path)

@@ -95,6 +95,7 @@ HF_CASES = {
     "sharded": ({"vocab_size": 264}, {"max_shard_size": "60KB"}),
     "untied": ({"vocab_size": 264, "tie_word_embeddings": False}, {}),
     "fp16": ({"vocab_size": 264}, {"fp16": True}),
+    "bf16": ({"vocab_size": 264}, {"bf16": True}),  # (NumPy has no bfloat16: it was refused)
 }
 
 
@@ -109,9 +110,10 @@ def test_hf_save_pretrained_loads_in_ours(tmp_path: Path, case: str) -> None:
     with torch.no_grad():  # move every tensor off its special init value
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    fp16 = save_kw.pop("fp16", False)
-    if fp16:
+    if save_kw.pop("fp16", False):
         model = model.half()
+    if save_kw.pop("bf16", False):
+        model = model.to(torch.bfloat16)
     model.save_pretrained(str(tmp_path), **save_kw)
     if case == "sharded":
         assert (tmp_path / "model.safetensors.index.json").exists()
