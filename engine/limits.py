@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,31 +151,64 @@ def check_lora(lc: Any, source: str = "LoRA") -> None:
     _float(lc.dropout, "dropout", 0.0, 0.999, source)
 
 
-def check_train(tc: Any, source: str = "training settings") -> None:
-    """Types and ranges of a ``TrainConfig``."""
-    _int(tc.epochs, "epochs", 1, 1_000_000, source)
-    _int(tc.batch_size, "batch size", 1, 65_536, source)
-    _int(tc.seq_len, "sequence length", 2, 1 << 24, source)
-    _int(tc.grad_accum, "gradient accumulation", 1, 65_536, source)
-    _float(tc.lr, "learning rate", 0.0, 10.0, source, lo_open=True)
-    _float(tc.min_lr_ratio, "min_lr_ratio", 0.0, 1.0, source)
-    _float(tc.decay_fraction, "decay_fraction", 0.0, 1.0, source)
-    _int(tc.warmup_steps, "warmup steps", 0, 1 << 40, source)
-    _float(tc.weight_decay, "weight decay", 0.0, 1e3, source)
-    _float(tc.max_grad_norm, "gradient clip", 0.0, 1e12, source)
-    _float(tc.max_delta, "max_delta", 0.0, 1e12, source)
-    _float(tc.beta1, "beta1", 0.0, 0.999999, source)
-    _float(tc.beta2, "beta2", 0.0, 0.999999999, source)
-    _float(tc.eps, "eps", 0.0, 1.0, source, lo_open=True)
-    _int(tc.seed, "seed", 0, (1 << 63) - 1, source)
-    if tc.max_steps is not None:
-        _int(tc.max_steps, "max steps", 1, 1 << 40, source)
-    _int(tc.eval_every, "eval_every", 0, 1 << 40, source)
-    _int(tc.max_bad_steps, "max_bad_steps", 1, 1 << 20, source)
-    if tc.lora is not None:
-        check_lora(tc.lora)
+def train_problems(tc: Any, source: str = "training settings") -> list[str]:
+    """Every type or range problem of a ``TrainConfig``, one line each (a settings file with
+    four values out of range took four Opens to fix, one named each time)."""
+    def wsla_lora() -> None:
         if tc.wsla and set(tc.lora.targets) - {"x_proj"}:
             raise ConfigError(f"{source}: WSLA + LoRA allows only the x_proj target")
+
+    checks: list[Callable[[], Any]] = [
+        lambda: _int(tc.epochs, "epochs", 1, 1_000_000, source),
+        lambda: _int(tc.batch_size, "batch size", 1, 65_536, source),
+        lambda: _int(tc.seq_len, "sequence length", 2, 1 << 24, source),
+        lambda: _int(tc.grad_accum, "gradient accumulation", 1, 65_536, source),
+        lambda: _float(tc.lr, "learning rate", 0.0, 10.0, source, lo_open=True),
+        lambda: _float(tc.min_lr_ratio, "min_lr_ratio", 0.0, 1.0, source),
+        lambda: _float(tc.decay_fraction, "decay_fraction", 0.0, 1.0, source),
+        lambda: _int(tc.warmup_steps, "warmup steps", 0, 1 << 40, source),
+        lambda: _float(tc.weight_decay, "weight decay", 0.0, 1e3, source),
+        lambda: _float(tc.max_grad_norm, "gradient clip", 0.0, 1e12, source),
+        lambda: _float(tc.max_delta, "max_delta", 0.0, 1e12, source),
+        lambda: _float(tc.beta1, "beta1", 0.0, 0.999999, source),
+        lambda: _float(tc.beta2, "beta2", 0.0, 0.999999999, source),
+        lambda: _float(tc.eps, "eps", 0.0, 1.0, source, lo_open=True),
+        lambda: _int(tc.seed, "seed", 0, (1 << 63) - 1, source),
+        lambda: tc.max_steps is None or _int(tc.max_steps, "max steps", 1, 1 << 40, source),
+        lambda: _int(tc.eval_every, "eval_every", 0, 1 << 40, source),
+        lambda: _int(tc.max_bad_steps, "max_bad_steps", 1, 1 << 20, source),
+    ]
+    if tc.lora is not None:
+        checks += [lambda: check_lora(tc.lora), wsla_lora]
+    return problems_of(checks)
+
+
+def problems_of(checks: Sequence[Callable[[], Any]]) -> list[str]:
+    """The message of each check that raises ConfigError / ValueError, in order."""
+    out = []
+    for check in checks:
+        try:
+            check()
+        except ValueError as exc:  # (ConfigError is one)
+            out.append(str(exc))
+    return out
+
+
+def listed(problems: Sequence[str], most: int = 5) -> str:
+    """One line naming the problems: the one, or "N problems: (1) ... (2) ..." (the first
+    ``most``, then how many more)."""
+    if len(problems) == 1:
+        return problems[0]
+    shown = " ".join(f"({i}) {p}" for i, p in enumerate(problems[:most], 1))
+    more = f" and {len(problems) - most} more" if len(problems) > most else ""
+    return f"{len(problems)} problems: {shown}{more}"
+
+
+def check_train(tc: Any, source: str = "training settings") -> None:
+    """Types and ranges of a ``TrainConfig``: ConfigError naming every problem."""
+    problems = train_problems(tc, source)
+    if problems:
+        raise ConfigError(listed(problems))
 
 
 # ------------------------------------------------------------------------------ memory

@@ -39,7 +39,14 @@ from .documents import RECORDS, encode_documents, split_documents
 from .earlystop import EarlyStopping
 from .errors import CheckpointError, MambaStudioError, TrainingError
 from .guard import DivergenceGuard
-from .limits import check_model, check_run, check_train, n_params
+from .limits import (
+    check_model,
+    check_run,
+    listed,
+    n_params,
+    problems_of,
+    train_problems,
+)
 from .lm import MambaLM
 from .lora import count_trainable
 from .packing import PackedRows, pack_documents
@@ -94,43 +101,45 @@ class RunSpec:
             raise CheckpointError(f"run.json: unusable spec ({exc})") from None
 
     def check(self, new: bool = True) -> None:
-        """Ranges of every setting (non-finite / non-positive values refused before any work).
+        """Ranges of every setting (non-finite / non-positive values refused before any work),
+        every problem named in one ValueError (a settings file with four took four tries).
         ``new=False`` (resume) skips ``init_scheme``: it only made the step-0 weights, and a
         scheme renamed since must not stop a saved run from continuing."""
-        check_train(self.train)
-        if new:
-            from .params import INITS
+        from .params import INITS
 
-            if self.model is None and self.init is None and self.preset not in PRESET_DEFAULTS:
-                raise ValueError(f"preset must be one of {', '.join(PRESET_DEFAULTS)}; "
-                                 f"not {self.preset!r}")
-            if self.init_scheme not in INITS:
-                raise ValueError(f"init scheme must be one of {', '.join(INITS)}; "
-                                 f"not {self.init_scheme!r}")
-            if self.init and self.init_scheme != RunSpec.init_scheme:
-                raise ValueError(f"init scheme {self.init_scheme!r} applies to a new model; "
-                                 f"starting from {self.init} keeps its trained weights (drop one)")
-            # sizes and the BPE vocabulary now, not after the tokenizer trained on the corpus
-            if self.model is not None:
-                check_model(_model_config(self, 256), "model")
-            if self.tokenizer != "bytes" and (type(self.bpe_vocab) is not int
-                                              or not 257 <= self.bpe_vocab <= MAX_BPE):
-                raise ValueError(f"bpe_vocab must be an integer in [257, {MAX_BPE:,}], not "
-                                 f"{self.bpe_vocab!r:.40}")
-        if self.records not in ("stream", *RECORDS):
-            raise ValueError(f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}")
-        if self.tokenizer not in ("auto", "bytes", "bpe"):
-            raise ValueError(f"tokenizer must be 'auto', 'bytes' or 'bpe', not {self.tokenizer!r}")
-        if not (0.0 <= self.holdout <= 0.9):
-            raise ValueError(f"held-out fraction {self.holdout} is outside [0, 0.9]")
-        if not (self.autosave_steps >= 0 and math.isfinite(self.autosave_minutes)
-                and self.autosave_minutes >= 0 and self.keep >= 1):
-            raise ValueError("autosave_steps/minutes must be >= 0 and finite, keep >= 1")
-        if not (isinstance(self.prompts, tuple) and 1 <= len(self.prompts) <= MAX_PROMPTS
-                and all(isinstance(p, str) and len(p) <= MAX_PROMPT_CHARS for p in self.prompts)):
-            raise ValueError(f"prompts must be 1 to {MAX_PROMPTS} texts of at most "
-                             f"{MAX_PROMPT_CHARS} characters")
-
+        sized = new and self.model is not None  # sizes and the BPE vocabulary now, not after
+        problems = train_problems(self.train) + problems_of(  # the tokenizer trained
+            [lambda: check_model(_model_config(self, 256), "model")] if sized else [])
+        cases = [
+            (new and self.model is None and self.init is None
+             and self.preset not in PRESET_DEFAULTS,
+             f"preset must be one of {', '.join(PRESET_DEFAULTS)}; not {self.preset!r}"),
+            (new and self.init_scheme not in INITS,
+             f"init scheme must be one of {', '.join(INITS)}; not {self.init_scheme!r}"),
+            (new and bool(self.init) and self.init_scheme != RunSpec.init_scheme,
+             f"init scheme {self.init_scheme!r} applies to a new model; starting from "
+             f"{self.init} keeps its trained weights (drop one)"),
+            (new and self.tokenizer != "bytes" and (type(self.bpe_vocab) is not int
+                                                    or not 257 <= self.bpe_vocab <= MAX_BPE),
+             f"bpe_vocab must be an integer in [257, {MAX_BPE:,}], not {self.bpe_vocab!r:.40}"),
+            (self.records not in ("stream", *RECORDS),
+             f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}"),
+            (self.tokenizer not in ("auto", "bytes", "bpe"),
+             f"tokenizer must be 'auto', 'bytes' or 'bpe', not {self.tokenizer!r}"),
+            (not (0.0 <= self.holdout <= 0.9),
+             f"held-out fraction {self.holdout} is outside [0, 0.9]"),
+            (not (self.autosave_steps >= 0 and math.isfinite(self.autosave_minutes)
+                  and self.autosave_minutes >= 0 and self.keep >= 1),
+             "autosave_steps/minutes must be >= 0 and finite, keep >= 1"),
+            (not (isinstance(self.prompts, tuple) and 1 <= len(self.prompts) <= MAX_PROMPTS
+                  and all(isinstance(p, str) and len(p) <= MAX_PROMPT_CHARS
+                          for p in self.prompts)),
+             f"prompts must be 1 to {MAX_PROMPTS} texts of at most {MAX_PROMPT_CHARS} "
+             "characters"),
+        ]
+        problems += [message for bad, message in cases if bad]
+        if problems:
+            raise ValueError(listed(problems))
 
     def for_corpus(self, corpus_bytes: int) -> RunSpec:
         """This spec with tokenizer "auto" made concrete for a corpus of ``corpus_bytes``

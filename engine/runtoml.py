@@ -34,6 +34,7 @@ from .config import MambaConfig
 from .defaults import PRESET_DEFAULTS
 from .earlystop import EarlyStopping
 from .errors import MambaStudioError
+from .limits import listed
 from .lora import LoRAConfig
 from .run import RunSpec
 from .safeio import read_bytes
@@ -235,15 +236,6 @@ def _checked(doc: dict[str, Any], table: _Table, problems: list[str], where: str
     return out
 
 
-def _listed(problems: list[str], most: int = 5) -> str:
-    """One line naming every problem (the first ``most``, then how many more)."""
-    if len(problems) == 1:
-        return problems[0]
-    shown = " ".join(f"({i}) {p}" for i, p in enumerate(problems[:most], 1))
-    more = f" and {len(problems) - most} more" if len(problems) > most else ""
-    return f"{len(problems)} problems: {shown}{more}"
-
-
 def _train_config(run: dict[str, Any], train: dict[str, Any], lora: LoRAConfig | None
                   ) -> TrainConfig:
     """The file's [train] over its preset's training defaults, as ``--preset`` alone gives them
@@ -297,7 +289,7 @@ def load_settings(path: str | Path) -> RunSettings:
     problems: list[str] = []
     doc = _checked(doc, _schema(), problems)
     if problems:
-        raise MambaStudioError(f"{path}: {_listed(problems)}")
+        raise MambaStudioError(f"{path}: {listed(problems)}")
     return _from_doc(doc, path)
 
 

@@ -309,3 +309,16 @@ def test_model_sizes_with_an_init_are_named_unused(tmp_path, capsys):
         capsys.readouterr().err
     assert engine.read_run_spec(tmp_path / "o").model is None
     assert [r.preset for r in engine.list_runs(tmp_path) if r.path.name == "o"] == ["opened weights"]
+
+
+def test_every_value_out_of_range_is_named_at_once(tmp_path):
+    """preset "huge", holdout 1.5, seq_len -5 and batch_size 0: four Opens, one named each."""
+    f = tmp_path / "bad.toml"
+    f.write_text('[run]\npreset = "huge"\nholdout = 1.5\n[train]\nseq_len = -5\nbatch_size = 0\n')
+    with pytest.raises(MambaStudioError) as info:
+        load_settings(f)
+    msg = str(info.value)
+    assert msg.startswith(f"{f}: 4 problems: (1) ") and "\n" not in msg, msg
+    for words in ("batch size = 0", "sequence length = -5", "preset must be one of",
+                  "held-out fraction 1.5"):
+        assert words in msg, (words, msg)
