@@ -244,8 +244,8 @@ def _train_config(run: dict[str, Any], train: dict[str, Any], lora: LoRAConfig |
     preset = run.get("preset", RunSpec.preset)
     if preset not in PRESET_DEFAULTS:
         return TrainConfig(**train, lora=lora)
-    kind = "bpe" if run.get("tokenizer") == "bpe" else "bytes"
-    return TrainConfig.for_preset(preset, kind, **train, lora=lora)
+    kind = "bpe" if run.get("tokenizer") == "bpe" and not run.get("init") else "bytes"  # (a
+    return TrainConfig.for_preset(preset, kind, **train, lora=lora)  # run from init: its rate)
 
 
 def _dotted(d: dict[str, Any], prefix: str = "") -> tuple[str, ...]:
@@ -310,11 +310,12 @@ def overlay_settings(base: RunSettings, top: RunSettings, where: str = "") -> Ru
     was = base.spec.preset
     now = top.spec.preset if "run.preset" in top.named else was
 
-    def kind(spec: RunSpec) -> str:
-        return "bpe" if spec.tokenizer == "bpe" else "bytes"
+    def kind(tokenizer: str, init: str | None) -> str:  # a run from init keeps its model's
+        return "bpe" if tokenizer == "bpe" and not init else "bytes"  # tokenizer, and its rate
 
-    was_kind = kind(base.spec)
-    now_kind = kind(top.spec) if "run.tokenizer" in top.named else was_kind
+    was_kind = kind(base.spec.tokenizer, base.spec.init)
+    now_kind = kind(top.spec.tokenizer if "run.tokenizer" in top.named else base.spec.tokenizer,
+                    top.spec.init if "run.init" in top.named else base.spec.init)
     if (was, was_kind) != (now, now_kind) and was in PRESET_DEFAULTS \
             and now in PRESET_DEFAULTS:  # (a file with init may name any preset: it is unused)
         # a training setting at the shown preset's default follows the file's preset (and a

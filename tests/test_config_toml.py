@@ -322,3 +322,24 @@ def test_every_value_out_of_range_is_named_at_once(tmp_path):
     for words in ("batch size = 0", "sequence length = -5", "preset must be one of",
                   "held-out fraction 1.5"):
         assert words in msg, (words, msg)
+
+
+@pytest.mark.parametrize("where", ["flag", "file"])
+def test_a_bpe_choice_does_not_double_an_init_runs_rate(tmp_path, capsys, where):
+    """--tokenizer bpe over a settings file, on a run from --init (which keeps its model's bytes
+    tokenizer), trained at BPE's doubled rate 0.006; without the file it was 0.003."""
+    import json
+
+    (tmp_path / "c.txt").write_text("the cat sat on the mat. " * 200)
+    base = tmp_path / "base"
+    assert main(["train", str(tmp_path / "c.txt"), "--preset", "tiny", "--max-steps", "1",
+                 "--seq-len", "32", "--batch", "2", "--sample-tokens", "0", "--out", str(base)]) == 0
+    text = '[run]\ncorpus = ["c.txt"]\npreset = "tiny"\n'
+    text += f'init = "{base}"\n' + ('tokenizer = "bpe"\n' if where == "file" else "")
+    (tmp_path / "s.toml").write_text(text + "[train]\nmax_steps = 1\nseq_len = 32\n"
+                                     "batch_size = 2\n")
+    flags = ["--tokenizer", "bpe"] if where == "flag" else []
+    assert main(["train", "--config", str(tmp_path / "s.toml"), *flags, "--sample-tokens", "0",
+                 "--out", str(tmp_path / "o")]) == 0
+    spec = json.loads((tmp_path / "o" / "run.json").read_text())["spec"]
+    assert spec["tokenizer"] == "bytes" and spec["train"]["lr"] == 0.003, spec
