@@ -273,7 +273,7 @@ class MainWindow(QMainWindow):
         if not here:
             self.corpus.load_sample()
         else:
-            self.corpus.add_paths(here)
+            self.corpus.add_paths(here, quiet=True)  # (its skipped files were said last time)
         if len(here) < len(saved):
             gone = [p for p in saved if p not in here]
             self.statusBar().showMessage(
@@ -451,7 +451,8 @@ class MainWindow(QMainWindow):
         box = QMessageBox(QMessageBox.Icon.Warning, "Nothing added to the corpus",
                           "\n".join(["Nothing was added to the corpus:", *lines]), parent=self)
         box.setTextFormat(Qt.TextFormat.PlainText)  # file names are not markup
-        box.setInformativeText("The corpus takes text and code files in UTF-8.")
+        if any(not why.startswith("the same file as ") for _, why in rejected):  # (a link
+            box.setInformativeText("The corpus takes text and code files in UTF-8.")  # is text)
         self.skip_box = box
         box.open()  # non-blocking, as errors are
 

@@ -338,12 +338,13 @@ class CorpusPanel(QWidget):
 
         run_in_thread(lambda: _count(list(files.values()), tokenizer), done, fail, owner=self)
 
-    def add_paths(self, paths: list[str], sync: bool = False) -> None:
-        """Validate ``paths`` (in a worker unless ``sync``) and add the good files."""
+    def add_paths(self, paths: list[str], sync: bool = False, quiet: bool = False) -> None:
+        """Validate ``paths`` (in a worker unless ``sync``) and add the good files; ``quiet``
+        (the last session's corpus read again): skipped files are listed, not announced."""
         tok = self.tokenizer
         self.notice_box.setVisible(False)  # it speaks of the last add only
         if sync:
-            self._accept(_inspect(paths, tok))
+            self._accept(_inspect(paths, tok), quiet)
             return
         self.pending += 1
         self.progress.setVisible(True)
@@ -352,7 +353,7 @@ class CorpusPanel(QWidget):
         def done(result: tuple) -> None:
             self.pending -= 1
             self.progress.setVisible(self.pending > 0)
-            self._accept(result)
+            self._accept(result, quiet)
 
         def fail(msg: str) -> None:
             self.pending -= 1
@@ -361,7 +362,7 @@ class CorpusPanel(QWidget):
 
         run_in_thread(lambda: _inspect(paths, tok), done, fail, owner=self)
 
-    def _accept(self, result: Inspected) -> None:
+    def _accept(self, result: Inspected, quiet: bool = False) -> None:
         files, rejected = result
         keep, again = engine.first_of_each_file([f.path for f, _, _ in files], list(self.files))
         rejected = [*rejected, *((str(files[i][0].path), why) for i, why in again.items())]
@@ -385,14 +386,15 @@ class CorpusPanel(QWidget):
         new = len(taken) - known
         what = ((plural(new, "file") if new else "no new file")
                 + (f" ({known:,} already in the corpus)" if known else "")) if files else ""
-        if rejected:
+        if rejected and not quiet:
             self.message = f"{plural(len(rejected), 'file')} skipped"
             self.rejected.emit(f"{self.message}: " + "; ".join(
                 f"{Path(p).name}: {reason(why)}" for p, why in rejected[:20])
                 + (" …" if len(rejected) > 20 else ""))
             self._show_notice(what, rejected)
         self.changed.emit()
-        self.added.emit(what, rejected)
+        if not quiet:
+            self.added.emit(what, rejected)
 
     def _show_notice(self, what: str, rejected: list[tuple[str, str]]) -> None:
         head = f"Added {what}; not added:" if what else "Nothing added:"

@@ -47,9 +47,12 @@ def test_the_corpus_of_the_last_session_comes_back(qtbot, tmp_path):
     w.corpus.add_paths([str(data)], sync=True)
     close_window(qtbot, w)
     (data / "c.py").write_text("x = 1\n" * 30)
+    (data / "photo.jpg").write_bytes(b"\xff\xd8\xff")  # skipped: listed, not announced again
     w = small_window(qtbot, tmp_path / "runs")
     qtbot.waitUntil(lambda: w.corpus.pending == 0 and len(w.corpus.files) == 3, timeout=10000)
     assert sorted(Path(p).name for p in w.corpus.paths()) == ["a.py", "b.py", "c.py"]
+    assert [Path(p).name for p, _ in w.corpus.skipped] == ["photo.jpg"]
+    assert not w.corpus.notice.isVisible() and w.statusBar().currentMessage() == ""
     close_window(qtbot, w)
     shutil.rmtree(data)
     w = small_window(qtbot, tmp_path / "runs")
