@@ -194,6 +194,8 @@ class TrainWorker(QObject):
             self.finished.emit(self.folder)  # also after the early return above
 
     def _on_save(self, path: Path) -> None:
+        if self._tb is not None:  # its events up to the snapshot: a kill -9 leaves no gap
+            self._tb.flush()
         self.info.emit(f"snapshot {path.name} saved")
 
     def _on_step(self, r: engine.StepReport) -> None:

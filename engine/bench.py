@@ -190,7 +190,7 @@ def run(configs: list[str], as_json: bool, steps: int, modes: list[str], threads
             else:
                 print(  # noqa: T201
                     f"{name:7s} {res['mode']:5s} {res['tokens_per_s']:>10,.0f} tok/s  median "
-                    f"{res['median_ms']:.1f} ms  (x{res['speedup_vs_full'] or 1:.2f} vs full; "
+                    f"{res['median_ms']:.1f} ms  ({_vs_full(res)}; "
                     f"step / GEMM-only {res['step_over_gemm_only']:.1f}; trainable "
                     f"{res['trainable_params']:,}; NumPy peak {res['numpy_peak_mb_one_step']} MB; "
                     f"BLAS {res.get('blas_kernel')})",
@@ -228,3 +228,11 @@ def bench_generate(name: str, backend: str, tokens: int = 64, prompt_len: int = 
     return {**out, "median_ms_per_token": round(med * 1e3, 3), "tokens_per_s": round(1 / med, 1),
             "prefill_ms": round(t_pre * 1e3, 2), "prompt_len": prompt_len, "tokens": tokens,
             "params": lm.n_params}
+
+
+def _vs_full(res: dict) -> str:
+    """The mode's speed against full training's, when that was measured in the same run (it
+    printed "x1.00 vs full" for a LoRA-only bench)."""
+    x = res.get("speedup_vs_full")
+    return f"x{x:.2f} vs full" if x is not None else (
+        "full" if res.get("mode") == "full" else "full not measured")

@@ -104,7 +104,7 @@ def _names(choices: Iterable[str]) -> Callable[[str], str]:
         bad = [x for x in text.split(",") if x not in allowed]
         if bad or not text:
             raise argparse.ArgumentTypeError(f"unknown {bad or [text]}; choose from {allowed}")
-        return text
+        return ",".join(dict.fromkeys(text.split(",")))  # each once (--modes full,full crashed)
 
     return parse
 
@@ -420,6 +420,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
             with stop_on_signals(control, lasting=True):
                 result = run.train(on_step=on_step, on_epoch=on_epoch_end,
                                    control=job.control(control) if job else control,
+                                   on_save=lambda _p: tb.flush() if tb is not None else None,
                                    on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr),
                                    early=early)
         finally:

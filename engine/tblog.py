@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,7 @@ class TBLogger:
         self.on_error = on_error
         self.failed: str | None = None
         self.writer: Any = None
+        self._eval_step: int | None = None  # the step of the last held-out loss logged
         self._events: Any = None  # tensorboardX's EventFileWriter (its thread and exit hook)
         self._worker: Any = None
         logdir = Path(folder) / TB_DIR
@@ -79,9 +81,30 @@ class TBLogger:
         w.add_scalar("tokens_per_s", tokens_per_s, step)
 
     def eval(self, step: int, val_loss: float) -> None:
+        """A held-out loss, once per step (an evaluation at an epoch's end reaches both the
+        step's and the epoch's report: it was logged twice)."""
+        if step == self._eval_step:
+            return
         if math.isfinite(val_loss) and self._ok():
+            self._eval_step = step
             self.writer.add_scalar("loss/heldout", val_loss, step)
             self.writer.add_scalar("bpb/heldout", self._bpb(val_loss), step)
+
+    def flush(self) -> None:
+        """Write what is buffered: called at each save, so a kill -9 after it loses no event
+        of a step the snapshot holds (up to 5 s of them were never written, and a resume goes
+        on after them: a gap in the curves)."""
+        queue = getattr(self._events, "_event_queue", None)  # tensorboardX's flush writes only
+        deadline = time.monotonic() + 2.0  # what its thread took from this queue: let it drain
+        while queue is not None and self._ok() and not queue.empty() \
+                and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.01)  # (the last event taken is being written)
+        try:
+            if self._ok():
+                self.writer.flush()
+        except (OSError, ValueError) as exc:
+            self._fail(str(exc))
 
     def close(self) -> None:
         try:

@@ -358,3 +358,12 @@ def test_the_corpus_a_run_trains_on_is_said_when_not_given(tmp_path, capsys, mon
     assert main(["train", "--resume", str(out), "--config", str(tmp_path / "s.toml"),
                  "--sample-tokens", "0"]) == 0
     assert f"note: the corpus of {tmp_path / 's.toml'} is ignored" in capsys.readouterr().err
+
+
+def test_a_bench_mode_given_twice_is_measured_once():
+    """`bench --modes full,full` stepped one trainer twice a round: an IndexError traceback."""
+    from engine.cli import build_parser
+
+    a = build_parser().parse_args(["bench", "--modes", "full,lora,full", "--configs",
+                                   "small,small"])
+    assert a.modes == "full,lora" and a.configs == "small"

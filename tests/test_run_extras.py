@@ -86,6 +86,25 @@ def test_tensorboard_events_read_back_by_tensorboard(tmp_path):
     assert acc.Scalars("bpb/heldout")[0].value == pytest.approx(2.5 / math.log(2))
 
 
+def test_tensorboard_has_each_held_out_loss_once_and_every_saved_step_at_once(tmp_path):
+    """An evaluation at an epoch's end reached the step's and the epoch's report and was logged
+    twice; events buffered for up to 5 s were lost by a kill -9 after the save that holds their
+    steps, and the resume went on after them (a gap in the curves)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log = TBLogger(tmp_path, tokens_per_byte=1.0)
+    for step in range(1, 12):
+        log.step(step, 5.0 - step / 10, 0.5, 1e-3, 100.0)
+    log.eval(11, 2.5)
+    log.eval(11, 2.5)  # the epoch's report of the same evaluation
+    log.flush()  # a save: what a kill -9 right now must not lose (the writer is still open)
+    acc = EventAccumulator(str(tmp_path / TB_DIR))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("loss/train")] == list(range(1, 12))
+    assert [e.step for e in acc.Scalars("loss/heldout")] == [11]
+    log.close()
+
+
 @pytest.mark.parametrize("writes_before_full", [0, 1, 30])  # at start / in its writer thread
 def test_a_full_disk_stops_tensorboard_logging_quietly(tmp_path, capfd, monkeypatch,
                                                        writes_before_full):
