@@ -541,19 +541,19 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from .run import load_model, read_run_spec
 
     is_run = rf.is_run(Path(a.model))
-    if not a.corpus and is_run:  # a run knows its own held-out split
+    path = Path(a.model)  # a run, or one of its snapshots: split CORPUS as that run did
+    owner = path if is_run else path.parent.parent if (
+        path.parent.name == rf.SNAPSHOTS and rf.is_run(path.parent.parent)) else None
+    if not a.corpus and owner is not None:  # a run knows its own held-out split (a snapshot of
         given = [f for f, v in (("--seq-len", a.seq_len), ("--records", a.records)) if v]
-        if given:  # they were ignored without a word
-            own = read_run_spec(a.model)
+        if given:  # one scored the sample corpus); --seq-len / --records were ignored
+            own = read_run_spec(owner)
             raise ValueError(f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to a "
                              "corpus given after the model; "
                              f"the run's own held-out split is scored as it trains (seq len "
                              f"{own.train.seq_len}, {own.records} records): give a corpus, or "
                              "leave them out")
-        return _eval_run_heldout(a.model, a.max_tokens)
-    path = Path(a.model)  # a run, or one of its snapshots: split CORPUS as that run did
-    owner = path if is_run else path.parent.parent if (
-        path.parent.name == rf.SNAPSHOTS and rf.is_run(path.parent.parent)) else None
+        return _eval_run_heldout(str(owner), a.max_tokens, None if is_run else path)
     spec = read_run_spec(owner) if owner is not None else None
     records = a.records or (spec.records if spec is not None else "stream")
     seq_len = a.seq_len or (spec.train.seq_len if spec is not None else 256)
@@ -588,22 +588,28 @@ def cmd_eval(a: argparse.Namespace) -> int:
     return 0
 
 
-def _eval_run_heldout(folder: str, max_tokens: int) -> int:
-    """``eval RUN`` without a corpus: the run's saved held-out split, the loss its training reports."""
+def _eval_run_heldout(folder: str, max_tokens: int, snapshot: Path | None = None) -> int:
+    """``eval RUN`` (or one of its snapshots) without a corpus: the run's saved held-out split,
+    the loss its training reports (at that snapshot's step: metrics.csv's earlier ones)."""
+    from . import runformat as rf
     from .errors import CorpusError
-    from .run import _trainer, open_run
+    from .run import _trainer, load_model, open_run
 
     view = open_run(folder)
     for note in view.notices:
         print(f"warning: {note}", file=sys.stderr)
-    view.lm.check_finite(folder)
-    tr = _trainer(view.lm, view.data, view.spec.train)
+    lm, step = view.lm, view.step
+    if snapshot is not None:
+        lm = load_model(snapshot)
+        step = rf.verify_snapshot(snapshot)["step"]
+    lm.check_finite(str(snapshot or folder))
+    tr = _trainer(lm, view.data, view.spec.train)
     if not tr.has_val:
         raise CorpusError(f"{folder}: the run has no held-out split (holdout 0); pass a corpus")
     r = tr.evaluate(max_tokens=max_tokens)
     print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
           f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.describe()}, the "
-          f"run's held-out split at step {view.step})")
+          f"run's held-out split at step {step})")
     return 0
 
 
@@ -732,8 +738,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(fn=cmd_generate)
     e = sub.add_parser("eval", help="held-out metrics of a model on a corpus")
     e.add_argument("model", type=_path)
-    e.add_argument("corpus", nargs="*", type=_path, help="default: a run's own held-out split; for a model "
-                   "folder, the bundled sample corpus")
+    e.add_argument("corpus", nargs="*", type=_path,
+                   help="default: a run's (or its snapshot's) own held-out split; for a model "
+                        "folder, the bundled sample corpus")
     e.add_argument("--seq-len", type=_int_in(2, 1 << 24),
                    help="row length (default: the run's; 256 for a model folder)")
     e.add_argument("--records", choices=["file", "blank-line", "line", "stream"],

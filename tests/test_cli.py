@@ -69,6 +69,10 @@ def test_eval_of_a_run_without_a_corpus_uses_its_held_out_split(tmp_path, capsys
     assert "the run's held-out split at step 2" in got
     loss = float(got.split()[1])
     assert abs(loss - json.loads((out / "latest.json").read_text())["val_loss"]) < 1e-4
+    snap = out / "snapshots" / "step-2"  # a snapshot: its run's held-out split, not the sample
+    assert main(["eval", str(snap)]) == 0  # corpus (which holds the training text too)
+    got = capsys.readouterr().out
+    assert "the run's held-out split at step 2" in got and abs(float(got.split()[1]) - loss) < 1e-4
     for flags in (["--seq-len", "2"], ["--records", "line"]):  # they were ignored silently
         assert main(["eval", str(out), *flags]) == 2
         err = capsys.readouterr().err.strip()
