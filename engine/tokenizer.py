@@ -58,14 +58,32 @@ class _HFStream:
 
         self._tok, self._n = tok, vocab_size
         self._stream = DecodeStream(skip_special_tokens=False)
+        self._pending: list[int] = []  # ids given since the last text
 
     def step(self, token: int) -> str:
         if not 0 <= token < self._n:
             return ""  # a padded-vocabulary id the tokenizer does not know
-        return self._stream.step(self._tok, int(token)) or ""
+        text = self._stream.step(self._tok, int(token))
+        if text:
+            self._pending.clear()
+            return str(text)
+        self._pending.append(int(token))
+        # no character takes more than 4 bytes: ids that made none in 5 never will (60 lone
+        # continuation bytes printed nothing at all, and generate exited 0 with only the prompt)
+        return self._drain() if len(self._pending) > 4 else ""
+
+    def _drain(self) -> str:
+        """The pending ids as decode() gives them (U+FFFD for bytes that are no character), as
+        the byte tokenizer's stream does; the stream starts afresh."""
+        from tokenizers.decoders import DecodeStream
+
+        text = str(self._tok.decode(self._pending, skip_special_tokens=False))
+        self._pending.clear()
+        self._stream = DecodeStream(skip_special_tokens=False)
+        return text
 
     def flush(self) -> str:
-        return ""  # an incomplete character at the very end is dropped (as decode() would garble it)
+        return self._drain() if self._pending else ""
 
 
 # BPE training reads the corpus in pieces of this many bytes: HF's trainer takes ~90 bytes of

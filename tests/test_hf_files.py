@@ -139,3 +139,17 @@ def test_a_config_the_model_cannot_follow_is_refused(key, value, words):
     with pytest.raises(ValueError, match=re.escape(words)):
         MambaConfig.from_hf_dict({"vocab_size": 264, "hidden_size": 16, key: value})
     MambaConfig.from_hf_dict({"vocab_size": 264, "hidden_size": 16, "hidden_act": "silu"})
+
+
+def test_a_bpe_stream_says_bytes_that_are_no_character():
+    """A BPE model sampling lone UTF-8 continuation bytes printed nothing at all (generate exited
+    0 with only the prompt); the byte tokenizer's stream prints U+FFFD for them. Characters split
+    over several ids still come out whole."""
+    tok = BPETokenizer.train(["日本語のテキスト 🙂 hello world " * 50], vocab_size=300)
+    lone = tok._tok.token_to_id("¬")  # the byte 0xAC alone, in the byte-level alphabet
+    s = tok.stream()
+    out = "".join(s.step(lone) for _ in range(8)) + s.flush()
+    assert out == "\ufffd" * 8, repr(out)
+    text = "日本語 🙂 hello"
+    s = tok.stream()
+    assert "".join(s.step(int(i)) for i in tok.encode(text)) + s.flush() == text
