@@ -995,9 +995,13 @@ class MainWindow(QMainWindow):
         self.preview.set_prompts(merged.spec.prompts)
         if "run.init" in s.named and s.spec.init:
             self.open_model(s.spec.init)
-        if s.corpus:
+        if s.corpus and any(Path(c).exists() for c in s.corpus):
             self.corpus.clear()
             self.corpus.add_paths(list(s.corpus))
+        elif s.corpus:  # none of it is there: the corpus shown stays (it was emptied)
+            self._error(f"{path}: its corpus ({', '.join(Path(c).name for c in s.corpus[:3])}"
+                        f"{', …' if len(s.corpus) > 3 else ''}) no longer exists; the corpus "
+                        "shown stays")
         if engine.defaulted(s) and s.named:
             names = [k.split(".")[-1] for k in s.named]
             self._say(f"settings loaded from {path}: it sets {len(names)} "

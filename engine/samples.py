@@ -16,16 +16,28 @@ MAX_BYTES = 64 * 1024 * 1024  # reads are bounded: a gallery larger than this is
 
 
 def append_sample(folder: str | Path, record: dict[str, Any]) -> None:
-    """Append one sample record (a ``time`` field is added) and flush it to disk."""
+    """Append one sample record (a ``time`` field is added) and flush it to disk. A torn last
+    line (a crash mid-write) is ended first: the next record was glued to it and lost too."""
     row = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **record}
-    with open_append(Path(folder) / SAMPLES, SAMPLES) as f:
-        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    path = Path(folder) / SAMPLES
+    torn = False
+    try:
+        with open(path, "rb") as old:
+            old.seek(0, os.SEEK_END)
+            if old.tell() > 0:
+                old.seek(-1, os.SEEK_END)
+                torn = old.read(1) != b"\n"
+    except OSError:
+        pass  # none yet (open_append says what else is wrong)
+    with open_append(path, SAMPLES) as f:
+        f.write(("\n" if torn else "") + json.dumps(row, ensure_ascii=False) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
 
 def read_samples(folder: str | Path) -> list[dict[str, Any]]:
-    """All readable records, oldest first; a torn last line (crash) or a foreign line is skipped."""
+    """All readable records, oldest first; a torn last line (crash) or a foreign line (no text,
+    a step or epoch that is no integer) is skipped."""
     path = Path(folder) / SAMPLES
     if not path.is_file():
         return []
@@ -41,7 +53,9 @@ def read_samples(folder: str | Path) -> list[dict[str, Any]]:
             row = json.loads(line)
         except ValueError:
             continue
-        if isinstance(row, dict) and "text" in row:
+        if isinstance(row, dict) and isinstance(row.get("text"), str) and all(
+                isinstance(row.get(k, 0), int) and not isinstance(row.get(k, 0), bool)
+                for k in ("step", "epoch")):  # ("epoch": "two" left the window half-switched)
             out.append(row)
     return out
 

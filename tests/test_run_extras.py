@@ -264,3 +264,14 @@ def test_a_run_started_without_tensorboard_resumes_without_it(tmp_path, capsys):
     acc = EventAccumulator(str(out / TB_DIR))
     acc.Reload()
     assert 5 in [e.step for e in acc.Scalars("loss/train")]  # kept on by a plain resume
+
+
+def test_a_sample_after_a_torn_line_is_kept_and_a_foreign_one_skipped(tmp_path):
+    """A record appended after a torn last line was glued to it and lost; a line whose epoch is
+    no integer reached the window (a traceback, the window half-switched to another run)."""
+    append_sample(tmp_path, {"step": 1, "epoch": 0, "prompt": "A", "text": "A b"})
+    with open(tmp_path / "samples.jsonl", "a") as f:
+        f.write('{"step": 2, "te')  # kill -9 mid-write
+        f.write('\n{"text": "hand-added", "epoch": "two", "step": 1}\n{"text": "x", "step": true}')
+    append_sample(tmp_path, {"step": 3, "epoch": 1, "prompt": "A", "text": "A c"})
+    assert [(r["step"], r["text"]) for r in read_samples(tmp_path)] == [(1, "A b"), (3, "A c")]

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPlainTextEdit,
+    QSizePolicy,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -34,6 +35,8 @@ class GalleryPanel(QWidget):
         self.epoch.setToolTip("Show the samples taken after N epochs (0: before training), or all")
         self.epoch.currentIndexChanged.connect(self._fill)
         self.title = QLabel("no run selected")
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # a
+        # 200-character run name made the window wider than the screen
         self.table = QTableWidget(0, 4)
         self.table.setTabKeyNavigation(False)  # Tab leaves the table (it cycled its cells)
         self.table.setHorizontalHeaderLabels(["step", "epochs done", "prompt", "text"])
@@ -75,6 +78,7 @@ class GalleryPanel(QWidget):
         self._fill()
 
     def _fill(self) -> None:
+        self.detail.clear()  # (it kept the sample of another run or epoch)
         e = self.epoch.currentText()
         self.shown = [s for s in self.samples if e in ("", "all") or int(s.get("epoch", 0)) == int(e)]
         self.table.setRowCount(len(self.shown))

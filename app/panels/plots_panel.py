@@ -15,7 +15,15 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 import engine
 
@@ -152,6 +160,8 @@ class PlotsPanel(QWidget):
         for legend in (ll, nl):
             legend.on_fit = self._show_keys
         self.compare_label = QLabel("")
+        self.compare_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        # (a 200-character run name made the window 2,062 px wide, and it never shrank back)
         top = QHBoxLayout()
         top.addWidget(self.key_label)
         top.addWidget(self.compare_label, 1)

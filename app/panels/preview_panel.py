@@ -87,6 +87,8 @@ class PreviewPanel(QWidget):
         self.output.setMinimumHeight(40)  # its default minimum (70 px) squeezed the plots
         self.output.setPlaceholderText("Samples appear at step 0 and after every epoch.")
         self.tag = QLabel("no preview yet")
+        self.tag.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # (a
+        # long run name made the window wider than the screen)
         self.backend = ElidedLabel("backend: —")
         knobs = QFormLayout()
         knobs.addRow("Prompts (one per line)", self.prompts)

@@ -1000,3 +1000,36 @@ def test_delete_removes_and_the_skipped_list_closes_when_empty(win, qtbot, tmp_p
     assert sorted(Path(p).name for p in c.files) == ["b.txt"]
     assert c.skipped == []  # link.txt's reason named the removed a.txt
     assert not c.skipped_btn.isChecked() and not c.skipped_list.isVisibleTo(c)
+
+
+def test_the_gallery_clears_its_detail_and_a_long_run_name_does_not_widen_the_window(qtbot,
+                                                                                   tmp_path):
+    """The detail pane kept a sample of another epoch or run; a 200-character run name in the
+    title (and the compare label, the preview tag) made the window 2,062 px wide."""
+    from app.panels.gallery_panel import GalleryPanel
+    from app.panels.plots_panel import PlotsPanel
+    from app.panels.preview_panel import PreviewPanel
+    from engine.samples import append_sample
+
+    run = tmp_path / ("L" * 200)
+    run.mkdir()
+    for step, epoch in ((0, 0), (11, 1)):
+        append_sample(run, {"step": step, "epoch": epoch, "prompt": "The", "text": f"The {step}"})
+    g = GalleryPanel()
+    qtbot.addWidget(g)
+    g.show_run(str(run))
+    g.table.selectRow(0)
+    assert g.detail.toPlainText()
+    g.epoch.setCurrentText("1")
+    assert g.detail.toPlainText() == ""
+    g.table.selectRow(0)
+    g.show_run(None)
+    assert g.detail.toPlainText() == ""
+    g.show_run(str(run))
+    plots, preview = PlotsPanel(), PreviewPanel()
+    for w in (plots, preview):
+        qtbot.addWidget(w)
+    plots.compare_label.setText(f"grey: {run.name} (dotted train, dashed held-out)")
+    preview.show_preview(f"none saved for {run.name}", "", "—")
+    for w in (g, plots, preview):
+        assert w.minimumSizeHint().width() < 1000, (type(w).__name__, w.minimumSizeHint())

@@ -203,3 +203,14 @@ def test_a_file_that_cannot_go_with_the_panel_is_one_error(win, tmp_path, monkey
     win.load_settings_file(str(f))
     assert seen == [f"{f} over the settings shown"]
     assert win.errors[-1] == f"{f} over the settings shown: WSLA trains x_proj only; drop one"
+
+
+def test_a_settings_file_whose_corpus_is_gone_keeps_the_corpus_shown(win, tmp_path):
+    """The corpus was cleared first, then nothing could be added: 0 files."""
+    before = sorted(win.corpus.files)
+    assert before
+    f = tmp_path / "s.toml"
+    f.write_text(f'[run]\ncorpus = ["{tmp_path / "gone_corpus"}"]\n[train]\nepochs = 7\n')
+    win.load_settings_file(str(f))
+    assert sorted(win.corpus.files) == before and win.train.epochs.value() == 7
+    assert win.errors and "its corpus (gone_corpus) no longer exists" in win.errors[-1]
