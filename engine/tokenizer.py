@@ -68,22 +68,16 @@ class _HFStream:
             self._pending.clear()
             return str(text)
         self._pending.append(int(token))
-        # no character takes more than 4 bytes: ids that made none in 5 never will (60 lone
-        # continuation bytes printed nothing at all, and generate exited 0 with only the prompt)
-        return self._drain() if len(self._pending) > 4 else ""
-
-    def _drain(self) -> str:
-        """The pending ids as decode() gives them (U+FFFD for bytes that are no character), as
-        the byte tokenizer's stream does; the stream starts afresh."""
-        from tokenizers.decoders import DecodeStream
-
-        text = str(self._tok.decode(self._pending, skip_special_tokens=False))
-        self._pending.clear()
-        self._stream = DecodeStream(skip_special_tokens=False)
-        return text
+        return ""
 
     def flush(self) -> str:
-        return self._drain() if self._pending else ""
+        """The ids given since the last text, as decode() gives them: U+FFFD for bytes that
+        make no character, as the byte tokenizer's stream says (60 sampled lone continuation
+        bytes printed nothing at all, and generate exited 0 with only the prompt). Draining
+        them earlier could cut a character decode() reads whole; the text stays decode()'s."""
+        text = str(self._tok.decode(self._pending, skip_special_tokens=False))
+        self._pending.clear()
+        return text
 
 
 # BPE training reads the corpus in pieces of this many bytes: HF's trainer takes ~90 bytes of
