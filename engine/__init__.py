@@ -88,7 +88,7 @@ if TYPE_CHECKING:
         overlay_settings,
         save_settings,
     )
-    from .samples import append_sample, read_samples, sample_record, sample_seed
+    from .samples import append_sample, read_samples, sample_record, sample_seed, samples_cut
     from .sampling import GENERATION_DEFAULTS, SamplingConfig
     from .signals import watch_continues
     from .tblog import TBLogger, keeps_tensorboard
@@ -194,6 +194,7 @@ _EXPORTS: dict[str, str] = {
     "read_samples": "samples",
     "sample_seed": "samples",
     "sample_record": "samples",
+    "samples_cut": "samples",
     "TBLogger": "tblog",
     "keeps_tensorboard": "tblog",
     "estimate_run": "estimate",
@@ -216,6 +217,7 @@ __all__ = [
     "AdaptReport",
     "append_sample",
     "sample_record",
+    "samples_cut",
     "atomic_write_bytes",
     "BPETokenizer",
     "ByteTokenizer",

@@ -60,6 +60,14 @@ def read_samples(folder: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+def samples_cut(folder: str | Path) -> bool:
+    """Whether ``read_samples`` leaves the oldest records out (the file is over MAX_BYTES)."""
+    try:
+        return (Path(folder) / SAMPLES).stat().st_size > MAX_BYTES
+    except OSError:
+        return False
+
+
 def sample_seed(base: int | None, index: int) -> int | None:
     """The seed of the ``index``-th prompt of a preview: each prompt gets its own stream."""
     return None if base is None else base + 1009 * index

@@ -73,8 +73,10 @@ class GalleryPanel(QWidget):
         self.epoch.addItems([str(e) for e in epochs])
         self.epoch.setCurrentText(keep if keep else "all")
         self.epoch.blockSignals(False)
-        self.title.setText(f"{plural(len(self.samples), 'sample')} in {self.folder}" if self.folder
-                           else "no run selected")
+        cut = (" (the newest 64 MB of samples.jsonl; older ones are not shown)"
+               if self.folder and engine.samples_cut(self.folder) else "")  # (it was unsaid)
+        self.title.setText(f"{plural(len(self.samples), 'sample')} in {self.folder}{cut}"
+                           if self.folder else "no run selected")
         self._fill()
 
     def _fill(self) -> None:

@@ -1033,3 +1033,20 @@ def test_the_gallery_clears_its_detail_and_a_long_run_name_does_not_widen_the_wi
     preview.show_preview(f"none saved for {run.name}", "", "—")
     for w in (g, plots, preview):
         assert w.minimumSizeHint().width() < 1000, (type(w).__name__, w.minimumSizeHint())
+
+
+def test_the_gallery_says_when_older_samples_are_left_out(qtbot, tmp_path, monkeypatch):
+    """A 105 MB samples.jsonl showed its newest 64 MB as if that were all."""
+    import engine.samples as samples_mod
+    from app.panels.gallery_panel import GalleryPanel
+    from engine.samples import append_sample
+
+    for step in range(20):
+        append_sample(tmp_path, {"step": step, "epoch": 0, "prompt": "The", "text": "The x" * 20})
+    g = GalleryPanel()
+    qtbot.addWidget(g)
+    g.show_run(str(tmp_path))
+    assert "older ones are not shown" not in g.title.text()
+    monkeypatch.setattr(samples_mod, "MAX_BYTES", 1000)  # the file is now over the bound
+    g.reload()
+    assert g.table.rowCount() < 20 and "older ones are not shown" in g.title.text()
