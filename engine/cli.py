@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NoReturn
 
-from .cliout import ReaderGone, forgiving_stderr, stdout_gone, text_out, write_text
+from .cliout import forgiving_stderr, stdout_gone, text_out, write_text
 from .errors import MambaStudioError
 from .reports import format_duration
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
@@ -520,13 +520,10 @@ def cmd_generate(a: argparse.Namespace) -> int:
         pieces = iter(["".join(pieces)])
     out = text_out()
     shown = terminal_safe if out.isatty() else str  # a file or pipe gets the exact text
-    try:
-        write_text(out, shown(a.prompt))
-        for piece in pieces:
-            write_text(out, shown(piece), flush=True)  # --stream: each piece once sampled
-        write_text(out, "\n", flush=True)
-    except ReaderGone:  # `| head -c 10`: the reader has what it wanted
-        return 0
+    write_text(out, shown(a.prompt))  # (`| head -c 10`: the reader's going is main's to end)
+    for piece in pieces:
+        write_text(out, shown(piece), flush=True)  # --stream: each piece once sampled
+    write_text(out, "\n", flush=True)
     return 0
 
 

@@ -76,20 +76,16 @@ def text_out() -> TextIO:
     return sys.stdout
 
 
-class ReaderGone(Exception):
-    """The reader of stdout stopped reading (a closed pipe): the command ends quietly."""
-
-
 def write_text(out: TextIO, text: str, flush: bool = False) -> None:
-    """Write (and flush) ``text`` to ``out``: ReaderGone when the pipe closed, a one-line
-    MambaStudioError naming standard output for any other failure (a full disk)."""
+    """Write (and flush) ``text`` to ``out``: a one-line MambaStudioError naming standard output
+    for a failure (a full disk); a closed pipe's BrokenPipeError is left to the command's caller,
+    which ends quietly when it is stdout's (``stdout_gone``)."""
     try:
         out.write(text)
         if flush:
             out.flush()
     except BrokenPipeError:
-        _to_null(out)
-        raise ReaderGone from None
+        raise
     except OSError as exc:
         _to_null(out)
         raise MambaStudioError(f"cannot write the text to standard output "
