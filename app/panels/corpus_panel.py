@@ -371,14 +371,15 @@ class CorpusPanel(QWidget):
                  if i in kept or str(x[0].path) in self.files]
         taken = {str(f.path) for f, _, _ in files}  # (a folder and a file in it: one file)
         known = len(taken & set(self.files))
-        for f, n, src in files:
+        folders = {src for src in {x[2] for x in files} if Path(src).is_dir()}  # (one stat a
+        for f, n, src in files:  # path given, not two a file: an add of 3,000 files)
             self.files[str(f.path)] = f
             self.tokens[str(f.path)] = n
-            if Path(src).is_dir() or str(f.path) not in self.origin:  # a folder's walk read it
+            if src in folders or str(f.path) not in self.origin:  # a folder's walk read it
                 self.origin[str(f.path)] = src  # (added again by name, it stays the folder's)
-            if Path(src).is_dir():
-                self.folders[src] = None
-                self.cut.discard(src)  # added again: whole again
+        for src in folders:
+            self.folders[src] = None
+            self.cut.discard(src)  # added again: whole again
         listed = {p for p, _ in rejected}  # a folder added twice listed its skipped files twice,
         self.skipped = [(p, why) for p, why in self.skipped  # and a file fixed since stayed
                         if p not in listed and p not in self.files] + rejected
