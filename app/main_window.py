@@ -472,11 +472,16 @@ class MainWindow(QMainWindow):
     def _schedule_estimate(self) -> None:
         self._est_timer.start()
 
+    def _next_model_config(self) -> engine.MambaConfig:
+        """The model the next Start trains: a Continue's run's own, whatever the panel's preset
+        says; else the panel's."""
+        return (engine.read_model_config(self.continue_dir) if self.continue_dir
+                else self.train.model_config())
+
     def _refresh_estimate(self) -> None:
         self.corpus.set_split(0.1, self.train.seed.value(), self.train.seq_len.value() + 1)
-        try:  # a Continue trains the run's own model, whatever the panel's preset says
-            cfg = (engine.read_model_config(self.continue_dir) if self.continue_dir
-                   else self.train.model_config())
+        try:
+            cfg = self._next_model_config()
             tc = self.train.train_config()
             spec = replace(self.train.run_spec(self.init_dir, tc.eval_every),
                            records=self.corpus.record_mode())
@@ -626,9 +631,7 @@ class MainWindow(QMainWindow):
             self.preview.show_preview("the new run's first sample comes before its first step",
                                       "", "—")  # (the previous run's stayed, even after a Stop)
         try:  # the run's own step times replace the estimate's timing when it ends
-            self._run_key = _estimate_key(
-                engine.read_model_config(self.continue_dir) if self.continue_dir
-                else self.train.model_config(), self.train.train_config())
+            self._run_key = _estimate_key(self._next_model_config(), self.train.train_config())
         except (ValueError, engine.MambaStudioError):
             self._run_key = None
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling())
