@@ -61,6 +61,13 @@ LABELS = {"epochs": "epochs", "max_steps": "max steps", "lr": "learning rate",
           "eval_every": "held-out eval every"}  # the Continue overrides, as the Next Start line says
 
 
+def _early_text(es: engine.EarlyStopping) -> str:
+    """An early stopping setting in words ("patience 3, target loss 1.2", "off")."""
+    parts = ([f"patience {es.patience}"] if es.patience else []) + (
+        [f"target loss {es.target_loss:g}"] if es.target_loss is not None else [])
+    return ", ".join(parts) or "off"
+
+
 def _free(path: Path) -> Path:
     """``path``, or ``path-2``, ``path-3``... the first that does not exist (a save dialog given
     an existing folder opens inside it, with no name to save under)."""
@@ -110,6 +117,7 @@ class MainWindow(QMainWindow):
         self.continue_dir: str | None = None  # next Start: continue this run
         self.continue_spec: engine.RunSpec | None = None  # ... whose saved settings these are
         self.continue_shown: engine.TrainConfig | None = None  # the panel as Continue set it
+        self.continue_early_shown = engine.EarlyStopping()  # ... and its early stopping
         self.current_run: str | None = None  # the run training now, or the last one
         self.compared_run: str | None = None  # the run whose curves are overlaid in grey
         self.last_report: engine.StepReport | None = None  # this run's latest step
@@ -384,13 +392,18 @@ class MainWindow(QMainWindow):
             step = f" from step {info.steps}" if info else ""
             over = self.continue_overrides()
             saved = self.continue_spec.train if self.continue_spec is not None else None
-            changes = ", ".join(f"{LABELS[k]} {v or 'no limit'} (was "
-                                f"{getattr(saved, k) or 'no limit'})" if k == "max_steps" else
-                                f"{LABELS[k]} {v:g} (was {getattr(saved, k) or 'no limit'})"
-                                for k, v in over.items())
+            was_early = (self.continue_spec.early_stopping if self.continue_spec is not None
+                         else engine.EarlyStopping())
+            changes = ", ".join(
+                f"early stopping {_early_text(v)} (was {_early_text(was_early)})"
+                if isinstance(v, engine.EarlyStopping) else
+                f"{LABELS[k]} {v or 'no limit'} (was "
+                f"{getattr(saved, k) or 'no limit'})" if k == "max_steps" else
+                f"{LABELS[k]} {v:g} (was {getattr(saved, k) or 'no limit'})"
+                for k, v in over.items())
             how = (f"with {changes}" if changes else
-                   "with its own settings (change epochs, max steps, learning rate or held-out "
-                   "eval in the panel to override them)")
+                   "with its own settings (change epochs, max steps, learning rate, held-out "
+                   "eval or early stopping in the panel to override them)")
             text = (f"Next Start: continues run {Path(self.continue_dir).name}{step} in its folder, "
                     f"on its own saved text (not the Corpus tab's), {how}; New model to start "
                     "fresh")
@@ -591,13 +604,13 @@ class MainWindow(QMainWindow):
             over["prompts"] = spec.prompts  # edited after Continue showed the run's own: kept
         return TrainJob(spec=spec, paths=self.corpus.paths(), runs_root=self.runs_root,
                         continue_folder=self.continue_dir, overrides=over,
-                        backend=self.backend.currentText(), early=self.train.early_stopping())
+                        backend=self.backend.currentText())
 
     def continue_overrides(self) -> dict[str, object]:
         """What Continue passes to ``engine.resume_run``: the panel's epochs, max steps, learning
-        rate and held-out cadence that the user changed after choosing Continue (which showed the
-        run's own values); "auto" keeps the run's cadence; max steps set back to "no limit" lifts
-        the run's limit (``engine.NO_LIMIT``)."""
+        rate, held-out cadence and early stopping that the user changed after choosing Continue
+        (which showed the run's own values); "auto" keeps the run's cadence; max steps set back
+        to "no limit" lifts the run's limit (``engine.NO_LIMIT``)."""
         if not self.continue_dir or self.continue_shown is None:
             return {}
         now, shown = self.train.train_config(), self.continue_shown
@@ -606,6 +619,10 @@ class MainWindow(QMainWindow):
             and getattr(now, k) and getattr(now, k) != getattr(shown, k)}
         if now.max_steps is None and shown.max_steps is not None:  # set back to "no limit"
             over["max_steps"] = engine.NO_LIMIT
+        early = self.train.early_stopping()
+        if self.continue_spec is not None and early != self.continue_early_shown:
+            over["early_stopping"] = replace(early, min_delta=self.continue_spec.early_stopping
+                                             .min_delta)  # (no box: the run's stays)
         return over
 
     def start_training(self) -> None:
@@ -870,6 +887,7 @@ class MainWindow(QMainWindow):
         self.train._update()
         self.preview.set_prompts(spec.prompts)  # ... and its preview prompts (run.json)
         self.continue_shown = self.train.train_config()
+        self.continue_early_shown = self.train.early_stopping()
         self.plots.show_run(folder)
         self._reset_progress()
         self._show_saved_preview(folder)
@@ -968,8 +986,7 @@ class MainWindow(QMainWindow):
         tc = self.train.train_config()
         spec = replace(self.train.run_spec(self.init_dir, tc.eval_every),
                        records=self.corpus.record_mode(), prompts=tuple(self.preview.prompt_list()))
-        return engine.RunSettings(spec, tuple(self.corpus.settings_paths()),
-                                  self.train.early_stopping())
+        return engine.RunSettings(spec, tuple(self.corpus.settings_paths()))
 
     def save_settings_file(self, path: str) -> None:
         try:

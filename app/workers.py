@@ -38,7 +38,6 @@ class TrainJob:
     continue_folder: str | None = None  # resume this run instead of starting a new one
     overrides: dict[str, Any] = field(default_factory=dict)  # RESUME_OVERRIDES for Continue
     backend: str = "auto"  # preview decoding: auto | cpu | gpu
-    early: engine.EarlyStopping = field(default_factory=engine.EarlyStopping)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -72,7 +71,6 @@ class TrainWorker(QObject):
         self._backend = "CPU step"
         self._previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preview")
         self._tb: engine.TBLogger | None = None
-        self.early = replace(job.early)
         self._previewed: set[int] = set()  # steps a preview was queued at
         self.refused = False  # the run could not be opened (a Continue's totals, a moved folder)
         self.nothing_left = False  # a Continue of a run already at its last step
@@ -170,7 +168,7 @@ class TrainWorker(QObject):
                     self._preview(f"step {run.step}", run.trainer.cursor.epoch)
                 result = run.train(on_step=self._on_step, on_epoch=self._on_epoch,
                                    control=self.control, on_save=self._on_save,
-                                   on_notice=self.info.emit, early=self.early)
+                                   on_notice=self.info.emit)
                 self._serve_requests()
                 if (result.state == "finished" or result.reason) and run.step not in self._previewed:
                     self._preview(f"step {run.step}", run.trainer.cursor.epoch)  # a run ending

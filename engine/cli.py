@@ -180,17 +180,32 @@ def _spec(a: argparse.Namespace):
     if a.prompt is not None:
         run["prompts"] = (a.prompt,)
         named.append("run.prompts")
+    early = _early_flags(a, EarlyStopping())
+    named += [f"early_stopping.{k}" for k, v in (("patience", a.patience),
+                                                 ("target_loss", a.target_loss)) if v is not None]
     no_limit = train.get("max_steps") == 0  # --max-steps 0: no limit
     if no_limit:
         train["max_steps"] = None
     run["preset"] = preset
     flags = RunSpec(**run, train=TrainConfig.for_preset(preset, **train)
-                    if preset in PRESET_DEFAULTS else TrainConfig(**train))
+                    if preset in PRESET_DEFAULTS else TrainConfig(**train), early_stopping=early)
     if file is None:
         return flags
-    spec = overlay_settings(file, RunSettings(flags, (), EarlyStopping(), tuple(named)),
+    spec = overlay_settings(file, RunSettings(flags, (), tuple(named)),
                             f"{a.config} with the flags given").spec
     return replace(spec, train=replace(spec.train, max_steps=None)) if no_limit else spec
+
+
+def _early_flags(a: argparse.Namespace, early):
+    """``early`` (an EarlyStopping) with --patience / --target-loss over it, each on its own
+    (--patience dropped a file's target loss); --target-loss 0 turns the target off."""
+    from dataclasses import replace
+
+    if a.patience is not None:
+        early = replace(early, patience=a.patience)
+    if a.target_loss is not None:
+        early = replace(early, target_loss=a.target_loss or None)
+    return early
 
 
 def _settings(a: argparse.Namespace):
@@ -203,7 +218,7 @@ def _settings(a: argparse.Namespace):
 
 
 def _open_for_training(a: argparse.Namespace):
-    from .run import RESUME_OVERRIDES, resume, start
+    from .run import RESUME_OVERRIDES, read_run_spec, resume, start
 
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     if not a.resume:
@@ -235,6 +250,9 @@ def _open_for_training(a: argparse.Namespace):
     if a.config:  # its settings were ignored without a word, and a bad file was found late
         for k, v in _config_changes(a).items():
             given.setdefault(k, v)  # a flag wins over the file
+    if a.patience is not None or a.target_loss is not None:  # over the run's own (or the file's)
+        given["early_stopping"] = _early_flags(
+            a, given.get("early_stopping") or read_run_spec(a.resume).early_stopping)
     fixed = sorted(k for k in given if k not in RESUME_OVERRIDES)
     fixed += [f for f in ("lora", "lora_rank", "lora_alpha", "lora_dropout", "wsla",
                           "checkpointing") if getattr(a, f)]
@@ -255,8 +273,8 @@ def _open_for_training(a: argparse.Namespace):
 
 def _config_changes(a: argparse.Namespace) -> dict[str, object]:
     """With --resume: the settings the --config file names whose value differs from the run's
-    own (run.json), by RunSpec/TrainConfig field; the corpus and early stopping are not the
-    run's (early stopping is applied as for a new run)."""
+    own (run.json), by RunSpec/TrainConfig field (the corpus is not the run's: its token ids
+    are); the early stopping keys it names go over the run's, as ``early_stopping``."""
     from dataclasses import replace
 
     from .defaults import BPE_MIN_BYTES
@@ -276,13 +294,20 @@ def _config_changes(a: argparse.Namespace) -> dict[str, object]:
     have = flat_settings(RunSettings(run))
     want = flat_settings(replace(s, spec=mine))
     out: dict[str, object] = {}
+    early = run.early_stopping
     for key in s.named:
-        if key == "run.corpus" or key.startswith("early_stopping."):
+        if key.startswith("early_stopping."):
+            leaf = key.split(".", 1)[1]
+            early = replace(early, **{leaf: getattr(s.early_stopping, leaf)})
+            continue
+        if key == "run.corpus":
             continue
         new, old = want.get(key), have.get(key)
         if new != old:
             name = key.rsplit(".", 1)[-1] if key.count(".") == 1 else key
             out[name] = tuple(new) if isinstance(new, list) else new
+    if early != run.early_stopping:
+        out["early_stopping"] = early
     return out
 
 
@@ -326,7 +351,6 @@ def _train(a: argparse.Namespace, run, job) -> int:
     from dataclasses import replace
 
     from .control import TrainControl
-    from .earlystop import EarlyStopping
     from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .run import stop_on_signals
     from .samples import append_sample, read_samples, sample_record, sample_seed
@@ -398,12 +422,6 @@ def _train(a: argparse.Namespace, run, job) -> int:
         tb = (TBLogger(run.folder, run.data.tokens_per_byte or 1.0,
                        on_error=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
               if tb_on else None)
-        early = _settings(a).early_stopping if a.config else EarlyStopping()
-        if a.patience is not None:  # each flag over the file's, setting by setting (--patience
-            early = replace(early, patience=a.patience)  # dropped a file's target loss)
-        if a.target_loss is not None:
-            early = replace(early, target_loss=a.target_loss)
-
         def on_step(r) -> None:
             _progress(r)
             if tb is not None:
@@ -421,8 +439,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
                 result = run.train(on_step=on_step, on_epoch=on_epoch_end,
                                    control=job.control(control) if job else control,
                                    on_save=lambda _p: tb.flush() if tb is not None else None,
-                                   on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr),
-                                   early=early)
+                                   on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
         finally:
             if tb is not None:
                 tb.close()
@@ -682,9 +699,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--autosave-steps", type=NONNEG, help="save every N steps (0: off)")
     t.add_argument("--autosave-minutes", type=_float_in(0.0, 1e6), help="save every M minutes")
     t.add_argument("--patience", type=NONNEG,
-                   help="early stopping: stop after N held-out evaluations without improvement")
-    t.add_argument("--target-loss", type=_float_in(0.0, 1e6, lo_open=True),
-                   help="early stopping: stop once held-out loss reaches this (nats/token)")
+                   help="early stopping: stop after N held-out evaluations without improvement "
+                        "(0: off; kept by the run: --resume goes on with it)")
+    t.add_argument("--target-loss", type=_float_in(0.0, 1e6),
+                   help="early stopping: stop once held-out loss reaches this (nats/token; 0: "
+                        "off; kept by the run)")
     t.add_argument("--tensorboard", action=argparse.BooleanOptionalAction,
                    help="write TensorBoard events into <run>/tb (tensorboard --logdir runs/); "
                         "default: on for a new run, as the run had it for --resume")

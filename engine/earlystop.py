@@ -18,13 +18,33 @@ class EarlyStopping:
 
     def check(self) -> None:
         """ValueError naming the first setting out of range (the settings file's keys)."""
-        if self.patience < 0:
-            raise ValueError(f"early_stopping.patience = {self.patience}; expected 0 (off) or more")
-        if self.target_loss is not None and not (math.isfinite(self.target_loss)
+        def number(v: object) -> bool:  # (run.json is hand-editable: "3" raised TypeError)
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        if not (isinstance(self.patience, int) and not isinstance(self.patience, bool)
+                and self.patience >= 0):
+            raise ValueError(f"early_stopping.patience = {self.patience!r:.40}; expected 0 (off) "
+                             "or more")
+        if self.target_loss is not None and not (number(self.target_loss)
+                                                 and math.isfinite(self.target_loss)
                                                  and self.target_loss > 0):
-            raise ValueError(f"early_stopping.target_loss = {self.target_loss}; expected a number > 0")
-        if not (math.isfinite(self.min_delta) and self.min_delta >= 0):
-            raise ValueError(f"early_stopping.min_delta = {self.min_delta}; expected a number >= 0")
+            raise ValueError(f"early_stopping.target_loss = {self.target_loss!r:.40}; expected a "
+                             "number > 0")
+        if not (number(self.min_delta) and math.isfinite(self.min_delta)
+                and self.min_delta >= 0):
+            raise ValueError(f"early_stopping.min_delta = {self.min_delta!r:.40}; expected a "
+                             "number >= 0")
+
+    def settings(self) -> dict[str, float | int | None]:
+        """The settings alone (run.json's ``early_stopping``), without the tracking state."""
+        return {"patience": self.patience, "target_loss": self.target_loss,
+                "min_delta": self.min_delta}
+
+    def fresh(self, best: float | None = None) -> EarlyStopping:
+        """A new tracker of these settings; ``best`` (a resumed run's best held-out loss) is
+        the loss an evaluation must improve on, so patience counts across a resume."""
+        return EarlyStopping(self.patience, self.target_loss, self.min_delta,
+                             math.inf if best is None else best)
 
     @property
     def enabled(self) -> bool:

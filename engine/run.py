@@ -55,7 +55,7 @@ from .tokenizer import MAX_BPE, BPETokenizer, ByteTokenizer, bpe_sample_every, c
 from .trainer import EpochReport, StepReport, TrainConfig, Trainer, epoch_steps
 
 RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
-                    "autosave_steps", "autosave_minutes", "prompts")
+                    "autosave_steps", "autosave_minutes", "prompts", "early_stopping")
 MAX_PROMPTS = 16  # preview prompts of a run, each at most MAX_PROMPT_CHARS
 MAX_PROMPT_CHARS = 4096
 
@@ -77,6 +77,9 @@ class RunSpec:
     autosave_minutes: float = 5.0  # ... and every M minutes (0: off); always at epoch ends
     keep: int = rf.KEEP  # most recent snapshots kept, plus the best by held-out loss
     prompts: tuple[str, ...] = ("The ",)  # preview prompts (train --prompt, the app's Preview)
+    # kept by the run, so a resume stops as the run was set to (its settings only: each
+    # ``Run.train`` tracks a ``fresh`` copy)
+    early_stopping: EarlyStopping = field(default_factory=EarlyStopping)
 
     def __post_init__(self) -> None:
         if isinstance(self.prompts, str):  # one prompt given as a string
@@ -88,6 +91,7 @@ class RunSpec:
         d = asdict(self)
         d["train"] = self.train.to_dict()
         d["prompts"] = list(self.prompts)
+        d["early_stopping"] = self.early_stopping.settings()
         return d
 
     @classmethod
@@ -96,6 +100,9 @@ class RunSpec:
             d = dict(d)
             # a run.json written before decay_fraction existed resumes with its cosine schedule
             d["train"] = TrainConfig.from_dict({"decay_fraction": 1.0, **d["train"]})
+            # a run.json written before runs kept their early stopping: off, as it trained
+            es = d.get("early_stopping", {})
+            d["early_stopping"] = EarlyStopping(**es) if isinstance(es, dict) else es
             return cls(**d)
         except (TypeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"run.json: unusable spec ({exc})") from None
@@ -110,6 +117,11 @@ class RunSpec:
         sized = new and self.model is not None  # sizes and the BPE vocabulary now, not after
         problems = train_problems(self.train) + problems_of(  # the tokenizer trained
             [lambda: check_model(_model_config(self, 256), "model")] if sized else [])
+        if not isinstance(self.early_stopping, EarlyStopping):
+            problems.append(f"early_stopping must be patience / target_loss / min_delta, not "
+                            f"{self.early_stopping!r:.60}")
+        else:
+            problems += problems_of([self.early_stopping.check])
         cases = [
             (new and self.model is None and self.init is None
              and self.preset not in PRESET_DEFAULTS,
@@ -281,18 +293,19 @@ class Run:
               on_epoch: Callable[[EpochReport], None] | None = None,
               control: TrainControl | None = None,
               on_save: Callable[[Path], None] | None = None,
-              on_notice: Callable[[str], None] | None = None,
-              early: EarlyStopping | None = None) -> TrainResult:
+              on_notice: Callable[[str], None] | None = None) -> TrainResult:
         """Train to the end (or until ``control.stop()``), autosaving; always ends with a saved
         snapshot of a good state. Divergence is rolled back (``on_notice`` hears about it); after
-        three rollbacks the last good state is saved and TrainingError raised. ``early`` (updated
-        in place) is fed every held-out loss before the run's own end and stops the run when it
-        says so; the result's ``reason`` says why."""
+        three rollbacks the last good state is saved and TrainingError raised. The run's early
+        stopping (``spec.early_stopping``, kept in run.json) is fed every held-out loss before
+        the run's own end, counting from the run's best so far, and stops the run when it says
+        so; the result's ``reason`` says why."""
         control = control or TrainControl()
         spec = self.spec
+        early = spec.early_stopping.fresh(self.best_val)
         last_save = [time.monotonic()]
         reason = [""]
-        if early is not None and early.enabled and not self.trainer.has_val and on_notice:
+        if early.enabled and not self.trainer.has_val and on_notice:
             on_notice("early stopping is off: the run holds out no text to measure (holdout 0, "
                       "or a corpus too small to hold any out)")  # it would never stop the run
         local = getattr(control, "local", control)  # (a collective control's `stopped` is a
@@ -300,7 +313,7 @@ class Run:
 
         def held_out(val: float) -> None:
             """Early stopping, never at the run's own end (it would claim a natural finish)."""
-            if (early is None or not early.enabled or local.stopped
+            if (not early.enabled or local.stopped
                     or self.step >= self.trainer.total_steps or not early.update(val)):
                 return
             reason[0] = f"early stopping: {early.reason}"

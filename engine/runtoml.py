@@ -7,7 +7,7 @@ the app's File > Save settings as… / Open settings…
     [model]                     # optional explicit sizes: d_model, n_layer, d_state, ...
     [train]                     # TrainConfig fields (epochs, lr, batch_size, seq_len, ...)
     [train.lora]                # optional LoRA: targets, rank, alpha, dropout
-    [early_stopping]            # optional: patience, target_loss
+    [early_stopping]            # optional: patience, target_loss, min_delta (kept by the run)
 
 TOML has no null: a missing key means the RunSpec/TrainConfig default. The keys each table
 allows and their types are those of the dataclass behind it (``_CLASSES``); an unknown key or a
@@ -22,7 +22,7 @@ import json
 import tomllib
 import types
 import typing
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any, Literal
@@ -47,8 +47,12 @@ MAX_BYTES = 1024 * 1024
 class RunSettings:
     spec: RunSpec
     corpus: tuple[str, ...] = ()
-    early_stopping: EarlyStopping = field(default_factory=EarlyStopping)
     named: tuple[str, ...] = ()  # the settings a loaded file set ("train.lr"); the rest are defaults
+
+    @property
+    def early_stopping(self) -> EarlyStopping:
+        """The file's ``[early_stopping]`` table: the run's (``RunSpec.early_stopping``)."""
+        return self.spec.early_stopping
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
@@ -60,6 +64,7 @@ def settings_to_toml(s: RunSettings) -> str:
     d = s.spec.to_dict()
     train = d.pop("train")
     model = d.pop("model")
+    del d["early_stopping"]  # its own table
     run = _drop_none(d)
     if s.corpus:
         run["corpus"] = list(s.corpus)
@@ -69,7 +74,8 @@ def settings_to_toml(s: RunSettings) -> str:
     doc["train"] = _drop_none(train)
     es = s.early_stopping
     if es.enabled:
-        doc["early_stopping"] = _drop_none({"patience": es.patience, "target_loss": es.target_loss})
+        doc["early_stopping"] = _drop_none({"patience": es.patience, "target_loss": es.target_loss,
+                                            "min_delta": es.min_delta or None})
     return tomli_w.dumps(doc)
 
 
@@ -84,7 +90,8 @@ class _Table(dict[str, Any]):
 # the dataclass behind each table and the fields it leaves out (with what to do instead); the
 # allowed keys and their types come from the dataclass itself, so a new field is a new key
 _CLASSES: dict[str, tuple[type, dict[str, str]]] = {
-    "run": (RunSpec, {"model": "use a [model] table", "train": "use a [train] table"}),
+    "run": (RunSpec, {"model": "use a [model] table", "train": "use a [train] table",
+                      "early_stopping": "use an [early_stopping] table"}),
     "model": (MambaConfig, {"vocab_size": "the tokenizer sets it (bpe_vocab in [run]); drop it"}),
     "train": (TrainConfig, {}),
     "train.lora": (LoRAConfig, {}),
@@ -344,8 +351,9 @@ def overlay_settings(base: RunSettings, top: RunSettings, where: str = "") -> Ru
         if key.startswith("early_stopping."):
             leaf = key.split(".", 1)[1]
             es = replace(es, **{leaf: getattr(top.early_stopping, leaf)})
-    return replace(merged, corpus=top.corpus if "run.corpus" in top.named else base.corpus,
-                   early_stopping=es, named=top.named)
+    return replace(merged, spec=replace(merged.spec, early_stopping=es),
+                   corpus=top.corpus if "run.corpus" in top.named else base.corpus,
+                   named=top.named)
 
 
 def _from_doc(doc: dict[str, Any], path: Path, where: str = "") -> RunSettings:
@@ -364,11 +372,10 @@ def _from_doc(doc: dict[str, Any], path: Path, where: str = "") -> RunSettings:
         train_doc = dict(doc.get("train", {}))
         lora = train_doc.pop("lora", None)
         train = _train_config(run, train_doc, None if lora is None else LoRAConfig(**lora))
-        spec = RunSpec(model=doc.get("model"), train=train, **run)
+        spec = RunSpec(model=doc.get("model"), train=train,
+                       early_stopping=EarlyStopping(**doc.get("early_stopping", {})), **run)
         spec.check()  # the model's sizes too, now rather than at Start
-        es = EarlyStopping(**doc.get("early_stopping", {}))
-        es.check()
     except (TypeError, ValueError) as exc:
         raise MambaStudioError(f"{where}: {exc}" if where else
                                f"{path}: {exc}; fix that setting in the file") from None
-    return RunSettings(spec, corpus, es, _dotted(doc))
+    return RunSettings(spec, corpus, _dotted(doc))

@@ -183,14 +183,14 @@ def test_flags_a_run_does_not_use_are_named(tmp_path, capsys):
 
 def test_lora_knobs_apply_to_a_settings_files_lora(tmp_path, capsys):
     """A settings file with LoRA and --lora-rank 16 on top: it was refused as "needs --lora"."""
-    from engine import EarlyStopping, LoRAConfig, RunSettings, RunSpec, TrainConfig, save_settings
+    from engine import LoRAConfig, RunSettings, RunSpec, TrainConfig, save_settings
 
     base, corpus = tmp_path / "base", _corpus(tmp_path)
     assert main(["train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
                  "--max-steps", "1", "--sample-tokens", "0", "--out", str(base)]) == 0
     spec = RunSpec(preset="tiny", init=str(base), train=TrainConfig(
         batch_size=2, seq_len=32, max_steps=1, lora=LoRAConfig(("in_proj",), rank=4)))
-    save_settings(tmp_path / "s.toml", RunSettings(spec, (str(corpus),), EarlyStopping()))
+    save_settings(tmp_path / "s.toml", RunSettings(spec, (str(corpus),)))
     out = tmp_path / "lora"
     assert main(["train", "--config", str(tmp_path / "s.toml"), "--lora-rank", "2",
                  "--sample-tokens", "0", "--out", str(out)]) == 0

@@ -154,8 +154,9 @@ def test_overlay_sets_only_what_the_file_names(tmp_path):
 
     base = RunSettings(RunSpec(preset="small", model={"d_model": 96, "n_layer": 2, "d_state": 8},
                                prompts=("Once", "def f("),
-                               train=TrainConfig(epochs=7, lr=0.002, batch_size=4)),
-                       ("/data/a.txt",), EarlyStopping(patience=3))
+                               train=TrainConfig(epochs=7, lr=0.002, batch_size=4),
+                               early_stopping=EarlyStopping(patience=3)),
+                       ("/data/a.txt",))
     f = tmp_path / "s.toml"
     f.write_text("[train]\nlr = 0.001\n")
     got = overlay_settings(base, load_settings(f))
@@ -194,9 +195,9 @@ def test_a_bpe_vocab_a_bytes_run_never_uses_is_not_refused(folder):
 def test_overlay_of_a_file_with_init_and_an_unknown_preset(tmp_path):
     """A file starting from a model folder may name any preset (it is unused); the window's
     Open settings raised KeyError: 'tinyy' on it, with nothing said."""
-    from engine import EarlyStopping, RunSettings, RunSpec, TrainConfig, overlay_settings
+    from engine import RunSettings, RunSpec, TrainConfig, overlay_settings
 
-    base = RunSettings(RunSpec(preset="small", train=TrainConfig()), (), EarlyStopping())
+    base = RunSettings(RunSpec(preset="small", train=TrainConfig()))
     f = tmp_path / "s.toml"
     f.write_text(f'[run]\npreset = "tinyy"\ninit = "{tmp_path}"\n')
     got = overlay_settings(base, load_settings(f))

@@ -35,8 +35,9 @@ def test_each_prompt_gets_its_own_seed():
 def test_settings_toml_round_trip(tmp_path):
     lora = engine.LoRAConfig(targets=("x_proj", "dt_proj"), rank=4)
     s = RunSettings(RunSpec(preset="tiny", model={"d_model": 32, "n_layer": 1},
-                            train=TrainConfig(lr=1e-3, batch_size=2, max_steps=5, lora=lora)),
-                    ("data.txt",), EarlyStopping(patience=3, target_loss=1.5))
+                            train=TrainConfig(lr=1e-3, batch_size=2, max_steps=5, lora=lora),
+                            early_stopping=EarlyStopping(patience=3, target_loss=1.5)),
+                    ("data.txt",))
     path = tmp_path / "run.toml"
     save_settings(path, s)
     back = load_settings(path)
@@ -194,8 +195,8 @@ def test_cli_train_config_file_with_early_stopping_and_tensorboard(tmp_path, cap
     corpus = tmp_path / "c.txt"
     corpus.write_text("the cat sat on the mat. " * 400)
     s = RunSettings(RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=8,
-                                                             eval_every=2)),
-                    ("c.txt",), EarlyStopping(target_loss=900.0))
+                                                             eval_every=2),
+                            early_stopping=EarlyStopping(target_loss=900.0)), ("c.txt",))
     save_settings(tmp_path / "run.toml", s)
     out = tmp_path / "run"
     assert main(["train", "--config", str(tmp_path / "run.toml"), "--out", str(out),
@@ -231,14 +232,16 @@ def test_the_run_owns_early_stopping_and_says_why_it_stopped(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text("the cat sat on the mat. " * 400)
     spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=8,
-                                                    eval_every=2))
+                                                    eval_every=2),
+                   early_stopping=EarlyStopping(target_loss=900.0))
     with engine.run.start(spec, [corpus], out=tmp_path / "a") as run:
-        result = run.train(early=EarlyStopping(target_loss=900.0))
+        result = run.train()
     assert (result.state, result.step) == ("stopped", 2)
     assert result.reason.startswith("early stopping: held-out loss") and "900" in result.reason
-    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=3))
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=3),
+                   early_stopping=EarlyStopping(target_loss=900.0))
     with engine.run.start(spec, [corpus], out=tmp_path / "b") as run:
-        result = run.train(early=EarlyStopping(target_loss=900.0))
+        result = run.train()
     assert (result.state, result.step, result.reason) == ("finished", 3, "")
     assert result.val_loss is not None and result.val_loss < 900  # measured, not fed to it
 

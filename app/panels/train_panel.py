@@ -347,7 +347,7 @@ class TrainPanel(QWidget):
         return engine.RunSpec(preset=preset if preset != "custom" else "small",
                        model=self.custom_dims() if init is None else None,
                        tokenizer=self.tokenizer.currentText(), bpe_vocab=self.bpe_vocab.value(),
-                       init=init, train=tc,
+                       init=init, train=tc, early_stopping=self.early_stopping(),
                        init_scheme=(self.init_scheme.currentText() if init is None
                                     else engine.RunSpec.init_scheme))
 
@@ -378,11 +378,12 @@ class TrainPanel(QWidget):
     # shown as the run has them, off while continuing (``_update``): a continue trains with its own
     # tokenizer and weights (the previous run's "bpe" stayed shown for a bytes run)
     _RUN_OWN = ("tokenizer", "bpe_vocab", "init_scheme")
-    _RESUMED = ("epochs", "lr", "max_steps", *CONTINUE_FIXED, *_RUN_OWN)
+    _RESUMED = ("epochs", "lr", "max_steps", "patience", "target_loss", *CONTINUE_FIXED,
+                *_RUN_OWN)
 
     def show_resumable(self, spec: engine.RunSpec) -> None:
-        """Show a run's own settings: epochs, learning rate and max steps (what Continue may
-        change), its model, batch, sequence and the rest it keeps (shown, and off: Batch 8 -> 4
+        """Show a run's own settings: epochs, learning rate, max steps and early stopping (what
+        Continue may change), its model, batch, sequence and the rest it keeps (shown, and off: Batch 8 -> 4
         changed the estimate while the run went on at 8), and its own LoRA / WSLA. The values it
         replaced come back with ``end_resumable``: a continued BPE run's 2x rate must not become
         the next new run's (or the next launch's) rate."""
@@ -394,8 +395,10 @@ class TrainPanel(QWidget):
         for dim, n in (spec.model or {}).items():
             if dim in ("d_model", "n_layer", "d_state"):
                 getattr(self, dim).setValue(n)
+        es = spec.early_stopping  # kept by the run (a run from before: off)
         shown: list[tuple[QWidget, object]] = [
             (self.epochs, tc.epochs), (self.lr, tc.lr), (self.max_steps, tc.max_steps or 0),
+            (self.patience, es.patience), (self.target_loss, es.target_loss or 0.0),
             (self.batch, tc.batch_size), (self.seq_len, tc.seq_len), (self.accum, tc.grad_accum),
             (self.weight_decay, tc.weight_decay), (self.clip, tc.max_grad_norm),
             (self.seed, tc.seed)]

@@ -1,0 +1,138 @@
+"""A run keeps its early stopping (run.json): a resume stops as the run was set to, the CLI's
+--patience / --target-loss and a settings file go over it setting by setting, and its patience
+counts from the run's best held-out loss, not from scratch."""
+
+import json
+
+import pytest
+
+import engine
+from engine.cli import main
+from engine.earlystop import EarlyStopping
+from engine.run import RunSpec, read_run_spec, resume, start
+from engine.trainer import TrainConfig
+
+TINY = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0",
+        "--eval-every", "2"]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    c = tmp_path / "c.txt"
+    c.write_text("the cat sat on the mat. " * 400)
+    return c
+
+
+def test_fresh_keeps_the_settings_and_counts_from_the_best_given():
+    es = EarlyStopping(patience=1, target_loss=0.5, min_delta=0.01)
+    es.update(3.0)
+    new = es.fresh(2.0)
+    assert new.settings() == es.settings() and (new.bad, new.reason) == (0, "")
+    assert new.update(2.5) and "not improved on 2.0000" in new.reason  # no better than the best
+    assert not EarlyStopping(patience=1).fresh(None).update(2.5)  # nothing to beat yet
+
+
+def test_a_resumed_run_stops_as_it_was_set_to(tmp_path, corpus):
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=12,
+                                                    eval_every=2),
+                   early_stopping=EarlyStopping(target_loss=900.0))
+    with start(spec, [corpus], out=tmp_path / "r") as run:
+        assert run.train().step == 2
+    saved = json.loads((tmp_path / "r" / "run.json").read_text())["spec"]["early_stopping"]
+    assert saved == {"patience": 0, "target_loss": 900.0, "min_delta": 0.0}
+    with resume(tmp_path / "r") as run:  # no settings given: the run's own
+        result = run.train()
+    assert (result.step, result.state) == (4, "stopped") and "900" in result.reason
+    with resume(tmp_path / "r", early_stopping=EarlyStopping()) as run:  # turned off: kept so
+        assert run.train().state == "finished" and run.step == 12
+    assert not read_run_spec(tmp_path / "r").early_stopping.enabled
+
+
+def test_patience_counts_from_the_runs_best_across_a_resume(tmp_path, corpus):
+    """The best a resumed run has (best.json) is what an evaluation must beat: with patience 1
+    and a best no evaluation can reach, the first evaluation after the resume stops it."""
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=12,
+                                                    eval_every=2))
+    with start(spec, [corpus], out=tmp_path / "r") as run:
+        run.train(control=_stop_at(run, 4))
+    best = tmp_path / "r" / "best.json"
+    d = json.loads(best.read_text())
+    best.write_text(json.dumps({**d, "val_loss": 1e-6}))  # a best no evaluation beats
+    with resume(tmp_path / "r", early_stopping=EarlyStopping(patience=1)) as run:
+        result = run.train()
+    assert (result.state, result.step) == ("stopped", 6)
+    assert "has not improved on 0.0000 for 1 evaluations" in result.reason
+
+
+def _stop_at(run, step):
+    control = engine.TrainControl()
+    tr = run.trainer
+    real = tr.train_step
+
+    def step_then_stop(*a, **k):
+        out = real(*a, **k)
+        if tr.cursor.step >= step:
+            control.stop()
+        return out
+    tr.train_step = step_then_stop
+    return control
+
+
+def test_cli_resume_keeps_the_runs_early_stopping_and_flags_go_over_it(tmp_path, corpus,
+                                                                       capsys):
+    out = tmp_path / "run"
+    assert main(["train", str(corpus), *TINY, "--max-steps", "12", "--target-loss", "900",
+                 "--patience", "4", "--out", str(out)]) == 0
+    assert "stopped (early stopping" in capsys.readouterr().err
+    assert main(["train", "--resume", str(out), "--sample-tokens", "0"]) == 0  # kept
+    err = capsys.readouterr().err
+    assert "stopped (early stopping: held-out loss" in err and "at step 4" in err
+    assert main(["train", "--resume", str(out), "--sample-tokens", "0", "--target-loss",
+                 "0"]) == 0  # the target off; the patience (not reached) kept
+    err = capsys.readouterr().err
+    assert "finished: saved" in err and "at step 12" in err
+    es = read_run_spec(out).early_stopping
+    assert (es.patience, es.target_loss) == (4, None)
+
+
+def test_cli_resume_with_a_settings_file_takes_its_early_stopping_keys(tmp_path, corpus,
+                                                                       capsys):
+    out = tmp_path / "run"
+    assert main(["train", str(corpus), *TINY, "--max-steps", "12", "--patience", "5",
+                 "--out", str(out), "--max-steps", "2"]) == 0
+    f = tmp_path / "s.toml"
+    f.write_text("[early_stopping]\ntarget_loss = 900.0\n")
+    assert main(["train", "--resume", str(out), "--config", str(f), "--max-steps", "12",
+                 "--sample-tokens", "0"]) == 0
+    assert "stopped (early stopping: held-out loss" in capsys.readouterr().err
+    es = read_run_spec(out).early_stopping
+    assert (es.patience, es.target_loss) == (5, 900.0)  # the file's key over the run's own
+
+
+def test_an_old_run_json_without_early_stopping_resumes_with_it_off(tmp_path, corpus):
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=2))
+    with start(spec, [corpus], out=tmp_path / "r") as run:
+        run.train()
+    p = tmp_path / "r" / "run.json"
+    d = json.loads(p.read_text())
+    del d["spec"]["early_stopping"]
+    p.write_text(json.dumps(d))
+    assert read_run_spec(tmp_path / "r").early_stopping == EarlyStopping()
+    with resume(tmp_path / "r", max_steps=4) as run:
+        assert run.train().state == "finished" and run.step == 4
+
+
+@pytest.mark.parametrize("bad, words", [({"patience": "3"}, "early_stopping.patience = '3'"),
+                                        ({"target_loss": -1}, "early_stopping.target_loss = -1"),
+                                        ({"bogus": 1}, "unusable spec")])
+def test_a_hand_edited_early_stopping_is_one_line(tmp_path, corpus, capsys, bad, words):
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=2))
+    with start(spec, [corpus], out=tmp_path / "r") as run:
+        run.train()
+    p = tmp_path / "r" / "run.json"
+    d = json.loads(p.read_text())
+    d["spec"]["early_stopping"] = bad
+    p.write_text(json.dumps(d))
+    assert main(["train", "--resume", str(tmp_path / "r"), "--max-steps", "4"]) != 0
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
