@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 import engine
 
 from ..words import plural
-from .preview_panel import visible_blanks
+from .preview_panel import visible_blanks, visible_controls
 
 
 class GalleryPanel(QWidget):
@@ -90,7 +90,8 @@ class GalleryPanel(QWidget):
             cont = text[len(prompt):]
             shown = (visible_blanks(cont).replace("\n", " ")[:200] if cont.strip() else
                      f"[{len(cont)} blank characters]" if cont else "[nothing generated]")
-            cells = (str(s.get("step", "")), str(s.get("epoch", 0)), prompt, shown)
+            cells = (str(s.get("step", "")), str(s.get("epoch", 0)), visible_controls(prompt),
+                     shown)
             for col, c in enumerate(cells):
                 self.table.setItem(row, col, QTableWidgetItem(c))
 
@@ -102,4 +103,4 @@ class GalleryPanel(QWidget):
         head = (f"step {s.get('step')} · after epoch {s.get('epoch', 0)} · seed {s.get('seed')}"
                 f" · temperature {s.get('temperature')} · top-k {s.get('top_k')} · top-p "
                 f"{s.get('top_p')} · repetition {s.get('repetition_penalty')} · {s.get('backend')}")
-        self.detail.setPlainText(f"{head}\n\n{s.get('text', '')}")
+        self.detail.setPlainText(f"{head}\n\n{visible_controls(str(s.get('text', '')))}")

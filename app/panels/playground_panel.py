@@ -28,6 +28,7 @@ import engine
 
 from .. import settings
 from ..workers import GenerateWorker
+from .preview_panel import visible_controls
 
 BACKEND_TIPS = {"auto": "a hardware GPU when there is one, else the CPU step",
                 "cpu": "the CPU recurrent step (Numba)",
@@ -179,7 +180,7 @@ class PlaygroundPanel(QWidget):
             return
         prompt = self.prompt.toPlainText()
         settings.save("playground/prompt", prompt)
-        self.output.setPlainText(prompt)
+        self.output.setPlainText(visible_controls(prompt))
         self._made_with = ""  # the prompt alone, until the model's text follows it
         self.worker = GenerateWorker(source, prompt, self.sampling(), self.backend.currentText())
         self.gen_thread = QThread(self)
@@ -198,7 +199,7 @@ class PlaygroundPanel(QWidget):
         if self.worker is not None:
             self._made_with = self.worker.source
         self.output.moveCursor(QTextCursor.MoveOperation.End)
-        self.output.insertPlainText(text)
+        self.output.insertPlainText(visible_controls(text))
         self.status.setText("generating…")
 
     def _done(self, summary: str) -> None:

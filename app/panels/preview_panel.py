@@ -27,14 +27,26 @@ from .. import settings
 LONG_BLANK = re.compile(r"[ \t]{24,}")  # longer than any indentation
 
 
+# Unicode's bidirectional embeddings, overrides and isolates: in a sample they reorder the text
+# after them (a prompt holding U+202E was drawn reversed in the Gallery); shown as their code
+BIDI_CONTROLS = {c: f"[U+{c:04X}]" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with each bidirectional control shown as "[U+202E]" (as the sample's other
+    text reads, in order), not obeyed."""
+    return text.translate(BIDI_CONTROLS)
+
+
 def visible_blanks(text: str) -> str:
-    """``text`` with each run of 24 or more spaces/tabs followed by a note of its length: an
-    early model's "The" and 160 spaces looked like an empty sample."""
+    """``text`` with each run of 24 or more spaces/tabs followed by a note of its length (an
+    early model's "The" and 160 spaces looked like an empty sample), and its bidirectional
+    controls shown (``visible_controls``)."""
     def note(m: re.Match[str]) -> str:
         run = m.group(0)
         what = "spaces" if set(run) == {" "} else "tabs" if set(run) == {"\t"} else "blanks"
         return f"{run}[{len(run)} {what}]"
-    return LONG_BLANK.sub(note, text)
+    return LONG_BLANK.sub(note, visible_controls(text))
 
 
 class ElidedLabel(QLabel):

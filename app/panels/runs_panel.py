@@ -1,7 +1,8 @@
-"""Runs tab: every run in the runs folder (name, date, model (preset), steps, best held-out loss, status)
-with Open, Continue, Compare, Export and Delete. Listing reads only small JSON files. Live: the
-run training in this window updates its row from its step signals (``update_live``), and while
-the tab is visible every run's status is re-read on the thread pool every ``REFRESH_MS``."""
+"""Runs tab: every run in the runs folder (name, date, model (preset), steps, best held-out
+loss, status; a header click sorts by that column) with Open, Continue, Compare, Export and
+Delete. Listing reads only small JSON files. Live: the run training in this window updates its
+row from its step signals (``update_live``), and while the tab is visible every run's status is
+re-read on the thread pool every ``REFRESH_MS``."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import (
 
 import engine
 
+from .. import settings
 from ..confirm import confirm
 from ..workers import run_in_thread
 
@@ -32,6 +34,33 @@ ADAPTER_TIP = "Write the LoRA adapter in PEFT format (LoRA runs only)"
 NO_ADAPTER_TIP = "This run trained all its weights, no LoRA adapter: use Export model…"
 REFRESH_MS = 3000  # while the tab is visible: re-read every run's status this often (off-thread)
 COLUMNS = ("name", "date", "model", "steps", "best held-out", "status")
+# each column's sort key; a click sorts by it (again: the other way), runs without a held-out
+# loss last either way; the newest first until a column is clicked (remembered across launches)
+SORT_KEYS = (lambda r: (r.name.casefold(), r.name), lambda r: (r.created, r.name),
+             lambda r: r.preset, lambda r: r.steps, lambda r: r.best_val_loss,
+             lambda r: r.status)
+DEFAULT_SORT = (1, Qt.SortOrder.DescendingOrder)
+
+
+def sorted_runs(runs: list[engine.RunInfo], column: int,
+                order: Qt.SortOrder) -> list[engine.RunInfo]:
+    """``runs`` by a column's key (stable: equal keys keep the listing's newest-first order);
+    a run without a held-out loss goes last in both orders."""
+    key = SORT_KEYS[column]
+    have = [r for r in runs if key(r) is not None]
+    return sorted(have, key=key, reverse=order == Qt.SortOrder.DescendingOrder) + [
+        r for r in runs if key(r) is None]
+
+
+def _saved_sort() -> tuple[int, Qt.SortOrder]:
+    """The sort a header click chose at an earlier launch (the default when none or unreadable)."""
+    try:
+        col, order = (int(v) for v in str(settings.load("runs/sort", "")).split(","))
+        if 0 <= col < len(COLUMNS) and order in (0, 1):
+            return col, Qt.SortOrder(order)
+    except ValueError:
+        pass
+    return DEFAULT_SORT
 
 
 def has_lora(folder: str) -> bool:
@@ -62,6 +91,11 @@ class RunsPanel(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.sort = _saved_sort()
+        header.setSectionsClickable(True)
+        header.setSortIndicatorShown(True)
+        header.setSortIndicator(*self.sort)
+        header.sectionClicked.connect(self.sort_by)
         self.table.verticalHeader().setVisible(False)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -160,7 +194,7 @@ class RunsPanel(QWidget):
             folder, step, state = self.live
             runs = [replace(r, steps=max(step, r.steps), status=state)
                     if str(r.path) == folder else r for r in runs]
-        self.runs = runs
+        self.runs = sorted_runs(runs, *self.sort)
         self.where.setText(f"Runs in {self.root} ({len(self.runs)})")
         self.table.setRowCount(len(self.runs))
         for row, r in enumerate(self.runs):
@@ -176,6 +210,17 @@ class RunsPanel(QWidget):
         if keep is not None:  # the same run stays selected when rows move
             self.table.clearSelection()
             self.select(keep)
+
+    def sort_by(self, column: int) -> None:
+        """A header click: sort by that column, ascending first, the other way on a second
+        click; the selected run stays selected."""
+        col, order = self.sort
+        flip = (Qt.SortOrder.AscendingOrder if order == Qt.SortOrder.DescendingOrder
+                else Qt.SortOrder.DescendingOrder)
+        self.sort = (column, flip if column == col else Qt.SortOrder.AscendingOrder)
+        self.table.horizontalHeader().setSortIndicator(*self.sort)
+        settings.save("runs/sort", f"{self.sort[0]},{self.sort[1].value}")
+        self._show(self.runs)
 
     def selected(self) -> str | None:
         rows = {i.row() for i in self.table.selectedIndexes()}

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
 
 from engine import run as runapi
@@ -1050,3 +1051,118 @@ def test_the_gallery_says_when_older_samples_are_left_out(qtbot, tmp_path, monke
     monkeypatch.setattr(samples_mod, "MAX_BYTES", 1000)  # the file is now over the bound
     g.reload()
     assert g.table.rowCount() < 20 and "older ones are not shown" in g.title.text()
+
+
+def test_continue_shows_and_changes_the_runs_own_early_stopping(win, tmp_path):
+    """Early stopping is kept by a run: Continue shows the run's (the panel's new-run choice
+    stayed shown and was applied to the continued run), passes a change as an override that
+    the Next Start line names, and New model puts the choice back."""
+    import engine
+    from engine.trainer import TrainConfig
+
+    corpus = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=4, seq_len=64, max_steps=2),
+                          early_stopping=engine.EarlyStopping(patience=4, target_loss=1.25))
+    with runapi.start(spec, [corpus], root=tmp_path / "own") as run:
+        run.train()
+    folder = str(run.folder)
+    win.train.patience.setValue(9)
+    win.train.target_loss.setValue(0.0)
+    win.choose_continue(folder)
+    assert (win.train.patience.value(), win.train.target_loss.value()) == (4, 1.25)
+    assert "early_stopping" not in win.continue_overrides()
+    assert win.make_job().overrides == {}
+    win.train.target_loss.setValue(0.0)
+    win._update_next()
+    assert win.continue_overrides()["early_stopping"] == engine.EarlyStopping(patience=4)
+    assert ("early stopping patience 4 (was patience 4, target loss 1.25)"
+            in win.next_label.text())
+    win.new_model()
+    assert (win.train.patience.value(), win.train.target_loss.value()) == (9, 0.0)
+    assert win.make_job().spec.early_stopping == engine.EarlyStopping(patience=9)
+
+
+def test_the_runs_list_sorts_by_a_clicked_column(qtbot, tmp_path):
+    """A header click sorts the runs by that column (again: the other way), runs without a
+    held-out loss stay last, the selected run stays selected and Continue / Delete act on the
+    run in the clicked row; the choice comes back at the next launch."""
+    import engine
+    from app.panels.runs_panel import RunsPanel
+
+    def info(name, created, steps, best, status):
+        return engine.RunInfo(tmp_path / name, name, created, "tiny", steps, best, status)
+
+    runs = [info("b-run", "2026-12-03T10:00:00", 40, 1.5, "finished"),
+            info("A-run", "2026-12-01T10:00:00", 300, None, "stopped"),
+            info("c-run", "2026-12-02T10:00:00", 7, 0.9, "interrupted")]
+    panel = RunsPanel(str(tmp_path / "none"))
+    qtbot.addWidget(panel)
+    panel.show()
+    panel._show(runs)
+
+    def names():
+        return [panel.table.item(r, 0).text() for r in range(panel.table.rowCount())]
+
+    def click(col):
+        header = panel.table.horizontalHeader()
+        x = header.sectionViewportPosition(col) + header.sectionSize(col) // 2
+        qtbot.mouseClick(header.viewport(), Qt.MouseButton.LeftButton,
+                         pos=QPoint(x, header.height() // 2))
+
+    assert names() == ["b-run", "c-run", "A-run"]  # newest first
+    panel.select(str(tmp_path / "c-run"))
+    click(3)
+    assert names() == ["c-run", "b-run", "A-run"]  # steps, fewest first
+    assert panel.selected() == str(tmp_path / "c-run")
+    click(3)
+    assert names() == ["A-run", "b-run", "c-run"]
+    click(4)
+    assert names() == ["c-run", "b-run", "A-run"]  # best held-out, lowest first
+    click(4)
+    assert names() == ["b-run", "c-run", "A-run"]  # ... and no loss last either way
+    click(0)
+    assert names() == ["A-run", "b-run", "c-run"]  # by name, case aside
+    seen = []
+    panel.continue_requested.connect(seen.append)
+    panel.table.selectRow(1)
+    panel.buttons["Continue"].click()
+    assert seen == [str(tmp_path / "b-run")]
+    again = RunsPanel(str(tmp_path / "none"))
+    qtbot.addWidget(again)
+    again._show(runs)
+    assert [again.table.item(r, 0).text() for r in range(3)] == ["A-run", "b-run", "c-run"]
+    assert again.table.horizontalHeader().sortIndicatorSection() == 0
+
+
+def test_bidirectional_controls_in_a_sample_are_shown_not_obeyed(qtbot, tmp_path):
+    """A prompt holding U+202E (right-to-left override) was drawn reversed in the Gallery: the
+    Gallery's cells and detail, the live sample and the Playground show such controls as
+    "[U+202E]", the text around them in its own order."""
+    from app.panels.gallery_panel import GalleryPanel
+    from app.panels.preview_panel import PreviewPanel, visible_controls
+    from engine.samples import append_sample
+
+    rlo, pdi = "\u202e", "\u2069"
+    append_sample(tmp_path, {"step": 3, "epoch": 0, "prompt": f"abc{rlo}def",
+                             "text": f"abc{rlo}def and{pdi} more"})
+    g = GalleryPanel()
+    qtbot.addWidget(g)
+    g.show_run(str(tmp_path))
+    g.table.selectRow(0)
+    cells = [g.table.item(0, c).text() for c in (2, 3)] + [g.detail.toPlainText()]
+    assert cells[0] == "abc[U+202E]def" and cells[1] == " and[U+2069] more"
+    assert "abc[U+202E]def and[U+2069] more" in cells[2]
+    assert not any(ch in "".join(cells) for ch in (rlo, pdi))
+    preview = PreviewPanel()
+    qtbot.addWidget(preview)
+    preview.show_preview("step 3", f"x{rlo}y", "cpu")
+    assert preview.output.toPlainText() == "x[U+202E]y"
+    assert visible_controls("\u05e9\u200f") == "\u05e9\u200f"  # a right-to-left mark (Arabic,
+    # Hebrew text) is kept as it is
+
+
+def test_the_playground_shows_bidirectional_controls(win):
+    pg = win.playground
+    pg.output.setPlainText("The ")
+    pg._piece("\u202ereversed")
+    assert pg.output.toPlainText() == "The [U+202E]reversed"
