@@ -43,6 +43,7 @@ from .panels.plots_panel import PlotsPanel
 from .panels.preview_panel import PreviewPanel
 from .panels.runs_panel import NO_ADAPTER_TIP, RunsPanel, has_lora
 from .panels.train_panel import TrainPanel
+from .step_times import StepTimes, estimate_key
 from .words import plural
 from .workers import TrainJob, TrainWorker, auto_eval_every, default_runs_root, export_run, run_in_thread
 
@@ -87,16 +88,6 @@ def _documents() -> Path:
 CORPUS_KEY = "corpus/paths"  # the corpus of the last session (app settings)
 
 
-def _estimate_key(cfg: engine.MambaConfig, tc: engine.TrainConfig) -> tuple:
-    """What a step's time depends on: a timing is kept per key (the model's sizes, not its
-    token ids: a Continue's config says eos 256 where the preset's says 0, so its run's time
-    was never used for the next new run)."""
-    shape = (cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.d_state, cfg.d_conv, cfg.expand,
-             cfg.dt_rank, cfg.tie_embeddings)
-    return (shape, tc.batch_size, tc.seq_len, tc.grad_accum, tc.activation_checkpointing,
-            tc.lora, tc.wsla)
-
-
 class MainWindow(QMainWindow):
     state_changed = Signal(str)  # idle | running | paused | stopping
     estimate_ready = Signal(str)
@@ -128,7 +119,7 @@ class MainWindow(QMainWindow):
         self.shown_run: str | None = None
         self.export_actions: dict[str, QAction] = {}
         self._closing = False
-        self._measured: dict[tuple, float] = {}  # seconds a step, by _estimate_key
+        self._step_times = StepTimes()  # seconds a step, by estimate_key
         self._run_key: tuple | None = None  # the running run's key
         self._measuring: tuple | None = None
         self._rows: dict[tuple, int | str] = {}  # _epoch_rows: packed rows, or why not counted
@@ -503,8 +494,8 @@ class MainWindow(QMainWindow):
             self.estimate.setText(f"settings: {exc}")
             return
         rows = self._epoch_rows(spec)
-        key = _estimate_key(cfg, tc)
-        step_s = self._measured.get(key)
+        key = estimate_key(cfg, tc)
+        step_s = self._step_times.get(key)
         may_measure = self.state == "idle" and os.environ.get("MAMBA_STUDIO_NO_MEASURE") != "1"
         est = engine.estimate_run(cfg, tc, self._corpus_tokens(),
                                   rows=rows if isinstance(rows, int) else None, step_s=step_s)
@@ -526,7 +517,7 @@ class MainWindow(QMainWindow):
             self._measuring = key
 
             def done(sec: float) -> None:
-                self._measured[key] = sec
+                self._step_times.timed(key, sec)
                 self._measuring = None
                 self._refresh_estimate()
 
@@ -648,7 +639,7 @@ class MainWindow(QMainWindow):
             self.preview.show_preview("the new run's first sample comes before its first step",
                                       "", "—")  # (the previous run's stayed, even after a Stop)
         try:  # the run's own step times replace the estimate's timing when it ends
-            self._run_key = _estimate_key(self._next_model_config(), self.train.train_config())
+            self._run_key = estimate_key(self._next_model_config(), self.train.train_config())
         except (ValueError, engine.MambaStudioError):
             self._run_key = None
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling())
@@ -757,8 +748,9 @@ class MainWindow(QMainWindow):
         run = self.worker.run_obj if self.worker is not None else None
         if run is not None and self._run_key is not None and len(run.trainer.eta.recent) >= 5:
             # the run's median step: the estimate timed 3 steps once, on a machine busy then
-            # (388 ms/step shown at a first launch for ~100 ms steps, until the settings changed)
-            self._measured[self._run_key] = median(run.trainer.eta.recent)
+            # (388 ms/step shown at a first launch for ~100 ms steps, until the settings
+            # changed); kept across launches
+            self._step_times.from_run(self._run_key, median(run.trainer.eta.recent))
         refused = bool(self.worker is not None and self.worker.refused)
         self.worker = None  # left: it stays chosen (Start after raising Epochs made a new run)
         self.last_folder = folder or None

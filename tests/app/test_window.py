@@ -2,6 +2,7 @@
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -238,16 +239,28 @@ def test_a_run_ending_inside_an_epoch_shows_a_sample_of_its_last_step(win, qtbot
 
 def test_a_runs_own_step_times_replace_the_estimates_timing(win, qtbot):
     """The estimate timed three steps once, while the kernels compiled at the first launch
-    (388 ms/step for ~100 ms steps), and kept that until the settings changed."""
-    from app.main_window import _estimate_key
+    (388 ms/step for ~100 ms steps), and kept that until the settings changed; the run's own
+    median is kept across launches (each launch timed three steps again), a three-step timing
+    is not."""
+    from app import settings
+    from app.step_times import KEY, StepTimes, estimate_key
 
-    key = _estimate_key(win.train.model_config(), win.train.train_config())
-    win._measured[key] = 9.99  # a timing far off
+    key = estimate_key(win.train.model_config(), win.train.train_config())
+    win._step_times.timed(key, 9.99)  # a timing far off
+    other = estimate_key(win.train.model_config(),
+                         replace(win.train.train_config(), batch_size=1))
+    win._step_times.timed(other, 7.77)
     win.train.epochs.setValue(3)
     train_until_idle(qtbot, win, max_steps=8)
-    assert win._measured[key] < 9.0  # the run's median step time now
+    run_s = win._step_times.get(key)
+    assert run_s is not None and run_s < 9.0  # the run's median step time now
     win._refresh_estimate()
     assert "9.99" not in win.estimate.text() and "9,990" not in win.estimate.text()
+    relaunch = StepTimes()  # what the next launch's window reads
+    assert relaunch.get(key) == run_s  # kept
+    assert relaunch.get(other) is None  # a three-step timing was not
+    settings.save(KEY, "{not json")  # a damaged settings file: no timings, no error
+    assert StepTimes().get(key) is None
 
 
 def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
@@ -647,7 +660,7 @@ def test_the_estimate_key_is_the_models_sizes_not_its_token_ids():
     from dataclasses import replace
 
     import engine
-    from app.main_window import _estimate_key
+    from app.step_times import estimate_key as _estimate_key
 
     cfg, tc = engine.preset("small", 257), engine.TrainConfig()
     assert _estimate_key(replace(cfg, eos_token_id=256, bos_token_id=256), tc) == \
