@@ -686,8 +686,7 @@ class MainWindow(QMainWindow):
 
     def _push_preview_settings(self) -> None:
         if self.worker is not None:
-            self.worker.prompts = self.preview.prompt_list()
-            self.worker.sampling = self.preview.sampling()
+            self.worker.set_preview(self.preview.prompt_list(), self.preview.sampling())
 
     def toggle_pause(self) -> None:
         if self.state == "running":

@@ -61,8 +61,10 @@ class TrainWorker(QObject):
         super().__init__()
         self.job = job
         self.control = engine.TrainControl()
-        self.prompts = list(prompts)  # replaced by the GUI thread between previews
-        self.sampling = sampling
+        # (prompts, sampling): replaced whole by the GUI thread (``set_preview``) and read whole,
+        # so a preview never pairs new sampling with the old prompts
+        self.preview_settings: tuple[tuple[str, ...], engine.SamplingConfig] = (
+            tuple(prompts), sampling)
         self.run_obj: engine.Run | None = None
         self.folder: str = ""
         self._requests: queue.Queue[tuple[str, str, bool, str | None]] = queue.Queue()
@@ -76,6 +78,10 @@ class TrainWorker(QObject):
         self.nothing_left = False  # a Continue of a run already at its last step
 
     # ---------------------------------------------------------------- requests from the GUI
+    def set_preview(self, prompts: list[str], sampling: engine.SamplingConfig) -> None:
+        """New preview prompts and settings from the GUI thread, as one value."""
+        self.preview_settings = (tuple(prompts), sampling)
+
     def request(self, kind: str, path: str, force: bool = False, source: str | None = None
                 ) -> None:
         """Queue 'save' / 'adapter' / 'merged' / 'gguf' to run between two steps (``force``:
@@ -174,8 +180,13 @@ class TrainWorker(QObject):
                     self._preview(f"step {run.step}", run.trainer.cursor.epoch)  # a run ending
                     # inside an epoch showed no sample of its trained model at all
                 self._previews.shutdown(wait=True)  # its samples written while the run is ours
-                if tuple(self.prompts) != run.spec.prompts:  # edited while training: kept
-                    run.set_prompts(self.prompts)
+                prompts = self.preview_settings[0]
+                if prompts != run.spec.prompts:  # edited while training: kept
+                    try:
+                        run.set_prompts(prompts)
+                    except ValueError as exc:  # (17 prompts reported a saved run as failed)
+                        self.info.emit(f"note: the preview prompts are not kept with the run: "
+                                       f"{exc}")
                 notes = [f"{result.reason}; the best snapshot is kept"] if result.reason else []
                 if result.val_loss is not None:  # a run ending inside an epoch logged it nowhere
                     notes.append(f"held-out loss {result.val_loss:.4f}")
@@ -235,8 +246,8 @@ class TrainWorker(QObject):
             if self._stepper is not None:
                 self._stepper.sync()
             texts = []
-            s = self.sampling
-            for i, prompt in enumerate(list(self.prompts)):
+            prompts, s = self.preview_settings
+            for i, prompt in enumerate(prompts):
                 cfg = replace(s, seed=engine.sample_seed(s.seed, i))
                 try:
                     text = prompt + "".join(self._preview_lm.generate(prompt, cfg, self._stepper))

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         load_corpus,
         split_holdout,
     )
-    from .defaults import BPE_MIN_BYTES, PRESET_DEFAULTS, choose_tokenizer
+    from .defaults import BPE_MIN_BYTES, DEFAULT_PRESET, PRESET_DEFAULTS, choose_tokenizer, follow_preset
     from .docstore import load_documents, save_documents
     from .documents import RECORDS, Documents, encode_documents, split_documents
     from .earlystop import EarlyStopping
@@ -88,6 +88,7 @@ if TYPE_CHECKING:
         overlay_settings,
         save_settings,
     )
+    from .safeio import read_head
     from .samples import append_sample, read_samples, sample_record, sample_seed, samples_cut
     from .sampling import GENERATION_DEFAULTS, SamplingConfig
     from .signals import watch_continues
@@ -175,6 +176,9 @@ _EXPORTS: dict[str, str] = {
     "PRESET_DEFAULTS": "defaults",
     "BPE_MIN_BYTES": "defaults",
     "choose_tokenizer": "defaults",
+    "follow_preset": "defaults",
+    "read_head": "safeio",
+    "DEFAULT_PRESET": "defaults",
     "list_runs": "run",
     "open_run": "run",
     "start_run": "run",
@@ -256,6 +260,9 @@ __all__ = [
     "PRESET_DEFAULTS",
     "BPE_MIN_BYTES",
     "choose_tokenizer",
+    "follow_preset",
+    "read_head",
+    "DEFAULT_PRESET",
     "iter_batches",
     "iter_text",
     "line_end_table",

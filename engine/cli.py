@@ -385,17 +385,28 @@ def _train(a: argparse.Namespace, run, job) -> int:
         fix = "--epochs" if tr.total_steps == by_epochs else "--max-steps"  # the one that cut it
         if (warmup_note := tr.warmup_notice(fix)) is not None:
             print(f"note: {warmup_note}", file=sys.stderr)
+        capped = bool(tr.cfg.max_steps) and tr.total_steps < by_epochs  # by max steps alone
+        if a.resume and a.epochs is not None and capped:  # (--epochs 20 "was refused" by it)
+            print(f"note: the run's max steps {tr.cfg.max_steps} end it before its {tr.cfg.epochs} "
+                  f"epochs (step {by_epochs}); pass --max-steps 0 to train them all, or a larger "
+                  "--max-steps", file=sys.stderr)
         if tr.cursor.step >= tr.total_steps:
-            more = "--epochs" if tr.total_steps == by_epochs else "--max-steps or --epochs"
+            more = ("--max-steps with a larger total (0: no limit)" if capped else
+                    "--epochs with a larger total" if tr.total_steps < (tr.cfg.max_steps or 0)
+                    or not tr.cfg.max_steps else
+                    "--epochs and --max-steps with larger totals (--max-steps 0: no limit)")
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
-                  f"{more} with a larger total to continue it", file=sys.stderr)
+                  f"{more} to continue it", file=sys.stderr)
             return 0
         sampling = replace(GENERATION_DEFAULTS, max_new_tokens=a.sample_tokens, seed=tr.cfg.seed)
+
+        sampled: set[int] = set()  # the steps a sample was shown at
 
         def show_sample(tag: str) -> None:  # the run's prompts (run.json): the same after resume
             if a.sample_tokens <= 0:
                 return
             step, epochs = tr.cursor.step, tr.cursor.epoch
+            sampled.add(step)
             keep = not any(r.get("step") == step for r in read_samples(run.folder))
             for i, prompt in enumerate(run.spec.prompts):
                 s = replace(sampling, seed=sample_seed(sampling.seed, i))
@@ -443,6 +454,9 @@ def _train(a: argparse.Namespace, run, job) -> int:
         finally:
             if tb is not None:
                 tb.close()
+        if (result.state == "finished" or result.reason) and result.step not in sampled:
+            show_sample(f"at step {result.step}, the end of the run")  # (a run shorter than an
+            # epoch showed only the untrained model's sample)
         how = "stopped" if result.state == "stopped" else "finished"
         if result.reason:  # (early stopping: the run keeps its best snapshot too)
             how += f" ({result.reason}; the best snapshot is kept: {run.folder / 'best.json'})"
@@ -607,17 +621,18 @@ def _eval_run_heldout(folder: str, max_tokens: int, snapshot: Path | None = None
     the loss its training reports (at that snapshot's step: metrics.csv's earlier ones)."""
     from . import runformat as rf
     from .errors import CorpusError
-    from .run import _trainer, load_model, open_run
+    from .run import _trainer, load_model, open_run, read_run_spec
 
-    view = open_run(folder)
-    for note in view.notices:
-        print(f"warning: {note}", file=sys.stderr)
-    lm, step = view.lm, view.step
-    if snapshot is not None:
-        lm = load_model(snapshot)
-        step = rf.verify_snapshot(snapshot)["step"]
+    if snapshot is None:
+        view = open_run(folder)
+        for note in view.notices:
+            print(f"warning: {note}", file=sys.stderr)
+        lm, step, data, spec = view.lm, view.step, view.data, view.spec
+    else:  # that snapshot's weights alone (the latest's were loaded too, and warned about)
+        lm, step = load_model(snapshot), rf.verify_snapshot(snapshot)["step"]
+        data, spec = rf.read_data(Path(folder)), read_run_spec(folder)
     lm.check_finite(str(snapshot or folder))
-    tr = _trainer(lm, view.data, view.spec.train)
+    tr = _trainer(lm, data, spec.train)
     if not tr.has_val:
         raise CorpusError(f"{folder}: the run has no held-out split (holdout 0); pass a corpus")
     r = tr.evaluate(max_tokens=max_tokens)

@@ -4,6 +4,8 @@ evidence for every number is in docs/learning.md (``benchmarks/learning``)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +47,27 @@ BPE_MIN_BYTES = 4_000_000
 # at 6e-3 (two seeds) against 1.46 at 3e-3, and still learned copying and induction; a byte
 # run at 6e-3 stayed at chance on copying, so bytes keep 3e-3 (docs/learning.md).
 BPE_LR_SCALE = 2.0
+
+
+def follow_preset(values: Mapping[str, Any], old: str, new: str, old_kind: str = "bytes",
+                  new_kind: str = "bytes", fixed: Collection[str] = ()) -> dict[str, Any]:
+    """``values`` (TrainConfig fields) with each one at preset ``old``'s default for an
+    ``old_kind`` tokenizer ("bytes" / "bpe") moved to preset ``new``'s for ``new_kind``; values
+    set by hand, those named in ``fixed`` and any preset not in the table stay. How a changed
+    preset or tokenizer carries the training settings: a settings file over another
+    (``overlay_settings``) and the window's preset box (medium trained at small's rate there)."""
+    if old not in PRESET_DEFAULTS or new not in PRESET_DEFAULTS:
+        return dict(values)
+    old_d = PRESET_DEFAULTS[old].training(old_kind)
+    new_d = PRESET_DEFAULTS[new].training(new_kind)
+
+    def at_default(k: str, v: Any) -> bool:
+        d = old_d[k]
+        return (v == d if isinstance(d, int) or isinstance(v, bool)
+                else isinstance(v, (int, float)) and math.isclose(v, d, rel_tol=1e-9))
+
+    return {k: (new_d[k] if k in new_d and k not in fixed and at_default(k, v) else v)
+            for k, v in values.items()}
 
 
 def choose_tokenizer(kind: str, corpus_bytes: int) -> str:

@@ -95,7 +95,10 @@ class RunSpec:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
+    def from_dict(cls, d: dict[str, Any], where: str = rf.RUN_JSON) -> RunSpec:
+        """A saved spec (run.json's), its ranges checked as a resume checks them (a hand-edited
+        patience "3" reached the window's Continue and raised there); CheckpointError naming
+        ``where``."""
         try:
             d = dict(d)
             # a run.json written before decay_fraction existed resumes with its cosine schedule
@@ -103,9 +106,14 @@ class RunSpec:
             # a run.json written before runs kept their early stopping: off, as it trained
             es = d.get("early_stopping", {})
             d["early_stopping"] = EarlyStopping(**es) if isinstance(es, dict) else es
-            return cls(**d)
+            spec = cls(**d)
         except (TypeError, KeyError, ValueError) as exc:
-            raise CheckpointError(f"run.json: unusable spec ({exc})") from None
+            raise CheckpointError(f"{where}: unusable spec ({exc})") from None
+        try:
+            spec.check(new=False)
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"{where}: {exc}") from None
+        return spec
 
     def check(self, new: bool = True) -> None:
         """Ranges of every setting (non-finite / non-positive values refused before any work),
@@ -620,10 +628,14 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                 f"(d_model {lm.config.d_model}, {lm.config.n_layer} layers)")
         spec = replace(spec, tokenizer=lm.tokenizer.kind, model=None)
     else:
-        auto, spec = spec.tokenizer == "auto", spec.for_corpus(corpus.n_bytes)
+        auto, before = spec.tokenizer == "auto", spec.train.lr
+        spec = spec.for_corpus(corpus.n_bytes)
         if auto:
             say(f"tokenizer: {spec.tokenizer} (auto: BPE from {BPE_MIN_BYTES / 1e6:g} MB of text; "
                 f"this corpus has {_megabytes(corpus.n_bytes)}), learning rate {spec.train.lr:g}")
+        elif spec.train.lr != before:  # a chosen BPE's doubled rate was said nowhere
+            say(f"tokenizer: {spec.tokenizer}, learning rate {spec.train.lr:g} (BPE's: "
+                f"{spec.train.lr / before:g}x the preset's byte rate {before:g})")
         if spec.tokenizer == "bpe":
             every = bpe_sample_every(corpus.n_bytes)
             share = (f"a seeded sample of the corpus (about one piece in {every}, "
@@ -710,7 +722,7 @@ def _unmake(folder: Path, remove_folder: bool) -> None:
 def _open(folder: Path, which: str = rf.LATEST
           ) -> tuple[RunSpec, Path, dict[str, Any], list[str]]:
     d = rf.read_run_json(folder)
-    spec = RunSpec.from_dict(d["spec"])
+    spec = RunSpec.from_dict(d["spec"], str(folder / rf.RUN_JSON))
     snap, trainer, refused = rf.find_snapshot(folder, which)
     return spec, snap, trainer, [f"{e}; using {snap.name} instead" for e in refused]
 
@@ -789,7 +801,8 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
 
 def read_run_spec(folder: str | Path) -> RunSpec:
     """A run's saved settings (run.json), without opening its snapshots."""
-    return RunSpec.from_dict(rf.read_run_json(Path(folder))["spec"])
+    return RunSpec.from_dict(rf.read_run_json(Path(folder))["spec"],
+                             str(Path(folder) / rf.RUN_JSON))
 
 
 def read_model_config(folder: str | Path) -> MambaConfig:

@@ -308,6 +308,11 @@ def read_data(folder: Path) -> RunData:
     if not isinstance(m, dict) or not isinstance(m.get("sha256"), dict) or not isinstance(
             m.get("n_train"), int):
         raise CheckpointError(f"{folder / DATA_MANIFEST}: not a data manifest")
+    if set(m["sha256"]) != {Path(name).name for name in DATA_FILES.values()}:  # an empty map
+        # skipped every checksum, and the regular-file check with them: a FIFO there hung eval
+        raise CheckpointError(f"{folder / DATA_MANIFEST}: its checksums do not name the run's "
+                              "data files " + ", ".join(sorted(Path(n).name
+                                                               for n in DATA_FILES.values())))
     verify_files(folder / DATA, m["sha256"], DATA_MANIFEST,
                  "every snapshot shares these token ids, so the run cannot go on: start a new run "
                  f"on the corpus with --init {folder / SNAPSHOTS}/step-N to keep its weights")
@@ -432,8 +437,13 @@ def _pointer_file(folder: Path, which: str) -> dict[str, Any] | None:
     ok = (isinstance(d, dict) and isinstance(d.get("snapshot"), str)
           and isinstance(d.get("step"), int) and not isinstance(d.get("step"), bool)
           and _snapshot_step(d["snapshot"]) == d["step"])  # a name in snapshots/, no path: a
-    return d if ok else None  # crafted "../../other/snapshots/step-600" was followed (and the
-    # run's own snapshots pruned after a resume from another run's weights)
+    # crafted "../../other/snapshots/step-600" was followed (and the run's own snapshots pruned
+    # after a resume from another run's weights)
+    if not ok:
+        return None
+    v = d.get("val_loss")  # "abc" stopped the window from opening (the Runs list formats it)
+    finite = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return {**d, "val_loss": v if finite else None}
 
 
 def best_if_not_latest(folder: Path, now: int | None = None) -> tuple[Path, dict[str, Any]] | None:
@@ -667,7 +677,8 @@ class RunLock:
             holder = os.read(fd, 64).decode(errors="replace").strip()
             os.close(fd)
             who = f"process {holder}" if holder.isdigit() else "another process"
-            stop = f" (kill -INT {holder})" if holder.isdigit() else ""
+            # (SIGTERM: a job started in the background ignores SIGINT, and kill -INT did nothing)
+            stop = f" (kill -TERM {holder}: it saves, then ends)" if holder.isdigit() else ""
             raise CheckpointError(
                 f"{self.path.parent}: the run is in use by {who}; wait for it to "
                 f"finish or stop it{stop}, or train into another --out") from None

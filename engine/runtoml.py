@@ -31,7 +31,7 @@ import tomli_w
 
 from .checkpoint import atomic_write_bytes
 from .config import MambaConfig
-from .defaults import PRESET_DEFAULTS
+from .defaults import PRESET_DEFAULTS, follow_preset
 from .earlystop import EarlyStopping
 from .errors import MambaStudioError
 from .limits import listed
@@ -328,12 +328,9 @@ def overlay_settings(base: RunSettings, top: RunSettings, where: str = "") -> Ru
         # a training setting at the shown preset's default follows the file's preset (and a
         # BPE tokenizer's doubled rate follows the tokenizer), as `train --config` gives it
         # (medium trained at small's rate; a bytes run at BPE's); one set by hand stays
-        old_d = PRESET_DEFAULTS[was].training(was_kind)
-        new_d = PRESET_DEFAULTS[now].training(now_kind)
-        train = doc.setdefault("train", {})
-        for k, v in new_d.items():
-            if f"train.{k}" not in top.named and k in train and train[k] == old_d.get(k):
-                train[k] = v
+        doc["train"] = follow_preset(doc.get("train", {}), was, now, was_kind, now_kind,
+                                     fixed={k.split(".", 1)[1] for k in top.named
+                                            if k.startswith("train.")})
     for key in top.named:
         *tables, leaf = key.split(".")
         src: Any = new

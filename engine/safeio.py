@@ -77,6 +77,30 @@ def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
     return data
 
 
+def read_head(path: str | Path, n: int, what: str = "file") -> bytes:
+    """The first ``n`` bytes of a regular file. Opened without blocking and checked on the open
+    descriptor, so a FIFO put in a file's place after a stat cannot hang the caller (the
+    window's corpus preview reads on the GUI thread)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise UnsafeFileError(f"{path}: no such {what}") from None
+    except OSError as exc:
+        raise UnsafeFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a folder"
+                    if stat.S_ISDIR(mode) else "not a regular file")
+            raise UnsafeFileError(f"{path}: is {kind}; give a regular {what}")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(n)
+    except OSError as exc:
+        raise UnsafeFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
 def read_json(path: str | Path, limit: int = JSON_LIMIT, what: str = "JSON file") -> Any:
     """Parse a bounded JSON file; a parse error names the file and the position."""
     data = read_bytes(path, limit, what)

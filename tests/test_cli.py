@@ -371,3 +371,46 @@ def test_a_bench_mode_given_twice_is_measured_once():
     a = build_parser().parse_args(["bench", "--modes", "full,lora,full", "--configs",
                                    "small,small"])
     assert a.modes == "full,lora" and a.configs == "small"
+
+
+def test_resume_says_which_total_stops_the_run(tmp_path, capsys):
+    """`--resume RUN --epochs 20` on a run of max steps 4 said "already at step 4 of 4; pass
+    --max-steps or --epochs with a larger total", --epochs having just been given: the run's
+    max steps end it, and the message says so (and what a plain --epochs run needs)."""
+    out, corpus = tmp_path / "run", _corpus(tmp_path)
+    tiny = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0"]
+    assert main(["train", str(corpus), *tiny, "--max-steps", "4", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--epochs", "20", "--sample-tokens", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "already at step 4 of 4; pass --max-steps with a larger total (0: no limit)" in err
+    assert "note: the run's max steps 4 end it before its 20 epochs" in err
+    assert main(["train", "--resume", str(out), "--max-steps", "0", "--epochs", "1",
+                 "--sample-tokens", "0"]) == 0  # all of one epoch, then nothing left
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--sample-tokens", "0"]) == 0
+    assert "; pass --epochs with a larger total to continue it" in capsys.readouterr().err
+
+
+def test_a_chosen_bpe_says_its_learning_rate(tmp_path, capsys):
+    """`--tokenizer bpe` trained at twice the preset's rate and said so only for "auto"."""
+    corpus = _corpus(tmp_path)
+    assert main(["train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
+                 "--max-steps", "1", "--tokenizer", "bpe", "--bpe-vocab", "300",
+                 "--sample-tokens", "0", "--out", str(tmp_path / "r")]) == 0
+    assert ("tokenizer: bpe, learning rate 0.006 (BPE's: 2x the preset's byte rate 0.003)"
+            in capsys.readouterr().err)
+
+
+def test_a_run_shorter_than_an_epoch_shows_a_sample_of_its_trained_model(tmp_path, capsys):
+    """Only the untrained model's sample was shown when a run ended inside its first epoch."""
+    out = tmp_path / "run"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32",
+                 "--batch", "2", "--max-steps", "3", "--sample-tokens", "6", "--out",
+                 str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "--- sample before training ---" in err
+    assert "--- sample at step 3, the end of the run ---" in err
+    from engine.samples import read_samples
+
+    assert sorted({r["step"] for r in read_samples(out)}) == [0, 3]

@@ -572,3 +572,67 @@ def test_the_runs_list_names_a_run_by_its_folder(made_run, tmp_path):
     shutil.copytree(made_run, runs / "renamed")
     shutil.copytree(made_run, runs / "copy-of-it")
     assert sorted(r.name for r in rf.list_runs(runs)) == ["copy-of-it", "renamed"]
+
+
+@pytest.mark.parametrize("val", ["abc", True, None, "nan"])
+def test_a_best_json_with_a_loss_that_is_not_a_number_is_read_as_unknown(made_run, tmp_path,
+                                                                         capsys, val):
+    """best.json's val_loss "abc": the Runs list formatted it and the window could not open;
+    a resume raised TypeError at its first save. The pointer stays, its loss unknown."""
+    run = _copy(made_run, tmp_path)
+    d = json.loads((run / rf.BEST).read_text())
+    (run / rf.BEST).write_text(json.dumps({**d, "val_loss": float(val) if val == "nan" else val}))
+    ptr = rf.read_pointer(run, rf.BEST)
+    assert ptr is not None and ptr["step"] == d["step"] and ptr["val_loss"] is None
+    info = next(r for r in list_runs(run.parent) if r.path == run)
+    assert info.best_val_loss is None
+    rc, err = _resume(run, capsys, "--eval-every", "1")
+    assert rc == 0 and "Traceback" not in err, err
+
+
+def test_a_data_manifest_naming_no_files_is_refused_before_any_read(made_run, tmp_path, capsys):
+    """An empty checksum map skipped every checksum and the regular-file check with them: a
+    FIFO put among the data files hung `eval RUN` in np.load."""
+    run = _copy(made_run, tmp_path)
+    m = json.loads((run / rf.DATA_MANIFEST).read_text())
+    (run / rf.DATA_MANIFEST).write_text(json.dumps({**m, "sha256": {}}))
+    val = next(run / n for n in rf.DATA_FILES.values() if "val" in n)
+    val.unlink()
+    os.mkfifo(val)
+    t0 = time.monotonic()
+    assert main(["eval", str(run)]) != 0
+    err = capsys.readouterr().err
+    assert time.monotonic() - t0 < 30
+    assert "checksums do not name the run's data files" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("es, words", [({"patience": "3"}, "early_stopping.patience = '3'"),
+                                       ([3], "early_stopping must be"),
+                                       ({"target_loss": float("inf")}, "target_loss = inf")])
+def test_a_hand_edited_run_spec_is_one_line_wherever_it_is_read(made_run, tmp_path, capsys,
+                                                               es, words):
+    """read_run_spec trusted run.json: the window's Continue raised out of QSpinBox.setValue and
+    `train --resume --patience 2` printed a traceback."""
+    from engine.errors import CheckpointError
+    from engine.run import read_run_spec
+
+    run = _copy(made_run, tmp_path)
+    d = json.loads((run / rf.RUN_JSON).read_text())
+    d["spec"]["early_stopping"] = es
+    (run / rf.RUN_JSON).write_text(json.dumps(d))
+    with pytest.raises(CheckpointError, match="run.json"):
+        read_run_spec(run)
+    rc, err = _resume(run, capsys, "--patience", "2")
+    assert rc != 0 and words in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_eval_of_a_snapshot_reads_that_snapshot_only(made_run, tmp_path, capsys):
+    """`eval RUN/snapshots/step-2` loaded the latest weights too (twice the memory), and a
+    damaged latest snapshot gave warnings about a snapshot not asked for."""
+    run = _copy(made_run, tmp_path)
+    latest = rf.read_pointer(run)["snapshot"]
+    (run / rf.SNAPSHOTS / latest / "model.safetensors").write_bytes(b"damaged")
+    assert main(["eval", str(run / rf.SNAPSHOTS / "step-2")]) == 0
+    err = capsys.readouterr()
+    assert "at step 2" in err.out + err.err and latest not in err.err, err

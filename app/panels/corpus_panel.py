@@ -510,12 +510,11 @@ class CorpusPanel(QWidget):
             return
         path = list(self.files)[rows[0]]
         self.previewed = path
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read(PREVIEW_BYTES)
+        try:  # (a plain open of a file since replaced by a FIFO hung the window)
+            raw = engine.read_head(path, PREVIEW_BYTES, "text file")
             self.preview.setPlainText(raw.decode("utf-8", errors="replace"))
-        except OSError as exc:
-            self.preview.setPlainText(f"cannot read {path}: {exc.strerror}")
+        except engine.MambaStudioError as exc:
+            self.preview.setPlainText(f"cannot show it: {exc}")
 
     def _remove_selected(self) -> None:
         rows = sorted({i.row() for i in self.table.selectedIndexes()}, reverse=True)

@@ -145,7 +145,12 @@ class RunsPanel(QWidget):
     def refresh(self) -> None:
         """Read the runs folder now (on this thread; ``refresh_soon`` reads it on the pool)."""
         self._generation += 1  # a pool read started before this one is stale when it lands
-        self._show(engine.list_runs(self.root))
+        try:
+            runs = engine.list_runs(self.root)
+        except (OSError, ValueError, engine.MambaStudioError) as exc:  # (it raised out of the
+            self.message.emit(f"could not list the runs in {self.root}: {exc}")  # end-of-run
+            return  # handler, which then never closed a window asked to close)
+        self._show(runs)
 
     def refresh_soon(self) -> None:
         """Re-read the runs folder off the GUI thread (the timer's refresh of every run's status,

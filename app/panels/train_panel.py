@@ -160,6 +160,12 @@ def _set_value(w: QWidget, v: object) -> None:
         w.setValue(v)  # type: ignore[attr-defined]
 
 
+def _training_preset(shown: str) -> str:
+    """The preset whose training defaults a panel preset trains with ("custom" sizes train with
+    the default preset's: ``run_spec`` names it)."""
+    return shown if shown in engine.PRESET_DEFAULTS else engine.DEFAULT_PRESET
+
+
 class TrainPanel(QWidget):
     changed = Signal()
 
@@ -194,12 +200,13 @@ class TrainPanel(QWidget):
         mf.addRow("Weight init", self.init_scheme)
         mf.addRow("Start from", self.model_source)
         # --- training
+        d = engine.PRESET_DEFAULTS[engine.DEFAULT_PRESET]  # the engine's table, not a copy
         self.epochs = _spin(1, 1_000_000, APP_DEFAULT_EPOCHS)
-        self.lr = _GSpin(1e-8, 10.0, 3e-3, 1e-3)  # the engine takes (0, 10]
-        self.batch = _spin(1, 65536, 8)
-        self.seq_len = _spin(2, 1 << 24, 256, 32)
+        self.lr = _GSpin(1e-8, 10.0, d.lr, 1e-3)  # the engine takes (0, 10]
+        self.batch = _spin(1, 65536, d.batch_size)
+        self.seq_len = _spin(2, 1 << 24, d.seq_len, 32)
         self.accum = _spin(1, 65536, 1)
-        self.weight_decay = _GSpin(0.0, 1000.0, 0.01, 0.01)
+        self.weight_decay = _GSpin(0.0, 1000.0, d.weight_decay, 0.01)
         self.clip = _dspin(0.0, 1e6, 1.0, 2, 0.1)
         self.seed = _spin(0, 2**31 - 1, 0)
         self.max_steps = _spin(0, 2**31 - 1, 0)
@@ -275,6 +282,8 @@ class TrainPanel(QWidget):
             box.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # the wheel does not focus them ...
             box.installEventFilter(self)  # ... nor change them: see eventFilter
         self._restore()
+        self._defaults_of = _training_preset(self.preset.currentText())
+        self.preset.currentTextChanged.connect(self._follow_preset)
         for combo in (self.preset, self.tokenizer, self.init_scheme):
             combo.currentIndexChanged.connect(self._update)
         for w in (self.d_model, self.n_layer, self.d_state, self.rank, self.bpe_vocab):
@@ -286,6 +295,25 @@ class TrainPanel(QWidget):
         for cb in (self.lora, self.wsla, *self.targets.values()):
             cb.toggled.connect(self._update)
         self._update()
+
+    def _training_boxes(self) -> dict[str, QSpinBox | QDoubleSpinBox]:
+        """The boxes of the preset's training defaults, by TrainConfig field."""
+        return {"lr": self.lr, "batch_size": self.batch, "seq_len": self.seq_len,
+                "weight_decay": self.weight_decay}
+
+    def _follow_preset(self, name: str) -> None:
+        """A new preset: each training box at the old preset's default takes the new one's
+        (``engine.follow_preset``, as a settings file naming a preset does; medium trained at
+        small's rate, and so without the BPE doubling that a rate at the default gets); one set
+        by hand stays. A continued run's values are its own (``show_resumable`` sets them)."""
+        old, self._defaults_of = self._defaults_of, _training_preset(name)
+        if self.start == "continue" or old == self._defaults_of:
+            return
+        boxes = self._training_boxes()
+        moved = engine.follow_preset({k: b.value() for k, b in boxes.items()}, old,
+                                     self._defaults_of)
+        for k, b in boxes.items():
+            b.setValue(moved[k])  # an int box gets its int default
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802
         """The wheel over a spin or combo box without keyboard focus scrolls the panel (it changed
@@ -320,8 +348,10 @@ class TrainPanel(QWidget):
                                  alpha=self.alpha.value(), dropout=self.lora_dropout.value())
 
     def train_config(self) -> engine.TrainConfig:
-        return engine.TrainConfig(
-            epochs=self.epochs.value(), lr=self.lr.value(), batch_size=self.batch.value(),
+        """The boxes' settings over the preset's training defaults (its warmup and decay, which
+        have no box)."""
+        return engine.TrainConfig.for_preset(
+            self._defaults_of, epochs=self.epochs.value(), lr=self.lr.value(), batch_size=self.batch.value(),
             seq_len=self.seq_len.value(), grad_accum=self.accum.value(),
             weight_decay=self.weight_decay.value(), max_grad_norm=self.clip.value(),
             seed=self.seed.value(), max_steps=self.max_steps.value() or None,

@@ -1166,3 +1166,40 @@ def test_the_playground_shows_bidirectional_controls(win):
     pg.output.setPlainText("The ")
     pg._piece("\u202ereversed")
     assert pg.output.toPlainText() == "The [U+202E]reversed"
+
+
+@pytest.mark.parametrize("preset", ["tiny", "medium", "small", "custom"])
+def test_the_panels_training_settings_follow_the_preset_as_the_clis_do(win, preset):
+    """The panel held small's 3e-3 for every preset: a medium run from the window trained at
+    1.5x the CLI's 2e-3 with bytes, and (no longer at the preset's default) was not doubled for
+    BPE (0.003 against the CLI's 0.004). Each box at the old preset's default follows the new
+    preset; one set by hand stays."""
+    from dataclasses import replace
+
+    from engine.cli import _spec, build_parser
+
+    win.train.preset.setCurrentText(preset)
+    panel = win.train.run_spec(None, 0)
+    cli = _spec(build_parser().parse_args(
+        ["train", "--preset", preset if preset != "custom" else "small"]))
+    assert replace(panel.train, epochs=cli.train.epochs, batch_size=cli.train.batch_size,
+                   seq_len=cli.train.seq_len) == cli.train  # (the test window's are small)
+    assert panel.for_corpus(10**8).train.lr == cli.for_corpus(10**8).train.lr  # BPE's rate
+    win.train.lr.setValue(0.0042)  # by hand
+    win.train.preset.setCurrentText("medium" if preset != "medium" else "tiny")
+    assert win.train.lr.value() == pytest.approx(0.0042)
+
+
+def test_previewing_a_corpus_file_since_made_a_fifo_does_not_hang(win, tmp_path):
+    """The Corpus tab's preview opened the selected file on the GUI thread with a plain open():
+    a file replaced by a FIFO since it was added froze the window."""
+    import os
+
+    f = tmp_path / "notes.txt"
+    f.write_text("hello there\n" * 50)
+    win.corpus.files.clear()
+    win.corpus.add_paths([str(f)], sync=True)
+    f.unlink()
+    os.mkfifo(f)
+    win.corpus.table.selectRow(0)  # would block here
+    assert "FIFO" in win.corpus.preview.toPlainText()

@@ -273,7 +273,8 @@ def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
     assert win.preview.output.toPlainText().startswith("The")
     win.preview.prompts.setPlainText("Once")  # edits reach the running worker
     win.preview.temperature.setValue(0.0)
-    assert win.worker.prompts == ["Once"] and win.worker.sampling.temperature == 0.0
+    prompts, sampling = win.worker.preview_settings
+    assert prompts == ("Once",) and sampling.temperature == 0.0
     qtbot.waitUntil(lambda: len(win.plots.steps) >= 3, timeout=RUN_TIMEOUT)
     run = win.worker.run_obj
     win.pause()
@@ -666,3 +667,21 @@ def test_the_estimate_key_is_the_models_sizes_not_its_token_ids():
     assert _estimate_key(replace(cfg, eos_token_id=256, bos_token_id=256), tc) == \
         _estimate_key(cfg, tc)
     assert _estimate_key(replace(cfg, n_layer=3), tc) != _estimate_key(cfg, tc)
+
+
+def test_prompts_edited_past_the_limit_while_training_do_not_fail_the_run(win, qtbot):
+    """17 preview prompts typed while training: the run was trained and saved, then reported
+    "failed" because keeping the prompts in run.json raised. It ends as it ended; the prompts
+    are not kept, and the log says why."""
+    win.train.epochs.setValue(30)
+    win.train.max_steps.setValue(4)
+    win.start_training()
+    qtbot.waitUntil(lambda: win.worker is not None and win.worker.run_obj is not None,
+                    timeout=RUN_TIMEOUT)
+    win.preview.prompts.setPlainText("\n".join(f"p{i}" for i in range(17)))
+    folder = str(win.worker.run_obj.folder)
+    qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
+    assert "failed" not in win.status.text() and "at step 4" in win.status.text(), \
+        win.status.text()
+    assert runapi.read_run_spec(folder).prompts == ("The ",)
+    assert "preview prompts are not kept with the run" in win.log.toPlainText()
