@@ -214,6 +214,8 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.tabs, 1)
         self.setCentralWidget(body)
         self._menus()
+        self.statusBar()  # made now: made by the first message, it moved everything above it
+        # up by its height (a click on the Runs tab's Continue landed between two buttons)
         self._shortcuts()
         self.corpus.rejected.connect(self._notice)
         self.corpus.added.connect(self._on_corpus_added)
@@ -290,6 +292,7 @@ class MainWindow(QMainWindow):
         m = self.menuBar().addMenu("&File")
         for text, key, slot in (
                 ("Open model or HF Mamba folder…", "Ctrl+O", self._open_model_dialog),
+                ("Show a run folder…", "Ctrl+R", self._open_run_dialog),
                 ("Open settings…", "Ctrl+Shift+O", self._open_settings_dialog),
                 ("Save settings as…", "Ctrl+S", self._save_settings_dialog),
                 ("Save a snapshot now", "", self.save_snapshot),
@@ -1031,6 +1034,15 @@ class MainWindow(QMainWindow):
         if path:
             settings.remember_folder("model", path)
             self.open_model(path)
+
+    def _open_run_dialog(self) -> None:
+        """Show a run from any folder (a CLI run under ./runs): its curves, samples (Gallery)
+        and Playground, as the Runs tab's Open does for the runs folder's own."""
+        path = QFileDialog.getExistingDirectory(self, "Show a run folder",
+                                                settings.last_folder("run", self.runs_root))
+        if path:
+            settings.remember_folder("run", path)
+            self.open_run_view(path)
 
     def _open_settings_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(

@@ -1203,3 +1203,38 @@ def test_previewing_a_corpus_file_since_made_a_fifo_does_not_hang(win, tmp_path)
     os.mkfifo(f)
     win.corpus.table.selectRow(0)  # would block here
     assert "FIFO" in win.corpus.preview.toPlainText()
+
+
+def test_controls_do_not_move_when_the_first_message_comes(win, qtbot):
+    """The status bar was made by the first message, and everything above it moved up by its
+    height: a click on the Runs tab's Continue landed between two buttons and the next Start
+    made a new run."""
+    win.tabs.setCurrentIndex(1)
+    qtbot.wait(50)
+    button = win.runs.buttons["Continue"]
+    before = button.mapTo(win, button.rect().topLeft())
+    win._say("a message")
+    qtbot.wait(50)
+    assert button.mapTo(win, button.rect().topLeft()) == before
+    win.statusBar().clearMessage()
+    qtbot.wait(50)
+    assert button.mapTo(win, button.rect().topLeft()) == before
+
+
+def test_a_run_folder_from_anywhere_can_be_shown(win, qtbot, tmp_path):
+    """A CLI run (./runs, not the window's runs folder) could only be opened as starting
+    weights: its curves and Gallery were out of reach. File > Show a run folder… shows it."""
+    from engine.cli import main
+    from engine.samples import read_samples
+
+    corpus = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+    out = tmp_path / "cli-runs" / "mine"
+    assert main(["train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
+                 "--max-steps", "2", "--sample-tokens", "4", "--out", str(out)]) == 0
+    assert any("Show a run folder" in a.text() for a in win.menuBar().actions()[0].menu().actions())
+    win.open_run_view(str(out))
+    assert win.shown_run == str(out)
+    assert win.gallery.table.rowCount() == len(read_samples(out)) > 0
+    assert win.plots.steps  # its curves
+    win.open_run_view(str(out / "snapshots" / "step-2"))  # a snapshot: says what it is
+    assert any("a snapshot of the run" in e for e in win.errors)
