@@ -898,7 +898,7 @@ class MainWindow(QMainWindow):
         if folder == self.shown_run:
             self._say(f"{Path(folder).name} is the run shown; Compare overlays another run")
             return
-        self.plots.set_compare(Path(folder).name, engine.read_metrics(folder))
+        self.plots.set_compare(Path(folder).name, engine.read_kept_metrics(folder))
         self.compared_run = folder
         self.tabs.setCurrentIndex(0)
 

@@ -76,6 +76,7 @@ if TYPE_CHECKING:
         RunLock,
         best_if_not_latest,
         read_epochs_done,
+        read_kept_metrics,
         read_pointer,
         read_tokens_per_byte,
     )
@@ -169,6 +170,7 @@ _EXPORTS: dict[str, str] = {
     "NO_LIMIT": "run",
     "load_model": "run",
     "read_metrics": "run",
+    "read_kept_metrics": "runformat",
     "read_run_spec": "run",
     "read_model_config": "run",
     "read_epoch_rows": "run",
@@ -294,6 +296,7 @@ __all__ = [
     "PRESETS",
     "read_epochs_done",
     "read_metrics",
+    "read_kept_metrics",
     "read_pointer",
     "best_if_not_latest",
     "read_run_spec",

@@ -856,6 +856,19 @@ def read_metrics(folder: str | Path) -> list[dict[str, Any]]:
     return [row for line in lines if (row := _metric_row(line, columns)) is not None]
 
 
+def read_kept_metrics(folder: str | Path) -> list[dict[str, Any]]:
+    """``read_metrics`` as the run will go on from it: a run no process holds drops the rows
+    after its latest snapshot, the work a crash lost (a resume truncates them; a window showed
+    steps 1-28 of a run it said continues from step 16). A run in training keeps them all."""
+    rows = read_metrics(folder)
+    if not rows or RunLock(Path(folder)).held_elsewhere():
+        return rows
+    latest = read_pointer(Path(folder), LATEST)
+    if latest is None:
+        return rows
+    return [r for r in rows if int(r.get("step", 0)) <= latest["step"]]
+
+
 def truncate_metrics(folder: Path, step: int) -> int:
     """Drop the rows after ``step`` (they belong to work lost in a crash) and an unfinished last
     line (the next row would be glued to it) -- atomic rewrite. Every other line is kept as it

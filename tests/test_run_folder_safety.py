@@ -636,3 +636,23 @@ def test_eval_of_a_snapshot_reads_that_snapshot_only(made_run, tmp_path, capsys)
     assert main(["eval", str(run / rf.SNAPSHOTS / "step-2")]) == 0
     err = capsys.readouterr()
     assert "at step 2" in err.out + err.err and latest not in err.err, err
+
+
+def test_the_rows_a_crash_lost_are_not_shown_as_the_runs_history(made_run, tmp_path):
+    """A window showed steps 1-28 of a killed run it said continues from step 16: the rows after
+    the latest snapshot are work a resume trains again. Kept while a process trains the run."""
+    from engine.run import resume
+
+    run = _copy(made_run, tmp_path)
+    latest = rf.read_pointer(run)["step"]
+    for step in range(latest + 1, latest + 4):  # logged by a process killed before its save
+        rf.append_metric(run, {"kind": "step", "step": step, "epoch": 0, "loss": 1.0})
+    assert max(r["step"] for r in rf.read_metrics(run)) == latest + 3
+    assert max(r["step"] for r in rf.read_kept_metrics(run)) == latest
+    assert len(rf.read_kept_metrics(run)) == len(rf.read_metrics(run)) - 3
+    with resume(run) as r:  # held: a live run's rows are all its own
+        rf.append_metric(run, {"kind": "step", "step": latest + 1, "epoch": 0, "loss": 1.0})
+        out = subprocess.run([sys.executable, "-c", "import sys; from engine import runformat as rf; "
+                      "print(max(x['step'] for x in rf.read_kept_metrics(sys.argv[1])))",
+                      str(run)], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+        assert int(out) == latest + 1 and r.step == latest

@@ -250,7 +250,8 @@ class PlotsPanel(QWidget):
         """Show a run from its folder (Open, Continue): its full history and its own bits/byte
         scale (1 token per byte when its data cannot be read)."""
         folder = Path(folder)
-        self.load_history(engine.read_metrics(folder), epochs_done=engine.read_epochs_done(folder))
+        self.load_history(engine.read_kept_metrics(folder),
+                          epochs_done=engine.read_epochs_done(folder))
         self.set_tokens_per_byte(run_tokens_per_byte(folder) or 1.0)
 
     def load_history(self, rows: list[dict[str, Any]], epochs_done: int = 0) -> None:
