@@ -486,7 +486,8 @@ class MainWindow(QMainWindow):
                 else self.train.model_config())
 
     def _refresh_estimate(self) -> None:
-        self.corpus.set_split(0.1, self.train.seed.value(), self.train.seq_len.value() + 1)
+        self.corpus.set_split(self.train.holdout.value(), self.train.seed.value(),
+                              self.train.seq_len.value() + 1)
         try:
             cfg = self._next_model_config()
             tc = self.train.train_config()
@@ -587,7 +588,8 @@ class MainWindow(QMainWindow):
         tc = self.train.train_config()
         eval_every = tc.eval_every
         if eval_every == 0:  # auto: held-out evaluation costs < 10 % of training time
-            val = min(int(self._corpus_tokens() * 0.1), engine.HELDOUT_SAMPLE_TOKENS)  # a sample
+            val = min(int(self._corpus_tokens() * self.train.holdout.value()),  # (a sample)
+                      engine.HELDOUT_SAMPLE_TOKENS)
             eval_every = auto_eval_every(val, tc.batch_size * tc.grad_accum, tc.seq_len)
         spec = replace(self.train.run_spec(self.init_dir, eval_every),
                        records=self.corpus.record_mode(), prompts=tuple(self.preview.prompt_list()))
@@ -1023,6 +1025,9 @@ class MainWindow(QMainWindow):
                       f"{', ...' if len(names) > 6 else ''}); the others stay as they were")
         else:
             self._say(f"settings loaded from {path}")
+        if self.train.extras:  # (dropped without a word: no box shows them)
+            self._log(f"settings of {path} with no box in the panel, used by the next runs: "
+                      + ", ".join(f"{k} {v:g}" for k, v in self.train.extras.items()))
         if changed:
             self._error(f"settings loaded from {path}, but changed to fit the panel: "
                         + "; ".join(changed))

@@ -157,7 +157,7 @@ class CorpusPanel(QWidget):
         self.origin: dict[str, str] = {}  # file -> the path added that brought it (a folder, itself)
         self.folders: dict[str, None] = {}  # folders added, in order
         self.cut: set[str] = set()  # added folders some of whose files were removed one by one
-        self.holdout = 0.1  # the split's settings (set_split), for the held-out column
+        self.holdout = engine.RunSpec.holdout  # the split (set_split), for the held-out column
         self.seed = 0
         self.min_tokens = 0
         self.tokenizer: Any = None  # None: bytes; else an opened model's tokenizer

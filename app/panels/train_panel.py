@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QValidator
@@ -111,6 +112,8 @@ TIPS = {
     "seed": "Random seed of initialisation, shuffling and dropout (same seed = same run)",
     "max_steps": "Stop after this many optimizer steps in total (no limit: all epochs)",
     "eval_every": "Measure held-out loss every N steps; auto keeps it under 10% of training time",
+    "holdout": "Share of the corpus kept out of training to measure held-out loss: whole "
+               "documents chosen by the seed (the Corpus tab marks them); 0: none",
     "patience": "Stop when held-out loss has not improved for this many evaluations (the best "
                 "snapshot is kept)",
     "target_loss": "Stop as soon as held-out loss reaches this (nats per token)",
@@ -158,6 +161,13 @@ def _set_value(w: QWidget, v: object) -> None:
         w.setChecked(bool(v))
     else:
         w.setValue(v)  # type: ignore[attr-defined]
+
+
+# settings with no box in the panel: a loaded settings file's values are kept for the next runs
+# of the session, and saved with the settings (they were dropped: a file's warmup_steps 50
+# trained with 100, its holdout 0.3 with 0.1 before the box came)
+NO_BOX_TRAIN = ("warmup_steps", "min_lr_ratio", "decay_fraction")
+NO_BOX_RUN = ("autosave_steps", "autosave_minutes", "keep")
 
 
 def _training_preset(shown: str) -> str:
@@ -213,6 +223,8 @@ class TrainPanel(QWidget):
         self.max_steps.setSpecialValueText("no limit")
         self.eval_every = _spin(0, 2**31 - 1, 0)
         self.eval_every.setSpecialValueText("auto (< 10% of time)")
+        self.holdout = _dspin(0.0, 0.9, engine.RunSpec.holdout, 2, 0.05)  # the engine's range
+        self.holdout.setSpecialValueText("none")
         self.checkpointing = QCheckBox("activation checkpointing")
         self.patience = _spin(0, 1_000_000, 0)
         self.patience.setSpecialValueText("off")
@@ -224,6 +236,7 @@ class TrainPanel(QWidget):
                          ("Sequence length", self.seq_len), ("Grad. accumulation", self.accum),
                          ("Weight decay", self.weight_decay), ("Grad-norm clip", self.clip),
                          ("Seed", self.seed), ("Max steps", self.max_steps),
+                         ("Held-out fraction", self.holdout),
                          ("Held-out eval every", self.eval_every),
                          ("Early stop: patience", self.patience),
                          ("Early stop: target loss", self.target_loss)):
@@ -283,13 +296,14 @@ class TrainPanel(QWidget):
             box.installEventFilter(self)  # ... nor change them: see eventFilter
         self._restore()
         self._defaults_of = _training_preset(self.preset.currentText())
+        self.extras: dict[str, Any] = {}  # NO_BOX_TRAIN / NO_BOX_RUN values from a settings file
         self.preset.currentTextChanged.connect(self._follow_preset)
         for combo in (self.preset, self.tokenizer, self.init_scheme):
             combo.currentIndexChanged.connect(self._update)
         for w in (self.d_model, self.n_layer, self.d_state, self.rank, self.bpe_vocab):
             w.valueChanged.connect(self._update)
         for w in (self.batch, self.seq_len, self.accum, self.epochs, self.lr, self.max_steps,
-                  self.eval_every):
+                  self.eval_every, self.holdout):
             w.valueChanged.connect(lambda _v: self.changed.emit())
         self.checkpointing.toggled.connect(lambda _v: self.changed.emit())
         for cb in (self.lora, self.wsla, *self.targets.values()):
@@ -358,6 +372,7 @@ class TrainPanel(QWidget):
             activation_checkpointing=self.checkpointing.isChecked(),
             wsla=self.wsla.isChecked(), lora=self.lora_config(),
             eval_every=self.eval_every.value(),
+            **{k: v for k, v in self.extras.items() if k in NO_BOX_TRAIN},
         )
 
     def early_stopping(self) -> engine.EarlyStopping:
@@ -378,6 +393,8 @@ class TrainPanel(QWidget):
                        model=self.custom_dims() if init is None else None,
                        tokenizer=self.tokenizer.currentText(), bpe_vocab=self.bpe_vocab.value(),
                        init=init, train=tc, early_stopping=self.early_stopping(),
+                       holdout=self.holdout.value(),
+                       **{k: v for k, v in self.extras.items() if k in NO_BOX_RUN},
                        init_scheme=(self.init_scheme.currentText() if init is None
                                     else engine.RunSpec.init_scheme))
 
@@ -404,7 +421,7 @@ class TrainPanel(QWidget):
 
     # what a continued run keeps as it was trained (engine.RESUME_OVERRIDES are the others)
     CONTINUE_FIXED = ("preset", "d_model", "n_layer", "d_state", "batch", "seq_len", "accum",
-                      "weight_decay", "clip", "seed", "checkpointing")
+                      "weight_decay", "clip", "seed", "holdout", "checkpointing")
     # shown as the run has them, off while continuing (``_update``): a continue trains with its own
     # tokenizer and weights (the previous run's "bpe" stayed shown for a bytes run)
     _RUN_OWN = ("tokenizer", "bpe_vocab", "init_scheme")
@@ -431,7 +448,7 @@ class TrainPanel(QWidget):
             (self.patience, es.patience), (self.target_loss, es.target_loss or 0.0),
             (self.batch, tc.batch_size), (self.seq_len, tc.seq_len), (self.accum, tc.grad_accum),
             (self.weight_decay, tc.weight_decay), (self.clip, tc.max_grad_norm),
-            (self.seed, tc.seed)]
+            (self.seed, tc.seed), (self.holdout, spec.holdout)]
         for box, value in shown:
             _set_value(box, value)
         self.checkpointing.setChecked(tc.activation_checkpointing)
@@ -501,6 +518,7 @@ class TrainPanel(QWidget):
                   ("max_grad_norm", self.clip, t.max_grad_norm), ("seed", self.seed, t.seed),
                   ("max_steps", self.max_steps, t.max_steps or 0),
                   ("eval_every", self.eval_every, t.eval_every),
+                  ("holdout", self.holdout, spec.holdout),
                   ("patience", self.patience, early.patience),
                   ("target_loss", self.target_loss, early.target_loss or 0.0)]
         if t.lora is not None:
@@ -515,6 +533,10 @@ class TrainPanel(QWidget):
                                else f"{name} {v} -> {w.text()}")
         self.checkpointing.setChecked(t.activation_checkpointing)
         self._show_adapt(t)
+        base = engine.TrainConfig.for_preset(self._defaults_of)
+        self.extras = {k: getattr(t, k) for k in NO_BOX_TRAIN if getattr(t, k) != getattr(base, k)}
+        self.extras |= {k: getattr(spec, k) for k in NO_BOX_RUN
+                        if getattr(spec, k) != getattr(engine.RunSpec, k)}
         if self.start == "new" and not spec.init and (t.lora is not None or t.wsla):
             changed.append("LoRA / WSLA -> off (they adapt a trained model; the file starts a new "
                            "one)")
@@ -584,7 +606,7 @@ class TrainPanel(QWidget):
 
     # ---------------------------------------------------------------- QSettings
     _KEYS = ("epochs", "lr", "batch", "seq_len", "accum", "weight_decay", "clip", "seed",
-             "max_steps", "eval_every", "patience", "target_loss", "rank", "alpha", "lora_dropout",
+             "max_steps", "eval_every", "holdout", "patience", "target_loss", "rank", "alpha", "lora_dropout",
              "d_model", "n_layer", "d_state", "bpe_vocab")
 
     def _restore(self) -> None:

@@ -1238,3 +1238,26 @@ def test_a_run_folder_from_anywhere_can_be_shown(win, qtbot, tmp_path):
     assert win.plots.steps  # its curves
     win.open_run_view(str(out / "snapshots" / "step-2"))  # a snapshot: says what it is
     assert any("a snapshot of the run" in e for e in win.errors)
+
+
+def test_a_settings_files_holdout_and_settings_without_a_box_are_used(win, qtbot, tmp_path):
+    """A file's holdout 0.3 loaded into the window trained with 0.1 (and the Corpus tab marked
+    0.1 of the files); its warmup_steps and autosave_steps were dropped without a word. The
+    held-out fraction has a box now; the others are kept for the next runs and saved again."""
+    import engine
+
+    f = tmp_path / "s.toml"
+    f.write_text("[run]\nholdout = 0.3\nautosave_steps = 7\n[train]\nwarmup_steps = 50\n")
+    win.load_settings_file(str(f))
+    assert win.train.holdout.value() == pytest.approx(0.3)
+    spec = win.make_job().spec
+    assert (spec.holdout, spec.autosave_steps, spec.train.warmup_steps) == (0.3, 7, 50)
+    qtbot.waitUntil(lambda: win.corpus.holdout == pytest.approx(0.3))  # (the estimate's timer)
+    assert "warmup_steps 50" in win.log.toPlainText()
+    back = tmp_path / "back.toml"
+    win.save_settings_file(str(back))
+    s = engine.load_settings(back)
+    assert (s.spec.holdout, s.spec.autosave_steps, s.spec.train.warmup_steps) == (0.3, 7, 50)
+    f.write_text("[train]\nwarmup_steps = 100\n")  # back to the default: nothing kept
+    win.load_settings_file(str(f))
+    assert "warmup_steps" not in win.train.extras and win.train.extras == {"autosave_steps": 7}
