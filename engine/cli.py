@@ -279,7 +279,7 @@ def _config_changes(a: argparse.Namespace) -> dict[str, object]:
 
     from .defaults import BPE_MIN_BYTES
     from .run import read_run_spec
-    from .runtoml import RunSettings, flat_settings
+    from .runtoml import RunSettings, early_stopping_over, flat_settings
 
     s = _settings(a)  # checked before the run is opened
     run = read_run_spec(a.resume)
@@ -294,19 +294,14 @@ def _config_changes(a: argparse.Namespace) -> dict[str, object]:
     have = flat_settings(RunSettings(run))
     want = flat_settings(replace(s, spec=mine))
     out: dict[str, object] = {}
-    early = run.early_stopping
     for key in s.named:
-        if key.startswith("early_stopping."):
-            leaf = key.split(".", 1)[1]
-            early = replace(early, **{leaf: getattr(s.early_stopping, leaf)})
-            continue
-        if key == "run.corpus":
+        if key == "run.corpus" or key.startswith("early_stopping."):  # (those: below)
             continue
         new, old = want.get(key), have.get(key)
         if new != old:
             name = key.rsplit(".", 1)[-1] if key.count(".") == 1 else key
             out[name] = tuple(new) if isinstance(new, list) else new
-    if early != run.early_stopping:
+    if (early := early_stopping_over(run.early_stopping, s)) != run.early_stopping:
         out["early_stopping"] = early
     return out
 

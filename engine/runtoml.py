@@ -300,6 +300,16 @@ def load_settings(path: str | Path) -> RunSettings:
     return _from_doc(doc, path)
 
 
+def early_stopping_over(base: EarlyStopping, top: RunSettings) -> EarlyStopping:
+    """``base`` with each early stopping key ``top`` names set to ``top``'s value (a window's
+    or a run's own early stopping under a file naming only its target loss)."""
+    for key in top.named:
+        if key.startswith("early_stopping."):
+            leaf = key.split(".", 1)[1]
+            base = replace(base, **{leaf: getattr(top.early_stopping, leaf)})
+    return base
+
+
 def overlay_settings(base: RunSettings, top: RunSettings, where: str = "") -> RunSettings:
     """``base`` with each setting ``top`` names (``top.named``, a loaded file's) set to
     ``top``'s value: what the window does with a file that names only some settings (it reset
@@ -343,11 +353,7 @@ def overlay_settings(base: RunSettings, top: RunSettings, where: str = "") -> Ru
             dst = dst.setdefault(t, {})
         dst[leaf] = src[leaf]
     merged = _from_doc(doc, Path("."), where or "these settings together")
-    es = base.early_stopping  # a file's patience = 0 (off) is not in a saved file's text
-    for key in top.named:
-        if key.startswith("early_stopping."):
-            leaf = key.split(".", 1)[1]
-            es = replace(es, **{leaf: getattr(top.early_stopping, leaf)})
+    es = early_stopping_over(base.early_stopping, top)  # (patience = 0 is not in a saved text)
     return replace(merged, spec=replace(merged.spec, early_stopping=es),
                    corpus=top.corpus if "run.corpus" in top.named else base.corpus,
                    named=top.named)
