@@ -1,5 +1,7 @@
 """Property-based fuzzing of everything a user (or a crafted folder) can hand the engine:
-config.json, trainer_state.json, tokenizer.json, safetensors headers and CLI arguments.
+config.json, trainer_state.json, tokenizer.json, safetensors headers, CLI arguments, and a run
+folder's state files (run.json's spec, latest/best/status.json, the data manifest, a snapshot's
+trainer.json).
 
 Every case must end in success or a one-line ``MambaStudioError`` (CLI: exit code 2 and one
 ``error:`` line) -- never another exception, a hang (each case runs under ``CASE_SECONDS``) or an
@@ -231,3 +233,79 @@ def test_fuzz_cli_arguments(model_dir, capsys, data):
         assert rc in (0, 2)
         if rc == 2:
             assert err[-1].startswith("error: "), err
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A tiny finished run with snapshots at steps 2 and 4 (its kernels compiled here)."""
+    from engine.run import RunSpec, start
+
+    tmp = tmp_path_factory.mktemp("fuzz_run")
+    (tmp / "c.txt").write_text("the cat sat on the mat. " * 200)
+    spec = RunSpec(preset="tiny", autosave_steps=2, autosave_minutes=0,
+                   train=TrainConfig(batch_size=2, seq_len=16, max_steps=4, eval_every=2))
+    with start(spec, [tmp / "c.txt"], root=tmp / "runs") as run:
+        run.train()
+    return run.folder
+
+
+_STATE_FILES = ("run.json", "latest.json", "best.json", "status.json", "data/manifest.json",
+                "snapshots/step-4/trainer.json")
+
+
+def _readers(run: Path) -> None:
+    """What the CLI and the window read from a run folder before and while resuming it."""
+    from engine import runformat as rf
+    from engine.run import list_runs, open_run, read_run_spec, resume
+
+    for info in list_runs(run.parent):  # the Runs tab formats these; it must never raise
+        assert isinstance(info.steps, int) and isinstance(info.created, str)
+        assert info.best_val_loss is None or math.isfinite(info.best_val_loss)
+    rows = rf.read_kept_metrics(run)
+    assert all(isinstance(r["step"], int) for r in rows)
+    for which in (rf.LATEST, rf.BEST):
+        ptr = rf.read_pointer(run, which)
+        assert ptr is None or (isinstance(ptr["step"], int) and (
+            ptr["val_loss"] is None or math.isfinite(ptr["val_loss"])))
+    for fn in (lambda: read_run_spec(run), lambda: open_run(run)):
+        try:
+            fn()
+        except MambaStudioError as exc:
+            assert "\n" not in str(exc) and str(exc), repr(exc)
+    try:
+        with resume(run) as r:
+            r.save()  # compares with the saved best, writes the pointers again
+    except MambaStudioError as exc:
+        assert "\n" not in str(exc) and str(exc), repr(exc)
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_run_folder_state_files(run_dir, tmp_path_factory, data):
+    """A hand-edited or damaged state file of a run (run.json's spec, the pointers, the status,
+    the data manifest, a snapshot's trainer.json): every reader the CLI and the window use ends
+    in its result or one line, never another exception (best.json's val_loss "abc" stopped the
+    window from opening; a manifest's empty checksum map let a FIFO hang eval)."""
+    import shutil
+
+    run = tmp_path_factory.mktemp("state") / "runs" / run_dir.name
+    shutil.copytree(run_dir, run, symlinks=True)
+    (run / "run.lock").unlink(missing_ok=True)
+    name = data.draw(st.sampled_from(_STATE_FILES))
+    good = json.loads((run / name).read_text())
+    base = good["spec"] if name == "run.json" else good
+    sub = data.draw(st.sampled_from(["top", *[k for k, v in base.items()
+                                              if isinstance(v, dict)]]))
+    target = base if sub == "top" else base[sub]
+    keys = data.draw(st.lists(st.sampled_from(sorted(target) + ["bogus"]), min_size=1,
+                              max_size=3))
+    vals = data.draw(st.lists(json_values, min_size=len(keys), max_size=len(keys)))
+    mutated = _mutate(target, keys, vals)
+    if sub != "top":
+        mutated = {**base, sub: mutated}
+    doc = {**good, "spec": mutated} if name == "run.json" else mutated
+    if data.draw(st.integers(0, 9)) == 0:
+        doc = data.draw(json_values)
+    (run / name).write_text(json.dumps(doc, allow_nan=True))
+    with bounded():
+        _readers(run)
