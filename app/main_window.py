@@ -546,11 +546,8 @@ class MainWindow(QMainWindow):
         tok = self.corpus.tokenizer  # an opened model's; None: a new run's own tokenizer
         folder = self.continue_dir  # a Continue trains on the run's saved ids, not the corpus
         if folder is not None:
-            try:  # a folder replaced since (train --force) is counted again
-                made = (Path(folder) / "run.json").stat().st_mtime_ns
-            except OSError:
-                made = 0
-            key: tuple[object, ...] = ("continue", folder, made)
+            # a folder replaced since (train --force) is counted again
+            key: tuple[object, ...] = ("continue", folder, engine.run_written_ns(folder))
 
             def count() -> int:
                 return engine.read_epoch_rows(folder)
@@ -924,15 +921,14 @@ class MainWindow(QMainWindow):
         if self.worker is not None and folder == self.current_run:
             self.worker.request(kind, path, force)  # between two steps of the running run
             return
-        if self.worker is not None and str(Path(folder).parent.parent) == self.current_run:
+        if self.worker is not None and str(engine.snapshot_run(folder)) == self.current_run:
             self.worker.request(kind, path, force, source=folder)  # a snapshot of it: read
             return  # between two steps, so that no save prunes it meanwhile
         def done(warnings: list[str]) -> None:
             for w in warnings:
                 self._notice(f"warning: {w}")
-            src = Path(folder)
-            what = (f"run {src.parent.parent.name}, snapshot {src.name}"
-                    if src.parent.name == "snapshots" else f"run {src.name}")
+            src, run = Path(folder), engine.snapshot_run(folder)
+            what = f"run {run.name}, snapshot {src.name}" if run else f"run {src.name}"
             self._say(f"{kind} written to {path} (from {what})")
 
         run_in_thread(lambda: export_run(folder, kind, path, force), done, self._error, owner=self)

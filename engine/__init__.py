@@ -79,6 +79,8 @@ if TYPE_CHECKING:
         read_kept_metrics,
         read_pointer,
         read_tokens_per_byte,
+        run_written_ns,
+        snapshot_run,
     )
     from .runtime import configure
     from .runtoml import (
@@ -171,6 +173,8 @@ _EXPORTS: dict[str, str] = {
     "load_model": "run",
     "read_metrics": "run",
     "read_kept_metrics": "runformat",
+    "snapshot_run": "runformat",
+    "run_written_ns": "runformat",
     "read_run_spec": "run",
     "read_model_config": "run",
     "read_epoch_rows": "run",
@@ -297,6 +301,8 @@ __all__ = [
     "read_epochs_done",
     "read_metrics",
     "read_kept_metrics",
+    "snapshot_run",
+    "run_written_ns",
     "read_pointer",
     "best_if_not_latest",
     "read_run_spec",

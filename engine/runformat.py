@@ -119,6 +119,21 @@ def is_run(folder: Path) -> bool:
     return (Path(folder) / RUN_JSON).is_file()
 
 
+def snapshot_run(path: str | Path) -> Path | None:
+    """The run folder ``path`` is a snapshot of (``RUN/snapshots/step-N``), else None."""
+    p = Path(path)
+    return p.parent.parent if p.parent.name == SNAPSHOTS and is_run(p.parent.parent) else None
+
+
+def run_written_ns(folder: str | Path) -> int:
+    """When a run's run.json was last written (ns; 0 if it cannot be read): a folder replaced
+    since (``train --force``) is another run."""
+    try:
+        return (Path(folder) / RUN_JSON).stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
 def _temp(name: str) -> bool:
     return name.startswith(".") and name.endswith(".tmp")  # ``checkpoint.create_temp``
 

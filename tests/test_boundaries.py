@@ -33,3 +33,22 @@ def test_app_uses_only_the_public_engine_api():
         for name in _imports(f):
             assert not name.startswith("engine."), f"{f} imports {name}; use `import engine`"
             assert name.split(".")[0] not in ("numba", "wgpu"), f"{f} imports {name}"
+
+
+def test_the_app_names_no_run_folder_file():
+    """The run folder's layout is engine.runformat's (it says so: every file name lives there):
+    the app had "run.json" and "snapshots" of its own, which would drift with the format."""
+    from engine import runformat as rf
+
+    layout = {rf.RUN_JSON, rf.SNAPSHOTS, rf.LATEST, rf.BEST, rf.STATUS, rf.METRICS, rf.DATA,
+              "samples.jsonl", "tb", "run.lock", "trainer.json", "manifest.json"}
+    found = []
+    for f in (ROOT / "app").rglob("*.py"):
+        tree = ast.parse(f.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
+                and n.body and isinstance(n.body[0], ast.Expr)}
+        found += [f"{f.name}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                  and id(n) not in docs and n.value in layout]
+    assert not found, found
