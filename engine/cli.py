@@ -109,7 +109,6 @@ def _names(choices: Iterable[str]) -> Callable[[str], str]:
     return parse
 
 
-POS = _int_in(1, 1 << 40)
 NONNEG = _int_in(0, 1 << 40)
 
 

@@ -124,10 +124,6 @@ def threads_per_rank(comm: Any) -> int:
         node.Free()
 
 
-class RankLost(MambaStudioError):
-    """Another rank stopped answering; the job is being ended."""
-
-
 class Comm:
     """The collectives of data-parallel training over ``comm`` (default COMM_WORLD), each a
     non-blocking call waited on with a deadline of ``timeout_s``. ``idle`` is called while

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -499,6 +499,3 @@ class Trainer:
 
         return resume_trainer(cls, Path(folder), train_ids, val_ids, cfg, **overrides)
 
-
-def with_overrides(cfg: TrainConfig, **kw: Any) -> TrainConfig:
-    return replace(cfg, **{k: v for k, v in kw.items() if v is not None})

@@ -46,10 +46,6 @@ def peft_notices(targets: list[str] | tuple[str, ...]) -> list[str]:
     return out
 
 
-def usable_everywhere(targets: list[str] | tuple[str, ...]) -> bool:
-    return all(PEFT_SUPPORT[t][line] == "exact" for t in targets for line in LINES)
-
-
 def export_peft(src_folder: str | Path, out: str | Path, force: bool = False) -> list[str]:
     """Write the PEFT adapter of a LoRA run to ``out/`` and its unmerged base to ``out/base/``.
 
