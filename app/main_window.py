@@ -45,7 +45,7 @@ from .panels.runs_panel import NO_ADAPTER_TIP, RunsPanel, has_lora
 from .panels.train_panel import TrainPanel
 from .step_times import StepTimes, estimate_key
 from .words import plural
-from .workers import TrainJob, TrainWorker, auto_eval_every, default_runs_root, export_run, run_in_thread
+from .workers import TrainJob, TrainWorker, default_runs_root, export_run, run_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = ROOT / "assets" / "sample_corpus"
@@ -582,13 +582,9 @@ class MainWindow(QMainWindow):
 
     # ---------------------------------------------------------------- training
     def make_job(self) -> TrainJob:
-        tc = self.train.train_config()
-        eval_every = tc.eval_every
-        if eval_every == 0:  # auto: held-out evaluation costs < 10 % of training time
-            val = min(int(self._corpus_tokens() * self.train.holdout.value()),  # (a sample)
-                      engine.HELDOUT_SAMPLE_TOKENS)
-            eval_every = auto_eval_every(val, tc.batch_size * tc.grad_accum, tc.seq_len)
-        spec = replace(self.train.run_spec(self.init_dir, eval_every),
+        tc = self.train.train_config()  # (eval_every 0, "auto": the run's own cadence from its
+        # held-out size, engine.Trainer.eval_every, as a CLI run of these settings gets)
+        spec = replace(self.train.run_spec(self.init_dir, tc.eval_every),
                        records=self.corpus.record_mode(), prompts=tuple(self.preview.prompt_list()))
         spec.check()
         over = self.continue_overrides()

@@ -12,7 +12,6 @@ for the Playground. Signals carry immutable engine reports or plain values, neve
 from __future__ import annotations
 
 import contextlib
-import math
 import queue
 import threading
 import traceback
@@ -416,11 +415,3 @@ def held_note(val_tokens: int) -> str:
     """What the held-out loss is measured on, when training scores a sample of it."""
     cap = engine.HELDOUT_SAMPLE_TOKENS
     return f" (held-out loss on a fixed sample of ~{cap:,})" if val_tokens > cap else ""
-
-
-def auto_eval_every(val_tokens: int, batch_size: int, seq_len: int, budget: float = 0.1) -> int:
-    """Held-out evaluation cadence (optimizer steps) that keeps its cost under ``budget`` of
-    training time: an evaluation is a forward pass over ``val_tokens`` (about a third of a
-    training step's cost per token), so every N steps costs val/(3·N·batch·seq) of training."""
-    per_step = max(1, batch_size * seq_len)
-    return max(1, math.ceil(val_tokens / (3 * budget * per_step) * 1.5))  # 1.5: safety margin

@@ -704,7 +704,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="documents: each file (default) / blank-line-separated block / line "
                         "(use 'line' for one example per line); each is packed into rows with "
                         "the state reset at its start; stream: one text cut into rows")
-    t.add_argument("--eval-every", type=NONNEG, help="held-out loss every N steps")
+    t.add_argument("--eval-every", type=NONNEG,
+                   help="held-out loss every N steps (default 0: auto, under 10%% of the "
+                        "training time; and at every epoch's end)")
     t.add_argument("--autosave-steps", type=NONNEG, help="save every N steps (0: off)")
     t.add_argument("--autosave-minutes", type=_float_in(0.0, 1e6), help="save every M minutes")
     t.add_argument("--patience", type=NONNEG,

@@ -70,7 +70,8 @@ class TrainConfig:
     wsla: bool = False
     lora: LoRAConfig | None = None
     max_bad_steps: int = 20  # abort after this many consecutive non-finite losses
-    eval_every: int = 0  # also measure held-out loss every N optimizer steps (0: per epoch only)
+    eval_every: int = 0  # also measure held-out loss every N optimizer steps (0: auto, under
+    # 10 % of training time: ``engine.evaluation.auto_eval_every``; and at every epoch's end)
 
     @classmethod
     def for_preset(cls, name: str, tokenizer: str = "bytes", **overrides: Any) -> TrainConfig:
@@ -262,6 +263,20 @@ class Trainer:
         return self._lr_at(self.cursor.step, self.cfg)
 
     @property
+    def eval_every(self) -> int:
+        """Held-out evaluation every this many optimizer steps: ``cfg.eval_every``, or for 0 the
+        cadence that keeps it under 10 % of training time (from the held-out size, so a resume
+        gets the same)."""
+        if self.cfg.eval_every > 0:
+            return self.cfg.eval_every
+        key = (self.rows_per_step, self.cfg.seq_len)
+        if getattr(self, "_auto_eval", (None,))[0] != key:  # (once: it is read every step)
+            from .evaluation import auto_eval_every
+
+            self._auto_eval = (key, auto_eval_every(self.token_counts[1], *key))
+        return self._auto_eval[1]
+
+    @property
     def token_counts(self) -> tuple[int, int]:
         """(training targets per epoch, held-out targets)."""
         val = (self.val_rows.n_targets if self.val_rows is not None
@@ -427,7 +442,6 @@ class Trainer:
 
     def _step(self, order: np.ndarray, t0: float) -> StepReport:
         """Run the next optimizer step of the epoch whose row order is ``order``; advance the cursor."""
-        c = self.cfg
         g = self.cursor.group
         rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
         seen = continues()
@@ -448,7 +462,7 @@ class Trainer:
         val_loss = None
         ends_run = (self.cursor.step >= self.total_steps  # the run's last step, mid-epoch (an
                     and self.cursor.group < self.steps_per_epoch)  # epoch's end evaluates anyway)
-        if (c.eval_every > 0 and self.cursor.step % c.eval_every == 0) or ends_run:
+        if self.cursor.step % self.eval_every == 0 or ends_run:
             val = self.held_out()  # None when a stop came during it: the loop stops next
             val_loss = val.loss if val is not None else None
             self._last_eval = (self.cursor.step, val) if val is not None else None

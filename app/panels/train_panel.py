@@ -386,7 +386,7 @@ class TrainPanel(QWidget):
             self._update()
 
     def run_spec(self, init: str | None, eval_every: int) -> engine.RunSpec:
-        """The RunSpec of these settings (``eval_every`` resolves "auto")."""
+        """The RunSpec of these settings (``eval_every`` 0: "auto", resolved by the run)."""
         tc = replace(self.train_config(), eval_every=eval_every)
         preset = self.preset.currentText()
         return engine.RunSpec(preset=preset if preset != "custom" else "small",
