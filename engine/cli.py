@@ -29,8 +29,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
-# C0 controls but tab, newline and carriage return; DEL; C1 controls (ESC starts a terminal escape)
-_CONTROLS = {c: "\ufffd" for c in [*range(32), *range(127, 160)] if c not in (9, 10, 13)}
+# C0 controls but tab, newline and carriage return; DEL; C1 controls (ESC starts a terminal escape);
+# and the bidirectional embeddings, overrides and isolates, shown by their code (U+202E drew the
+# rest of a sample reversed), as the window shows them
+_CONTROLS: dict[int, str] = {c: "\ufffd" for c in [*range(32), *range(127, 160)]
+                             if c not in (9, 10, 13)}
+_CONTROLS |= {c: f"[U+{c:04X}]" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
 
 
 def terminal_safe(text: str) -> str:

@@ -23,8 +23,8 @@ class EarlyStopping:
 
         if not (isinstance(self.patience, int) and not isinstance(self.patience, bool)
                 and self.patience >= 0):
-            raise ValueError(f"early_stopping.patience = {self.patience!r:.40}; expected 0 (off) "
-                             "or more")
+            raise ValueError(f"early_stopping.patience = {self.patience!r:.40}; expected a whole "
+                             "number, 0 (off) or more")
         if self.target_loss is not None and not (number(self.target_loss)
                                                  and math.isfinite(self.target_loss)
                                                  and self.target_loss > 0):
@@ -63,6 +63,7 @@ class EarlyStopping:
             return True
         if self.patience > 0 and self.bad >= self.patience:
             self.reason = (f"held-out loss has not improved on {self.best:.4f} for "
-                           f"{self.bad} evaluations (patience {self.patience})")
+                           f"{self.bad} evaluation{'s' if self.bad != 1 else ''} (patience "
+                           f"{self.patience})")
             return True
         return False

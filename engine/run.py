@@ -105,6 +105,9 @@ class RunSpec:
             d["train"] = TrainConfig.from_dict({"decay_fraction": 1.0, **d["train"]})
             # a run.json written before runs kept their early stopping: off, as it trained
             es = d.get("early_stopping", {})
+            if isinstance(es, dict) and (odd := sorted(set(es) - set(EarlyStopping().settings()))):
+                raise CheckpointError(f"{where}: early_stopping has no setting {odd[0]!r:.40} (it "
+                                      f"has {', '.join(EarlyStopping().settings())})")
             d["early_stopping"] = EarlyStopping(**es) if isinstance(es, dict) else es
             spec = cls(**d)
         except (TypeError, KeyError, ValueError) as exc:
@@ -357,16 +360,17 @@ class Run:
 
         def epoch_hook(rep: EpochReport) -> None:
             val = rep.val.loss if rep.val is not None else None
-            if val is not None and self.step not in last_eval:  # once per step in metrics.csv
+            fresh = self.step not in last_eval  # not measured by the step's own evaluation
+            if val is not None and fresh:  # once per step in metrics.csv
                 rf.append_metric(self.folder, {"kind": "eval", "step": self.step, "epoch": rep.epoch,
                                                "val_loss": val})
                 last_eval.clear()
                 last_eval[self.step] = val
             if on_epoch is not None:
                 on_epoch(rep)
-            if val is not None:
-                held_out(val)
-            save(val)
+            if val is not None and fresh:  # (the step's evaluation fed it already: fed twice,
+                held_out(val)  # the same loss counted as one without improvement, and a run
+            save(val)  # still improving stopped at its first epoch's end with patience 1)
 
         guard = DivergenceGuard(on_rollback=on_notice)
         self._status("running")
@@ -633,9 +637,10 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         if auto:
             say(f"tokenizer: {spec.tokenizer} (auto: BPE from {BPE_MIN_BYTES / 1e6:g} MB of text; "
                 f"this corpus has {_megabytes(corpus.n_bytes)}), learning rate {spec.train.lr:g}")
-        elif spec.train.lr != before:  # a chosen BPE's doubled rate was said nowhere
-            say(f"tokenizer: {spec.tokenizer}, learning rate {spec.train.lr:g} (BPE's: "
-                f"{spec.train.lr / before:g}x the preset's byte rate {before:g})")
+        elif spec.tokenizer == "bpe":  # a chosen BPE's (doubled) rate was said nowhere
+            say(f"tokenizer: bpe, learning rate {spec.train.lr:g}" + (
+                f" (BPE's: {spec.train.lr / before:g}x the preset's byte rate {before:g})"
+                if spec.train.lr != before else ""))
         if spec.tokenizer == "bpe":
             every = bpe_sample_every(corpus.n_bytes)
             share = (f"a seeded sample of the corpus (about one piece in {every}, "

@@ -103,3 +103,12 @@ def test_a_full_stderr_pipe_for_now_loses_one_line_only():
     s.write("dropped\n")
     s.write("kept\n")
     assert inner.lines == ["kept\n"] and not s.lost
+
+
+def test_bidirectional_controls_are_shown_by_their_code_on_a_terminal():
+    """A sample holding U+202E drew the rest of the line reversed in the terminal (the window
+    shows such controls as [U+202E]; a pipe or file still gets the exact text)."""
+    from engine.cli import terminal_safe
+
+    assert terminal_safe("ab\u202ecd\u2066e\x1b") == "ab[U+202E]cd[U+2066]e\ufffd"
+    assert terminal_safe("\u05e9\u200f x") == "\u05e9\u200f x"  # a right-to-left mark stays

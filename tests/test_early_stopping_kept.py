@@ -3,6 +3,7 @@
 counts from the run's best held-out loss, not from scratch."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -61,7 +62,7 @@ def test_patience_counts_from_the_runs_best_across_a_resume(tmp_path, corpus):
     with resume(tmp_path / "r", early_stopping=EarlyStopping(patience=1)) as run:
         result = run.train()
     assert (result.state, result.step) == ("stopped", 6)
-    assert "has not improved on 0.0000 for 1 evaluations" in result.reason
+    assert "has not improved on 0.0000 for 1 evaluation (patience 1)" in result.reason
 
 
 def _stop_at(run, step):
@@ -122,9 +123,12 @@ def test_an_old_run_json_without_early_stopping_resumes_with_it_off(tmp_path, co
         assert run.train().state == "finished" and run.step == 4
 
 
-@pytest.mark.parametrize("bad, words", [({"patience": "3"}, "early_stopping.patience = '3'"),
+@pytest.mark.parametrize("bad, words", [({"patience": "3"}, "early_stopping.patience = '3'; "
+                                                          "expected a whole number"),
                                         ({"target_loss": -1}, "early_stopping.target_loss = -1"),
-                                        ({"bogus": 1}, "unusable spec")])
+                                        ({"bogus": 1},
+                                         "early_stopping has no setting 'bogus' (it has patience")
+                                        ])
 def test_a_hand_edited_early_stopping_is_one_line(tmp_path, corpus, capsys, bad, words):
     spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=2))
     with start(spec, [corpus], out=tmp_path / "r") as run:
@@ -136,3 +140,32 @@ def test_a_hand_edited_early_stopping_is_one_line(tmp_path, corpus, capsys, bad,
     assert main(["train", "--resume", str(tmp_path / "r"), "--max-steps", "4"]) != 0
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_evaluation_at_an_epochs_end_is_counted_once(tmp_path, corpus):
+    """A cadence evaluation on an epoch's last step fed early stopping twice: the same loss a
+    second time counted as "no improvement", and with patience 1 a run improving at every
+    evaluation stopped at its first epoch's end."""
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=4, seq_len=64, max_steps=60),
+                   early_stopping=EarlyStopping(patience=1))
+    with start(spec, [corpus], out=tmp_path / "probe") as run:
+        per_epoch = run.trainer.steps_per_epoch
+    spec = replace(spec, train=replace(spec.train, eval_every=per_epoch,
+                                       max_steps=2 * per_epoch))
+    fed: list[float] = []
+    real = EarlyStopping.update
+
+    def update(self, val):  # noqa: ANN001
+        fed.append(val)
+        return real(self, val)
+
+    EarlyStopping.update = update
+    try:
+        with start(spec, [corpus], out=tmp_path / "r") as run:
+            result = run.train()
+    finally:
+        EarlyStopping.update = real
+    evals = [r for r in engine.read_metrics(tmp_path / "r") if r["kind"] == "eval"]
+    assert len(fed) == len(set(fed)), fed  # each evaluation once
+    if evals[0]["val_loss"] > evals[-1]["val_loss"]:  # it improved: it ran to its end
+        assert result.state == "finished" and result.step == 2 * per_epoch

@@ -170,10 +170,11 @@ NO_BOX_TRAIN = ("warmup_steps", "min_lr_ratio", "decay_fraction")
 NO_BOX_RUN = ("autosave_steps", "autosave_minutes", "keep")
 
 
-def _training_preset(shown: str) -> str:
-    """The preset whose training defaults a panel preset trains with ("custom" sizes train with
-    the default preset's: ``run_spec`` names it)."""
-    return shown if shown in engine.PRESET_DEFAULTS else engine.DEFAULT_PRESET
+def _training_preset(shown: str, before: str = engine.DEFAULT_PRESET) -> str:
+    """The preset whose training defaults a panel preset trains with: "custom" sizes keep the
+    preset they were chosen from (``run_spec`` names it; medium -> custom raised the rate from
+    medium's 2e-3 to small's 3e-3 for a model of medium's shape)."""
+    return shown if shown in engine.PRESET_DEFAULTS else before
 
 
 class TrainPanel(QWidget):
@@ -303,7 +304,8 @@ class TrainPanel(QWidget):
         for w in (self.d_model, self.n_layer, self.d_state, self.rank, self.bpe_vocab):
             w.valueChanged.connect(self._update)
         for w in (self.batch, self.seq_len, self.accum, self.epochs, self.lr, self.max_steps,
-                  self.eval_every, self.holdout):
+                  self.eval_every, self.holdout, self.patience, self.target_loss):  # (early
+            # stopping changed on a Continue was left out of the Next Start line)
             w.valueChanged.connect(lambda _v: self.changed.emit())
         self.checkpointing.toggled.connect(lambda _v: self.changed.emit())
         for cb in (self.lora, self.wsla, *self.targets.values()):
@@ -320,7 +322,7 @@ class TrainPanel(QWidget):
         (``engine.follow_preset``, as a settings file naming a preset does; medium trained at
         small's rate, and so without the BPE doubling that a rate at the default gets); one set
         by hand stays. A continued run's values are its own (``show_resumable`` sets them)."""
-        old, self._defaults_of = self._defaults_of, _training_preset(name)
+        old, self._defaults_of = self._defaults_of, _training_preset(name, self._defaults_of)
         if self.start == "continue" or old == self._defaults_of:
             return
         boxes = self._training_boxes()
@@ -389,7 +391,7 @@ class TrainPanel(QWidget):
         """The RunSpec of these settings (``eval_every`` 0: "auto", resolved by the run)."""
         tc = replace(self.train_config(), eval_every=eval_every)
         preset = self.preset.currentText()
-        return engine.RunSpec(preset=preset if preset != "custom" else "small",
+        return engine.RunSpec(preset=preset if preset != "custom" else self._defaults_of,
                        model=self.custom_dims() if init is None else None,
                        tokenizer=self.tokenizer.currentText(), bpe_vocab=self.bpe_vocab.value(),
                        init=init, train=tc, early_stopping=self.early_stopping(),
@@ -425,8 +427,8 @@ class TrainPanel(QWidget):
     # shown as the run has them, off while continuing (``_update``): a continue trains with its own
     # tokenizer and weights (the previous run's "bpe" stayed shown for a bytes run)
     _RUN_OWN = ("tokenizer", "bpe_vocab", "init_scheme")
-    _RESUMED = ("epochs", "lr", "max_steps", "patience", "target_loss", *CONTINUE_FIXED,
-                *_RUN_OWN)
+    _RESUMED = ("epochs", "lr", "max_steps", "eval_every", "patience", "target_loss",
+                *CONTINUE_FIXED, *_RUN_OWN)
 
     def show_resumable(self, spec: engine.RunSpec) -> None:
         """Show a run's own settings: epochs, learning rate, max steps and early stopping (what
@@ -437,14 +439,17 @@ class TrainPanel(QWidget):
         tc = spec.train
         if self._before_resume is None:
             self._before_resume = {k: _value(getattr(self, k)) for k in self._RESUMED}
+            self._defaults_before = self._defaults_of
         self.set_start("continue")
         self.preset.setCurrentText("custom" if spec.model else spec.preset)
+        self._defaults_of = _training_preset(spec.preset, self._defaults_of)
         for dim, n in (spec.model or {}).items():
             if dim in ("d_model", "n_layer", "d_state"):
                 getattr(self, dim).setValue(n)
         es = spec.early_stopping  # kept by the run (a run from before: off)
         shown: list[tuple[QWidget, object]] = [
             (self.epochs, tc.epochs), (self.lr, tc.lr), (self.max_steps, tc.max_steps or 0),
+            (self.eval_every, tc.eval_every),  # (the new-run panel's value was shown)
             (self.patience, es.patience), (self.target_loss, es.target_loss or 0.0),
             (self.batch, tc.batch_size), (self.seq_len, tc.seq_len), (self.accum, tc.grad_accum),
             (self.weight_decay, tc.weight_decay), (self.clip, tc.max_grad_norm),
@@ -492,6 +497,7 @@ class TrainPanel(QWidget):
             self.model_override = None  # the continued run's model (MainWindow.choose_continue)
             for k in self._RESUMED:  # the preset first: it sets the dims it implies
                 _set_value(getattr(self, k), before[k])
+            self._defaults_of = self._defaults_before  # (a custom model's training preset)
             for k in self.CONTINUE_FIXED:
                 getattr(self, k).setEnabled(True)
                 getattr(self, k).setToolTip(TIPS.get(k, ""))
@@ -504,6 +510,7 @@ class TrainPanel(QWidget):
         pairs: list[tuple[str, QSpinBox | QDoubleSpinBox, float]] = []
         if spec.model:
             self.preset.setCurrentText("custom")
+            self._defaults_of = _training_preset(spec.preset, self._defaults_of)  # its rates'
             pairs += [(k, getattr(self, k), spec.model[k]) for k in ("d_model", "n_layer", "d_state")
                       if k in spec.model]
         else:

@@ -1072,8 +1072,7 @@ def test_continue_shows_and_changes_the_runs_own_early_stopping(win, tmp_path):
     assert (win.train.patience.value(), win.train.target_loss.value()) == (4, 1.25)
     assert "early_stopping" not in win.continue_overrides()
     assert win.make_job().overrides == {}
-    win.train.target_loss.setValue(0.0)
-    win._update_next()
+    win.train.target_loss.setValue(0.0)  # the Next Start line follows (it stayed as it was)
     assert win.continue_overrides()["early_stopping"] == engine.EarlyStopping(patience=4)
     assert ("early stopping patience 4 (was patience 4, target loss 1.25)"
             in win.next_label.text())
@@ -1261,3 +1260,27 @@ def test_a_settings_files_holdout_and_settings_without_a_box_are_used(win, qtbot
     f.write_text("[train]\nwarmup_steps = 100\n")  # back to the default: nothing kept
     win.load_settings_file(str(f))
     assert "warmup_steps" not in win.train.extras and win.train.extras == {"autosave_steps": 7}
+
+
+def test_continue_shows_the_runs_eval_cadence_and_custom_keeps_its_presets_rates(win, tmp_path):
+    """Continue left the new-run panel's "Held-out eval every" shown (the run went on at its
+    own); medium -> custom raised the rate from medium's 2e-3 to small's 3e-3 for a model of
+    medium's shape."""
+    from engine.trainer import TrainConfig
+
+    corpus = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=4, seq_len=64, max_steps=2,
+                                                          eval_every=3))
+    with runapi.start(spec, [corpus], root=tmp_path / "own") as run:
+        run.train()
+    win.train.eval_every.setValue(0)
+    win.choose_continue(str(run.folder))
+    assert win.train.eval_every.value() == 3
+    win.new_model()
+    assert win.train.eval_every.value() == 0
+    win.train.preset.setCurrentText("medium")
+    assert win.train.lr.value() == pytest.approx(0.002)
+    win.train.preset.setCurrentText("custom")
+    s = win.train.run_spec(None, 0)
+    assert s.train.lr == pytest.approx(0.002) and s.preset == "medium" and s.model
+    assert s.for_corpus(10**8).train.lr == pytest.approx(0.004)  # BPE's, as for medium
