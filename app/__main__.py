@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings-dir", help="store remembered settings here instead")
     parser.add_argument("--train-steps", type=int, default=0)
     parser.add_argument("--shots", help="with --train-steps: save screenshots of the tabs here")
-    parser.add_argument("--preset", choices=["tiny", "small", "medium"])
+    parser.add_argument("--preset", choices=list(engine.PRESET_DEFAULTS))
     args = parser.parse_args(argv)
     if args.runs_root:  # a file there, or no permission: one line, not a traceback from the window
         try:

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from .cliout import forgiving_stderr, stdout_gone, text_out, write_text
+from .defaults import PRESET_DEFAULTS
+from .documents import RECORDS
 from .errors import MambaStudioError
 from .reports import format_duration
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
@@ -680,7 +682,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace the run already in --out (never a folder holding other files) and an "
                         "earlier export in --export-adapter")
     t.add_argument("--resume", metavar="RUN", type=_path, help="continue this run folder (no corpus needed)")
-    t.add_argument("--preset", choices=["tiny", "small", "medium"])
+    t.add_argument("--preset", choices=list(PRESET_DEFAULTS))
     t.add_argument("--tokenizer", choices=["auto", "bytes", "bpe"],
                    help="auto (default): bytes below 4 MB of corpus, else a BPE trained on it")
     t.add_argument("--bpe-vocab", type=_int_in(257, MAX_BPE))
@@ -704,7 +706,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="total optimizer steps (with --resume: new total); 0: no limit (all epochs; "
                         "with --resume: lifts the run's limit)")
     t.add_argument("--holdout", type=_float_in(0.0, 0.9))
-    t.add_argument("--records", choices=["file", "blank-line", "line", "stream"],
+    t.add_argument("--records", choices=[*RECORDS, "stream"],
                    help="documents: each file (default) / blank-line-separated block / line "
                         "(use 'line' for one example per line); each is packed into rows with "
                         "the state reset at its start; stream: one text cut into rows")
@@ -774,7 +776,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "folder, the bundled sample corpus")
     e.add_argument("--seq-len", type=_int_in(2, 1 << 24),
                    help="row length (default: the run's; 256 for a model folder)")
-    e.add_argument("--records", choices=["file", "blank-line", "line", "stream"],
+    e.add_argument("--records", choices=[*RECORDS, "stream"],
                    help="how CORPUS is split into documents (default: as the run was trained; "
                         "stream for a model folder)")
     e.add_argument("--max-tokens", type=NONNEG, default=HELDOUT_SAMPLE_TOKENS,

@@ -184,8 +184,8 @@ class TrainPanel(QWidget):
         super().__init__()
         # --- model
         self.preset = QComboBox()
-        self.preset.addItems(["tiny", "small", "medium", "custom"])
-        for i, name in enumerate(("tiny", "small", "medium")):  # what each preset learns, how fast
+        self.preset.addItems([*engine.PRESET_DEFAULTS, "custom"])  # the engine's table
+        for i, name in enumerate(engine.PRESET_DEFAULTS):  # what each preset learns, how fast
             self.preset.setItemData(i, engine.PRESET_DEFAULTS[name].learns,
                                     Qt.ItemDataRole.ToolTipRole)
         self.d_model = _spin(16, 2048, 128, 16)
