@@ -36,7 +36,7 @@ import engine
 from . import settings
 from .confirm import confirm
 from .gc_thread import collect_on_gui_thread, release
-from .panels.corpus_panel import CorpusPanel, skip_line
+from .panels.corpus_panel import CorpusPanel, skip_line, skip_lines
 from .panels.gallery_panel import GalleryPanel
 from .panels.playground_panel import BACKEND_TIPS, PlaygroundPanel
 from .panels.plots_panel import PlotsPanel
@@ -448,7 +448,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Added {added}; not added: {first}{more}", 15000)
             return
         self.statusBar().showMessage(f"Nothing added: {first}{more}", 15000)
-        lines = [f"• {skip_line(p, why)}" for p, why in rejected[:10]]
+        lines = skip_lines(rejected, 10)
         if len(rejected) > 10:
             lines.append(f"… and {len(rejected) - 10:,} more (listed under \"files skipped\" in "
                          "the Corpus tab)")

@@ -107,11 +107,20 @@ def reason(why: str) -> str:
     return why.split(": ", 1)[-1]
 
 
-def skip_line(path: str, why: str) -> str:
-    """One line for a skipped file: its name, why, and what to do about it."""
+def skip_line(path: str, why: str, name: str | None = None) -> str:
+    """One line for a skipped file: its name (or ``name``), why, and what to do about it."""
     text = reason(why)
     fix = "" if "; " in text else next((f for key, f in FIXES if key in text), "")
-    return f"{Path(path).name}: {text}" + (f" — {fix}" if fix else "")
+    return f"{name or Path(path).name}: {text}" + (f" — {fix}" if fix else "")
+
+
+def skip_lines(rejected: list[tuple[str, str]], most: int) -> list[str]:
+    """"• " lines for the first ``most`` skipped files; a name shown twice gets its folder
+    ("email/__init__.py": three "__init__.py: file is empty" lines could not be told apart)."""
+    shown = rejected[:most]
+    names = [Path(p).name for p, _ in shown]
+    return [f"• {skip_line(p, why, f'{Path(p).parent.name}/{n}' if names.count(n) > 1 else n)}"
+            for (p, why), n in zip(shown, names, strict=True)]
 
 
 def _count(files: list[engine.CorpusFile], tokenizer: Any) -> Counted:
@@ -399,7 +408,7 @@ class CorpusPanel(QWidget):
 
     def _show_notice(self, what: str, rejected: list[tuple[str, str]]) -> None:
         head = f"Added {what}; not added:" if what else "Nothing added:"
-        lines = [f"• {skip_line(p, why)}" for p, why in rejected[:NOTICE_LINES]]
+        lines = skip_lines(rejected, NOTICE_LINES)
         more = len(rejected) - len(lines)
         if more > 0:
             lines.append(f"… and {more:,} more (the skipped list below names them all)")

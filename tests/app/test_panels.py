@@ -1284,3 +1284,18 @@ def test_continue_shows_the_runs_eval_cadence_and_custom_keeps_its_presets_rates
     s = win.train.run_spec(None, 0)
     assert s.train.lr == pytest.approx(0.002) and s.preset == "medium" and s.model
     assert s.for_corpus(10**8).train.lr == pytest.approx(0.004)  # BPE's, as for medium
+
+
+def test_skipped_files_of_one_name_are_told_apart_by_their_folder(win, tmp_path):
+    """Three "__init__.py: file is empty" lines of a stdlib folder could not be told apart."""
+    for pkg in ("email", "http"):
+        (tmp_path / "src" / pkg).mkdir(parents=True)
+        (tmp_path / "src" / pkg / "__init__.py").write_text("")
+        (tmp_path / "src" / pkg / "core.py").write_text("x = 1\n" * 30)
+    (tmp_path / "src" / "lone.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
+    win.corpus.files.clear()
+    win.corpus.add_paths([str(tmp_path / "src")], sync=True)
+    text = win.corpus.notice.text()
+    for pkg in ("email", "http"):
+        assert f"• {pkg}/__init__.py: file is empty" in text, text
+    assert "• lone.png: " in text  # a name shown once stays short
