@@ -205,6 +205,8 @@ class PlaygroundPanel(QWidget):
     def _done(self, summary: str) -> None:
         if summary != "failed":
             self.status.setText(summary)
+        elif not self._made_with:  # nothing generated (a wrong model path): the prompt alone
+            self.output.clear()  # read as if generation had started; the status says why
         if self.gen_thread is not None:
             self.gen_thread.quit()
             self.gen_thread.wait()

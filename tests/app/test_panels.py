@@ -78,6 +78,7 @@ def test_playground_reports_a_bad_folder_in_one_line(win, qtbot, tmp_path):
     qtbot.waitSignal(win.playground.finished, timeout=RUN_TIMEOUT).wait()
     text = win.playground.status.text()
     assert "nope" in text and "\n" not in text and "Traceback" not in text
+    assert win.playground.output.toPlainText() == ""  # the prompt alone read as a start
 
 
 def test_gallery_lists_saved_samples_after_relaunch(qtbot, tmp_path):
