@@ -85,6 +85,8 @@ def _documents() -> Path:
     return Path(docs) if docs and Path(docs).is_dir() else Path.home()
 
 
+STEPS_FORMAT = "%v / %m steps"  # the step bar while a run trains
+PREPARING_FORMAT = "preparing…"  # ... and before its first step
 CORPUS_KEY = "corpus/paths"  # the corpus of the last session (app settings)
 
 
@@ -155,8 +157,11 @@ class MainWindow(QMainWindow):
         self.backend.setToolTip("Preview decoding: " + "; ".join(f"{k}: {v}" for k, v in
                                                                BACKEND_TIPS.items()))
         self.progress = QProgressBar()
-        self.progress.setFormat("%v / %m steps")
+        self.progress.setFormat(STEPS_FORMAT)
         self.progress.setToolTip("Optimizer steps done of this run's total")
+        self.progress.setRange(0, 1)  # (an empty white box at launch: a text field?)
+        self.progress.setValue(0)
+        self.progress.setFormat("no run training")
         self.status = QLabel("idle")
         self.status.setWordWrap(True)
         self.next_label = QLabel()
@@ -631,6 +636,7 @@ class MainWindow(QMainWindow):
         self.train.remember()
         self.preview.remember()
         self._reset_progress()
+        self.progress.setFormat(PREPARING_FORMAT)  # until its first step
         self.plots.clear()
         self._clear_compare()
         if not self.continue_dir:  # a Continue shows its run's saved samples already
@@ -713,6 +719,7 @@ class MainWindow(QMainWindow):
         if self.current_run:  # the Runs tab's row of this run follows each step
             self.runs.update_live(self.current_run, r.step, "paused" if self.state == "paused"
                                   else "running")
+        self.progress.setFormat(STEPS_FORMAT)
         self.progress.setMaximum(r.total_steps)
         self.progress.setValue(r.step)
         if self.state == "paused":  # the step in flight at the pause ends after it
@@ -750,6 +757,8 @@ class MainWindow(QMainWindow):
             self._step_times.from_run(self._run_key, median(run.trainer.eta.recent))
         refused = bool(self.worker is not None and self.worker.refused)
         self.worker = None  # left: it stays chosen (Start after raising Epochs made a new run)
+        if self.progress.format() == PREPARING_FORMAT:  # it ended before a step
+            self._reset_progress()
         self.last_folder = folder or None
         if not refused:  # every Start is a new run unless the user chooses Continue again; a
             self.continue_dir = None  # Continue refused before it opened stays chosen (it fell
@@ -839,8 +848,10 @@ class MainWindow(QMainWindow):
     def _reset_progress(self) -> None:
         """Empty the step bar unless a run trains (it showed the previous run's 138 / 440 steps
         over another run's curves, or over a run stopped before its first step)."""
-        if self.worker is None:
-            self.progress.reset()
+        if self.worker is None:  # (reset, the bar was an empty white box: a text field?)
+            self.progress.setRange(0, 1)
+            self.progress.setValue(0)
+            self.progress.setFormat("no run training")
 
     def _show_run(self, folder: str | None) -> None:
         """The run File > Export acts on; its items are off (and say why) while there is none."""

@@ -776,7 +776,7 @@ def test_the_step_bar_is_not_the_previous_runs_over_an_opened_run(win, tiny_run)
         win.progress.setMaximum(440)
         win.progress.setValue(138)
         show(tiny_run)
-        assert win.progress.text() == "", win.progress.text()
+        assert win.progress.text() == "no run training", win.progress.text()
 
 
 def test_removing_the_previewed_corpus_file_clears_its_preview(win, qtbot):

@@ -31,7 +31,7 @@ def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
         # no step-0 run is left to clutter the Runs tab (a walk-through found one)
         assert not any((tmp_path / "runs").iterdir()), list((tmp_path / "runs").iterdir())
         assert win.errors == []
-        assert win.progress.text() == ""  # not the previous run's 45 / 110 steps
+        assert win.progress.text() == "no run training"  # not the previous run's 45 / 110 steps
         assert win.preview.output.toPlainText() == "" and "epoch 3" not in win.preview.tag.text()
         qtbot.wait(300)  # repainted after the clear
         assert win.plots.loss_plot.viewRange()[0][1] <= 1  # not steps 1-23

@@ -30,6 +30,7 @@ def test_opens_fast_with_the_sample_corpus_loaded(qtbot, tmp_path):
     assert len(w.corpus.paths()) >= 3 and w.start_btn.isEnabled()
     assert w.corpus.table.rowCount() == len(w.corpus.paths())
     assert w.next_label.text().startswith("Next Start: a new run")
+    assert w.progress.text() == "no run training"  # (an empty white box read as a text field)
 
 
 def test_the_corpus_of_the_last_session_comes_back(qtbot, tmp_path):
