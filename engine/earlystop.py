@@ -40,11 +40,12 @@ class EarlyStopping:
         return {"patience": self.patience, "target_loss": self.target_loss,
                 "min_delta": self.min_delta}
 
-    def fresh(self, best: float | None = None) -> EarlyStopping:
+    def fresh(self, best: float | None = None, bad: int = 0) -> EarlyStopping:
         """A new tracker of these settings; ``best`` (a resumed run's best held-out loss) is
-        the loss an evaluation must improve on, so patience counts across a resume."""
+        the loss an evaluation must improve on and ``bad`` the evaluations since it (saved with
+        each snapshot), so patience counts across a resume as in one run."""
         return EarlyStopping(self.patience, self.target_loss, self.min_delta,
-                             math.inf if best is None else best)
+                             math.inf if best is None else best, bad)
 
     @property
     def enabled(self) -> bool:

@@ -206,6 +206,7 @@ class Run:
                 "measured")
         self.saved_step = -1
         self.best_val: float | None = None
+        self.early_bad = 0  # held-out evaluations since the best (EarlyStopping.bad), saved
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Run:
@@ -233,6 +234,7 @@ class Run:
         tensors = {f"optimizer.{k}": v for k, v in state["optimizer"]["tensors"].items()}
         tensors.update({f"trainable.{k}": v for k, v in state["trainable"]["tensors"].items()})
         meta = {"cursor": state["cursor"], "lr_scale": state["lr_scale"], "epochs": state["epochs"],
+                "early_bad": self.early_bad,  # evaluations since the best (early stopping)
                 "optimizer_t": state["optimizer"]["t"]}
         path = rf.write_snapshot(
             self.folder, tr.cursor.step,
@@ -313,7 +315,7 @@ class Run:
         so; the result's ``reason`` says why."""
         control = control or TrainControl()
         spec = self.spec
-        early = spec.early_stopping.fresh(self.best_val)
+        early = spec.early_stopping.fresh(self.best_val, self.early_bad)
         last_save = [time.monotonic()]
         reason = [""]
         if early.enabled and not self.trainer.has_val and on_notice:
@@ -324,11 +326,13 @@ class Run:
 
         def held_out(val: float) -> None:
             """Early stopping, never at the run's own end (it would claim a natural finish)."""
-            if (not early.enabled or local.stopped
-                    or self.step >= self.trainer.total_steps or not early.update(val)):
+            if not early.enabled or local.stopped or self.step >= self.trainer.total_steps:
                 return
-            reason[0] = f"early stopping: {early.reason}"
-            local.stop()
+            stop = early.update(val)
+            self.early_bad = early.bad  # saved with the next snapshot
+            if stop:
+                reason[0] = f"early stopping: {early.reason}"
+                local.stop()
 
         def save(val: float | None = None) -> None:
             path = self.save(val)
@@ -791,6 +795,8 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
             run.notices.append(rate)
         best = rf.best_pointer(folder)
         run.best_val = best.get("val_loss") if best else None
+        bad = meta.get("early_bad", 0)  # (a snapshot from before: 0)
+        run.early_bad = bad if type(bad) is int and bad >= 0 else 0
         odd = rf.truncate_metrics(folder, run.step)
         if odd:
             run.notices.append(f"{folder / rf.METRICS}: {odd:,} line(s) that are not metric rows "

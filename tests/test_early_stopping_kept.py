@@ -169,3 +169,23 @@ def test_an_evaluation_at_an_epochs_end_is_counted_once(tmp_path, corpus):
     assert len(fed) == len(set(fed)), fed  # each evaluation once
     if evals[0]["val_loss"] > evals[-1]["val_loss"]:  # it improved: it ran to its end
         assert result.state == "finished" and result.step == 2 * per_epoch
+
+
+def test_evaluations_without_improvement_count_across_a_resume(tmp_path, corpus):
+    """Patience counted from 0 again at every resume (a run stopped and resumed often never
+    stopped early); the count since the best is saved with each snapshot."""
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=2,
+                                                    eval_every=1),
+                   early_stopping=EarlyStopping(patience=3))
+    with start(spec, [corpus], out=tmp_path / "r") as run:
+        run.train()
+    best = tmp_path / "r" / "best.json"
+    best.write_text(json.dumps({**json.loads(best.read_text()), "val_loss": 1e-6}))
+    with resume(tmp_path / "r", max_steps=4) as run:  # step 3: one without improvement (the
+        assert run.train().state == "finished"  # run's own last step is not fed)
+        assert run.early_bad == 1
+    with resume(tmp_path / "r", max_steps=20) as run:
+        assert run.early_bad == 1
+        result = run.train()
+    assert (result.state, result.step) == ("stopped", 6)  # steps 5 and 6 make three
+    assert "for 3 evaluations (patience 3)" in result.reason
