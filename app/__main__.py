@@ -133,7 +133,7 @@ class _Shots:
         self.grab("screenshot-gallery.png")
         w.tabs.setCurrentWidget(w.playground)
         pg = w.playground
-        pg.prompt.setPlainText("The ")
+        pg.prompt.setPlainText(engine.DEFAULT_PROMPT)
         pg.max_tokens.setValue(160)
         def last_shot(_s: object) -> None:
             self.grab("screenshot-playground.png")

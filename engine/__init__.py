@@ -26,7 +26,14 @@ if TYPE_CHECKING:
         load_corpus,
         split_holdout,
     )
-    from .defaults import BPE_MIN_BYTES, DEFAULT_PRESET, PRESET_DEFAULTS, choose_tokenizer, follow_preset
+    from .defaults import (
+        BPE_MIN_BYTES,
+        DEFAULT_PRESET,
+        DEFAULT_PROMPT,
+        PRESET_DEFAULTS,
+        choose_tokenizer,
+        follow_preset,
+    )
     from .docstore import load_documents, save_documents
     from .documents import RECORDS, Documents, encode_documents, split_documents
     from .earlystop import EarlyStopping
@@ -169,6 +176,7 @@ _EXPORTS: dict[str, str] = {
     "RunSpec": "run",
     "Run": "run",
     "RESUME_OVERRIDES": "run",
+    "DEFAULT_PROMPT": "defaults",
     "NO_LIMIT": "run",
     "load_model": "run",
     "read_metrics": "run",
@@ -312,6 +320,7 @@ __all__ = [
     "RECORDS",
     "read_tokens_per_byte",
     "RESUME_OVERRIDES",
+    "DEFAULT_PROMPT",
     "resume_run",
     "Run",
     "RunInfo",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .cliout import forgiving_stderr, stdout_gone, text_out, write_text
-from .defaults import PRESET_DEFAULTS
+from .defaults import DEFAULT_PROMPT, PRESET_DEFAULTS
 from .documents import RECORDS
 from .errors import MambaStudioError
 from .reports import format_duration
@@ -749,7 +749,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate text from a model folder")
     g.add_argument("model", type=_path, help="run folder (latest snapshot), snapshot or model folder")
     gen = GENERATION_DEFAULTS  # the defaults the app's Playground and previews show too
-    g.add_argument("--prompt", type=_text, default="The ")
+    g.add_argument("--prompt", type=_text, default=DEFAULT_PROMPT)
     g.add_argument("--max-new-tokens", type=_int_in(0, 1 << 40), default=gen.max_new_tokens)
     g.add_argument("--temperature", type=_float_in(0.0, 1e6), default=gen.temperature,
                    help="0 = greedy")

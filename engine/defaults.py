@@ -36,6 +36,7 @@ class PresetDefaults:
 
 
 DEFAULT_PRESET = "small"
+DEFAULT_PROMPT = "The "  # a run's preview prompt, generate's and the window's until changed
 
 # Tokenizer "auto" (the default): bytes below this many corpus bytes, a 2,048-token BPE trained
 # on the corpus from here up. In 5-minute runs of `small` on Python sources BPE overfit below

@@ -34,7 +34,7 @@ from .config import PRESETS, MambaConfig, preset
 from .control import PauseReporting, TrainControl
 from .corpuswalk import summary
 from .data import encode_corpus, id_dtype, load_corpus, split_holdout
-from .defaults import BPE_MIN_BYTES, PRESET_DEFAULTS, choose_tokenizer
+from .defaults import BPE_MIN_BYTES, DEFAULT_PROMPT, PRESET_DEFAULTS, choose_tokenizer
 from .documents import RECORDS, encode_documents, split_documents
 from .earlystop import EarlyStopping
 from .errors import CheckpointError, MambaStudioError, TrainingError
@@ -76,7 +76,7 @@ class RunSpec:
     autosave_steps: int = 0  # also save every N optimizer steps (0: off)
     autosave_minutes: float = 5.0  # ... and every M minutes (0: off); always at epoch ends
     keep: int = rf.KEEP  # most recent snapshots kept, plus the best by held-out loss
-    prompts: tuple[str, ...] = ("The ",)  # preview prompts (train --prompt, the app's Preview)
+    prompts: tuple[str, ...] = (DEFAULT_PROMPT,)  # preview prompts (train --prompt, the Preview)
     # kept by the run, so a resume stops as the run was set to (its settings only: each
     # ``Run.train`` tracks a ``fresh`` copy)
     early_stopping: EarlyStopping = field(default_factory=EarlyStopping)

@@ -48,7 +48,7 @@ class PlaygroundPanel(QWidget):
         browse = QPushButton("Browse…")
         browse.setToolTip("Pick a model or run folder")
         browse.clicked.connect(self._browse)
-        self.prompt = QPlainTextEdit(settings.load("playground/prompt", "The "))
+        self.prompt = QPlainTextEdit(settings.load("playground/prompt", engine.DEFAULT_PROMPT))
         self.prompt.setMaximumHeight(70)
         self.prompt.setTabChangesFocus(True)  # Tab moves on (it typed tabs into the prompt)
         self.prompt.setToolTip("The text the model continues")

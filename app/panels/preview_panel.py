@@ -76,7 +76,7 @@ class ElidedLabel(QLabel):
 class PreviewPanel(QWidget):
     def __init__(self) -> None:
         super().__init__()
-        self.prompts = QPlainTextEdit(settings.load("preview/prompts", "The "))
+        self.prompts = QPlainTextEdit(settings.load("preview/prompts", engine.DEFAULT_PROMPT))
         self.prompts.setMaximumHeight(48)  # two lines (more scroll): the plots above keep room
         self.prompts.setTabChangesFocus(True)  # Tab moves on (it typed tabs into saved prompts)
         gen = engine.GENERATION_DEFAULTS  # the Playground's defaults too
@@ -121,7 +121,7 @@ class PreviewPanel(QWidget):
 
     def prompt_list(self) -> list[str]:
         lines = [p for p in self.prompts.toPlainText().split("\n") if p.strip()]
-        return lines or ["The "]
+        return lines or [engine.DEFAULT_PROMPT]
 
     def set_prompts(self, prompts: tuple[str, ...]) -> None:
         """Show a run's (or a settings file's) preview prompts, one per line."""
