@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     from .tblog import TBLogger, keeps_tensorboard
     from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer
     from .trainer import (
+        WSLA_MAX_DELTA,
         EpochReport,
         EvalReport,
         StepReport,
@@ -168,6 +169,7 @@ _EXPORTS: dict[str, str] = {
     "EvalReport": "trainer",
     "StepReport": "trainer",
     "TrainConfig": "trainer",
+    "WSLA_MAX_DELTA": "trainer",
     "TrainControl": "control",
     "Trainer": "trainer",
     "evaluate": "trainer",
@@ -340,6 +342,7 @@ __all__ = [
     "keeps_tensorboard",
     "TokenizerError",
     "TrainConfig",
+    "WSLA_MAX_DELTA",
     "TrainControl",
     "Trainer",
     "Stopped",

@@ -30,7 +30,7 @@ from .lm import MambaLM
 from .lora import LoRAConfig
 from .optim import AdamW
 from .trainable import Trainable
-from .trainer import TrainConfig, Trainer, evaluate
+from .trainer import WSLA_MAX_DELTA, TrainConfig, Trainer, evaluate
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class FastAdapter:
     lr: float = 1e-3
     seq_len: int = 128
     batch_size: int = 4
-    max_delta: float = 0.05
+    max_delta: float = WSLA_MAX_DELTA
     tolerance: float = 1.25
     lora: LoRAConfig | None = None  # WSLA + LoRA: adapter on x_proj only
     seed: int = 0

@@ -44,6 +44,9 @@ def epoch_steps(n_rows: int, rows_per_step: int) -> int:
     return -(-n_rows // rows_per_step)
 
 
+WSLA_MAX_DELTA = 0.05  # WSLA's AdamW trust region: no weight moves more than this a step
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Training settings; the defaults are the default preset's row of ``PRESET_DEFAULTS``
@@ -59,7 +62,7 @@ class TrainConfig:
     warmup_steps: int = _D.warmup_steps
     weight_decay: float = _D.weight_decay
     max_grad_norm: float = 1.0
-    max_delta: float = 0.0  # trust region; WSLA defaults it to 0.05
+    max_delta: float = 0.0  # trust region; WSLA defaults it to WSLA_MAX_DELTA
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
@@ -82,7 +85,7 @@ class TrainConfig:
         return cls(**{**PRESET_DEFAULTS[name].training(tokenizer), **overrides})
 
     def adamw(self) -> AdamWConfig:
-        max_delta = self.max_delta if (self.max_delta > 0 or not self.wsla) else 0.05
+        max_delta = self.max_delta if (self.max_delta > 0 or not self.wsla) else WSLA_MAX_DELTA
         return AdamWConfig(self.lr, self.beta1, self.beta2, self.eps, self.weight_decay,
                            self.max_grad_norm, max_delta)
 

@@ -123,7 +123,8 @@ TIPS = {
     "alpha": "LoRA alpha: the adapters' output is scaled by alpha / rank",
     "lora_dropout": "Dropout on the adapters' input while training (regularisation)",
     "wsla": "WSLA fast-adapt: train only x_proj (the selection projection) with each weight "
-            "moving at most 0.05 per step; quick style adaptation of a trained model",
+            f"moving at most {engine.WSLA_MAX_DELTA:g} per step; quick style adaptation of a "
+            "trained model",
 }
 
 
