@@ -153,8 +153,7 @@ class TrainWorker(QObject):
                 self.info.emit(
                     f"run {run.folder.name}: {tr.lm.n_params:,} parameters; "
                     f"{tr.trainable.describe() if tr.trainable else ''}; "
-                    f"{tr.token_counts[0]:,} training / {tr.token_counts[1]:,} held-out tokens"
-                    f"{held_note(tr.token_counts[1])}; "
+                    f"{tr.token_counts[0]:,} training / {tr.token_counts[1]:,} held-out tokens; "
                     f"{plural(tr.total_steps, 'step')}")
                 for note in run.notices:
                     self.info.emit(f"note: {note}")
@@ -409,9 +408,3 @@ def run_in_thread(fn: Callable[[], Any], on_done: Callable[[Any], None],
 
 def default_runs_root() -> str:
     return str(Path.home() / ".local" / "share" / "mamba-studio" / "runs")
-
-
-def held_note(val_tokens: int) -> str:
-    """What the held-out loss is measured on, when training scores a sample of it."""
-    cap = engine.HELDOUT_SAMPLE_TOKENS
-    return f" (held-out loss on a fixed sample of ~{cap:,})" if val_tokens > cap else ""

@@ -351,7 +351,6 @@ def _train(a: argparse.Namespace, run, job) -> int:
     from dataclasses import replace
 
     from .control import TrainControl
-    from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .run import stop_on_signals
     from .samples import append_sample, read_samples, sample_record, sample_seed
     from .sampling import GENERATION_DEFAULTS
@@ -365,10 +364,6 @@ def _train(a: argparse.Namespace, run, job) -> int:
         print(f"model: {lm.n_params:,} parameters; {tr.trainable.describe()}; optimizer state "
               f"{tr.optimizer.state_bytes():,} bytes; {tr.token_counts[0]:,} train / "
               f"{tr.token_counts[1]:,} held-out tokens ({run.data.records})", file=sys.stderr)
-        if tr.token_counts[1] > HELDOUT_SAMPLE_TOKENS:
-            print(f"note: held-out loss is measured on a fixed sample of about "
-                  f"{HELDOUT_SAMPLE_TOKENS:,} of the {tr.token_counts[1]:,} held-out tokens "
-                  "(rows spread evenly over the held-out documents)", file=sys.stderr)
         for note in run.notices:
             print(f"note: {note}", file=sys.stderr)
         if job is not None:

@@ -38,6 +38,7 @@ from .defaults import BPE_MIN_BYTES, DEFAULT_PROMPT, PRESET_DEFAULTS, choose_tok
 from .documents import RECORDS, encode_documents, split_documents
 from .earlystop import EarlyStopping
 from .errors import CheckpointError, MambaStudioError, TrainingError
+from .evaluation import HELDOUT_SAMPLE_TOKENS
 from .guard import DivergenceGuard
 from .limits import (
     check_model,
@@ -198,6 +199,10 @@ class Run:
         self.trainer = _trainer(lm, data, spec.train)
         self.notices: list[str] = list(self.trainer.trainable.notices if self.trainer.trainable else [])
         held = self.trainer.token_counts[1]
+        if held > HELDOUT_SAMPLE_TOKENS:  # (the CLI and the window each said it their way)
+            self.notices.append(f"held-out loss is measured on a fixed sample of about "
+                                f"{HELDOUT_SAMPLE_TOKENS:,} of the {held:,} held-out tokens (rows "
+                                "spread evenly over the held-out documents)")
         if spec.holdout > 0 and held < SMALL_HELD_OUT:
             self.notices.append(
                 f"the held-out set is only {held:,} tokens, too few for its loss to mean much; "

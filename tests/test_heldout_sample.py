@@ -94,3 +94,24 @@ def test_stop_during_heldout_eval_ends_the_run_promptly_and_saves(tmp_path, monk
     assert len(evals) == 1  # one batch, then the stop was seen; no final evaluation either
     assert result.step == 1 and result.snapshot.name == "step-1" and result.snapshot.is_dir()
 
+
+
+def test_the_run_says_when_its_held_out_loss_is_a_sample(tmp_path, monkeypatch, capsys):
+    """One note from the run (the CLI and the window each phrased their own), printed by both
+    among the run's notices."""
+    import engine.run as runmod
+    from engine.cli import main
+
+    monkeypatch.setattr(runmod, "HELDOUT_SAMPLE_TOKENS", 64)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat. " * 400)
+    spec = runmod.RunSpec(preset="tiny", train=runmod.TrainConfig(batch_size=2, seq_len=32,
+                                                                  max_steps=1))
+    with runmod.start(spec, [corpus], out=tmp_path / "r") as run:
+        held = run.trainer.token_counts[1]
+        assert any(n.startswith(f"held-out loss is measured on a fixed sample of about 64 of "
+                                f"the {held:,} held-out tokens") for n in run.notices)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "r"), "--max-steps", "2",
+                 "--sample-tokens", "0"]) == 0
+    assert "note: held-out loss is measured on a fixed sample of about 64" in capsys.readouterr().err
