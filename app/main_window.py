@@ -40,7 +40,7 @@ from .panels.corpus_panel import CorpusPanel, skip_line, skip_lines
 from .panels.gallery_panel import GalleryPanel
 from .panels.playground_panel import BACKEND_TIPS, PlaygroundPanel
 from .panels.plots_panel import PlotsPanel
-from .panels.preview_panel import PreviewPanel
+from .panels.preview_panel import ElidedLabel, PreviewPanel
 from .panels.runs_panel import NO_ADAPTER_TIP, RunsPanel, has_lora
 from .panels.train_panel import TrainPanel
 from .step_times import StepTimes, estimate_key
@@ -164,9 +164,9 @@ class MainWindow(QMainWindow):
         self.progress.setFormat("no run training")
         self.status = QLabel("idle")
         self.status.setWordWrap(True)
-        self.next_label = QLabel()
-        self.next_label.setWordWrap(True)
-        self.next_label.setToolTip("What the next Start does (choose Continue in the Runs tab)")
+        self.next_label = ElidedLabel()  # one line (it wrapped to two or three on a Continue
+        # and moved the tabs under the mouse: a click landed on the wrong tab); all of it is
+        # its tooltip and Model & training's "Start from"
         self.estimate = QLabel("estimating…")
         self.estimate.setWordWrap(True)
         self.estimate.setToolTip("Parameters, peak memory and time per epoch: the run's steps per epoch "
@@ -421,7 +421,7 @@ class MainWindow(QMainWindow):
             text = (f"Next Start: a new run ({name} model, random weights, {init} init, "
                     f"{spec.tokenizer} tokenizer{auto}, lr {spec.train.lr:g}), saved "
                     f"under {self.runs_root}")
-        self.next_label.setText(text)
+        self.next_label.set_full(text)
         self.train.model_source.setText(text.removeprefix("Next Start: "))
 
     def _log(self, msg: str) -> None:

@@ -368,12 +368,12 @@ def test_trainable_count_follows_the_opened_model(win, qtbot, tiny_run):
     win.train.lora.setChecked(False)  # LoRA off: its rank, alpha and dropout go off with it
     assert not any(w.isEnabled() for w in lora_knobs)
     assert "of 82,368" in win.train.trainable.text()  # the tiny model, not the small preset
-    assert "weights of" in win.next_label.text() and "training all weights" in win.next_label.text()
+    assert "weights of" in win.next_label.full and "training all weights" in win.next_label.full
     win.train.lora.setChecked(True)  # the line did not say what the run would train
-    assert "training a rank-8 LoRA adapter on" in win.next_label.text(), win.next_label.text()
+    assert "training a rank-8 LoRA adapter on" in win.next_label.full, win.next_label.full
     win.train.lora.setChecked(False)
     win.train.wsla.setChecked(True)
-    assert "training only each layer's x_proj (WSLA)" in win.next_label.text()
+    assert "training only each layer's x_proj (WSLA)" in win.next_label.full
     win.train.wsla.setChecked(False)
     folder = train_until_idle(qtbot, win, max_steps=1)
     assert folder and folder != tiny_run and not win.errors, win.errors
@@ -473,13 +473,13 @@ def test_custom_preset_with_continue_and_open_model(win, qtbot, tiny_run, tmp_pa
     assert win.continue_dir == custom and win.train.d_model.value() == 32
     assert not win.train.tokenizer.isEnabled() and not win.train.init_scheme.isEnabled()
     win.choose_continue(tiny_run)
-    assert win.continue_dir == tiny_run and Path(tiny_run).name in win.next_label.text()
+    assert win.continue_dir == tiny_run and Path(tiny_run).name in win.next_label.full
     win.new_model()
     win.train.preset.setCurrentText("custom")
     win.train.d_model.setValue(96)
     win.open_model(custom)
     qtbot.waitUntil(lambda: win.init_dir == custom, timeout=RUN_TIMEOUT)
-    assert "weights of" in win.next_label.text() and not win.errors, win.errors
+    assert "weights of" in win.next_label.full and not win.errors, win.errors
     # the opened model's dims, not the custom 96 beside it; no preset to pick for it
     assert win.train.d_model.value() == 32 and not win.train.preset.isEnabled()
     from app import settings
@@ -632,13 +632,13 @@ def test_tokenizer_auto_says_what_a_new_run_gets(win, qtbot, monkeypatch):
     win.train.tokenizer.setCurrentText("auto")
     assert "tokenizer bpe (auto): trained at Start" in c.summary.text()
     assert c.table.item(0, 2).text() == "after Start"
-    assert "bpe tokenizer (auto), lr 0.006" in win.next_label.text()  # the rate the run will use
+    assert "bpe tokenizer (auto), lr 0.006" in win.next_label.full  # the rate the run will use
     assert win.train.model_config().vocab_size >= 2048  # the estimate counts the BPE embedding
     spec = win.train.run_spec(None, 0)
     assert "after Start" in str(win._epoch_rows(spec))
     win.train.tokenizer.setCurrentText("bytes")
     assert c.summary.text().split(";")[0].endswith("tokens (bytes)")
-    assert "bytes tokenizer, lr 0.003" in win.next_label.text()
+    assert "bytes tokenizer, lr 0.003" in win.next_label.full
 
 
 def test_continue_does_not_leave_the_runs_rate_for_new_runs(win, tiny_run):
@@ -1076,7 +1076,7 @@ def test_continue_shows_and_changes_the_runs_own_early_stopping(win, tmp_path):
     win.train.target_loss.setValue(0.0)  # the Next Start line follows (it stayed as it was)
     assert win.continue_overrides()["early_stopping"] == engine.EarlyStopping(patience=4)
     assert ("early stopping patience 4 (was patience 4, target loss 1.25)"
-            in win.next_label.text())
+            in win.next_label.full)
     win.new_model()
     assert (win.train.patience.value(), win.train.target_loss.value()) == (9, 0.0)
     assert win.make_job().spec.early_stopping == engine.EarlyStopping(patience=9)
@@ -1300,3 +1300,17 @@ def test_skipped_files_of_one_name_are_told_apart_by_their_folder(win, tmp_path)
     for pkg in ("email", "http"):
         assert f"• {pkg}/__init__.py: file is empty" in text, text
     assert "• lone.png: " in text  # a name shown once stays short
+
+
+def test_the_next_start_line_stays_one_line_on_a_continue(win, qtbot, tiny_run):
+    """Continue's Next Start line wrapped to two or three lines and moved the tab bar under the
+    mouse (a click landed on the wrong tab); it is one line now, all of it in its tooltip."""
+    bar = win.tabs.tabBar()
+    before = bar.mapTo(win, bar.rect().topLeft())
+    win.choose_continue(tiny_run)
+    win.train.max_steps.setValue(999)
+    qtbot.wait(50)
+    assert "continues run" in win.next_label.full and "max steps 999" in win.next_label.full
+    assert win.next_label.toolTip() == win.next_label.full
+    assert bar.mapTo(win, bar.rect().topLeft()) == before
+    assert win.next_label.height() < 2 * win.next_label.fontMetrics().lineSpacing()

@@ -75,11 +75,11 @@ def test_continue_takes_a_changed_learning_rate_and_says_so(win, qtbot):
     win.choose_continue(folder)
     assert win.train.lr.value() == pytest.approx(0.002)  # the run's own value is shown
     assert not win.train.init_scheme.isEnabled()  # Continue keeps the run's weights
-    assert win.continue_overrides() == {} and "with its own settings" in win.next_label.text()
+    assert win.continue_overrides() == {} and "with its own settings" in win.next_label.full
     win.train.lr.setValue(0.001)
     win.train.max_steps.setValue(4)
     assert win.continue_overrides() == {"lr": pytest.approx(0.001), "max_steps": 4}
-    text = win.next_label.text()
+    text = win.next_label.full
     assert "learning rate 0.001 (was 0.002)" in text and "max steps 4 (was 2)" in text, text
     train_until_idle(qtbot, win)
     assert not win.errors, win.errors
@@ -94,7 +94,7 @@ def test_weight_init_combo_reads_the_engine_list(win, qtbot, tmp_path):
     assert combo.toolTip() and "reference" in combo.toolTip()
     combo.setCurrentText(INITS[-1])
     assert win.make_job().spec.init_scheme == INITS[-1]
-    assert f"{INITS[-1]} init" in win.next_label.text()
+    assert f"{INITS[-1]} init" in win.next_label.full
     folder = _step0_run(tmp_path / "other")
     win.open_model(folder)
     qtbot.waitUntil(lambda: win.init_dir == folder, timeout=RUN_TIMEOUT)
@@ -146,7 +146,7 @@ def test_continue_can_set_max_steps_back_to_no_limit(win, qtbot):
     assert win.train.max_steps.value() == 2
     win.train.max_steps.setValue(0)  # "no limit"
     assert win.continue_overrides() == {"max_steps": 0}
-    assert "max steps no limit (was 2)" in win.next_label.text()
+    assert "max steps no limit (was 2)" in win.next_label.full
 
 
 def test_prompts_edited_while_training_are_kept_for_continue(win, qtbot):

@@ -29,7 +29,7 @@ def test_opens_fast_with_the_sample_corpus_loaded(qtbot, tmp_path):
     assert time.perf_counter() - t0 < 3.0
     assert len(w.corpus.paths()) >= 3 and w.start_btn.isEnabled()
     assert w.corpus.table.rowCount() == len(w.corpus.paths())
-    assert w.next_label.text().startswith("Next Start: a new run")
+    assert w.next_label.full.startswith("Next Start: a new run")
     assert w.progress.text() == "no run training"  # (an empty white box read as a text field)
 
 
@@ -200,7 +200,7 @@ def test_continue_a_finished_run_says_how_to_train_it_further(win, qtbot):
     assert "already at step 2 of 2" in msg and "raise Epochs or Max steps" in msg, msg
     assert json.loads((Path(folder) / "latest.json").read_text())["step"] == 2
     # the Continue stays chosen: raising Max steps and Start trains on (it made a new run)
-    assert win.continue_dir == folder and "continues run" in win.next_label.text()
+    assert win.continue_dir == folder and "continues run" in win.next_label.full
     win.tabs.setCurrentIndex(1)
     win.choose_continue(folder)
     assert win.tabs.currentIndex() == 0  # Continue shows the Train tab
@@ -299,16 +299,16 @@ def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
     # Continue: same folder, the plot starts at step 1 (history from metrics.csv)
     win.runs.refresh()
     win.choose_continue(str(folder))
-    assert "continues run" in win.next_label.text() and f"step {done}" in win.next_label.text()
+    assert "continues run" in win.next_label.full and f"step {done}" in win.next_label.full
     win.train.max_steps.setValue(done + 2)
     win.start_training()  # while it runs, the line no longer says "continues ... from step N"
-    assert win.next_label.text().startswith("Next Start: a new run, once this continued run of")
+    assert win.next_label.full.startswith("Next Start: a new run, once this continued run of")
     qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
     assert not win.errors, win.errors
     assert win.last_folder == str(folder) and len([p for p in folder.parent.iterdir() if p.is_dir()]) == 1
     assert win.plots.steps[0] == 1 and win.plots.steps[-1] == done + 2
     assert json.loads((folder / "latest.json").read_text())["step"] == done + 2
-    assert win.next_label.text().startswith("Next Start: a new run")  # Continue was one-shot
+    assert win.next_label.full.startswith("Next Start: a new run")  # Continue was one-shot
 
 
 def test_a_refused_continue_stays_chosen(win, qtbot):
@@ -323,7 +323,7 @@ def test_a_refused_continue_stays_chosen(win, qtbot):
     qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
     assert win.errors and "is at step 4, past the 2 steps" in win.errors[-1], win.errors
     assert "give max steps above 4 (or no limit) to train on" in win.errors[-1]
-    assert win.continue_dir == folder and "continues run" in win.next_label.text()
+    assert win.continue_dir == folder and "continues run" in win.next_label.full
     assert win.plots.steps and win.plots.steps[-1] == 4  # its history is shown again
     win.train.max_steps.setValue(6)
     assert train_until_idle(qtbot, win) == folder  # the same run goes on
