@@ -125,6 +125,8 @@ def test_an_old_run_json_without_early_stopping_resumes_with_it_off(tmp_path, co
 
 @pytest.mark.parametrize("bad, words", [({"patience": "3"}, "early_stopping.patience = '3'; "
                                                           "expected a whole number"),
+                                        ({"patience": True}, "early_stopping.patience = True"),
+                                        ({"min_delta": "x"}, "early_stopping.min_delta = 'x'"),
                                         ({"target_loss": -1}, "early_stopping.target_loss = -1"),
                                         ({"bogus": 1},
                                          "early_stopping has no setting 'bogus' (it has patience")
@@ -189,3 +191,42 @@ def test_evaluations_without_improvement_count_across_a_resume(tmp_path, corpus)
         result = run.train()
     assert (result.state, result.step) == ("stopped", 6)  # steps 5 and 6 make three
     assert "for 3 evaluations (patience 3)" in result.reason
+
+
+def test_cli_flags_go_over_a_files_early_stopping_new_and_resumed(tmp_path, corpus, capsys):
+    """--patience over a file naming patience wins (new run); with --resume, a file's target and
+    a flag's patience both apply; an early stop shows a sample of the model it stopped with."""
+    f = tmp_path / "s.toml"
+    f.write_text("[early_stopping]\npatience = 5\n")
+    out = tmp_path / "run"
+    assert main(["train", str(corpus), *TINY, "--config", str(f), "--patience", "1",
+                 "--max-steps", "2", "--out", str(out)]) == 0
+    assert read_run_spec(out).early_stopping.patience == 1
+    f.write_text("[early_stopping]\ntarget_loss = 900.0\n")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--config", str(f), "--patience", "3",
+                 "--max-steps", "12", "--sample-tokens", "4"]) == 0
+    es = read_run_spec(out).early_stopping
+    assert (es.patience, es.target_loss) == (3, 900.0)
+    err = capsys.readouterr().err
+    assert "stopped (early stopping" in err and "the end of the run ---" in err
+    assert err.count("--- sample") == len({
+        line for line in err.splitlines() if line.startswith("--- sample")})  # none twice
+
+
+def test_auto_eval_cadence_follows_the_held_out_size_and_the_step(tmp_path, corpus):
+    """eval_every 0: under 10 % of training time from the held-out size (capped at the sample
+    evaluated), the rows of an optimizer step (batch x accumulation) and the sequence length."""
+    from engine.evaluation import HELDOUT_SAMPLE_TOKENS, auto_eval_every
+
+    assert auto_eval_every(3000, 8, 256) == 8  # ceil(3000 / (0.3 * 2048) * 1.5)
+    assert auto_eval_every(10**9, 8, 256) == auto_eval_every(HELDOUT_SAMPLE_TOKENS, 8, 256)
+    assert auto_eval_every(10, 8, 256) == 1
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, grad_accum=2,
+                                                    max_steps=1))
+    with start(spec, [corpus], out=tmp_path / "r") as run:
+        tr = run.trainer
+        assert tr.eval_every == auto_eval_every(tr.token_counts[1], 4, 32)
+    explicit = replace(spec, train=replace(spec.train, eval_every=7))
+    with start(explicit, [corpus], out=tmp_path / "e") as run:
+        assert run.trainer.eval_every == 7

@@ -168,7 +168,7 @@ def _set_value(w: QWidget, v: object) -> None:
 # of the session, and saved with the settings (they were dropped: a file's warmup_steps 50
 # trained with 100, its holdout 0.3 with 0.1 before the box came)
 NO_BOX_TRAIN = ("warmup_steps", "min_lr_ratio", "decay_fraction")
-NO_BOX_RUN = ("autosave_steps", "autosave_minutes", "keep")
+NO_BOX_RUN = ("autosave_steps", "autosave_minutes", "keep")  # (and early stopping's min_delta)
 
 
 def _training_preset(shown: str, before: str = engine.DEFAULT_PRESET) -> str:
@@ -380,7 +380,8 @@ class TrainPanel(QWidget):
 
     def early_stopping(self) -> engine.EarlyStopping:
         return engine.EarlyStopping(patience=self.patience.value(),
-                             target_loss=self.target_loss.value() or None)
+                                    target_loss=self.target_loss.value() or None,
+                                    min_delta=self.extras.get("min_delta", 0.0))  # (no box)
 
     def set_corpus_bytes(self, n: int) -> None:
         """The corpus size a new run's tokenizer "auto" is chosen by (the estimate's vocabulary)."""
@@ -543,6 +544,8 @@ class TrainPanel(QWidget):
         self._show_adapt(t)
         base = engine.TrainConfig.for_preset(self._defaults_of)
         self.extras = {k: getattr(t, k) for k in NO_BOX_TRAIN if getattr(t, k) != getattr(base, k)}
+        if spec.early_stopping.min_delta:  # (a file's min_delta was dropped without a word)
+            self.extras["min_delta"] = spec.early_stopping.min_delta
         self.extras |= {k: getattr(spec, k) for k in NO_BOX_RUN
                         if getattr(spec, k) != getattr(engine.RunSpec, k)}
         if self.start == "new" and not spec.init and (t.lora is not None or t.wsla):

@@ -1314,3 +1314,40 @@ def test_the_next_start_line_stays_one_line_on_a_continue(win, qtbot, tiny_run):
     assert win.next_label.toolTip() == win.next_label.full
     assert bar.mapTo(win, bar.rect().topLeft()) == before
     assert win.next_label.height() < 2 * win.next_label.fontMetrics().lineSpacing()
+
+
+def test_review_gaps_in_the_window(win, qtbot, tmp_path):
+    """Gaps a mutation audit found: a settings file's min_delta (no box) was dropped; a Continue
+    changing patience must keep the run's min_delta and show the run's held-out fraction; a
+    saved sort column out of range falls back to the default; the step bar shows steps (not
+    "preparing…") once a run steps."""
+    import engine
+    from app import settings
+    from app.panels.runs_panel import DEFAULT_SORT, RunsPanel
+    from engine.trainer import TrainConfig
+
+    f = tmp_path / "s.toml"
+    f.write_text("[early_stopping]\npatience = 2\nmin_delta = 0.01\n")
+    win.load_settings_file(str(f))
+    assert win.make_job().spec.early_stopping == engine.EarlyStopping(patience=2, min_delta=0.01)
+    corpus = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+    spec = runapi.RunSpec(preset="tiny", holdout=0.3,
+                          train=TrainConfig(batch_size=4, seq_len=64, max_steps=2),
+                          early_stopping=engine.EarlyStopping(patience=4, min_delta=0.5))
+    with runapi.start(spec, [corpus], root=tmp_path / "own") as run:
+        run.train()
+    win.choose_continue(str(run.folder))
+    assert win.train.holdout.value() == pytest.approx(0.3) and not win.train.holdout.isEnabled()
+    win.train.patience.setValue(6)
+    assert win.continue_overrides()["early_stopping"] == engine.EarlyStopping(patience=6,
+                                                                              min_delta=0.5)
+    win.new_model()
+    settings.save("runs/sort", "9,0")
+    panel = RunsPanel(str(tmp_path / "none"))
+    qtbot.addWidget(panel)
+    assert panel.sort == DEFAULT_SORT
+    win.train.max_steps.setValue(3)
+    win.start_training()
+    qtbot.waitUntil(lambda: win.progress.value() >= 1, timeout=RUN_TIMEOUT)
+    assert win.progress.text().endswith("steps") and "/" in win.progress.text()
+    qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)

@@ -262,6 +262,8 @@ def test_a_runs_own_step_times_replace_the_estimates_timing(win, qtbot):
     assert relaunch.get(other) is None  # a three-step timing was not
     settings.save(KEY, "{not json")  # a damaged settings file: no timings, no error
     assert StepTimes().get(key) is None
+    settings.save(KEY, json.dumps({repr(key): 0.0, repr(other): -1.0}))  # nor a time of 0 or
+    assert StepTimes().get(key) is None and StepTimes().get(other) is None  # less
 
 
 def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
