@@ -99,7 +99,14 @@ if TYPE_CHECKING:
         save_settings,
     )
     from .safeio import read_head
-    from .samples import append_sample, read_samples, sample_record, sample_seed, samples_cut
+    from .samples import (
+        append_sample,
+        read_samples,
+        sample_record,
+        sample_seed,
+        samples_cut,
+        show_bidi,
+    )
     from .sampling import GENERATION_DEFAULTS, SamplingConfig
     from .signals import watch_continues
     from .tblog import TBLogger, keeps_tensorboard
@@ -194,6 +201,7 @@ _EXPORTS: dict[str, str] = {
     "choose_tokenizer": "defaults",
     "follow_preset": "defaults",
     "read_head": "safeio",
+    "show_bidi": "samples",
     "DEFAULT_PRESET": "defaults",
     "list_runs": "run",
     "open_run": "run",
@@ -278,6 +286,7 @@ __all__ = [
     "choose_tokenizer",
     "follow_preset",
     "read_head",
+    "show_bidi",
     "DEFAULT_PRESET",
     "iter_batches",
     "iter_text",

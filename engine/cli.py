@@ -18,6 +18,7 @@ from .defaults import DEFAULT_PROMPT, PRESET_DEFAULTS
 from .documents import RECORDS
 from .errors import MambaStudioError
 from .reports import format_duration
+from .samples import BIDI_SHOWN
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
 
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
@@ -36,7 +37,7 @@ class _Parser(argparse.ArgumentParser):
 # rest of a sample reversed), as the window shows them
 _CONTROLS: dict[int, str] = {c: "\ufffd" for c in [*range(32), *range(127, 160)]
                              if c not in (9, 10, 13)}
-_CONTROLS |= {c: f"[U+{c:04X}]" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+_CONTROLS |= BIDI_SHOWN
 
 
 def terminal_safe(text: str) -> str:

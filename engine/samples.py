@@ -11,6 +11,16 @@ from typing import Any
 
 from .safeio import open_append
 
+# Unicode's bidirectional embeddings, overrides and isolates: in a sample they reorder the text
+# after them (a prompt holding U+202E was drawn reversed); shown by their code wherever a
+# sample is shown (the window, a terminal), the exact text kept in files and pipes
+BIDI_SHOWN = {c: f"[U+{c:04X}]" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def show_bidi(text: str) -> str:
+    """``text`` with each bidirectional control shown as "[U+202E]", not obeyed."""
+    return text.translate(BIDI_SHOWN)
+
 SAMPLES = "samples.jsonl"
 MAX_BYTES = 64 * 1024 * 1024  # reads are bounded: a gallery larger than this is read from its end
 

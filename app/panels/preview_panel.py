@@ -27,15 +27,11 @@ from .. import settings
 LONG_BLANK = re.compile(r"[ \t]{24,}")  # longer than any indentation
 
 
-# Unicode's bidirectional embeddings, overrides and isolates: in a sample they reorder the text
-# after them (a prompt holding U+202E was drawn reversed in the Gallery); shown as their code
-BIDI_CONTROLS = {c: f"[U+{c:04X}]" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
-
-
 def visible_controls(text: str) -> str:
-    """``text`` with each bidirectional control shown as "[U+202E]" (as the sample's other
-    text reads, in order), not obeyed."""
-    return text.translate(BIDI_CONTROLS)
+    """``text`` with each bidirectional control shown as "[U+202E]", not obeyed (a prompt
+    holding U+202E was drawn reversed in the Gallery): ``engine.show_bidi``, as the CLI shows
+    samples on a terminal."""
+    return engine.show_bidi(text)
 
 
 def visible_blanks(text: str) -> str:
