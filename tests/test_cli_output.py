@@ -111,4 +111,5 @@ def test_bidirectional_controls_are_shown_by_their_code_on_a_terminal():
     from engine.cli import terminal_safe
 
     assert terminal_safe("ab\u202ecd\u2066e\x1b") == "ab[U+202E]cd[U+2066]e\ufffd"
+    assert terminal_safe("\u202a\u2069") == "[U+202A][U+2069]"  # both ends of each range
     assert terminal_safe("\u05e9\u200f x") == "\u05e9\u200f x"  # a right-to-left mark stays

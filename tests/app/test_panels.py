@@ -1351,3 +1351,31 @@ def test_review_gaps_in_the_window(win, qtbot, tmp_path):
     qtbot.waitUntil(lambda: win.progress.value() >= 1, timeout=RUN_TIMEOUT)
     assert win.progress.text().endswith("steps") and "/" in win.progress.text()
     qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
+
+
+def test_compare_and_sort_gaps(win, tmp_path, qtbot):
+    """Compare drew the rows a crash lost (after the latest snapshot) as the other run's
+    history; a header click on a new column after a descending one starts ascending; a folder
+    named snapshots outside a run is not a run's snapshot."""
+    import engine
+    from engine import runformat as rf
+    from engine.trainer import TrainConfig
+
+    corpus = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=4, seq_len=64, max_steps=2))
+    with runapi.start(spec, [corpus], root=tmp_path / "own") as run:
+        run.train()
+    for step in (3, 4, 5):  # logged by a process killed before its save
+        rf.append_metric(run.folder, {"kind": "step", "step": step, "epoch": 0, "loss": 1.0})
+    win.compare_run(str(run.folder))
+    xs, _ = win.plots.cmp_loss.getData()
+    assert max(xs) == 2
+    panel = win.runs
+    panel.sort_by(3)
+    panel.sort_by(3)  # steps, descending
+    panel.sort_by(0)
+    assert panel.sort == (0, Qt.SortOrder.AscendingOrder)
+    fake = tmp_path / "x" / "snapshots" / "step-1"
+    fake.mkdir(parents=True)
+    assert engine.snapshot_run(fake) is None
+    assert engine.snapshot_run(run.folder / "snapshots" / "step-2") == run.folder
