@@ -87,6 +87,7 @@ def _documents() -> Path:
 
 STEPS_FORMAT = "%v / %m steps"  # the step bar while a run trains
 PREPARING_FORMAT = "preparing…"  # ... and before its first step
+IDLE_FORMAT = "no run training"  # ... and while none trains
 CORPUS_KEY = "corpus/paths"  # the corpus of the last session (app settings)
 
 
@@ -157,11 +158,8 @@ class MainWindow(QMainWindow):
         self.backend.setToolTip("Preview decoding: " + "; ".join(f"{k}: {v}" for k, v in
                                                                BACKEND_TIPS.items()))
         self.progress = QProgressBar()
-        self.progress.setFormat(STEPS_FORMAT)
         self.progress.setToolTip("Optimizer steps done of this run's total")
-        self.progress.setRange(0, 1)  # (an empty white box at launch: a text field?)
-        self.progress.setValue(0)
-        self.progress.setFormat("no run training")
+        self._reset_progress()  # (an empty white box at launch read as a text field)
         self.status = QLabel("idle")
         self.status.setWordWrap(True)
         self.next_label = ElidedLabel()  # one line (it wrapped to two or three on a Continue
@@ -851,7 +849,7 @@ class MainWindow(QMainWindow):
         if self.worker is None:  # (reset, the bar was an empty white box: a text field?)
             self.progress.setRange(0, 1)
             self.progress.setValue(0)
-            self.progress.setFormat("no run training")
+            self.progress.setFormat(IDLE_FORMAT)
 
     def _show_run(self, folder: str | None) -> None:
         """The run File > Export acts on; its items are off (and say why) while there is none."""

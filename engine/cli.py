@@ -388,8 +388,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
                   "--max-steps", file=sys.stderr)
         if tr.cursor.step >= tr.total_steps:
             more = ("--max-steps with a larger total (0: no limit)" if capped else
-                    "--epochs with a larger total" if tr.total_steps < (tr.cfg.max_steps or 0)
-                    or not tr.cfg.max_steps else
+                    "--epochs with a larger total" if tr.cfg.max_steps != tr.total_steps else
                     "--epochs and --max-steps with larger totals (--max-steps 0: no limit)")
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
                   f"{more} to continue it", file=sys.stderr)
@@ -566,8 +565,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
 
     is_run = rf.is_run(Path(a.model))
     path = Path(a.model)  # a run, or one of its snapshots: split CORPUS as that run did
-    owner = path if is_run else path.parent.parent if (
-        path.parent.name == rf.SNAPSHOTS and rf.is_run(path.parent.parent)) else None
+    owner = path if is_run else rf.snapshot_run(path)
     if not a.corpus and owner is not None:  # a run knows its own held-out split (a snapshot of
         given = [f for f, v in (("--seq-len", a.seq_len), ("--records", a.records)) if v]
         if given:  # one scored the sample corpus); --seq-len / --records were ignored

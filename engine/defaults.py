@@ -5,7 +5,7 @@ evidence for every number is in docs/learning.md (``benchmarks/learning``)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,10 +51,10 @@ BPE_LR_SCALE = 2.0
 
 
 def follow_preset(values: Mapping[str, Any], old: str, new: str, old_kind: str = "bytes",
-                  new_kind: str = "bytes", fixed: Collection[str] = ()) -> dict[str, Any]:
+                  new_kind: str = "bytes") -> dict[str, Any]:
     """``values`` (TrainConfig fields) with each one at preset ``old``'s default for an
     ``old_kind`` tokenizer ("bytes" / "bpe") moved to preset ``new``'s for ``new_kind``; values
-    set by hand, those named in ``fixed`` and any preset not in the table stay. How a changed
+    set by hand and any preset not in the table stay. How a changed
     preset or tokenizer carries the training settings: a settings file over another
     (``overlay_settings``) and the window's preset box (medium trained at small's rate there)."""
     if old not in PRESET_DEFAULTS or new not in PRESET_DEFAULTS:
@@ -67,7 +67,7 @@ def follow_preset(values: Mapping[str, Any], old: str, new: str, old_kind: str =
         return (v == d if isinstance(d, int) or isinstance(v, bool)
                 else isinstance(v, (int, float)) and math.isclose(v, d, rel_tol=1e-9))
 
-    return {k: (new_d[k] if k in new_d and k not in fixed and at_default(k, v) else v)
+    return {k: (new_d[k] if k in new_d and at_default(k, v) else v)
             for k, v in values.items()}
 
 

@@ -735,8 +735,7 @@ def _unmake(folder: Path, remove_folder: bool) -> None:
 
 def _open(folder: Path, which: str = rf.LATEST
           ) -> tuple[RunSpec, Path, dict[str, Any], list[str]]:
-    d = rf.read_run_json(folder)
-    spec = RunSpec.from_dict(d["spec"], str(folder / rf.RUN_JSON))
+    spec = read_run_spec(folder)
     snap, trainer, refused = rf.find_snapshot(folder, which)
     return spec, snap, trainer, [f"{e}; using {snap.name} instead" for e in refused]
 

@@ -201,8 +201,8 @@ def read_run_json(folder: Path) -> dict[str, Any]:
         hint = (" (an old single-folder checkpoint: it loads for generate/eval/--init but cannot "
                 "be resumed as a run)") if (Path(folder) / "trainer_state.json").exists() else ""
         here = Path(folder)
-        if here.parent.name == SNAPSHOTS and (here.parent.parent / RUN_JSON).exists():
-            hint = f" but a snapshot of the run {here.parent.parent}: resume that"
+        if run := snapshot_run(here):
+            hint = f" but a snapshot of the run {run}: resume that"
         elif found := snapshots(here):
             hint = (f" (lost or deleted): its snapshots still load for generate/eval/export; to "
                     f"train on, start a new run with --init {found[-1][1]}")

@@ -338,9 +338,8 @@ def overlay_settings(base: RunSettings, top: RunSettings, where: str = "") -> Ru
         # a training setting at the shown preset's default follows the file's preset (and a
         # BPE tokenizer's doubled rate follows the tokenizer), as `train --config` gives it
         # (medium trained at small's rate; a bytes run at BPE's); one set by hand stays
-        doc["train"] = follow_preset(doc.get("train", {}), was, now, was_kind, now_kind,
-                                     fixed={k.split(".", 1)[1] for k in top.named
-                                            if k.startswith("train.")})
+        doc["train"] = follow_preset(doc.get("train", {}), was, now, was_kind, now_kind)
+        # (a training setting the file names is set from it below)
     for key in top.named:
         *tables, leaf = key.split(".")
         src: Any = new
