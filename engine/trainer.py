@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -265,19 +266,17 @@ class Trainer:
         """The learning rate of the next optimizer step (warmup, stable, decay)."""
         return self._lr_at(self.cursor.step, self.cfg)
 
-    @property
+    @cached_property
     def eval_every(self) -> int:
         """Held-out evaluation every this many optimizer steps: ``cfg.eval_every``, or for 0 the
         cadence that keeps it under 10 % of training time (from the held-out size, so a resume
-        gets the same)."""
+        gets the same). Worked out once: it is read every step, and a trainer's settings and
+        data do not change."""
         if self.cfg.eval_every > 0:
             return self.cfg.eval_every
-        key = (self.rows_per_step, self.cfg.seq_len)
-        if getattr(self, "_auto_eval", (None,))[0] != key:  # (once: it is read every step)
-            from .evaluation import auto_eval_every
+        from .evaluation import auto_eval_every
 
-            self._auto_eval = (key, auto_eval_every(self.token_counts[1], *key))
-        return self._auto_eval[1]
+        return auto_eval_every(self.token_counts[1], self.rows_per_step, self.cfg.seq_len)
 
     @property
     def token_counts(self) -> tuple[int, int]:
