@@ -160,15 +160,14 @@ class MainWindow(QMainWindow):
         self.progress = QProgressBar()
         self.progress.setToolTip("Optimizer steps done of this run's total")
         self._reset_progress()  # (an empty white box at launch read as a text field)
-        self.status = QLabel("idle")
-        self.status.setWordWrap(True)
+        self.status = ElidedLabel("idle")  # one line, as the estimate's and Next Start's: a
+        # step line that wrapped at some steps and not at others moved the tabs while training
         self.next_label = ElidedLabel()  # one line (it wrapped to two or three on a Continue
         # and moved the tabs under the mouse: a click landed on the wrong tab); all of it is
         # its tooltip and Model & training's "Start from"
-        self.estimate = QLabel("estimating…")
-        self.estimate.setWordWrap(True)
-        self.estimate.setToolTip("Parameters, peak memory and time per epoch: the run's steps per epoch "
-                                 "(its packed rows) x the median of three real steps timed")
+        self.estimate = ElidedLabel(
+            "estimating…", tip="Parameters, peak memory and time per epoch: the run's steps per "
+            "epoch (its packed rows) x the median of three real steps timed")
 
         left = QTabWidget()
         left.addTab(self.corpus, "Corpus")
@@ -238,7 +237,7 @@ class MainWindow(QMainWindow):
         self.runs.export_requested.connect(self._export_dialog)
         self.runs.message.connect(self._say)
         self.runs.deleted.connect(self._run_deleted)
-        self.estimate_ready.connect(self.estimate.setText)
+        self.estimate_ready.connect(self.estimate.set_full)
         self._est_timer = QTimer(self)
         self._est_timer.setSingleShot(True)
         self._est_timer.setInterval(300)
@@ -366,7 +365,7 @@ class MainWindow(QMainWindow):
             self.runs.live = None  # the run's own files say how it ended
         if state != "running":
             idle = f"idle · last run: {self.last_end}" if self.last_end else "idle"
-            self.status.setText({"idle": idle, "paused": self._paused_line(),
+            self.status.set_full({"idle": idle, "paused": self._paused_line(),
                                  "stopping": "stopping after the current step, then saving…"
                                  }.get(state, state))
         self._space_on()
@@ -431,8 +430,8 @@ class MainWindow(QMainWindow):
 
     def _notice(self, msg: str) -> None:
         self._log(msg)
-        if self.status.text().startswith(PREPARING):  # before step 1, the latest stage shows
-            self.status.setText(f"{PREPARING}: {msg.splitlines()[0] if msg else ''}")
+        if self.status.full.startswith(PREPARING):  # before step 1, the latest stage shows
+            self.status.set_full(f"{PREPARING}: {msg.splitlines()[0] if msg else ''}")
 
     def _say(self, msg: str) -> None:
         """A success/info message the user sees (status bar) and the log keeps."""
@@ -498,7 +497,7 @@ class MainWindow(QMainWindow):
                            records=self.corpus.record_mode())
             est = engine.estimate_run(cfg, tc, self._corpus_tokens())
         except (ValueError, engine.MambaStudioError) as exc:
-            self.estimate.setText(f"settings: {exc}")
+            self.estimate.set_full(f"settings: {exc}")
             return
         rows = self._epoch_rows(spec)
         key = estimate_key(cfg, tc)
@@ -508,11 +507,11 @@ class MainWindow(QMainWindow):
                                   rows=rows if isinstance(rows, int) else None, step_s=step_s)
         refused = engine.why_not_measured(cfg, tc) if step_s is None else None
         if refused is not None:  # too large to fit or to time: never built in the background
-            self.estimate.setText("Estimate: " + est.human(
+            self.estimate.set_full("Estimate: " + est.human(
                 no_steps=rows if isinstance(rows, str) else "counting…", no_time="not measured")
                 + f" · {refused}")
             return
-        self.estimate.setText("Estimate: " + est.human(
+        self.estimate.set_full("Estimate: " + est.human(
             no_steps=rows if isinstance(rows, str) else "counting…",
             no_time="measuring…" if may_measure else "measured while idle"))
         if step_s is None and self._measuring is None and may_measure:
@@ -530,7 +529,7 @@ class MainWindow(QMainWindow):
 
             def fail(msg: str) -> None:
                 self._measuring = None
-                self.estimate.setText(f"Estimate: {est.human()} (timing failed: {msg[-200:]})")
+                self.estimate.set_full(f"Estimate: {est.human()} (timing failed: {msg[-200:]})")
 
             run_in_thread(lambda: engine.measure_step_seconds(cfg, tc), done, fail, owner=self)
 
@@ -662,7 +661,7 @@ class MainWindow(QMainWindow):
         self.current_run = None  # until the worker opens its run (a Delete of the previous run
         self._set_state("running")  # while preparing was refused as "training")
         self._update_next()
-        self.status.setText(f"{PREPARING} (corpus, tokenizer, model, kernels)…")
+        self.status.set_full(f"{PREPARING} (corpus, tokenizer, model, kernels)…")
         self.train_thread.start()
 
     def _on_opened(self, folder: str, continued: bool) -> None:
@@ -721,10 +720,10 @@ class MainWindow(QMainWindow):
         self.progress.setMaximum(r.total_steps)
         self.progress.setValue(r.step)
         if self.state == "paused":  # the step in flight at the pause ends after it
-            self.status.setText(self._paused_line())
+            self.status.set_full(self._paused_line())
         if self.state == "running":
             nan = "  (non-finite loss: step skipped)" if r.nonfinite else ""
-            self.status.setText(
+            self.status.set_full(
                 f"step {r.step}/{r.total_steps} · epoch {r.epoch + 1} · loss {r.loss:.4f} nats · "
                 f"grad norm {r.grad_norm:.3f} · lr {r.lr:.2e} · {r.tokens_per_s:,.0f} tok/s · "
                 f"ETA {engine.format_duration(r.eta_s)}{nan}"
@@ -1175,7 +1174,7 @@ class MainWindow(QMainWindow):
             self._closing = True
             self.worker.control.stop()
             self._set_state("stopping")
-            self.status.setText("saving… the window closes when the current step ends and the "
+            self.status.set_full("saving… the window closes when the current step ends and the "
                                 "snapshot is written")
             self.statusBar().showMessage("saving…")
             event.ignore()

@@ -256,10 +256,11 @@ class CorpusPanel(QWidget):
         split.setSizes([300, 120])
         lay = QVBoxLayout(self)
         lay.addWidget(self.drop)
-        lay.addWidget(self.notice_box)
         lay.addLayout(buttons)
         lay.addLayout(records_row)
         lay.addWidget(self.progress)
+        lay.addWidget(self.notice_box)  # under the controls: it takes rows from the table
+        # instead of moving the buttons under the mouse when it appears
         lay.addWidget(split, 1)
         lay.addWidget(self.summary)
         lay.addWidget(self.skipped_btn)

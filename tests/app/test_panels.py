@@ -280,13 +280,13 @@ def test_corpus_file_names_are_not_cut_at_1280(win, qtbot):
 def test_estimate_changes_with_batch_size(win, qtbot, monkeypatch):
     monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")
     win._schedule_estimate()
-    qtbot.waitUntil(lambda: "ms/step ×" in win.estimate.text(), timeout=RUN_TIMEOUT)
-    before = win.estimate.text()
+    qtbot.waitUntil(lambda: "ms/step ×" in win.estimate.full, timeout=RUN_TIMEOUT)
+    before = win.estimate.full
     assert "82,368 parameters" in before and "memory" in before
     win.train.batch.setValue(16)
-    qtbot.waitUntil(lambda: "ms/step ×" in win.estimate.text() and win.estimate.text() != before,
+    qtbot.waitUntil(lambda: "ms/step ×" in win.estimate.full and win.estimate.full != before,
                     timeout=RUN_TIMEOUT)
-    after = win.estimate.text()
+    after = win.estimate.full
     steps = [int(t.split("× ")[1].rstrip(")").replace(",", "")) for t in (before, after)]
     assert steps[0] == 4 * steps[1] or abs(steps[0] - 4 * steps[1]) <= 3  # 4x batch, 1/4 steps
 
@@ -305,12 +305,12 @@ def test_a_model_too_large_to_fit_is_never_built_for_the_estimate(win, qtbot, mo
     win.train.d_model.setValue(2048)
     win.train.n_layer.setValue(48)
     win._refresh_estimate()
-    text = win.estimate.text()
+    text = win.estimate.full
     assert "step time: not measured" in text and "of memory is available" in text, text
     monkeypatch.setenv("MAMBA_STUDIO_MEMORY", str(1 << 50))  # fits, but ~31 TFLOP a step
     win.train.seq_len.setValue(1024)
     win._refresh_estimate()
-    assert "step time not measured: one step is about" in win.estimate.text()
+    assert "step time not measured: one step is about" in win.estimate.full
     qtbot.wait(200)
     assert built == [] and win._measuring is None
 
@@ -331,7 +331,7 @@ def test_sizes_passed_while_typing_are_not_timed(win, qtbot, monkeypatch):
     for d in (16, 96, 112, 128):  # keystrokes ~0.4 s apart, past the 300 ms text refresh
         win.train.d_model.setValue(d)
         qtbot.wait(400)
-    qtbot.waitUntil(lambda: "ms/step" in win.estimate.text(), timeout=RUN_TIMEOUT)
+    qtbot.waitUntil(lambda: "ms/step" in win.estimate.full, timeout=RUN_TIMEOUT)
     assert timed == [128], timed
 
 
@@ -344,8 +344,8 @@ def test_estimate_shows_the_steps_the_run_takes(win, qtbot, tmp_path, monkeypatc
     win.train.batch.setValue(8)
     win._refresh_estimate()  # the text now follows these settings (measured and counted next)
     count = re.compile(r"ms/step × ([\d,]+)\)")
-    qtbot.waitUntil(lambda: count.search(win.estimate.text()) is not None, timeout=RUN_TIMEOUT)
-    shown = int(count.search(win.estimate.text())[1].replace(",", ""))
+    qtbot.waitUntil(lambda: count.search(win.estimate.full) is not None, timeout=RUN_TIMEOUT)
+    shown = int(count.search(win.estimate.full)[1].replace(",", ""))
     tc = win.train.train_config()
     spec = replace(win.train.run_spec(None, tc.eval_every), records=win.corpus.record_mode())
     with runapi.start(spec, win.corpus.paths(), out=tmp_path / "run") as run:
@@ -429,8 +429,8 @@ def test_continue_shows_the_runs_own_tokenizer_and_steps_per_epoch(win, qtbot, t
     with runapi.resume(tiny_run) as run:
         steps = run.trainer.steps_per_epoch
     assert engine.read_epoch_rows(tiny_run) == len(run.trainer.rows)
-    qtbot.waitUntil(lambda: f"{steps:,} step" in win.estimate.text(), timeout=RUN_TIMEOUT)
-    assert "after Start" not in win.estimate.text()
+    qtbot.waitUntil(lambda: f"{steps:,} step" in win.estimate.full, timeout=RUN_TIMEOUT)
+    assert "after Start" not in win.estimate.full
     win.new_model()  # the new-run choices come back
     assert win.train.tokenizer.currentText() == "bpe" and win.train.tokenizer.isEnabled()
     assert win.train.init_scheme.currentText() == "reference" and win.train.init_scheme.isEnabled()
@@ -737,7 +737,7 @@ def test_lora_and_wsla_adapt_opened_weights_only(win, qtbot, tiny_run):
     assert not win.train.lora.isChecked() and not win.train.lora.isEnabled()
     assert "Continue trains what the run trained" in win.train.lora.toolTip()
     win._refresh_estimate()
-    assert "(82,368 trained)" in win.estimate.text(), win.estimate.text()
+    assert "(82,368 trained)" in win.estimate.full, win.estimate.full
     assert "82,368 of 82,368" in win.train.trainable.text()
 
 
@@ -835,10 +835,10 @@ def test_the_estimate_of_a_continue_is_the_runs_own_model(win, qtbot, tiny_run):
     """Continue trains the run's own model: the estimate counted the panel's preset instead."""
     win.train.preset.setCurrentText("small")
     win._refresh_estimate()
-    assert "82,368 parameters" not in win.estimate.text()
+    assert "82,368 parameters" not in win.estimate.full
     win.choose_continue(str(tiny_run))
     win._refresh_estimate()
-    assert "82,368 parameters (82,368 trained)" in win.estimate.text(), win.estimate.text()
+    assert "82,368 parameters (82,368 trained)" in win.estimate.full, win.estimate.full
 
 
 def test_a_sample_of_mostly_spaces_says_how_many(win):

@@ -21,13 +21,13 @@ def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
         p._redraw()
         qtbot.wait(200)  # painted: the auto-range follows steps 1-23
         win.start_training()
-        assert win.state == "running" and win.status.text().startswith("preparing")
+        assert win.state == "running" and win.status.full.startswith("preparing")
         win.stop()  # before the run has even opened
         qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
         said = win.statusBar().currentMessage() + "\n" + win.log.toPlainText()
         assert "stopped while preparing the run; nothing was trained or kept" in said, said
         # the status line, which outlives the status bar's message, says it too
-        assert win.status.text() == "idle · last run: stopped while preparing; nothing was kept"
+        assert win.status.full == "idle · last run: stopped while preparing; nothing was kept"
         # no step-0 run is left to clutter the Runs tab (a walk-through found one)
         assert not any((tmp_path / "runs").iterdir()), list((tmp_path / "runs").iterdir())
         assert win.errors == []

@@ -102,9 +102,17 @@ def test_a_drop_that_skips_files_names_them_and_why(win, qtbot, tmp_path, monkey
     (tmp_path / "blob.txt").write_bytes(b"\x00\x01\x02binary")
     (tmp_path / "latin.txt").write_bytes("d\xe9j\xe0".encode("latin-1"))
     before = len(win.corpus.paths())
+    from PySide6.QtWidgets import QPushButton
+
+    win.show()
+    qtbot.waitExposed(win)
+    add = next(b for b in win.corpus.findChildren(QPushButton) if b.text() == "Add files…")
+    where = add.mapTo(win, add.rect().topLeft())
     drop(win, [good, tmp_path / "blob.txt", tmp_path / "latin.txt"])
     qtbot.waitUntil(lambda: win.corpus.pending == 0 and len(win.corpus.paths()) == before + 1)
     assert win.corpus.notice.isVisible()
+    qtbot.wait(50)  # (the layout settles)
+    assert add.mapTo(win, add.rect().topLeft()) == where  # the buttons stay under the mouse
     lines = win.corpus.notice.text().splitlines()
     assert lines[0] == "Added 1 file; not added:"
     assert lines[1].startswith("• blob.txt: looks binary") and "text or code files" in lines[1]
@@ -256,7 +264,7 @@ def test_a_runs_own_step_times_replace_the_estimates_timing(win, qtbot):
     run_s = win._step_times.get(key)
     assert run_s is not None and run_s < 9.0  # the run's median step time now
     win._refresh_estimate()
-    assert "9.99" not in win.estimate.text() and "9,990" not in win.estimate.text()
+    assert "9.99" not in win.estimate.full and "9,990" not in win.estimate.full
     relaunch = StepTimes()  # what the next launch's window reads
     assert relaunch.get(key) == run_s  # kept
     assert relaunch.get(other) is None  # a three-step timing was not
@@ -361,9 +369,9 @@ def test_runs_panel_lists_compares_and_deletes(win, qtbot):
     assert win.plots.steps == [] and win.gallery.folder is None and win.shown_run is None
     assert win.playground.source.currentText() != a and "was deleted" in win.preview.tag.text()
     assert not win.export_actions["merged"].isEnabled()
-    assert f"last run: {Path(b).name} finished at step 2" in win.status.text()
+    assert f"last run: {Path(b).name} finished at step 2" in win.status.full
     assert win.runs.delete_run(b)  # the status line named it as finished after it was deleted
-    assert win.status.text() == f"idle · last run: {Path(b).name} (deleted)"
+    assert win.status.full == f"idle · last run: {Path(b).name} (deleted)"
 
 
 def test_close_during_training_waits_and_saves(win, qtbot):
@@ -373,7 +381,7 @@ def test_close_during_training_waits_and_saves(win, qtbot):
     thread = win.train_thread
     folder = Path(win.current_run)
     win.close()
-    assert win.isVisible() and "saving" in win.status.text()  # not closed yet, not aborted
+    assert win.isVisible() and "saving" in win.status.full  # not closed yet, not aborted
     qtbot.waitUntil(lambda: not win.isVisible(), timeout=RUN_TIMEOUT)
     assert thread.isFinished()
     status = json.loads((folder / "status.json").read_text())
@@ -509,8 +517,8 @@ def test_many_qt_calls_do_not_crash(qtbot, win):
     pyproject.toml)."""
     for i in range(6000):
         win.progress.setValue(i % 100)
-        win.status.setText(str(i))
-    assert win.status.text() == "5999"
+        win.status.set_full(str(i))
+    assert win.status.full == "5999"
     assert QApplication.instance() is not None
 
 
@@ -519,12 +527,12 @@ def test_progress_lines_show_in_the_status_until_training_starts(win):
     only in the Log tab while the status line said "preparing…" for minutes."""
     from app.main_window import PREPARING
 
-    win.status.setText(f"{PREPARING} (corpus, tokenizer, model, kernels)…")
+    win.status.set_full(f"{PREPARING} (corpus, tokenizer, model, kernels)…")
     win._notice("tokenizing 200.00 MB of text...")
-    assert win.status.text() == f"{PREPARING}: tokenizing 200.00 MB of text..."
-    win.status.setText("step 3 / 110")  # once training runs, notices stay in the log
+    assert win.status.full == f"{PREPARING}: tokenizing 200.00 MB of text..."
+    win.status.set_full("step 3 / 110")  # once training runs, notices stay in the log
     win._notice("note: something")
-    assert win.status.text() == "step 3 / 110"
+    assert win.status.full == "step 3 / 110"
     assert "tokenizing 200.00 MB" in win.log.toPlainText()
 
 
@@ -600,7 +608,7 @@ def test_start_leaves_the_keyboard_on_pause_and_a_pause_says_where_it_stopped(wi
     qtbot.wait(300)  # the step in flight at the pause ended: the line says it (it lagged 1-2)
     r = win.last_report
     assert r.step == run.step
-    assert win.status.text() == (f"paused at step {r.step}/{r.total_steps} · loss {r.loss:.4f} "
+    assert win.status.full == (f"paused at step {r.step}/{r.total_steps} · loss {r.loss:.4f} "
                                  "nats (Space resumes)")
     win.stop()
     qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
@@ -684,7 +692,28 @@ def test_prompts_edited_past_the_limit_while_training_do_not_fail_the_run(win, q
     win.preview.prompts.setPlainText("\n".join(f"p{i}" for i in range(17)))
     folder = str(win.worker.run_obj.folder)
     qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
-    assert "failed" not in win.status.text() and "at step 4" in win.status.text(), \
-        win.status.text()
+    assert "failed" not in win.status.full and "at step 4" in win.status.full, \
+        win.status.full
     assert runapi.read_run_spec(folder).prompts == ("The ",)
     assert "preview prompts are not kept with the run" in win.log.toPlainText()
+
+
+def test_long_status_and_estimate_lines_do_not_move_the_tabs(win, qtbot):
+    """The status line (a step line at 900 px wrapped at some steps and not at others) and the
+    estimate line wrapped and moved the tabs under the mouse while training; both are one line,
+    their whole text in the tooltip."""
+    win.resize(900, 600)
+    win.show()
+    qtbot.waitExposed(win)
+    win.status.set_full("idle")
+    win.estimate.set_full("Estimate: 1 parameter")
+    qtbot.wait(50)
+    where = win.tabs.mapTo(win, win.tabs.rect().topLeft())
+    long = "step 12/120 · epoch 2 · loss 2.1234 nats · " * 8
+    win.status.set_full(long)
+    win.estimate.set_full("Estimate: " + long)
+    qtbot.wait(50)
+    assert win.tabs.mapTo(win, win.tabs.rect().topLeft()) == where
+    assert win.status.full == long and long in win.status.toolTip()
+    assert win.status.text().endswith("…") and len(win.status.text()) < len(long)
+    assert "median of three real steps" in win.estimate.toolTip()  # what the line means, kept
