@@ -927,11 +927,23 @@ class RunInfo:
     path: Path
     name: str
     created: str
-    preset: str  # its preset, "custom" or "opened weights"
+    preset: str  # its preset, "custom" or "opened weights" (", LoRA r8" / ", WSLA")
     steps: int
     best_val_loss: float | None
     status: str  # running | paused | stopped | finished | diverged | interrupted | broken
     error: str | None = None
+
+
+def opened_label(spec: dict) -> str:
+    """The Runs list's model column of a run from opened weights: what it trained of them
+    (LoRA and WSLA runs read alike as "opened weights")."""
+    train = spec.get("train")
+    train = train if isinstance(train, dict) else {}
+    lora = train.get("lora")
+    if isinstance(lora, dict):
+        rank = lora.get("rank")
+        return f"opened weights, LoRA r{rank}" if isinstance(rank, int) else "opened weights, LoRA"
+    return "opened weights, WSLA" if train.get("wsla") is True else "opened weights"
 
 
 def list_runs(root: str | Path) -> list[RunInfo]:
@@ -958,7 +970,7 @@ def list_runs(root: str | Path) -> list[RunInfo]:
         latest = read_pointer(p, LATEST)
         best = best_pointer(p)
         spec = d["spec"]  # a run of its own sizes, or from opened weights, records the default
-        model = ("custom" if spec.get("model") else "opened weights" if spec.get("init")
+        model = ("custom" if spec.get("model") else opened_label(spec) if spec.get("init")
                  else str(spec.get("preset", "")))  # preset, unused: it was listed as "small"
         out.append(RunInfo(
             p, p.name, str(d.get("created", "")), model,  # the folder's name (run.json's

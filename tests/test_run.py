@@ -20,6 +20,7 @@ from engine import runformat as rf
 from engine.cli import main
 from engine.control import TrainControl
 from engine.errors import CheckpointError, TrainingError
+from engine.lora import LoRAConfig
 from engine.run import (
     RunSpec,
     list_runs,
@@ -190,8 +191,13 @@ def test_new_runs_get_unique_folders(tmp_path):
     # were listed as "small"
     from dataclasses import replace
 
+    base = str(runs[0].path)
     for kind, label in (({"model": {"d_model": 32, "n_layer": 1}}, "custom"),
-                        ({"init": str(runs[0].path)}, "opened weights")):
+                        ({"init": base}, "opened weights"),  # LoRA and WSLA runs read alike:
+                        ({"init": base, "train": replace(_spec().train, wsla=True)},
+                         "opened weights, WSLA"),
+                        ({"init": base, "train": replace(_spec().train, lora=LoRAConfig(rank=4))},
+                         "opened weights, LoRA r4")):
         start(replace(_spec(), **kind), [corpus], out=tmp_path / "runs" / label).close()
         assert next(r for r in list_runs(tmp_path / "runs") if r.path.name == label).preset == label
 
