@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         EpochPlan,
         Run,
         RunSpec,
+        delete_run,
         list_runs,
         load_model,
         open_run,
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
         read_run_spec,
         resume_run,
         start_run,
+        why_not_delete,
     )
     from .runformat import (
         RunInfo,
@@ -204,6 +206,8 @@ _EXPORTS: dict[str, str] = {
     "show_bidi": "samples",
     "DEFAULT_PRESET": "defaults",
     "list_runs": "run",
+    "delete_run": "run",
+    "why_not_delete": "run",
     "open_run": "run",
     "start_run": "run",
     "plan_epoch": "run",
@@ -292,6 +296,8 @@ __all__ = [
     "iter_text",
     "line_end_table",
     "list_runs",
+    "delete_run",
+    "why_not_delete",
     "load_adapter",
     "load_corpus",
     "load_documents",

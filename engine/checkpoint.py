@@ -83,8 +83,15 @@ def atomic_write_json(path: Path, obj: Any, make_parents: bool = True) -> None:
 
 
 def sha256_file(path: Path) -> str:
+    """The file's sha256 (hex); a FIFO or device in its place is refused, never waited on."""
+    from .safeio import UnsafeFileError, open_regular
+
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    try:
+        f = open_regular(path, "checkpoint file")
+    except UnsafeFileError as exc:
+        raise CheckpointError(str(exc)) from None
+    with f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -335,21 +342,27 @@ def load_model_files(folder: Path) -> tuple[MambaConfig, Params]:
     return cfg, check_params(tensors, cfg, str(paths[0] if len(paths) == 1 else folder / INDEX))
 
 
-def verify_hashes(folder: Path, hashes: dict[str, str]) -> None:
+def verify_files(folder: Path, digests: dict[str, Any], manifest: str, fix: str) -> None:
+    """Every file named in ``digests`` (a manifest's ``{name: sha256}``) exists inside
+    ``folder``, is regular, and has its sha256; else CheckpointError naming the file and
+    ending with ``fix``. The one check of a run's snapshots and data and of old checkpoints."""
     from .safeio import UnsafeFileError, check_regular, inside
 
-    if not hashes:
-        raise CheckpointError(f"{folder}: trainer_state.json lists no files; cannot verify the checkpoint")
-    for name, digest in hashes.items():
+    if not digests:
+        raise CheckpointError(f"{folder}: {manifest} lists no files; cannot verify them; {fix}")
+    for name, digest in digests.items():
         try:
-            p = inside(folder, name)  # a name from the folder's own state never leads outside it
-            if p.exists():
-                check_regular(p, "checkpoint file")  # a FIFO or device would hang the hash
+            p = inside(folder, str(name))  # a name from the folder's own state never leads out
+            if not p.exists():
+                raise CheckpointError(f"{p}: missing (the files are incomplete); {fix}")
+            check_regular(p, "run file")  # a FIFO or device would hang the hash
         except UnsafeFileError as exc:
             raise CheckpointError(str(exc)) from None
-        if not p.exists():
-            raise CheckpointError(f"{p}: missing (the checkpoint is incomplete)")
         if sha256_file(p) != digest:
-            raise CheckpointError(
-                f"{p}: contents do not match trainer_state.json (corrupt or from another save)"
-            )
+            raise CheckpointError(f"{p}: contents do not match {manifest} (corrupt or modified); "
+                                  f"{fix}")
+
+
+def verify_hashes(folder: Path, hashes: dict[str, str]) -> None:
+    """An old single-folder checkpoint's files against its trainer_state.json."""
+    verify_files(folder, hashes, "trainer_state.json", "the checkpoint is damaged: use another one")

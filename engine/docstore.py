@@ -7,7 +7,7 @@ page cache, not private memory, and is checked (dtype, shape, offsets, vocabular
 
 from __future__ import annotations
 
-import os
+import io
 from pathlib import Path
 
 import numpy as np
@@ -21,18 +21,23 @@ OFFSETS = "doc_offsets.npy"
 _STORE_LIMIT = 64 << 30  # bytes per stored array: far above any corpus this engine trains on
 
 
+def npy_bytes(a: np.ndarray) -> bytes:
+    """``a`` as the bytes of a .npy file (no pickles)."""
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+    return buf.getvalue()
+
+
 def save_documents(folder: str | Path, docs: Documents) -> None:
     """Write ``docs`` into ``folder`` (created if needed). Each file is written to a temporary
     name and renamed, so a crash leaves the previous file or the new one, never half of one."""
+    from .checkpoint import atomic_write_bytes
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for name, arr in ((IDS, docs.ids), (OFFSETS, docs.offsets)):
-        tmp = folder / f".{name}.tmp"
-        with open(tmp, "wb") as f:
-            np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, folder / name)
+        atomic_write_bytes(folder / name, npy_bytes(arr))  # (a fixed temp name: two writers
+        # collided, and a link there was followed)
 
 
 def _load(path: Path, mmap: bool) -> np.ndarray:

@@ -715,8 +715,10 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
 
 
 def _remove_run_entries(folder: Path, ignore_errors: bool = False) -> None:
-    """Delete a run's own entries in ``folder`` (``RUN_ENTRIES``), all but the held lock."""
-    for p in folder.iterdir():
+    """Delete a run's own entries in ``folder`` (``RUN_ENTRIES``), all but the held lock;
+    run.json last, so one that fails half-way leaves a run that is still listed (and can be
+    deleted again)."""
+    for p in sorted(folder.iterdir(), key=lambda p: p.name == rf.RUN_JSON):
         if p.name in rf.RUN_ENTRIES and p.name != rf.LOCK:
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=ignore_errors)
@@ -879,9 +881,46 @@ def open_run(folder: str | Path, which: str = rf.LATEST) -> RunView:
                    rf.read_data(folder), refused)
 
 
+def why_not_delete(folder: str | Path) -> str | None:
+    """Why ``delete_run`` would refuse ``folder`` now (None: it would not): it is no run, a
+    process trains it, or it holds files no run writes (named: a user's notes there were
+    deleted with the run)."""
+    folder = Path(folder)
+    if not (folder / rf.RUN_JSON).is_file() or folder.is_symlink():
+        return f"{folder} is not a run folder (no {rf.RUN_JSON}); nothing deleted"
+    if rf.RunLock(folder).held_elsewhere():
+        return f"{folder} is training in another process; stop it there first"
+    foreign = rf.foreign_entries(folder)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3:,} more" if len(foreign) > 3
+                                          else "")
+        return (f"{folder} holds files that no run writes ({shown}); move them out first, or "
+                "delete the folder yourself")
+    return None
+
+
+def delete_run(folder: str | Path) -> None:
+    """Delete a run folder, its snapshots and data: its own entries, then the folder. Refused
+    (CheckpointError, ``why_not_delete``) while a process trains it or when it holds files no
+    run writes; its lock is held meanwhile, so no run starts in it half-deleted."""
+    folder = Path(folder)
+    why = why_not_delete(folder)
+    if why is not None:
+        raise CheckpointError(why)
+    lock = rf.RunLock(folder).acquire()  # (one started since the check: refused here)
+    try:
+        if rf.foreign_entries(folder):  # written since the check
+            raise CheckpointError(str(why_not_delete(folder)))
+        _remove_run_entries(folder)
+        (folder / rf.LOCK).unlink()
+    finally:
+        lock.release()
+    folder.rmdir()
+
+
 __all__ = ["NO_LIMIT", "RESUME_OVERRIDES", "EpochPlan", "Run", "RunSpec", "RunView", "TrainResult",
-           "list_runs", "load_model", "open_run", "plan_epoch", "read_metrics", "read_run_spec",
-           "resume", "start", "stop_on_signals"]
+           "delete_run", "list_runs", "load_model", "open_run", "plan_epoch", "read_metrics",
+           "read_run_spec", "resume", "start", "stop_on_signals", "why_not_delete"]
 list_runs = rf.list_runs
 read_metrics = rf.read_metrics
 start_run = start  # the names engine exports (engine.start_run, engine.resume_run)

@@ -34,7 +34,6 @@ import csv
 import datetime as _dt
 import errno
 import fcntl
-import io
 import math
 import os
 import re
@@ -50,8 +49,9 @@ from typing import Any
 import numpy as np
 
 from . import checkpoint as ckpt
+from .docstore import npy_bytes
 from .errors import CheckpointError, MambaStudioError
-from .safeio import open_append, read_bytes, read_json
+from .safeio import open_append, open_regular, read_bytes, read_json
 
 FORMAT = "mamba-studio-run"
 VERSION = 1
@@ -71,6 +71,8 @@ RUN_ENTRIES = frozenset({RUN_JSON, DATA, SNAPSHOTS, LATEST, BEST, METRICS, STATU
 SNAP_STATE = "state.safetensors"
 SNAP_TRAINER = "trainer.json"
 SNAP_MANIFEST = "manifest.json"
+# the files every snapshot's manifest names (each is read by a load); tokenizer files when there
+SNAP_NEEDS = frozenset({SNAP_TRAINER, SNAP_STATE, ckpt.SINGLE, "config.json"})
 TMP_PREFIX = ".tmp-"
 KEEP = 3  # most recent snapshots kept (plus the best by held-out loss)
 SLOW_SAVE_ENV = "MAMBA_STUDIO_SLOW_SAVE"  # seconds slept between the files of a save (crash tests)
@@ -257,12 +259,27 @@ class RunData:
 def corpus_bytes(manifest: Any) -> int:
     """Bytes of the corpus files a data manifest lists (its "sources")."""
     sources = manifest.get("sources", []) if isinstance(manifest, dict) else []
-    return sum(int(s.get("bytes", 0)) for s in sources if isinstance(s, dict))
+    sources = sources if isinstance(sources, list) else []
+    return sum(b for s in sources if isinstance(s, dict)  # (a hand-edited "abc" raised in the
+               and isinstance(b := s.get("bytes", 0), int) and not isinstance(b, bool))  # window)
 
 
 def _per_byte(manifest: Any, n_ids: int) -> float | None:
     n_bytes = corpus_bytes(manifest)
     return n_ids / n_bytes if n_bytes > 0 and n_ids > 0 else None
+
+
+def npy_length(path: Path) -> int:
+    """The length of a .npy array from its header alone; a FIFO or device in its place is
+    refused (UnsafeFileError), never waited on; a file that is no .npy raises ValueError."""
+    fmt = np.lib.format
+    with open_regular(path, "token file") as f:
+        version = fmt.read_magic(f)
+        read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape = read(f)[0]
+    if len(shape) < 1:
+        raise ValueError(f"{path}: a scalar, not an array")
+    return int(shape[0])
 
 
 def read_tokens_per_byte(folder: Path) -> float | None:
@@ -272,7 +289,7 @@ def read_tokens_per_byte(folder: Path) -> float | None:
     folder = Path(folder)
     try:
         manifest = read_json(folder / DATA_MANIFEST, what="data manifest")
-        n_ids = len(np.load(folder / IDS, mmap_mode="r", allow_pickle=False))
+        n_ids = npy_length(folder / IDS)
     except (MambaStudioError, OSError, ValueError, TypeError, AttributeError):
         return None
     return _per_byte(manifest, n_ids)
@@ -297,12 +314,6 @@ DATA_FILES = {"ids": IDS, "offsets": "data/doc_offsets.npy", "train_spans": "dat
               "val_spans": "data/val_spans.npy"}
 
 
-def _npy_bytes(a: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
-    return buf.getvalue()
-
-
 def write_data(folder: Path, arrays: dict[str, np.ndarray], n_train: int,
                sources: list[dict[str, Any]], extra: dict[str, Any]) -> None:
     """Write data/: the arrays named in ``DATA_FILES`` (ids in their compact dtype), then the
@@ -310,7 +321,7 @@ def write_data(folder: Path, arrays: dict[str, np.ndarray], n_train: int,
     (folder / DATA).mkdir(parents=True, exist_ok=True)
     digests = {}
     for key, name in DATA_FILES.items():
-        ckpt.atomic_write_bytes(folder / name, _npy_bytes(arrays[key]))
+        ckpt.atomic_write_bytes(folder / name, npy_bytes(arrays[key]))
         digests[Path(name).name] = ckpt.sha256_file(folder / name)
     write_json(folder / DATA_MANIFEST, {"n_train": int(n_train), "sha256": digests,
                                         "sources": sources, **extra})
@@ -498,28 +509,19 @@ ANOTHER_SNAPSHOT = "use another snapshot of the run"
 
 def verify_files(folder: Path, digests: dict[str, Any], manifest: str,
                  fix: str = ANOTHER_SNAPSHOT) -> None:
-    """Every file named in ``digests`` exists inside ``folder``, is regular, and has its sha256
-    (else CheckpointError ending with ``fix``)."""
-    from .safeio import UnsafeFileError, check_regular, inside
-
-    for name, digest in digests.items():
-        try:
-            p = inside(folder, str(name))
-            if not p.exists():
-                raise CheckpointError(f"{p}: missing (the snapshot is incomplete)")
-            check_regular(p, "run file")
-        except UnsafeFileError as exc:
-            raise CheckpointError(str(exc)) from None
-        if ckpt.sha256_file(p) != digest:
-            raise CheckpointError(f"{p}: contents do not match {manifest} (corrupt or modified); "
-                                  f"{fix}")
+    """``checkpoint.verify_files`` with a run's fix (use another snapshot)."""
+    ckpt.verify_files(folder, digests, manifest, fix)
 
 
 def verify_snapshot(path: Path) -> dict[str, Any]:
     """Check every file of a snapshot against its manifest; return its trainer.json."""
     files = _read(path / SNAP_MANIFEST, "snapshot manifest")
-    if not isinstance(files, dict) or SNAP_TRAINER not in files or "model.safetensors" not in files:
+    if not isinstance(files, dict) or not SNAP_NEEDS.issubset(files):
         raise CheckpointError(f"{path / SNAP_MANIFEST}: not a snapshot manifest")
+    unnamed = [n for n in ckpt.TOKENIZER_FILES if n not in files and (path / n).exists()]
+    if unnamed:  # a manifest that left out a file the loader reads got it read unverified
+        raise CheckpointError(f"{path / SNAP_MANIFEST}: does not name {', '.join(unnamed)}, "
+                              f"which the snapshot holds; {ANOTHER_SNAPSHOT}")
     verify_files(path, files, SNAP_MANIFEST)
     trainer = _read(path / SNAP_TRAINER, "trainer state")
     why = _trainer_problem(trainer)

@@ -13,7 +13,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from .errors import MambaStudioError
 
@@ -65,7 +65,7 @@ def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
     """Read a regular file of at most ``limit`` bytes (checked before and while reading)."""
     size = check_regular(path, what, limit)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, what) as f:  # (swapped for a FIFO since the check: refused)
             # read(n) allocates n bytes up front: ask for the file's size (+1 to see growth)
             data = f.read(size + 1)
             if len(data) > size and len(data) <= limit:  # it grew since stat: read on, bounded
@@ -77,28 +77,38 @@ def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
     return data
 
 
-def read_head(path: str | Path, n: int, what: str = "file") -> bytes:
-    """The first ``n`` bytes of a regular file. Opened without blocking and checked on the open
-    descriptor, so a FIFO put in a file's place after a stat cannot hang the caller (the
-    window's corpus preview reads on the GUI thread)."""
+def open_regular(path: str | Path, what: str = "file") -> BinaryIO:
+    """``path`` opened for reading in binary, when it is a regular file. Opened without blocking
+    and checked on the open descriptor, so a FIFO or device in a file's place (put there after
+    any stat) cannot hang the caller: a plain ``open()`` of a FIFO waits for a writer forever."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
         raise UnsafeFileError(f"{path}: no such {what}") from None
     except OSError as exc:
         raise UnsafeFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
         mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a folder"
-                    if stat.S_ISDIR(mode) else "not a regular file")
-            raise UnsafeFileError(f"{path}: is {kind}; give a regular {what}")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read(n)
     except OSError as exc:
-        raise UnsafeFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    finally:
         os.close(fd)
+        raise UnsafeFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a folder"
+                if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        raise UnsafeFileError(f"{path}: is {kind}; give a regular {what}")
+    return os.fdopen(fd, "rb")
+
+
+def read_head(path: str | Path, n: int, what: str = "file") -> bytes:
+    """The first ``n`` bytes of a regular file, never blocking (``open_regular``: the window's
+    corpus preview reads on the GUI thread)."""
+    with open_regular(path, what) as f:
+        try:
+            return f.read(n)
+        except OSError as exc:
+            raise UnsafeFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def read_json(path: str | Path, limit: int = JSON_LIMIT, what: str = "JSON file") -> Any:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .safeio import open_append
+from .safeio import UnsafeFileError, open_append, open_regular
 
 # Unicode's bidirectional embeddings, overrides and isolates: in a sample they reorder the text
 # after them (a prompt holding U+202E was drawn reversed); shown by their code wherever a
@@ -32,12 +32,12 @@ def append_sample(folder: str | Path, record: dict[str, Any]) -> None:
     path = Path(folder) / SAMPLES
     torn = False
     try:
-        with open(path, "rb") as old:
+        with open_regular(path, SAMPLES) as old:  # (a plain open() of a FIFO there hung the run)
             old.seek(0, os.SEEK_END)
             if old.tell() > 0:
                 old.seek(-1, os.SEEK_END)
                 torn = old.read(1) != b"\n"
-    except OSError:
+    except (OSError, UnsafeFileError):
         pass  # none yet (open_append says what else is wrong)
     with open_append(path, SAMPLES) as f:
         f.write(("\n" if torn else "") + json.dumps(row, ensure_ascii=False) + "\n")
@@ -51,8 +51,12 @@ def read_samples(folder: str | Path) -> list[dict[str, Any]]:
     path = Path(folder) / SAMPLES
     if not path.is_file():
         return []
-    size = path.stat().st_size
-    with open(path, "rb") as f:
+    try:
+        f = open_regular(path, SAMPLES)  # (swapped for a FIFO since: none, never waited on)
+    except UnsafeFileError:
+        return []
+    with f:
+        size = os.fstat(f.fileno()).st_size
         if size > MAX_BYTES:
             f.seek(size - MAX_BYTES)
             f.readline()  # drop the partial first line

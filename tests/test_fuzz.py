@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import BPETokenizer, ByteTokenizer, MambaLM, TrainConfig, Trainer
+from engine import runformat as rf
 from engine.cli import build_parser, main
 from engine.errors import MambaStudioError
 from engine.tokenizer import load_tokenizer
@@ -255,7 +256,6 @@ _STATE_FILES = ("run.json", "latest.json", "best.json", "status.json", "data/man
 
 def _readers(run: Path) -> None:
     """What the CLI and the window read from a run folder before and while resuming it."""
-    from engine import runformat as rf
     from engine.run import list_runs, open_run, read_run_spec, resume
 
     for info in list_runs(run.parent):  # the Runs tab formats these; it must never raise
@@ -263,6 +263,11 @@ def _readers(run: Path) -> None:
         assert info.best_val_loss is None or math.isfinite(info.best_val_loss)
     rows = rf.read_kept_metrics(run)
     assert all(isinstance(r["step"], int) for r in rows)
+    from engine.export.card import corpus_summary
+
+    per_byte = rf.read_tokens_per_byte(run)  # the window's bits/byte axis on Open
+    assert per_byte is None or (isinstance(per_byte, float) and per_byte > 0)
+    assert isinstance(rf.read_epochs_done(run), int) and isinstance(corpus_summary(run), str)
     for which in (rf.LATEST, rf.BEST):
         ptr = rf.read_pointer(run, which)
         assert ptr is None or (isinstance(ptr["step"], int) and (
@@ -290,18 +295,24 @@ def test_fuzz_run_folder_state_files(run_dir, tmp_path_factory, data):
 
     run = tmp_path_factory.mktemp("state") / "runs" / run_dir.name
     shutil.copytree(run_dir, run, symlinks=True)
-    (run / "run.lock").unlink(missing_ok=True)
+    (run / rf.LOCK).unlink(missing_ok=True)  # (it unlinked "run.lock", which no run writes)
     name = data.draw(st.sampled_from(_STATE_FILES))
     good = json.loads((run / name).read_text())
     base = good["spec"] if name == "run.json" else good
     sub = data.draw(st.sampled_from(["top", *[k for k, v in base.items()
-                                              if isinstance(v, dict)]]))
-    target = base if sub == "top" else base[sub]
+                                              if isinstance(v, dict)],
+                                     *[f"{k}[0]" for k, v in base.items()  # a list's first item
+                                       if isinstance(v, list) and v and isinstance(v[0], dict)]]))
+    item = sub.endswith("[0]")  # (a data manifest's sources: "bytes": "abc" raised in the window)
+    key = sub.removesuffix("[0]")
+    target = base if sub == "top" else base[key][0] if item else base[key]
     keys = data.draw(st.lists(st.sampled_from(sorted(target) + ["bogus"]), min_size=1,
                               max_size=3))
     vals = data.draw(st.lists(json_values, min_size=len(keys), max_size=len(keys)))
     mutated = _mutate(target, keys, vals)
-    if sub != "top":
+    if item:
+        mutated = {**base, key: [mutated, *base[key][1:]]}
+    elif sub != "top":
         mutated = {**base, sub: mutated}
     doc = {**good, "spec": mutated} if name == "run.json" else mutated
     if data.draw(st.integers(0, 9)) == 0:

@@ -3,6 +3,7 @@ interrupted starts: one line each, never a hang, a traceback or a write outside 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -19,7 +20,7 @@ from safetensors.numpy import save_file
 from engine import checkpoint as ckpt
 from engine import runformat as rf
 from engine.cli import main
-from engine.errors import TrainingError
+from engine.errors import CheckpointError, MambaStudioError, TrainingError
 from engine.run import RunSpec, list_runs, start
 from engine.trainer import TrainConfig
 from tests.helpers import two_file_corpus
@@ -601,16 +602,8 @@ def test_a_data_manifest_naming_no_files_is_refused_before_any_read(made_run, tm
     val.unlink()
     os.mkfifo(val)
 
-    def hung(signum, frame):  # noqa: ANN001  (a read of the FIFO blocks: fail, do not hang CI)
-        raise TimeoutError("eval blocked on the FIFO")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(30)
-    try:
+    with _no_hang("eval on the FIFO"):  # a read of the FIFO blocks: fail, do not hang CI
         assert main(["eval", str(run)]) != 0
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
     err = capsys.readouterr().err
     assert "checksums do not name the run's data files" in err and "Traceback" not in err
 
@@ -665,3 +658,163 @@ def test_the_rows_a_crash_lost_are_not_shown_as_the_runs_history(made_run, tmp_p
                       "print(max(x['step'] for x in rf.read_kept_metrics(sys.argv[1])))",
                       str(run)], capture_output=True, text=True, cwd=ROOT, check=True).stdout
         assert int(out) == latest + 1 and r.step == latest
+
+
+class _Hung(BaseException):
+    """Raised by ``_no_hang``'s alarm: no ``except OSError`` / ``except Exception`` of the code
+    under test swallows it (a TimeoutError, an OSError, was, and the next read hung again)."""
+
+
+@contextlib.contextmanager
+def _no_hang(what: str, seconds: int = 30):
+    """Fail instead of hanging CI when ``what`` blocks, e.g. on a FIFO."""
+    def hung(signum, frame):  # noqa: ANN001
+        raise _Hung(f"{what} blocked for {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _fifo_in_place_of(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def test_a_fifo_in_place_of_the_token_ids_hangs_neither_the_window_nor_an_export(made_run,
+                                                                                  tmp_path):
+    """data/ids.npy replaced by a FIFO: the window's Open (its bits/byte axis, read on the GUI
+    thread) and `export` (the card's corpus line) waited in np.load's open() forever."""
+    from engine.export.card import corpus_summary
+
+    run = _copy(made_run, tmp_path)
+    assert rf.read_tokens_per_byte(run) is not None and "tokens" in corpus_summary(run)
+    _fifo_in_place_of(run / rf.IDS)
+    with _no_hang("reading the token ids"):
+        assert rf.read_tokens_per_byte(run) is None
+        assert corpus_summary(run) == ""
+        assert main(["export", "--merged", str(run), str(tmp_path / "out")]) == 0  # (its card
+    assert (tmp_path / "out" / "model.safetensors").is_file()  # has no corpus line, that's all)
+
+
+def test_a_fifo_in_place_of_the_samples_file_does_not_hang_training(made_run, tmp_path, capsys):
+    """samples.jsonl replaced by a FIFO: the torn-line check opened it with a plain open()
+    before the guarded append, and `train --resume` hung after its first sample."""
+    from engine.samples import SAMPLES, append_sample, read_samples
+
+    run = _copy(made_run, tmp_path)
+    (run / SAMPLES).touch()
+    _fifo_in_place_of(run / SAMPLES)
+    with _no_hang("the samples file"):
+        with pytest.raises(MambaStudioError, match="not a link or pipe"):
+            append_sample(run, {"text": "x", "step": 1, "epoch": 0})
+        assert read_samples(run) == []
+        rc = main(["train", "--resume", str(run), "--max-steps", "6", "--sample-tokens", "8",
+                   "--no-tensorboard"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "samples.jsonl" in err and "Traceback" not in err, err
+
+
+def test_a_fifo_among_a_snapshots_files_is_passed_over_not_waited_on(made_run, tmp_path, capsys):
+    """A snapshot file its manifest names, replaced by a FIFO: the regular-file check before
+    the checksum is what keeps `eval` from hanging (it is refused, the older snapshot used)."""
+    run = _copy(made_run, tmp_path)
+    _fifo_in_place_of(run / rf.SNAPSHOTS / "step-4" / rf.SNAP_STATE)
+    with _no_hang("eval"):
+        assert main(["eval", str(run)]) == 0
+        with pytest.raises(CheckpointError, match="FIFO"):
+            ckpt.sha256_file(run / rf.SNAPSHOTS / "step-4" / rf.SNAP_STATE)
+    err = capsys.readouterr().err
+    assert "is a FIFO (named pipe)" in err and "using step-2 instead" in err, err
+
+
+@pytest.mark.parametrize("left_out", [rf.SNAP_STATE, "config.json", "tokenizer_config.json"])
+def test_a_snapshot_manifest_that_leaves_out_a_file_it_holds_is_refused(made_run, tmp_path,
+                                                                         left_out):
+    """A manifest naming only model.safetensors and trainer.json got the snapshot's optimizer
+    state, config and tokenizer read unverified."""
+    snap = _copy(made_run, tmp_path) / rf.SNAPSHOTS / "step-4"
+    assert (snap / left_out).is_file()
+    files = json.loads((snap / rf.SNAP_MANIFEST).read_text())
+    rf.verify_snapshot(snap)
+    del files[left_out]
+    (snap / rf.SNAP_MANIFEST).write_text(json.dumps(files))
+    with pytest.raises(CheckpointError, match=rf.SNAP_MANIFEST):
+        rf.verify_snapshot(snap)
+
+
+def test_a_data_manifest_with_a_wrong_byte_count_reads_as_unknown(made_run, tmp_path):
+    """A hand-edited data manifest ("bytes": "abc") raised ValueError out of the window's Open
+    (after run.json had passed its checks)."""
+    run = _copy(made_run, tmp_path)
+    m = json.loads((run / rf.DATA_MANIFEST).read_text())
+    for bad in ("abc", None, True, [1]):
+        sources = [{**m["sources"][0], "bytes": bad}, *m["sources"][1:]]
+        (run / rf.DATA_MANIFEST).write_text(json.dumps({**m, "sources": sources}))
+        per = rf.read_tokens_per_byte(run)
+        assert per is None or per > 0
+    (run / rf.DATA_MANIFEST).write_text(json.dumps({**m, "sources": "abc"}))
+    assert rf.read_tokens_per_byte(run) is None
+
+
+def test_delete_run_keeps_a_users_files_and_says_which(made_run, tmp_path):
+    """The Runs tab's Delete removed the whole folder, a user's notes in it too (what --force
+    never deletes); it is refused, naming them, and the run stays whole."""
+    from engine.run import delete_run, open_run, why_not_delete
+
+    run = _copy(made_run, tmp_path)
+    (run / "notes.md").write_text("mine")
+    (run / rf.SNAPSHOTS / "keep.txt").write_text("mine too")
+    why = why_not_delete(run)
+    assert why is not None and "notes.md" in why and "snapshots/keep.txt" in why
+    with pytest.raises(CheckpointError, match="notes.md"):
+        delete_run(run)
+    assert (run / "notes.md").read_text() == "mine" and open_run(run).step == 4
+    (run / "notes.md").unlink()
+    (run / rf.SNAPSHOTS / "keep.txt").unlink()
+    assert why_not_delete(run) is None
+    delete_run(run)
+    assert not run.exists()
+
+
+def test_delete_run_is_refused_while_another_process_trains_it(made_run, tmp_path):
+    import fcntl
+
+    from engine.run import delete_run, why_not_delete
+
+    run = _copy(made_run, tmp_path)
+    fd = os.open(run / rf.LOCK, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # what a training process holds
+    try:
+        assert "training in another process" in str(why_not_delete(run))
+        with pytest.raises(CheckpointError, match="training in another process"):
+            delete_run(run)
+    finally:
+        os.close(fd)
+    assert rf.read_pointer(run)["step"] == 4 and (run / rf.RUN_JSON).is_file()
+
+
+def test_a_delete_that_fails_half_way_leaves_a_run_that_is_still_listed(made_run, tmp_path,
+                                                                        monkeypatch):
+    """run.json goes last: a delete stopped by a file it may not remove left a folder the Runs
+    list no longer showed (nor could delete again)."""
+    import shutil
+
+    from engine.run import delete_run
+
+    run = _copy(made_run, tmp_path)
+
+    def refuse(path, *a, **k):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    with pytest.raises(PermissionError):
+        delete_run(run)
+    assert [r.path for r in list_runs(run.parent)] == [run]
+    monkeypatch.undo()
+    delete_run(run)
+    assert list_runs(run.parent) == []

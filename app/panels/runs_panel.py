@@ -6,9 +6,7 @@ re-read on the thread pool every ``REFRESH_MS``."""
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
-from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance
 from PySide6.QtGui import QShowEvent
@@ -270,14 +268,16 @@ class RunsPanel(QWidget):
             self.delete_run(folder)
 
     def _training(self, folder: str) -> bool:
-        """True (and says so) while ``folder`` trains, here or in another process."""
+        """True (and says so) while ``folder`` trains, here or in another process, or cannot be
+        deleted (``engine.why_not_delete``)."""
         if folder == self.busy_folder:
             paused = self.live is not None and self.live[0] == folder and self.live[2] == "paused"
             doing = "is paused (its training is still open here)" if paused else "is training"
             self.message.emit(f"{folder} {doing}; stop it before deleting it.")
             return True
-        if engine.RunLock(Path(folder)).held_elsewhere():
-            self.message.emit(f"{folder} is training in another process; stop it there first.")
+        why = engine.why_not_delete(folder)  # another process trains it, or the user's files
+        if why is not None:  # are in it (they went with the run)
+            self.message.emit(why)
             return True
         return False
 
@@ -286,7 +286,11 @@ class RunsPanel(QWidget):
         if self._training(folder):
             return False
         try:
-            shutil.rmtree(folder)
+            engine.delete_run(folder)  # the run's own files only, under its lock
+        except engine.CheckpointError as exc:
+            self.message.emit(str(exc))
+            self.refresh()
+            return False
         except OSError as exc:  # a file it may not remove: say so (it said "deleted")
             self.message.emit(f"could not delete all of {folder}: {exc.strerror or exc} "
                               f"({exc.filename}); what is left is listed again")

@@ -140,17 +140,18 @@ def corpus_summary(folder: Path) -> str:
     """"N files, B bytes, T tokens (H held out)" from a run folder's data manifest and held-out
     spans ("" if none)."""
     from .. import runformat as rf
-    from ..safeio import read_json
+    from ..safeio import open_regular, read_json
 
     path = Path(folder) / rf.DATA_MANIFEST
     try:
         m = read_json(path, what="data manifest")
-        ids = np.load(Path(folder) / rf.IDS, mmap_mode="r")
-        val = np.load(Path(folder) / rf.DATA_FILES["val_spans"], allow_pickle=False)
+        n_ids = rf.npy_length(Path(folder) / rf.IDS)  # (a FIFO there hung the export)
+        with open_regular(Path(folder) / rf.DATA_FILES["val_spans"], "token file") as f:
+            val = np.load(f, allow_pickle=False)
         sources = m.get("sources", [])
         n_bytes = rf.corpus_bytes(m)
         # held-out targets: the spans' lengths, as ``train`` prints them, for every records mode
-        return (f"{len(sources)} file(s), {n_bytes:,} bytes, {len(ids):,} tokens "
+        return (f"{len(sources)} file(s), {n_bytes:,} bytes, {n_ids:,} tokens "
                 f"({int(val[:, 1].sum()) if val.size else 0:,} held out)")
     except (MambaStudioError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return ""

@@ -2,6 +2,7 @@
 overlaid with Compare is not it), names that run and its step in the save dialog, and offers GGUF
 beside the merged model and the PEFT adapter."""
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -357,3 +358,32 @@ def test_the_question_for_a_training_run_names_no_step_the_export_will_not_have(
     QTimer.singleShot(0, answer)
     win._which_snapshot(folder, {"step": 1, "val_loss": 1.5})  # a closed run: its latest step
     assert "Latest (step 0)" in seen[1][1]
+
+
+def test_delete_keeps_a_users_files_in_the_run_folder_and_says_so(win, tmp_path):
+    """Delete removed the whole folder with shutil.rmtree, a user's notes in it too (what the
+    CLI's --force never deletes): refused before asking, naming them."""
+    folder = _run(tmp_path / "runs", 0)
+    (Path(folder) / "notes.md").write_text("mine")
+    win.runs.refresh()
+    said: list[str] = []
+    win.runs.message.connect(said.append)
+    assert not win.runs.delete_run(folder)
+    assert "notes.md" in said[-1] and (Path(folder) / "notes.md").read_text() == "mine"
+    assert any(str(r.path) == folder for r in win.runs.runs)
+
+
+def test_delete_is_refused_while_another_process_trains_the_run(win, tmp_path):
+    import fcntl
+
+    folder = _run(tmp_path / "runs", 0)
+    win.runs.refresh()
+    said: list[str] = []
+    win.runs.message.connect(said.append)
+    fd = os.open(Path(folder) / "lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # what a training process holds
+    try:
+        assert not win.runs.delete_run(folder)
+    finally:
+        os.close(fd)
+    assert "training in another process" in said[-1] and Path(folder).is_dir()
