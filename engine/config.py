@@ -43,9 +43,10 @@ class MambaConfig:
         for name in ("vocab_size", "d_model", "n_layer", "d_state", "d_conv", "expand", "dt_rank"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"MambaConfig.{name} must be a positive int, got {value!r}")
+                raise ValueError(f"model: {name} = {value!r:.40}; expected a whole number >= 1")
         if self.pad_vocab_size_multiple < 1:
-            raise ValueError("MambaConfig.pad_vocab_size_multiple must be >= 1")
+            raise ValueError(f"model: pad_vocab_size_multiple = {self.pad_vocab_size_multiple!r:.40}"
+                             "; expected a whole number >= 1")
         object.__setattr__(self, "d_inner", self.expand * self.d_model)
 
     # ------------------------------------------------------------------ HF config.json

@@ -16,24 +16,34 @@ class EarlyStopping:
     bad: int = 0
     reason: str = ""
 
-    def check(self) -> None:
-        """ValueError naming the first setting out of range (the settings file's keys)."""
+    def problems(self) -> list[str]:
+        """Each setting out of range, named as the settings file's keys (all of them: a file
+        with two was told of the first only)."""
         def number(v: object) -> bool:  # (run.json is hand-editable: "3" raised TypeError)
             return isinstance(v, (int, float)) and not isinstance(v, bool)
 
+        out = []
         if not (isinstance(self.patience, int) and not isinstance(self.patience, bool)
                 and self.patience >= 0):
-            raise ValueError(f"early_stopping.patience = {self.patience!r:.40}; expected a whole "
-                             "number, 0 (off) or more")
+            out.append(f"early_stopping.patience = {self.patience!r:.40}; expected a whole "
+                       "number, 0 (off) or more")
         if self.target_loss is not None and not (number(self.target_loss)
                                                  and math.isfinite(self.target_loss)
                                                  and self.target_loss > 0):
-            raise ValueError(f"early_stopping.target_loss = {self.target_loss!r:.40}; expected a "
-                             "number > 0")
+            out.append(f"early_stopping.target_loss = {self.target_loss!r:.40}; expected a "
+                       "number > 0")
         if not (number(self.min_delta) and math.isfinite(self.min_delta)
                 and self.min_delta >= 0):
-            raise ValueError(f"early_stopping.min_delta = {self.min_delta!r:.40}; expected a "
-                             "number >= 0")
+            out.append(f"early_stopping.min_delta = {self.min_delta!r:.40}; expected a "
+                       "number >= 0")
+        return out
+
+    def check(self) -> None:
+        """ValueError naming every setting out of range (``problems``)."""
+        from .limits import listed
+
+        if problems := self.problems():
+            raise ValueError(listed(problems))
 
     def settings(self) -> dict[str, float | int | None]:
         """The settings alone (run.json's ``early_stopping``), without the tracking state."""

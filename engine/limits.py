@@ -137,18 +137,29 @@ def n_params(cfg: Any) -> int:
                       cfg.vocab_size)
 
 
-def check_lora(lc: Any, source: str = "LoRA") -> None:
+def lora_problems(targets: Any, rank: Any, alpha: Any, dropout: Any, source: str = "LoRA"
+                  ) -> list[str]:
+    """Each LoRA setting out of range, one line each: the one rule ``LoRAConfig``, a settings
+    file and an adapter_config.json are checked by."""
     from .lora import LORA_TARGETS
 
-    if not lc.targets:
-        raise ConfigError(f"{source}: needs at least one target, from {list(LORA_TARGETS)}")
-    unknown = sorted(set(lc.targets) - set(LORA_TARGETS))
+    out = []
+    if not targets:
+        out.append(f"{source}: needs at least one target, from {list(LORA_TARGETS)}")
+    unknown = sorted(set(targets) - set(LORA_TARGETS))
     if unknown:
-        raise ConfigError(f"{source}: unknown target(s) {unknown}; choose from {list(LORA_TARGETS)}")
-    _int(lc.rank, "rank", 1, 4096, source)
-    if lc.alpha is not None:
-        _float(lc.alpha, "alpha", 0.0, 1e6, source, lo_open=True)
-    _float(lc.dropout, "dropout", 0.0, 0.999, source)
+        out.append(f"{source}: unknown target(s) {unknown}; choose from {list(LORA_TARGETS)}")
+    return out + problems_of([
+        lambda: _int(rank, "rank", 1, 4096, source),
+        lambda: alpha is None or _float(alpha, "alpha", 0.0, 1e6, source, lo_open=True),
+        lambda: _float(dropout, "dropout", 0.0, 0.999, source)])
+
+
+def check_lora(lc: Any, source: str = "LoRA") -> None:
+    """ConfigError naming every problem of a ``LoRAConfig`` (``lora_problems``)."""
+    problems = lora_problems(lc.targets, lc.rank, lc.alpha, lc.dropout, source)
+    if problems:
+        raise ConfigError(listed(problems))
 
 
 def train_problems(tc: Any, source: str = "training settings") -> list[str]:

@@ -51,16 +51,10 @@ class LoRAConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        from .limits import check_lora
+
         object.__setattr__(self, "targets", tuple(self.targets))
-        unknown = sorted(set(self.targets) - set(LORA_TARGETS))
-        if unknown:
-            raise ValueError(f"unknown LoRA target(s) {unknown}; choose from {list(LORA_TARGETS)}")
-        if not self.targets:
-            raise ValueError("LoRA needs at least one target")
-        if self.rank < 1:
-            raise ValueError("LoRA rank must be >= 1")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
+        check_lora(self)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -121,9 +121,14 @@ class RunSpec:
 
     def check(self, new: bool = True) -> None:
         """Ranges of every setting (non-finite / non-positive values refused before any work),
-        every problem named in one ValueError (a settings file with four took four tries).
-        ``new=False`` (resume) skips ``init_scheme``: it only made the step-0 weights, and a
-        scheme renamed since must not stop a saved run from continuing."""
+        every problem named in one ValueError (a settings file with four took four tries)."""
+        if problems := self.problems(new):
+            raise ValueError(listed(problems))
+
+    def problems(self, new: bool = True) -> list[str]:
+        """Each setting out of range (``check``). ``new=False`` (resume) skips
+        ``init_scheme``: it only made the step-0 weights, and a scheme renamed since must not
+        stop a saved run from continuing."""
         from .params import INITS
 
         sized = new and self.model is not None  # sizes and the BPE vocabulary now, not after
@@ -133,7 +138,7 @@ class RunSpec:
             problems.append(f"early_stopping must be patience / target_loss / min_delta, not "
                             f"{self.early_stopping!r:.60}")
         else:
-            problems += problems_of([self.early_stopping.check])
+            problems += self.early_stopping.problems()
         cases = [
             (new and self.model is None and self.init is None
              and self.preset not in PRESET_DEFAULTS,
@@ -161,9 +166,7 @@ class RunSpec:
              f"prompts must be 1 to {MAX_PROMPTS} texts of at most {MAX_PROMPT_CHARS} "
              "characters"),
         ]
-        problems += [message for bad, message in cases if bad]
-        if problems:
-            raise ValueError(listed(problems))
+        return problems + [message for bad, message in cases if bad]
 
     def for_corpus(self, corpus_bytes: int) -> RunSpec:
         """This spec with tokenizer "auto" made concrete for a corpus of ``corpus_bytes``

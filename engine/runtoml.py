@@ -22,7 +22,7 @@ import json
 import tomllib
 import types
 import typing
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any, Literal
@@ -34,7 +34,7 @@ from .config import MambaConfig
 from .defaults import PRESET_DEFAULTS, follow_preset
 from .earlystop import EarlyStopping
 from .errors import MambaStudioError
-from .limits import listed
+from .limits import listed, lora_problems
 from .lora import LoRAConfig
 from .run import RunSpec
 from .safeio import read_bytes
@@ -372,11 +372,21 @@ def _from_doc(doc: dict[str, Any], path: Path, where: str = "") -> RunSettings:
                 and not Path(run["init"]).is_absolute():  # as the corpus: from the file's
             run["init"] = str((path.parent / run["init"]).resolve())  # folder (it was the cwd)
         train_doc = dict(doc.get("train", {}))
+        if type(train_doc.get("max_steps")) is int and train_doc["max_steps"] == 0:
+            train_doc["max_steps"] = None  # 0: no limit, as --max-steps 0 (it was refused)
         lora = train_doc.pop("lora", None)
-        train = _train_config(run, train_doc, None if lora is None else LoRAConfig(**lora))
-        spec = RunSpec(model=doc.get("model"), train=train,
-                       early_stopping=EarlyStopping(**doc.get("early_stopping", {})), **run)
-        spec.check()  # the model's sizes too, now rather than at Start
+        problems = []  # every problem at once: LoRA's or early stopping's came alone
+        if lora is not None:
+            given = {**asdict(LoRAConfig()), **lora}
+            problems += lora_problems(tuple(given["targets"]), given["rank"], given["alpha"],
+                                      given["dropout"])
+        early = EarlyStopping(**doc.get("early_stopping", {}))
+        train = _train_config(run, train_doc, None if lora is None or problems
+                              else LoRAConfig(**lora))
+        spec = RunSpec(model=doc.get("model"), train=train, early_stopping=early, **run)
+        problems += spec.problems()  # the model's sizes too, now rather than at Start
+        if problems:
+            raise ValueError(listed(problems))
     except (TypeError, ValueError) as exc:
         raise MambaStudioError(f"{where}: {exc}" if where else
                                f"{path}: {exc}; fix that setting in the file") from None

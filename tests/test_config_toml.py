@@ -325,6 +325,46 @@ def test_every_value_out_of_range_is_named_at_once(tmp_path):
         assert words in msg, (words, msg)
 
 
+def test_lora_and_early_stopping_problems_are_named_with_the_others(tmp_path):
+    """A [train.lora] or [early_stopping] problem was named alone: the three [train] values out
+    of range beside it were not (nor early stopping's second one)."""
+    f = tmp_path / "bad.toml"
+    f.write_text("[train]\nepochs = -4\nbatch_size = 0\n[train.lora]\nrank = -1\n"
+                 "dropout = 2.0\n[early_stopping]\npatience = -1\ntarget_loss = -3\n")
+    with pytest.raises(MambaStudioError) as info:
+        load_settings(f)
+    msg = str(info.value)
+    assert msg.startswith(f"{f}: 6 problems: (1) ") and "\n" not in msg, msg
+    for words in ("rank = -1", "dropout = 2.0", "epochs = -4", "batch size = 0",
+                  "early_stopping.patience = -1", "and 1 more"):
+        assert words in msg, (words, msg)
+    f.write_text("[early_stopping]\npatience = -1\ntarget_loss = -3\n")
+    with pytest.raises(MambaStudioError, match=r"2 problems: .*patience.*target_loss"):
+        load_settings(f)
+
+
+def test_max_steps_0_in_a_file_means_no_limit_as_on_the_command_line(tmp_path):
+    """`max_steps = 0` was refused ("out of range [1, ...]") while --max-steps 0 means no
+    limit, so a file could not undo another's limit."""
+    f = tmp_path / "s.toml"
+    f.write_text("[train]\nmax_steps = 0\nepochs = 2\n")
+    s = load_settings(f)
+    assert s.spec.train.max_steps is None and "train.max_steps" in s.named
+    f.write_text("[train]\nmax_steps = false\n")  # (False == 0 in Python: still refused)
+    with pytest.raises(MambaStudioError, match="max_steps"):
+        load_settings(f)
+
+
+def test_a_model_size_of_0_is_named_as_the_file_names_it(tmp_path):
+    """`[model] d_model = 0` said "MambaConfig.d_model must be a positive int", a class name
+    the user never wrote."""
+    f = tmp_path / "s.toml"
+    f.write_text("[model]\nd_model = 0\n")
+    with pytest.raises(MambaStudioError) as info:
+        load_settings(f)
+    assert "d_model = 0" in str(info.value) and "MambaConfig" not in str(info.value)
+
+
 @pytest.mark.parametrize("where", ["flag", "file"])
 def test_a_bpe_choice_does_not_double_an_init_runs_rate(tmp_path, capsys, where):
     """--tokenizer bpe over a settings file, on a run from --init (which keeps its model's bytes

@@ -89,7 +89,7 @@ def test_a_clamped_rank_is_in_the_peft_rank_pattern(tmp_path):
 
 
 def test_unknown_target_is_an_error():
-    with pytest.raises(ValueError, match="unknown LoRA target"):
+    with pytest.raises(ValueError, match=r"LoRA: unknown target\(s\) \[.q_proj.\]"):
         LoRAConfig(("q_proj",))
 
 
