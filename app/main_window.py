@@ -44,7 +44,7 @@ from .panels.preview_panel import ElidedLabel, PreviewPanel
 from .panels.runs_panel import NO_ADAPTER_TIP, RunsPanel, has_lora
 from .panels.train_panel import TrainPanel
 from .step_times import StepTimes, estimate_key
-from .words import plural
+from .words import in_window_terms, plural
 from .workers import TrainJob, TrainWorker, default_runs_root, export_run, run_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -654,7 +654,7 @@ class MainWindow(QMainWindow):
         self.worker.step_finished.connect(self._on_step)
         self.worker.epoch_finished.connect(self._on_epoch)
         self.worker.preview_ready.connect(self._on_preview)
-        self.worker.failed.connect(self._error)
+        self.worker.failed.connect(lambda m: self._error(in_window_terms(m)))
         self.worker.finished.connect(self._on_finished)
         self.last_end = ""
         self.last_report = None

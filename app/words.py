@@ -1,4 +1,5 @@
-"""Counts in words: "1 file", "2 files" (the app printed "1 files")."""
+"""Words the window shows: counts ("1 file", "2 files": the app printed "1 files") and the
+engine's command-line advice said in the window's terms."""
 
 from __future__ import annotations
 
@@ -6,3 +7,19 @@ from __future__ import annotations
 def plural(n: int, noun: str) -> str:
     """``n`` (with thousands separators) and ``noun``, with an s unless ``n`` is 1."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+# the engine's advice names the CLI's flags; in the window the same choice is another place
+_CLI_ADVICE = (
+    (", or train into another --out", ", or start a new run instead of continuing this one"),
+    ("; choose another --out", "; start the app with --runs-root FOLDER to train elsewhere"),
+    ("or choose another --out", "or start the app with --runs-root FOLDER to train elsewhere"),
+)
+
+
+def in_window_terms(msg: str) -> str:
+    """An engine message with its command-line advice (``--out``) said as the window does it
+    (a window user was told to "train into another --out")."""
+    for cli, window in _CLI_ADVICE:
+        msg = msg.replace(cli, window)
+    return msg

@@ -180,6 +180,67 @@ def test_export_never_writes_into_the_source(lora_run: Path) -> None:
         export_peft(lora_run, lora_run)
 
 
+def test_an_export_never_writes_into_a_plain_model_folder_it_reads(lora_run: Path,
+                                                                    tmp_path: Path) -> None:
+    """Only runs were tried as the source, where the run-folder check fires first: without the
+    source check `export --gguf M M/m.gguf` wrote into the model folder it read."""
+    model = tmp_path / "model"
+    export_merged(lora_run, model)
+    before = sorted(p.name for p in model.iterdir())
+    for fn, out in ((export_gguf, model / "m.gguf"), (export_merged, model / "again"),
+                    (export_merged, model)):
+        with pytest.raises(CheckpointError, match="inside \\(or around\\) the folder being exported"):
+            fn(model, out)
+    assert sorted(p.name for p in model.iterdir()) == before
+
+
+def test_a_gguf_path_that_is_no_gguf_file_is_said_before_force_is_offered(
+        lora_run: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`export --gguf RUN afile` said "pass --force to replace an earlier GGUF export there",
+    and with --force: "--force only replaces an earlier export"."""
+    (tmp_path / "afile").write_text("file")
+    assert main(["export", "--gguf", str(lora_run), str(tmp_path / "afile")]) == 2
+    err = capsys.readouterr().err
+    assert "afile: exists and is not a GGUF file" in err and "pass --force" not in err, err
+    assert (tmp_path / "afile").read_text() == "file"
+
+
+def test_an_empty_folder_given_as_the_output_keeps_its_mode(lora_run: Path, tmp_path: Path
+                                                            ) -> None:
+    """The export is renamed onto an empty folder given as its output: the folder came back
+    with the umask's mode (a read-only one became writable; a group-shared one private)."""
+    import stat
+
+    out = tmp_path / "shared"
+    out.mkdir()
+    out.chmod(0o2770)
+    export_merged(lora_run, out)
+    assert (out / "model.safetensors").is_file()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o2770
+
+
+def test_an_export_killed_before_its_rename_leaves_nothing_for_good(lora_run: Path,
+                                                                     tmp_path: Path) -> None:
+    """A killed export left its hidden staging folder (a full copy of the weights) beside the
+    output for good; the next export to that output removes it, never a live export's."""
+    import fcntl
+    import os
+
+    dead = tmp_path / ".out.export-dead0000"
+    dead.mkdir()
+    (dead / "model.safetensors").write_bytes(b"\0" * 1000)
+    live = tmp_path / ".out.export-live0000"
+    live.mkdir()
+    fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a running export holds its own
+    try:
+        export_merged(lora_run, tmp_path / "out")
+        assert not dead.exists() and live.is_dir()
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.export-live0000", "out"]
+
+
 def test_existing_outputs_are_refused_in_one_line_unless_force(lora_run: Path, tmp_path: Path,
                                                                 capsys) -> None:  # type: ignore[no-untyped-def]
     """An existing file where a folder goes, a non-empty folder, an existing .gguf: one line

@@ -7,8 +7,11 @@ base. Every checksum the folder has is verified first (a half-written snapshot i
 from __future__ import annotations
 
 import errno
+import fcntl
+import glob
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -133,16 +136,19 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
     if file:
         if out.is_dir():
             raise CheckpointError(f"{out}: is a folder; give a file path, e.g. {out / 'model.gguf'}")
+        if exists and not _is_gguf(out):  # (before --force was offered, then refused)
+            raise CheckpointError(f"{out}: exists and is not a GGUF file; choose a new file name "
+                                  "(--force replaces only an earlier GGUF export)")
         if exists and not force:
             raise CheckpointError(f"{out}: exists; choose a new file name, or pass --force to "
                                   "replace an earlier GGUF export there")
-        if exists and not _is_gguf(out):
-            raise CheckpointError(f"{out}: exists and is not a GGUF file; --force only replaces "
-                                  "an earlier export: choose a new file name")
     else:
         if exists and not out.is_dir():
             raise CheckpointError(f"{out}: exists and is not a folder; choose a new folder name "
                                   "(the export writes a folder)")
+        if exists and not os.access(out, os.W_OK | os.X_OK):  # (an empty read-only folder was
+            raise CheckpointError(f"{out}: cannot write in it (no permission, or a read-only "
+                                  "file system); choose another output path")  # replaced)
         if exists and os.path.ismount(out):  # published by a rename, which a mount point refuses
             raise CheckpointError(f"{out}: the top of a mounted disk; export into a new folder "
                                   f"inside it, e.g. {out / 'model'}")
@@ -180,10 +186,16 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
     if out.is_symlink() and out.is_dir():  # a link to a folder: publish into that folder (a
         out = out.resolve()                # rename onto the link itself fails, ENOTDIR)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    _clear_stale(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}", dir=out.parent))
+    held = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)  # locked while this export lives: a
+    fcntl.flock(held, fcntl.LOCK_EX)  # later export removes only unlocked (crashed) ones
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would publish a folder only we can read
+    # mkdtemp's 0700 would publish a folder only we can read; an empty folder given as ``out``
+    # keeps its own mode (it was replaced by one of the umask's)
+    mode = stat.S_IMODE(out.stat().st_mode) if out.is_dir() else 0o777 & ~umask
+    os.chmod(tmp, mode)
     try:
         yield tmp
         _publish(tmp, out, force)
@@ -206,6 +218,29 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        os.close(held)
+
+
+STAGING = ".export-"  # ".<out>.export-XXXXXXXX": where an export is written before its rename
+
+
+def _clear_stale(out: Path) -> None:
+    """Remove the staging folders of earlier exports to ``out`` that were killed before their
+    rename (each held a full copy of the weights, left for good); a live export's is locked."""
+    for p in out.parent.glob(f".{glob.escape(out.name)}{STAGING}*"):
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue  # not a folder of ours (a link, a file): left alone
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # being written now
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+        finally:
+            os.close(fd)
 
 
 def _publish(tmp: Path, out: Path, force: bool) -> None:

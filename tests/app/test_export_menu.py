@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
+import engine
 from engine import LoRAConfig
 from engine import run as runapi
 from engine.trainer import TrainConfig
@@ -387,3 +388,31 @@ def test_delete_is_refused_while_another_process_trains_the_run(win, tmp_path):
     finally:
         os.close(fd)
     assert "training in another process" in said[-1] and Path(folder).is_dir()
+
+
+def test_engine_advice_about_cli_flags_is_said_in_the_windows_terms(tmp_path, monkeypatch):
+    """Continue of a run a CLI process trains said "... or train into another --out", and a
+    read-only runs folder "choose another --out": the window has no --out."""
+    import fcntl
+
+    from app.words import in_window_terms
+    from engine import runformat as rf
+
+    folder = Path(_run(tmp_path / "runs", 0))
+    fd = os.open(folder / rf.LOCK, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(engine.CheckpointError) as busy:
+            rf.RunLock(folder).acquire()
+    finally:
+        os.close(fd)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(engine.CheckpointError) as not_dir:
+        rf.check_out_dir(tmp_path / "file" / "run", 0)
+    monkeypatch.setattr(rf.shutil, "disk_usage", lambda p: type("U", (), {"free": 0})())
+    with pytest.raises(engine.CheckpointError) as full:
+        rf.check_out_dir(tmp_path / "ok", 1 << 20)
+    for exc in (busy, not_dir, full):
+        msg = str(exc.value)
+        assert "--out" in msg  # the engine's (CLI) advice ...
+        assert "--out" not in in_window_terms(msg), in_window_terms(msg)  # ... said for the window
