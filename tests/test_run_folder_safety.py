@@ -818,3 +818,20 @@ def test_a_delete_that_fails_half_way_leaves_a_run_that_is_still_listed(made_run
     monkeypatch.undo()
     delete_run(run)
     assert list_runs(run.parent) == []
+
+
+def test_init_from_a_run_whose_latest_snapshot_is_corrupt_says_which_it_used(made_run,
+                                                                             tmp_path, capsys):
+    """`train --init RUN` with RUN's newest snapshot damaged started from an older one (even
+    the untrained step 0) without a word, where generate, eval and export say so."""
+    run = _copy(made_run, tmp_path)
+    weights = run / rf.SNAPSHOTS / "step-4" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 1
+    weights.write_bytes(bytes(data))
+    corpus = two_file_corpus(tmp_path)
+    assert main(["train", str(corpus), "--init", str(run), "--max-steps", "1", "--seq-len", "32",
+                 "--batch", "2", "--sample-tokens", "0", "--no-tensorboard",
+                 "--out", str(tmp_path / "from")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: " in err and "step-4" in err and "using step-2 instead" in err, err
