@@ -541,15 +541,28 @@ def cmd_generate(a: argparse.Namespace) -> int:
     s = SamplingConfig(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p,
                        max_new_tokens=a.max_new_tokens, seed=a.seed,
                        repetition_penalty=a.repetition_penalty, stop_at_eos=a.stop)
-    pieces = lm.generate(a.prompt, s, backend=backend)
-    if not a.stream:  # all at once, e.g. for a pipe that wants whole lines
-        pieces = iter(["".join(pieces)])
     out = text_out()
     shown = terminal_safe if out.isatty() else str  # a file or pipe gets the exact text
-    write_text(out, shown(a.prompt))  # (`| head -c 10`: the reader's going is main's to end)
-    for piece in pieces:
-        write_text(out, shown(piece), flush=True)  # --stream: each piece once sampled
-    write_text(out, "\n", flush=True)
+    held: list[str] = []  # --no-stream: the text so far, written at the end or at an interrupt
+    printed = 0  # characters of new text
+    if a.stream:
+        write_text(out, shown(a.prompt))  # (`| head -c 10`: the reader's going is main's to end)
+    try:
+        for piece in lm.generate(a.prompt, s, backend=backend):
+            printed += len(piece)
+            if a.stream:
+                write_text(out, shown(piece), flush=True)  # each piece once sampled
+            else:
+                held.append(piece)
+    finally:  # (an interrupted --no-stream run printed nothing of minutes of text)
+        if not a.stream:
+            write_text(out, shown(a.prompt + "".join(held)))
+        write_text(out, "\n", flush=True)
+    if printed == 0 and s.max_new_tokens > 0:  # (it printed an empty line and nothing else)
+        why = ("ended the text at once (end-of-text); train it longer, give a prompt it can go "
+               "on from, or pass --no-stop" if a.stop else "generated only end-of-text tokens, "
+               "which print as nothing; train it longer, or give a prompt it can go on from")
+        print(f"note: no text after the prompt: the model {why}", file=sys.stderr)
     return 0
 
 

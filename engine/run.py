@@ -633,9 +633,9 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                               "another --out")
     for line in summary(corpus.rejected):  # a walk of / skips thousands: 11 lines at most
         say(line)
-    if spec.init:  # a corrupt latest snapshot of it passed over is said (it started from an
-        lm = load_model(spec.init, notify=lambda m: say(f"warning: {m}"))  # older
-        lm.check_finite(spec.init)  # snapshot, even the untrained step 0, without a word  # before the folder is made (it blamed the new run's folder)
+    if spec.init:  # a damaged latest snapshot passed over is said (it started from an older
+        lm = load_model(spec.init, notify=lambda m: say(f"warning: {m}"))  # one, step 0 too)
+        lm.check_finite(spec.init)  # before the folder is made (it blamed the new run's folder)
         if spec.tokenizer not in ("auto", lm.tokenizer.kind):  # it was dropped without a word
             say(f"note: tokenizer {spec.tokenizer} not used: a run from {spec.init} keeps that "
                 f"model's {lm.tokenizer.kind} tokenizer")

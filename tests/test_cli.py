@@ -414,3 +414,47 @@ def test_a_run_shorter_than_an_epoch_shows_a_sample_of_its_trained_model(tmp_pat
     from engine.samples import read_samples
 
     assert sorted({r["step"] for r in read_samples(out)}) == [0, 3]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A run trained one step (its kernels compiled here)."""
+    tmp = tmp_path_factory.mktemp("gen")
+    out = tmp / "run"
+    assert main(["train", str(_corpus(tmp)), "--preset", "tiny", "--seq-len", "32", "--batch",
+                 "2", "--max-steps", "1", "--out", str(out), "--sample-tokens", "0"]) == 0
+    return out
+
+
+def test_generate_no_stream_interrupted_prints_the_text_so_far(tiny_model, capsys,
+                                                               monkeypatch):
+    """`generate --no-stream` interrupted (Ctrl-C, SIGTERM) after minutes printed nothing of
+    the text it had made."""
+    from engine.lm import MambaLM
+
+    def pieces(self, prompt, sampling=None, backend=None):  # noqa: ANN001, ARG001
+        yield "made "
+        yield "so far"
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(MambaLM, "generate", pieces)
+    rc = main(["generate", str(tiny_model), "--prompt", "P: ", "--no-stream"])
+    out, err = capsys.readouterr()
+    assert rc == 130 and out == "P: made so far\n" and "interrupted" in err, (out, err)
+
+
+@pytest.mark.parametrize("stop", [True, False])
+def test_generate_says_why_nothing_followed_the_prompt(tiny_model, capsys, monkeypatch, stop):
+    """A model that ends the text at once (or, with --no-stop, makes only end-of-text tokens,
+    which print as nothing) printed an empty line and nothing on stderr."""
+    from engine.lm import MambaLM
+
+    monkeypatch.setattr(MambaLM, "generate", lambda self, *a, **k: iter(()))
+    rc = main(["generate", str(tiny_model), "--prompt", ""] + ([] if stop else ["--no-stop"]))
+    out, err = capsys.readouterr()
+    assert rc == 0 and out == "\n"
+    assert "note: no text after the prompt" in err
+    assert ("--no-stop" in err) == stop and ("print as nothing" in err) != stop
+    monkeypatch.setattr(MambaLM, "generate", lambda self, *a, **k: iter(["x"]))
+    assert main(["generate", str(tiny_model), "--prompt", ""]) == 0
+    assert "note:" not in capsys.readouterr().err
