@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from .corpuswalk import link_reason, walk
+from .corpuswalk import link_reason, pseudo_fs, walk
 from .errors import CorpusError, MambaStudioError, Stopped
 from .safeio import GiB, MiB, check_regular
 
@@ -195,7 +195,9 @@ def _open_checked(path: Path):
     is opened non-blocking and refused by ``fstat``). A size of 0 is refused unread: an empty
     file, or a kernel file (/proc, /sys) that may block or never end."""
     if check_regular(path, "corpus file", FILE_LIMIT) == 0:
-        raise CorpusError(f"{path}: file is empty")
+        fs = pseudo_fs(Path(path))  # /proc/cpuinfo "is empty" by its size: a kernel file
+        raise CorpusError(f"{path}: a file of a kernel pseudo-filesystem ({fs}), not a corpus; "
+                          "give text files" if fs else f"{path}: file is empty")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:

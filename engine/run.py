@@ -722,7 +722,9 @@ def _remove_run_entries(folder: Path, ignore_errors: bool = False) -> None:
     run.json last, so one that fails half-way leaves a run that is still listed (and can be
     deleted again)."""
     for p in sorted(folder.iterdir(), key=lambda p: p.name == rf.RUN_JSON):
-        if p.name in rf.RUN_ENTRIES and p.name != rf.LOCK:
+        if rf.is_temp(p.name) and p.is_file() and not p.is_symlink():  # a write cut short (a
+            p.unlink(missing_ok=ignore_errors)  # --force kept it; Delete stopped at it)
+        elif p.name in rf.RUN_ENTRIES and p.name != rf.LOCK:
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=ignore_errors)
             else:

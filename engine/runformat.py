@@ -136,7 +136,8 @@ def run_written_ns(folder: str | Path) -> int:
         return 0
 
 
-def _temp(name: str) -> bool:
+def is_temp(name: str) -> bool:
+    """A temporary file name of ``checkpoint.create_temp`` (".<name>.<hex>.tmp")."""
     return name.startswith(".") and name.endswith(".tmp")  # ``checkpoint.create_temp``
 
 
@@ -165,12 +166,12 @@ def _run_made(p: Path) -> list[str]:
                 bad.append(f"{name}/{q.name}")
                 continue
             bad += [f"{name}/{q.name}/{f.name}" for f in q.iterdir()
-                    if not (f.is_file() and f.suffix in (".json", ".safetensors") or _temp(f.name))]
+                    if not (f.is_file() and f.suffix in (".json", ".safetensors") or is_temp(f.name))]
         return bad
     if name == DATA:
         ok = {Path(f).name for f in (*DATA_FILES.values(), DATA_MANIFEST)}
         return [f"{name}/{q.name}" for q in p.iterdir()
-                if not (q.is_file() and (q.name in ok or _temp(q.name)))]
+                if not (q.is_file() and (q.name in ok or is_temp(q.name)))]
     return [f"{name}/{q.name}" for q in p.iterdir()  # tb/
             if not (q.is_file() and q.name.startswith("events.out.tfevents."))]
 
@@ -183,7 +184,7 @@ def foreign_entries(folder: Path) -> list[str]:
     for p in Path(folder).iterdir():
         if p.name in RUN_ENTRIES:
             bad += _run_made(p)
-        elif not (_temp(p.name) and p.is_file()):
+        elif not (is_temp(p.name) and p.is_file()):
             bad.append(p.name)
     return sorted(bad)
 

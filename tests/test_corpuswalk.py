@@ -62,6 +62,9 @@ def test_a_pseudo_filesystem_named_as_the_corpus_is_refused_without_a_walk(monke
             (top, "a kernel pseudo-filesystem (proc), not a corpus; give folders of text files")]
     with pytest.raises(CorpusError, match=r"/proc: a kernel pseudo-filesystem \(proc\)"):
         load_corpus([Path("/proc")])
+    # a file of one, named by itself: "/proc/cpuinfo: file is empty" (its size is 0; it is not)
+    with pytest.raises(CorpusError, match=r"/proc/cpuinfo: a file of a kernel pseudo-filesystem"):
+        load_corpus([Path("/proc/cpuinfo")])
 
 
 def test_special_files_links_and_loops_are_skipped_with_reasons_unopened(tmp_path):
