@@ -8,14 +8,15 @@ import numpy as np
 
 
 def numeric_grad(f: Callable[[], float], x: np.ndarray, eps: float = 1e-6,
-                 max_points: int | None = None, rng: np.random.Generator | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """d f / d x at up to ``max_points`` flat indices of ``x`` (modified in place and restored).
+                 max_points: int | None = None, rng: np.random.Generator | None = None,
+                 at: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """d f / d x at up to ``max_points`` flat indices of ``x`` (modified in place and restored),
+    or at the flat indices ``at`` (a sparse gradient's rows: random points missed them).
 
     Returns (flat indices, numeric derivatives)."""
     flat = x.reshape(-1)
-    idx = np.arange(flat.size)
-    if max_points is not None and flat.size > max_points:
+    idx = np.arange(flat.size) if at is None else np.asarray(at)
+    if at is None and max_points is not None and flat.size > max_points:
         idx = (rng or np.random.default_rng(0)).choice(flat.size, max_points, replace=False)
     out = np.empty(len(idx))
     for j, i in enumerate(idx):

@@ -46,14 +46,39 @@ def _peak_bytes(fn) -> int:  # type: ignore[no-untyped-def]
 
 
 # ------------------------------------------------------------------ special files
+def test_a_name_from_a_folders_own_files_never_leads_out_through_a_link(tmp_path):
+    """``safeio.inside`` promises "no symlinks leading out"; only ``../`` names were tried."""
+    from engine.safeio import UnsafeFileError, inside
+
+    (tmp_path / "secret").write_text("outside")
+    folder = tmp_path / "run"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "model.safetensors").symlink_to(tmp_path / "secret")
+    (folder / "out").symlink_to(tmp_path)
+    for name in ("sub/model.safetensors", "out/secret"):
+        with pytest.raises(UnsafeFileError, match="outside the folder"):
+            inside(folder, name)
+    (folder / "sub" / "real").write_text("in")
+    (folder / "inner").symlink_to(folder / "sub" / "real")  # a link that stays inside is fine
+    assert inside(folder, "inner") == (folder / "sub" / "real").resolve()
+
+
 def test_fifo_device_and_socket_are_refused_without_opening(tmp_path):
+    import socket
+
     fifo = tmp_path / "fifo.txt"
     os.mkfifo(fifo)  # opening it for reading would block forever
-    for path, kind in ((fifo, "FIFO"), (Path("/dev/zero"), "device")):
-        with pytest.raises(CorpusError, match=kind):
-            load_corpus([path])
-        with pytest.raises(MambaStudioError, match=kind):
-            read_json(path)
+    sock = socket.socket(socket.AF_UNIX)  # (the name promised a socket; none was tried)
+    sock.bind(str(tmp_path / "sock.txt"))
+    try:
+        for path, kind in ((fifo, "FIFO"), (Path("/dev/zero"), "device"),
+                           (tmp_path / "sock.txt", "socket")):
+            with pytest.raises(CorpusError, match=kind):
+                load_corpus([path])
+            with pytest.raises(MambaStudioError, match=kind):
+                read_json(path)
+    finally:
+        sock.close()
     folder = tmp_path / "corpus"
     folder.mkdir()
     (folder / "good.txt").write_text("hello world\n")
@@ -357,8 +382,10 @@ def test_cli_bad_files_are_one_line(tmp_path, capsys):
                  ["train", "--resume", str(tmp_path / "nan")],
                  ["train", "--preset", "tiny", "--seq-len", "1000000", "--batch", "64"]):
         assert main(argv) == 2, argv
-        err = capsys.readouterr().err.strip().splitlines()
-        assert err[-1].startswith("error: "), (argv, err)
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert lines[-1].startswith("error: ") and "Traceback" not in err, (argv, err)
+        assert sum(line.startswith("error: ") for line in lines) == 1, (argv, err)
 
 
 def test_bpe_learns_from_a_corpus_that_is_one_uncuttable_line(tmp_path, monkeypatch):
@@ -392,6 +419,17 @@ def test_a_file_that_grows_past_the_limit_while_read_is_refused(tmp_path, monkey
     f = tmp_path / "grows.json"
     f.write_bytes(b"x" * 5000)
     monkeypatch.setattr(safeio, "check_regular", lambda *a, **k: 100)  # its size at the stat
+    asked: list[int] = []  # the read stays bounded: never more than limit + 1 bytes asked for
+    real = safeio.open_regular
+
+    def counting(*a, **k):  # noqa: ANN002, ANN003
+        f = real(*a, **k)
+        read = f.read
+        f.read = lambda n=-1: (asked.append(n), read(n))[1]  # type: ignore[method-assign]
+        return f
+
+    monkeypatch.setattr(safeio, "open_regular", counting)
     with pytest.raises(safeio.UnsafeFileError, match="larger than the"):
         safeio.read_bytes(f, 1000)
+    assert asked and all(n >= 0 for n in asked) and sum(asked) <= 1001, asked
     assert safeio.read_bytes(f, 10_000) == b"x" * 5000  # grown, still within the limit: read on

@@ -3,7 +3,7 @@ import pytest
 
 from engine import reference as ref
 from engine.model import logits_forward, loss_and_grad
-from engine.params import param_shapes, zeros_like
+from engine.params import EMBEDDINGS, param_shapes, zeros_like
 from tests.gradcheck import numeric_grad
 from tests.helpers import random_batch, random_params, tiny_config
 
@@ -91,6 +91,16 @@ def test_whole_model_gradients_match_finite_differences_float64():
         ana = grads[name].reshape(-1)[idx]
         assert np.abs(grads[name]).max() > 0, f"{name}: gradient is identically zero"
         np.testing.assert_allclose(ana, num, rtol=1e-5, atol=1e-9, err_msg=name)
+    # the embedding lookup's gradient lands on the rows of the tokens read, by each batch row:
+    # 6 random points of the table missed every row only batch row 1 reads (dropping that row's
+    # lookup gradient passed); two columns of every row read are checked
+    emb = p[EMBEDDINGS]
+    rows = np.unique(tokens)
+    at = (rows[:, None] * emb.shape[1] + np.array([0, emb.shape[1] - 1])).reshape(-1)
+    idx, num = numeric_grad(lambda: ref.mamba_loss(p, tokens, targets, cfg), emb, eps=1e-6,
+                            at=at)
+    np.testing.assert_allclose(grads[EMBEDDINGS].reshape(-1)[idx], num, rtol=1e-5, atol=1e-9,
+                               err_msg="embedding rows read")
 
 
 # float32 vs float64 for the whole model: tests/ops/test_float32_accuracy.py

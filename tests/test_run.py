@@ -240,19 +240,26 @@ def test_a_paused_run_says_paused_in_its_status_and_listing(tmp_path):
     assert list_runs(tmp_path / "runs")[0].status == "interrupted"
 
 
-def test_unwritable_out_is_refused_before_step_1(tmp_path, capsys):
+def test_unwritable_out_is_refused_before_step_1(tmp_path, capsys, monkeypatch):
     corpus = _corpus(tmp_path)
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert main(["train", str(corpus), *TINY, "--out", str(blocker / "run")]) == 2
     err = capsys.readouterr().err
     assert "cannot create the run folder" in err and "model:" not in err
-    if os.geteuid() != 0:  # root ignores permission bits
-        ro = tmp_path / "ro"
-        ro.mkdir()
-        ro.chmod(0o555)
-        assert main(["train", str(corpus), *TINY, "--out", str(ro / "run")]) == 2
-        assert "choose another --out" in capsys.readouterr().err
+    # a folder this user may not write in (root ignores permission bits, and the chmod 555 case
+    # was skipped under root: the refusal is made by the write probe, which is refused here)
+    real = Path.write_bytes
+
+    def refuse(self, data):  # noqa: ANN001
+        if self.name.startswith(".write-test-"):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", refuse)
+    assert main(["train", str(corpus), *TINY, "--out", str(tmp_path / "ro" / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "not writable (Permission denied); choose another --out" in err and "model:" not in err
 
 
 def test_non_finite_and_huge_learning_rates(tmp_path, capsys):
