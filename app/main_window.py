@@ -237,6 +237,7 @@ class MainWindow(QMainWindow):
         self.runs.export_requested.connect(self._export_dialog)
         self.runs.message.connect(self._say)
         self.runs.deleted.connect(self._run_deleted)
+        self.runs.listed.connect(self._listed)
         self.estimate_ready.connect(self.estimate.set_full)
         self._est_timer = QTimer(self)
         self._est_timer.setSingleShot(True)
@@ -375,6 +376,12 @@ class MainWindow(QMainWindow):
         r = self.last_report
         return (f"paused at step {r.step}/{r.total_steps} · loss {r.loss:.4f} nats (Space resumes)"
                 if r is not None else "paused (Space resumes)")
+
+    def _listed(self) -> None:
+        """The Runs list was read again: a chosen Continue names its run's step as it is now
+        (a run another process trains went from step 88 to 300 while the line said 88)."""
+        if self.continue_dir and self.state == "idle":
+            self._update_next()
 
     def _update_next(self) -> None:
         """The one line that says what the next Start does."""

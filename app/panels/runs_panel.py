@@ -77,6 +77,7 @@ class RunsPanel(QWidget):
     export_requested = Signal(str, str)  # folder, "merged" | "adapter"
     message = Signal(str)
     deleted = Signal(str)  # a run folder deleted here
+    listed = Signal()  # the rows were read again (steps and states may have moved)
 
     def __init__(self, root: str) -> None:
         super().__init__()
@@ -213,6 +214,7 @@ class RunsPanel(QWidget):
         if keep is not None:  # the same run stays selected when rows move
             self.table.clearSelection()
             self.select(keep)
+        self.listed.emit()
 
     def sort_by(self, column: int) -> None:
         """A header click: sort by that column, ascending first, the other way on a second

@@ -717,3 +717,15 @@ def test_long_status_and_estimate_lines_do_not_move_the_tabs(win, qtbot):
     assert win.status.full == long and long in win.status.toolTip()
     assert win.status.text().endswith("…") and len(win.status.text()) < len(long)
     assert "median of three real steps" in win.estimate.toolTip()  # what the line means, kept
+
+
+def test_a_chosen_continue_names_the_step_its_run_is_at_now(win, qtbot):
+    """Continue of a run another process was training said "continues run X from step 88"
+    while X went on past step 300: the line follows the Runs list's reads."""
+    folder = train_until_idle(qtbot, win, max_steps=2)
+    win.choose_continue(folder)
+    assert "from step 2 " in win.next_label.full
+    with runapi.resume(folder, max_steps=4) as run:  # as a CLI process would, meanwhile
+        run.train()
+    win.runs.refresh()
+    assert "from step 4 " in win.next_label.full, win.next_label.full
