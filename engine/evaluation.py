@@ -58,7 +58,7 @@ class EvalReport:
         """"262,144 of 9,876,543 tokens (sample)" or "12,345 tokens"."""
         if self.sampled:
             return f"a sample of {self.tokens:,} of {self.of_tokens:,} tokens"
-        return f"{self.tokens:,} tokens"
+        return f"{self.tokens:,} token{'' if self.tokens == 1 else 's'}"
 
 
 def sample_rows(n_rows: int, width: int, max_tokens: int | None) -> np.ndarray:

@@ -208,8 +208,8 @@ class Run:
                                 "spread evenly over the held-out documents)")
         if spec.holdout > 0 and held < SMALL_HELD_OUT:
             self.notices.append(
-                f"the held-out set is only {held:,} tokens, too few for its loss to mean much; "
-                "add text to the corpus" if held else
+                f"the held-out set is only {held:,} token{'' if held == 1 else 's'}, too few for "
+                "its loss to mean much; add text to the corpus" if held else
                 "nothing is held out: the corpus is too small to split; its held-out loss is not "
                 "measured")
         self.saved_step = -1

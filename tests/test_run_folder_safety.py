@@ -223,6 +223,11 @@ def test_a_tiny_held_out_set_is_said(tmp_path):
                    autosave_minutes=0)
     with start(spec, [tmp_path / "tiny.txt"], root=tmp_path / "runs") as run:
         assert any("held-out set is only 2 tokens" in n for n in run.notices), run.notices
+    (tmp_path / "one.txt").write_text("hi there")  # one held-out token: "1 token", not "1 tokens"
+    with start(spec, [tmp_path / "one.txt"], root=tmp_path / "runs") as run:
+        assert any("held-out set is only 1 token," in n for n in run.notices), run.notices
+        val = run.trainer.held_out(lambda: False)
+        assert val is not None and val.describe() == "1 token"
     with start(spec, [two_file_corpus(tmp_path, 200)], root=tmp_path / "runs") as run:
         assert not any("held-out" in n for n in run.notices), run.notices
 
