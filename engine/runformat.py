@@ -52,6 +52,7 @@ from . import checkpoint as ckpt
 from .docstore import npy_bytes
 from .errors import CheckpointError, MambaStudioError
 from .safeio import open_append, open_regular, read_bytes, read_json
+from .samples import SAMPLES
 
 FORMAT = "mamba-studio-run"
 VERSION = 1
@@ -67,7 +68,9 @@ STATUS = "status.json"
 METRICS_LIMIT = 1 << 30  # ~7 million steps of metrics.csv rows
 LOCK = "lock"
 TB = "tb"
-RUN_ENTRIES = frozenset({RUN_JSON, DATA, SNAPSHOTS, LATEST, BEST, METRICS, STATUS, LOCK, TB})
+# (samples.jsonl was missing: --force refused a run with samples as holding a user's file)
+RUN_ENTRIES = frozenset({RUN_JSON, DATA, SNAPSHOTS, LATEST, BEST, METRICS, STATUS, LOCK, TB,
+                         SAMPLES})
 SNAP_STATE = "state.safetensors"
 SNAP_TRAINER = "trainer.json"
 SNAP_MANIFEST = "manifest.json"

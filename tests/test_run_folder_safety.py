@@ -782,19 +782,27 @@ def test_delete_run_keeps_a_users_files_and_says_which(made_run, tmp_path):
     (run / "notes.md").unlink()
     (run / rf.SNAPSHOTS / "keep.txt").unlink()
     (run / ".latest.json.00cb6e9ccd23.tmp").write_text("{")  # a save cut short by a kill
+    from engine.samples import append_sample
+
+    append_sample(run, {"text": "a sample", "step": 4, "epoch": 0})  # a run's own file
     assert why_not_delete(run) is None
     delete_run(run)
     assert not run.exists()
 
 
 def test_force_over_a_run_leaves_no_temp_file_of_the_old_one(made_run, tmp_path):
-    """`train --force` into a run a kill had cut short kept its `.latest.json.<hex>.tmp`."""
+    """`train --force` into a run a kill had cut short kept its `.latest.json.<hex>.tmp`; and a
+    run with samples (every CLI run has them) was refused as holding a user's samples.jsonl."""
+    from engine.samples import SAMPLES, append_sample
+
     run = _copy(made_run, tmp_path)
     stale = run / ".latest.json.00cb6e9ccd23.tmp"
     stale.write_text("{")
+    append_sample(run, {"text": "old", "step": 4, "epoch": 0})
     spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=1))
     start(spec, [two_file_corpus(tmp_path)], out=run, force=True).close()
     assert not stale.exists() and rf.read_pointer(run)["step"] == 0
+    assert not (run / SAMPLES).exists()  # the old run's samples went with it
 
 
 def test_delete_run_is_refused_while_another_process_trains_it(made_run, tmp_path):
