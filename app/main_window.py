@@ -472,6 +472,11 @@ class MainWindow(QMainWindow):
         self.skip_box = box
         box.open()  # non-blocking, as errors are
 
+    def _failed(self, msg: str) -> None:
+        """A run that failed: its error, with the engine's command-line advice in the window's
+        terms."""
+        self._error(in_window_terms(msg))
+
     def _error(self, msg: str) -> None:
         self.errors.append(msg)
         self._log(f"ERROR: {msg}")
@@ -661,7 +666,8 @@ class MainWindow(QMainWindow):
         self.worker.step_finished.connect(self._on_step)
         self.worker.epoch_finished.connect(self._on_epoch)
         self.worker.preview_ready.connect(self._on_preview)
-        self.worker.failed.connect(lambda m: self._error(in_window_terms(m)))
+        self.worker.failed.connect(self._failed)  # (a bound method: run on this thread; a
+        # lambda has no receiver and ran in the training thread, where a dialog crashed Qt)
         self.worker.finished.connect(self._on_finished)
         self.last_end = ""
         self.last_report = None

@@ -329,8 +329,14 @@ def test_a_refused_continue_stays_chosen(win, qtbot):
     win.runs.refresh()
     win.choose_continue(folder)
     win.train.max_steps.setValue(2)
+    from PySide6.QtCore import QThread
+
+    threads = []  # the run's error reaches the window on its own thread (a lambda slot ran it
+    real = win._error  # on the training thread, where the dialog crashed Qt: a segfault)
+    win._error = lambda m: (threads.append(QThread.currentThread()), real(m))[1]
     win.start_training()
     qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
+    assert threads and all(t is QApplication.instance().thread() for t in threads), threads
     assert win.errors and "is at step 4, past the 2 steps" in win.errors[-1], win.errors
     assert "give max steps above 4 (or no limit) to train on" in win.errors[-1]
     assert win.continue_dir == folder and "continues run" in win.next_label.full
