@@ -895,13 +895,18 @@ def why_not_delete(folder: str | Path) -> str | None:
         return f"{folder} is not a run folder (no {rf.RUN_JSON}); nothing deleted"
     if rf.RunLock(folder).held_elsewhere():
         return f"{folder} is training in another process; stop it there first"
+    return _holds_foreign(folder)
+
+
+def _holds_foreign(folder: Path) -> str | None:
+    """What ``why_not_delete`` says of the files in ``folder`` no run writes (None: none)."""
     foreign = rf.foreign_entries(folder)
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3:,} more" if len(foreign) > 3
-                                          else "")
-        return (f"{folder} holds files that no run writes ({shown}); move them out first, or "
-                "delete the folder yourself")
-    return None
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3:,} more" if len(foreign) > 3
+                                      else "")
+    return (f"{folder} holds files that no run writes ({shown}); move them out first, or "
+            "delete the folder yourself")
 
 
 def delete_run(folder: str | Path) -> None:
@@ -914,8 +919,8 @@ def delete_run(folder: str | Path) -> None:
         raise CheckpointError(why)
     lock = rf.RunLock(folder).acquire()  # (one started since the check: refused here)
     try:
-        if rf.foreign_entries(folder):  # written since the check
-            raise CheckpointError(str(why_not_delete(folder)))
+        if (why := _holds_foreign(folder)) is not None:  # written since the check
+            raise CheckpointError(why)
         _remove_run_entries(folder)
         (folder / rf.LOCK).unlink()
     finally:

@@ -859,3 +859,25 @@ def test_init_from_a_run_whose_latest_snapshot_is_corrupt_says_which_it_used(mad
                  "--out", str(tmp_path / "from")]) == 0
     err = capsys.readouterr().err
     assert "warning: " in err and "step-4" in err and "using step-2 instead" in err, err
+
+
+def test_a_file_written_into_a_run_while_it_is_being_deleted_keeps_it(made_run, tmp_path,
+                                                                      monkeypatch):
+    """A user's file that appears between the check and the lock: refused under the lock,
+    named, the run whole (not "training in another process": the lock is our own)."""
+    from engine.run import delete_run
+
+    run = _copy(made_run, tmp_path)
+    real = rf.RunLock.acquire
+
+    def acquire(self):  # noqa: ANN001
+        held = real(self)
+        (run / "late.md").write_text("mine")
+        return held
+
+    monkeypatch.setattr(rf.RunLock, "acquire", acquire)
+    with pytest.raises(CheckpointError) as info:
+        delete_run(run)
+    assert "late.md" in str(info.value) and "another process" not in str(info.value)
+    assert (run / rf.RUN_JSON).is_file() and rf.read_pointer(run)["step"] == 4
+    assert not rf.RunLock(run).held_elsewhere()  # the lock went with the refusal
