@@ -147,6 +147,7 @@ class PlotsPanel(QWidget):
         self.step_norm = curve(np_, nl, "step", pen=pg.mkPen(c["nstep"], width=1))
         self.epoch_norm = curve(np_, nl, "epoch mean", pen=pg.mkPen(c["nepoch"], width=2),
                                 symbol="o", symbolSize=7, symbolBrush=c["nepoch"])
+        self.cmp_norm = np_.plot(pen=pg.mkPen(c["cmp"], width=1, style=Qt.PenStyle.DotLine))
         self.reset_btn = QPushButton("Reset view")
         self.reset_btn.setToolTip("Undo zoom/pan and follow the data again (mouse wheel zooms)")
         self.reset_btn.clicked.connect(self.reset_view)
@@ -317,13 +318,17 @@ class PlotsPanel(QWidget):
         self._dirty = True
 
     def set_compare(self, name: str, rows: list[dict[str, Any]]) -> None:
-        """Overlay another run's train (dotted) and held-out (dashed) loss in grey."""
+        """Overlay another run's train (dotted) and held-out (dashed) loss and its gradient norm
+        (dotted) in grey (the gradient norm was left out)."""
         st = [(r["step"], r["loss"]) for r in rows if r["kind"] == "step"
               and r.get("loss") is not None and math.isfinite(r["loss"])]
         ev = [(r["step"], r["val_loss"]) for r in rows if r["kind"] == "eval"
               and r.get("val_loss") is not None]
+        gn = [(r["step"], r["grad_norm"]) for r in rows if r["kind"] == "step"
+              and isinstance(r.get("grad_norm"), float) and math.isfinite(r["grad_norm"])]
         self.cmp_loss.setData([s for s, _ in st], [v for _, v in st])
         self.cmp_val.setData([s for s, _ in ev], [v for _, v in ev])
+        self.cmp_norm.setData([s for s, _ in gn], [v for _, v in gn])
         self.compare_label.setText(f"grey: {name} (dotted train, dashed held-out)" if name else "")
 
     def add_step(self, r: engine.StepReport) -> None:

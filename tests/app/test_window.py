@@ -367,6 +367,8 @@ def test_runs_panel_lists_compares_and_deletes(win, qtbot):
     assert float(rows[Path(b).name][4]) > 0  # best held-out loss
     win.compare_run(a)
     assert len(win.plots.cmp_loss.getData()[0]) == 3 and Path(a).name in win.plots.compare_label.text()
+    xs, ys = win.plots.cmp_norm.getData()  # its gradient norm too (only the loss was drawn)
+    assert list(xs) == [1, 2, 3] and all(y > 0 for y in ys)
     win.open_run_view(a)
     assert win.plots.steps == [1, 2, 3] and win.gallery.folder == a
     assert win.runs.delete_run(a)
