@@ -209,14 +209,18 @@ def test_an_empty_folder_given_as_the_output_keeps_its_mode(lora_run: Path, tmp_
                                                             ) -> None:
     """The export is renamed onto an empty folder given as its output: the folder came back
     with the umask's mode (a read-only one became writable; a group-shared one private)."""
+    import os
     import stat
 
     out = tmp_path / "shared"
     out.mkdir()
+    group = 100 if os.geteuid() == 0 else out.stat().st_gid  # ("users": root may give it)
+    os.chown(out, -1, group)
     out.chmod(0o2770)
     export_merged(lora_run, out)
     assert (out / "model.safetensors").is_file()
     assert stat.S_IMODE(out.stat().st_mode) == 0o2770
+    assert out.stat().st_gid == group  # its group too (a shared folder's members lost it)
 
 
 def test_an_export_killed_before_its_rename_leaves_nothing_for_good(lora_run: Path,
@@ -651,3 +655,24 @@ def test_an_export_of_a_snapshot_is_refused_inside_its_run(lora_run: Path, tmp_p
     with pytest.raises(CheckpointError, match=f"inside the run folder {lora_run}"):
         export_merged(snap, lora_run / where)
     assert not (lora_run / where).exists()
+
+
+def test_an_export_set_aside_by_a_killed_force_comes_back_or_goes(lora_run: Path,
+                                                                  tmp_path: Path) -> None:
+    """--force sets the earlier export aside as `.<out>.old-*` before its rename: a kill after
+    that left the copy hidden for good, and a kill between the two renames left no output at
+    all (the earlier export hidden, the new one in a staging folder the next export removed)."""
+    out = tmp_path / "out"
+    export_merged(lora_run, out)
+    # a kill between the renames: the earlier export set aside, nothing at `out`
+    aside = tmp_path / ".out.old-killed01"
+    out.rename(aside)
+    staged = tmp_path / ".out.export-killed01"
+    staged.mkdir()
+    assert main(["export", "--merged", str(lora_run), str(out)]) == 2  # it is back, and kept
+    assert (out / "model.safetensors").is_file() and not aside.exists() and not staged.exists()
+    # a kill after the new one was in: the set-aside copy goes with the next export
+    aside.mkdir()
+    (aside / "model.safetensors").write_bytes(b"\0" * 1000)
+    export_merged(lora_run, out, force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

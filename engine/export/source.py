@@ -14,7 +14,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,8 +127,11 @@ def check_out(src: str | Path, out: str | Path, *, file: bool = False, force: bo
 
 def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> list[str]:
     """``check_out``'s part about ``out`` alone (also checked before training by
-    ``train --export-adapter``)."""
+    ``train --export-adapter``). First tidies what killed exports to ``out`` left beside it
+    (``_clear_stale``: an export set aside by a killed --force comes back)."""
     out = Path(out)
+    if not file and out.parent.is_dir():
+        _clear_stale(out)
     exists = out.exists() or out.is_symlink()
     if out.is_symlink() and not out.exists():
         raise CheckpointError(f"{out}: a link to {os.readlink(out)}, which does not exist; "
@@ -193,8 +196,14 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
     umask = os.umask(0)
     os.umask(umask)
     # mkdtemp's 0700 would publish a folder only we can read; an empty folder given as ``out``
-    # keeps its own mode (it was replaced by one of the umask's)
-    mode = stat.S_IMODE(out.stat().st_mode) if out.is_dir() else 0o777 & ~umask
+    # keeps its own mode and group (it was replaced by one of the umask's and ours; its ACLs
+    # are not copied)
+    mode = 0o777 & ~umask
+    if out.is_dir():
+        st = out.stat()
+        mode = stat.S_IMODE(st.st_mode)
+        with suppress(OSError):  # a group this user is no member of: the mode still goes on
+            os.chown(tmp, -1, st.st_gid)
     os.chmod(tmp, mode)
     try:
         yield tmp
@@ -223,30 +232,40 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
 
 
 STAGING = ".export-"  # ".<out>.export-XXXXXXXX": where an export is written before its rename
+SET_ASIDE = ".old-"  # ".<out>.old-XXXXXXXX": the export --force replaces, until the new is in
 
 
 def _clear_stale(out: Path) -> None:
-    """Remove the staging folders of earlier exports to ``out`` that were killed before their
-    rename (each held a full copy of the weights, left for good); a live export's is locked."""
-    for p in out.parent.glob(f".{glob.escape(out.name)}{STAGING}*"):
-        try:
-            fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            continue  # not a folder of ours (a link, a file): left alone
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # being written now
-        else:
-            shutil.rmtree(p, ignore_errors=True)
-        finally:
-            os.close(fd)
+    """Tidy what earlier exports to ``out`` killed before the end left beside it (each a full
+    copy of the weights, hidden for good): an export set aside by --force comes back as ``out``
+    if no new one took its place (a kill between the two renames left no ``out`` at all), else
+    it goes; staging folders go. A live export's folders are locked and left alone."""
+    for suffix in (SET_ASIDE, STAGING):  # (a set-aside export first: it may be restored)
+        for p in sorted(out.parent.glob(f".{glob.escape(out.name)}{suffix}*")):
+            try:
+                fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except OSError:
+                continue  # not a folder of ours (a link, a file): left alone
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # being written now
+            else:
+                restore = suffix == SET_ASIDE and not (out.exists() or out.is_symlink())
+                if restore and any(p.iterdir()):
+                    os.rename(p, out)
+                else:
+                    shutil.rmtree(p, ignore_errors=True)
+            finally:
+                os.close(fd)
 
 
 def _publish(tmp: Path, out: Path, force: bool) -> None:
-    old = None
+    old, held = None, None
     if force and out.is_dir() and any(out.iterdir()):  # an earlier export (check_out saw it)
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        held = os.open(out, os.O_RDONLY | os.O_DIRECTORY)  # locked before it moves aside, so
+        fcntl.flock(held, fcntl.LOCK_EX)  # _clear_stale never takes it while we live
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}{SET_ASIDE}", dir=out.parent))
         os.rename(out, old)  # onto the empty folder just made
     try:
         os.rename(tmp, out)  # onto a missing or empty folder only
@@ -257,6 +276,9 @@ def _publish(tmp: Path, out: Path, force: bool) -> None:
             raise CheckpointError(f"{out}: written by another export meanwhile ({exc.strerror}); "
                                   "export into a new folder") from None
         raise  # the caller names it with a fix by its cause
+    finally:
+        if held is not None:
+            os.close(held)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
