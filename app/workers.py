@@ -73,6 +73,7 @@ class TrainWorker(QObject):
         self._previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preview")
         self._tb: engine.TBLogger | None = None
         self._previewed: set[int] = set()  # steps a preview was queued at
+        self._unsaved = False  # a preview that could not be kept in the Gallery was said
         self.refused = False  # the run could not be opened (a Continue's totals, a moved folder)
         self.nothing_left = False  # a Continue of a run already at its last step
 
@@ -252,9 +253,17 @@ class TrainWorker(QObject):
                 except FloatingPointError as exc:
                     text = f"{prompt} [generation failed: {exc}]"
                 texts.append(text)
-                engine.append_sample(run.folder, engine.sample_record(
-                    tag, step, epoch, prompt, text, cfg, self._backend))
+                try:
+                    engine.append_sample(run.folder, engine.sample_record(
+                        tag, step, epoch, prompt, text, cfg, self._backend))
+                except engine.MambaStudioError as exc:  # (a FIFO there: a traceback in the
+                    if not self._unsaved:  # Log at every preview, and no preview shown)
+                        self.info.emit(f"note: previews are shown but not kept in the "
+                                       f"Gallery: {exc}")
+                    self._unsaved = True
             self.preview_ready.emit(tag, "\n\n".join(texts), self._backend)
+        except (engine.MambaStudioError, OSError) as exc:
+            self.info.emit(f"preview failed: {exc}")
         except Exception:
             self.info.emit(f"preview failed: {traceback.format_exc()}")
 

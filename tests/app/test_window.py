@@ -737,3 +737,22 @@ def test_a_chosen_continue_names_the_step_its_run_is_at_now(win, qtbot):
         run.train()
     win.runs.refresh()
     assert "from step 4 " in win.next_label.full, win.next_label.full
+
+
+def test_a_samples_file_that_cannot_be_written_still_shows_the_preview(win, qtbot):
+    """samples.jsonl replaced by a FIFO: each preview put a Python traceback in the Log and
+    showed nothing; the preview is shown and the Log says once why the Gallery misses it."""
+    import os
+
+    from engine.samples import SAMPLES
+
+    win.train.epochs.setValue(3)
+    folder = train_until_idle(qtbot, win, max_steps=2)
+    os.unlink(Path(folder) / SAMPLES)
+    os.mkfifo(Path(folder) / SAMPLES)
+    win.choose_continue(folder)
+    win.preview.output.setPlainText("")
+    assert train_until_idle(qtbot, win, max_steps=4) == folder
+    qtbot.waitUntil(lambda: win.preview.output.toPlainText() != "", timeout=RUN_TIMEOUT)
+    log = win.log.toPlainText()
+    assert "Traceback" not in log and log.count("not kept in the Gallery") == 1, log
