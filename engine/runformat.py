@@ -261,11 +261,14 @@ class RunData:
 
 
 def corpus_bytes(manifest: Any) -> int:
-    """Bytes of the corpus files a data manifest lists (its "sources")."""
+    """Bytes of the corpus files a data manifest lists (its "sources"); 0 (unknown) when a
+    count is not a whole number."""
     sources = manifest.get("sources", []) if isinstance(manifest, dict) else []
-    sources = sources if isinstance(sources, list) else []
-    return sum(b for s in sources if isinstance(s, dict)  # (a hand-edited "abc" raised in the
-               and isinstance(b := s.get("bytes", 0), int) and not isinstance(b, bool))  # window)
+    counts: list[Any] = [s.get("bytes") for s in sources if isinstance(s, dict)] if isinstance(
+        sources, list) else []
+    if not all(type(b) is int and b >= 0 for b in counts):  # hand-edited: 0, unknown ("abc"
+        return 0  # raised in the window; skipping it gave a bits/byte scale twice too large)
+    return sum(counts)
 
 
 def _per_byte(manifest: Any, n_ids: int) -> float | None:
