@@ -587,7 +587,9 @@ class MainWindow(QMainWindow):
                 self._refresh_estimate()
 
             def fail(msg: str) -> None:
-                self._rows[key] = f"not counted ({msg.strip().splitlines()[-1][:200]})"
+                # (cut at 200 characters it read "... start a new run on the corpus with )";
+                # the line is elided, its whole text in the tooltip)
+                self._rows[key] = f"not counted ({in_window_terms(msg.strip().splitlines()[-1])})"
                 self._counting = None
                 self._refresh_estimate()
 

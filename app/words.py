@@ -3,6 +3,8 @@ engine's command-line advice said in the window's terms."""
 
 from __future__ import annotations
 
+import re
+
 
 def plural(n: int, noun: str) -> str:
     """``n`` (with thousands separators) and ``noun``, with an s unless ``n`` is 1."""
@@ -17,9 +19,13 @@ _CLI_ADVICE = (
 )
 
 
+_INIT_ADVICE = re.compile(r"start a new run on the corpus with --init (\S+) to keep its weights")
+
+
 def in_window_terms(msg: str) -> str:
-    """An engine message with its command-line advice (``--out``) said as the window does it
-    (a window user was told to "train into another --out")."""
+    """An engine message with its command-line advice (``--out``, ``--init``) said as the
+    window does it (a window user was told to "train into another --out")."""
     for cli, window in _CLI_ADVICE:
         msg = msg.replace(cli, window)
-    return msg
+    return _INIT_ADVICE.sub(r"open \1 with File > Open model… and Start a new run to keep its "
+                            "weights", msg)

@@ -416,3 +416,9 @@ def test_engine_advice_about_cli_flags_is_said_in_the_windows_terms(tmp_path, mo
         msg = str(exc.value)
         assert "--out" in msg  # the engine's (CLI) advice ...
         assert "--out" not in in_window_terms(msg), in_window_terms(msg)  # ... said for the window
+    (folder / rf.IDS).write_bytes(b"garbage")  # token ids damaged: "... with --init X/step-N"
+    with pytest.raises(engine.CheckpointError) as damaged:
+        rf.read_data(folder)
+    said = in_window_terms(str(damaged.value))
+    assert "--init" in str(damaged.value) and "--init" not in said, said
+    assert f"open {folder / rf.SNAPSHOTS}/step-N with File > Open model… and Start" in said, said
