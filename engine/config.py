@@ -38,15 +38,20 @@ class MambaConfig:
     d_inner: int = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.dt_rank == 0 or isinstance(self.dt_rank, str) and self.dt_rank == "auto":
-            object.__setattr__(self, "dt_rank", math.ceil(self.d_model / 16))
-        for name in ("vocab_size", "d_model", "n_layer", "d_state", "d_conv", "expand", "dt_rank"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"model: {name} = {value!r:.40}; expected a whole number >= 1")
-        if self.pad_vocab_size_multiple < 1:
-            raise ValueError(f"model: pad_vocab_size_multiple = {self.pad_vocab_size_multiple!r:.40}"
-                             "; expected a whole number >= 1")
+        auto = self.dt_rank == 0 or isinstance(self.dt_rank, str) and self.dt_rank == "auto"
+        if auto:
+            object.__setattr__(self, "dt_rank", math.ceil(self.d_model / 16)
+                               if isinstance(self.d_model, int) else 0)
+        bad = [f"model: {name} = {value!r:.40}; expected a whole number >= 1"
+               for name in ("vocab_size", "d_model", "n_layer", "d_state", "d_conv", "expand",
+                            "dt_rank", "pad_vocab_size_multiple")
+               if (name != "dt_rank" or not auto)  # (d_model's problem, not a second one)
+               and (not isinstance(value := getattr(self, name), int) or isinstance(value, bool)
+                    or value < 1)]  # all of them (a file's three sizes of 0 took three tries)
+        if bad:
+            from .limits import Problems
+
+            raise Problems(bad)
         object.__setattr__(self, "d_inner", self.expand * self.d_model)
 
     # ------------------------------------------------------------------ HF config.json

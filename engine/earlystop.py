@@ -40,10 +40,10 @@ class EarlyStopping:
 
     def check(self) -> None:
         """ValueError naming every setting out of range (``problems``)."""
-        from .limits import listed
+        from .limits import Problems
 
         if problems := self.problems():
-            raise ValueError(listed(problems))
+            raise Problems(problems)
 
     def settings(self) -> dict[str, float | int | None]:
         """The settings alone (run.json's ``early_stopping``), without the tracking state."""

@@ -34,6 +34,16 @@ class ConfigError(MambaStudioError, ValueError):
     """A setting is of the wrong type or out of range, or the run cannot fit in memory."""
 
 
+class Problems(ConfigError):
+    """Several settings out of range at once: ``problems``, one line each (the message is them
+    ``listed``); ``problems_of`` takes them one by one, so a list inside a list never reads
+    "(7) 4 problems: (1) ..."."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__(listed(problems))
+        self.problems = list(problems)
+
+
 # (min, max) for the model sizes; generous for a CPU trainer, small enough that shapes are cheap.
 MODEL_RANGES: dict[str, tuple[int, int]] = {
     "vocab_size": (1, 1 << 22),
@@ -159,7 +169,7 @@ def check_lora(lc: Any, source: str = "LoRA") -> None:
     """ConfigError naming every problem of a ``LoRAConfig`` (``lora_problems``)."""
     problems = lora_problems(lc.targets, lc.rank, lc.alpha, lc.dropout, source)
     if problems:
-        raise ConfigError(listed(problems))
+        raise Problems(problems)
 
 
 def train_problems(tc: Any, source: str = "training settings") -> list[str]:
@@ -201,7 +211,7 @@ def problems_of(checks: Sequence[Callable[[], Any]]) -> list[str]:
         try:
             check()
         except ValueError as exc:  # (ConfigError is one)
-            out.append(str(exc))
+            out += exc.problems if isinstance(exc, Problems) else [str(exc)]
     return out
 
 
@@ -219,7 +229,7 @@ def check_train(tc: Any, source: str = "training settings") -> None:
     """Types and ranges of a ``TrainConfig``: ConfigError naming every problem."""
     problems = train_problems(tc, source)
     if problems:
-        raise ConfigError(listed(problems))
+        raise Problems(problems)
 
 
 # ------------------------------------------------------------------------------ memory

@@ -41,9 +41,9 @@ from .errors import CheckpointError, MambaStudioError, TrainingError
 from .evaluation import HELDOUT_SAMPLE_TOKENS
 from .guard import DivergenceGuard
 from .limits import (
+    Problems,
     check_model,
     check_run,
-    listed,
     n_params,
     problems_of,
     train_problems,
@@ -123,7 +123,7 @@ class RunSpec:
         """Ranges of every setting (non-finite / non-positive values refused before any work),
         every problem named in one ValueError (a settings file with four took four tries)."""
         if problems := self.problems(new):
-            raise ValueError(listed(problems))
+            raise Problems(problems)
 
     def problems(self, new: bool = True) -> list[str]:
         """Each setting out of range (``check``). ``new=False`` (resume) skips

@@ -22,6 +22,7 @@ import json
 import tomllib
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import date, datetime, time
 from pathlib import Path
@@ -34,7 +35,7 @@ from .config import MambaConfig
 from .defaults import PRESET_DEFAULTS, follow_preset
 from .earlystop import EarlyStopping
 from .errors import MambaStudioError
-from .limits import listed, lora_problems
+from .limits import Problems, listed, lora_problems
 from .lora import LoRAConfig
 from .run import RunSpec
 from .safeio import read_bytes
@@ -294,10 +295,8 @@ def load_settings(path: str | Path) -> RunSettings:
         raise MambaStudioError(f"{path}: not valid TOML (nested too deeply); fix the file or save "
                                "it again from the app") from None
     problems: list[str] = []
-    doc = _checked(doc, _schema(), problems)
-    if problems:
-        raise MambaStudioError(f"{path}: {listed(problems)}")
-    return _from_doc(doc, path)
+    doc = _checked(doc, _schema(), problems)  # (the keys named here are left out of ``doc``)
+    return _from_doc(doc, path, found=problems)  # with the ranges' problems: one message
 
 
 def early_stopping_over(base: EarlyStopping, top: RunSettings) -> EarlyStopping:
@@ -358,14 +357,22 @@ def overlay_settings(base: RunSettings, top: RunSettings, where: str = "") -> Ru
                    named=top.named)
 
 
-def _from_doc(doc: dict[str, Any], path: Path, where: str = "") -> RunSettings:
+MOST_NAMED = 20  # problems a settings file's message names (it stopped at 5: "and 3 more")
+
+
+def _from_doc(doc: dict[str, Any], path: Path, where: str = "",
+              found: Sequence[str] = ()) -> RunSettings:
     """The RunSettings of a checked settings document (relative corpus and init paths are taken
-    from ``path``'s folder); an error names ``where`` (default: the file)."""
+    from ``path``'s folder); an error names ``where`` (default: the file) and every problem,
+    ``found`` (unknown keys, wrong types) first: a file's wrong types, then its values out of
+    range, took two tries, and more than five problems were cut to "and 3 more"."""
+    problems = list(found)
     try:
         run = dict(doc.get("run", {}))
         corpus = run.pop("corpus", ())
         if any(not c.strip() for c in corpus):
-            raise ValueError("run.corpus holds an empty path; name the files or folders to train on")
+            problems.append("run.corpus holds an empty path; name the files or folders to train "
+                            "on")
         corpus = tuple(str((path.parent / c).resolve()) if not Path(c).is_absolute() else c
                        for c in corpus)
         if isinstance(run.get("init"), str) and run["init"].strip() \
@@ -375,19 +382,21 @@ def _from_doc(doc: dict[str, Any], path: Path, where: str = "") -> RunSettings:
         if type(train_doc.get("max_steps")) is int and train_doc["max_steps"] == 0:
             train_doc["max_steps"] = None  # 0: no limit, as --max-steps 0 (it was refused)
         lora = train_doc.pop("lora", None)
-        problems = []  # every problem at once: LoRA's or early stopping's came alone
+        adapter = len(problems)  # every problem at once: LoRA's or early stopping's came alone
         if lora is not None:
             given = {**asdict(LoRAConfig()), **lora}
             problems += lora_problems(tuple(given["targets"]), given["rank"], given["alpha"],
                                       given["dropout"])
         early = EarlyStopping(**doc.get("early_stopping", {}))
-        train = _train_config(run, train_doc, None if lora is None or problems
+        train = _train_config(run, train_doc, None if lora is None or len(problems) > adapter
                               else LoRAConfig(**lora))
         spec = RunSpec(model=doc.get("model"), train=train, early_stopping=early, **run)
         problems += spec.problems()  # the model's sizes too, now rather than at Start
-        if problems:
-            raise ValueError(listed(problems))
     except (TypeError, ValueError) as exc:
-        raise MambaStudioError(f"{where}: {exc}" if where else
-                               f"{path}: {exc}; fix that setting in the file") from None
+        problems += exc.problems if isinstance(exc, Problems) else [str(exc)]
+    if problems:
+        text = listed(problems, most=MOST_NAMED)
+        fix = "those settings" if len(problems) > 1 else "that setting"
+        raise MambaStudioError(f"{where}: {text}" if where else
+                               f"{path}: {text}; fix {fix} in the file")
     return RunSettings(spec, corpus, _dotted(doc))
