@@ -458,3 +458,6 @@ def test_generate_says_why_nothing_followed_the_prompt(tiny_model, capsys, monke
     monkeypatch.setattr(MambaLM, "generate", lambda self, *a, **k: iter(["x"]))
     assert main(["generate", str(tiny_model), "--prompt", ""]) == 0
     assert "note:" not in capsys.readouterr().err
+    monkeypatch.setattr(MambaLM, "generate", lambda self, *a, **k: iter(()))
+    assert main(["generate", str(tiny_model), "--max-new-tokens", "0"]) == 0  # none asked for
+    assert "note:" not in capsys.readouterr().err

@@ -676,3 +676,34 @@ def test_an_export_set_aside_by_a_killed_force_comes_back_or_goes(lora_run: Path
     (aside / "model.safetensors").write_bytes(b"\0" * 1000)
     export_merged(lora_run, out, force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_an_export_in_progress_keeps_its_staging_folder_from_another(lora_run: Path,
+                                                                     tmp_path: Path) -> None:
+    """A second export to the same output tidies what killed exports left: never the staging
+    folder of one that is writing now (it is locked; removing it crashed that export)."""
+    from engine.export.source import _clear_stale, staged_folder
+
+    out = tmp_path / "out"
+    with staged_folder(out) as tmp:
+        (tmp / "model.safetensors").write_bytes(b"\0" * 10)
+        _clear_stale(out)  # what another export to `out` does first
+        assert (tmp / "model.safetensors").is_file()
+    assert (out / "model.safetensors").is_file()
+
+
+def test_an_empty_output_folder_this_user_cannot_write_in_is_refused(
+        lora_run: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """(Tests run as root, where permission bits stop nothing: the access check is faked.)"""
+    import os
+
+    from engine.export import source
+
+    out = tmp_path / "ro"
+    out.mkdir()
+    real = os.access
+    monkeypatch.setattr(source.os, "access",
+                        lambda p, mode: False if Path(p) == out else real(p, mode))
+    with pytest.raises(CheckpointError, match="cannot write in it"):
+        export_merged(lora_run, out)
+    assert list(out.iterdir()) == []

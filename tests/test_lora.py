@@ -88,6 +88,13 @@ def test_a_clamped_rank_is_in_the_peft_rank_pattern(tmp_path):
     assert conf["r"] == 8 and conf["rank_pattern"] == {"dt_proj": 1}
 
 
+def test_every_lora_problem_is_named_at_once():
+    """LoRAConfig and adapter_config.json named the first problem only."""
+    with pytest.raises(ValueError) as info:
+        LoRAConfig(("x_proj",), rank=0, dropout=2.0)
+    assert "rank = 0" in str(info.value) and "dropout = 2.0" in str(info.value)
+
+
 def test_unknown_target_is_an_error():
     with pytest.raises(ValueError, match=r"LoRA: unknown target\(s\) \[.q_proj.\]"):
         LoRAConfig(("q_proj",))

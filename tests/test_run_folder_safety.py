@@ -725,8 +725,9 @@ def test_a_fifo_in_place_of_the_samples_file_does_not_hang_training(made_run, tm
 
 
 def test_a_fifo_among_a_snapshots_files_is_passed_over_not_waited_on(made_run, tmp_path, capsys):
-    """A snapshot file its manifest names, replaced by a FIFO: the regular-file check before
-    the checksum is what keeps `eval` from hanging (it is refused, the older snapshot used)."""
+    """A snapshot file its manifest names, replaced by a FIFO: it is refused before anything
+    waits on it (the regular-file check, and the hash's own non-blocking open behind it), and
+    `eval` uses the older snapshot."""
     run = _copy(made_run, tmp_path)
     _fifo_in_place_of(run / rf.SNAPSHOTS / "step-4" / rf.SNAP_STATE)
     with _no_hang("eval"):
@@ -881,3 +882,121 @@ def test_a_file_written_into_a_run_while_it_is_being_deleted_keeps_it(made_run, 
     assert "late.md" in str(info.value) and "another process" not in str(info.value)
     assert (run / rf.RUN_JSON).is_file() and rf.read_pointer(run)["step"] == 4
     assert not rf.RunLock(run).held_elsewhere()  # the lock went with the refusal
+
+
+
+def test_delete_run_removes_run_json_last_and_holds_the_lock_throughout(made_run, tmp_path,
+                                                                        monkeypatch):
+    """run.json first, a delete that failed half-way left a folder the Runs list no longer
+    showed; without the lock, a resume could start in a half-deleted run."""
+    import shutil
+
+    from engine import run as runmod
+
+    run = _copy(made_run, tmp_path)
+    order: list[str] = []
+    real_rmtree, real_unlink = shutil.rmtree, Path.unlink
+
+    def rmtree(path, *a, **k):  # noqa: ANN001, ANN002, ANN003
+        assert rf.RunLock(run).held_elsewhere(), "deleting without the run's lock"
+        order.append(Path(path).name)
+        return real_rmtree(path, *a, **k)
+
+    def unlink(self, *a, **k):  # noqa: ANN001, ANN002, ANN003
+        if self.parent == run:
+            order.append(self.name)
+        return real_unlink(self, *a, **k)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    runmod.delete_run(run)
+    assert not run.exists()
+    assert order.index(rf.RUN_JSON) == len(order) - 2 and order[-1] == rf.LOCK, order
+    assert {rf.SNAPSHOTS, rf.DATA} <= set(order)
+
+
+def test_delete_run_of_a_link_to_a_run_deletes_nothing(made_run, tmp_path):
+    """Through a link, the run it points to was emptied."""
+    from engine.run import delete_run
+
+    run = _copy(made_run, tmp_path)
+    link = tmp_path / "link"
+    link.symlink_to(run)
+    with pytest.raises(CheckpointError, match="not a run folder"):
+        delete_run(link)
+    assert rf.read_pointer(run)["step"] == 4 and link.is_symlink()
+
+
+def test_delete_names_at_most_three_files_of_yours(made_run, tmp_path):
+    from engine.run import why_not_delete
+
+    run = _copy(made_run, tmp_path)
+    for i in range(5):
+        (run / f"mine{i}.md").write_text("x")
+    why = why_not_delete(run)
+    assert why is not None and "mine0.md, mine1.md, mine2.md and 2 more" in why, why
+
+
+def test_a_file_of_yours_in_a_snapshots_folder_written_during_a_delete_is_kept(
+        made_run, tmp_path, monkeypatch):
+    from engine.run import delete_run
+
+    run = _copy(made_run, tmp_path)
+    real = rf.RunLock.acquire
+
+    def acquire(self):  # noqa: ANN001
+        held = real(self)
+        (run / rf.SNAPSHOTS / "x.txt").write_text("mine")
+        return held
+
+    monkeypatch.setattr(rf.RunLock, "acquire", acquire)
+    with pytest.raises(CheckpointError, match="snapshots/x.txt"):
+        delete_run(run)
+    assert (run / rf.SNAPSHOTS / "x.txt").read_text() == "mine"
+    assert rf.read_pointer(run)["step"] == 4
+
+
+def test_file_checks_name_what_is_wrong(made_run, tmp_path):
+    """A manifest naming no files verified nothing; a missing file had no advice; a device or
+    socket in a hashed file's place was "not a regular file"."""
+    snap = _copy(made_run, tmp_path) / rf.SNAPSHOTS / "step-4"
+    with pytest.raises(CheckpointError, match="lists no files"):
+        ckpt.verify_hashes(snap, {})
+    (snap / rf.SNAP_STATE).unlink()
+    with pytest.raises(CheckpointError, match=f"missing .*; {rf.ANOTHER_SNAPSHOT}"):
+        rf.verify_snapshot(snap)
+    with pytest.raises(CheckpointError, match="is a device"):
+        ckpt.sha256_file(Path("/dev/zero"))
+
+
+def test_a_fifo_in_place_of_the_held_out_spans_does_not_hang_an_export(made_run, tmp_path):
+    from engine.export.card import corpus_summary
+
+    run = _copy(made_run, tmp_path)
+    _fifo_in_place_of(run / rf.DATA_FILES["val_spans"])
+    with _no_hang("reading the held-out spans"):
+        assert corpus_summary(run) == ""
+        assert main(["export", "--merged", str(run), str(tmp_path / "out")]) == 0
+
+
+def test_a_scalar_token_file_reads_as_unknown_not_a_traceback(made_run, tmp_path):
+    from engine.export.card import corpus_summary
+
+    run = _copy(made_run, tmp_path)
+    np.save(run / rf.IDS, np.int32(5))
+    assert rf.read_tokens_per_byte(run) is None and corpus_summary(run) == ""
+
+
+def test_save_documents_never_follows_a_link_at_a_temp_name(tmp_path):
+    """Its fixed temp name `.ids.npy.tmp` was opened through a link (and two writers shared it)."""
+    from engine.docstore import IDS, load_documents, save_documents
+    from engine.documents import Documents
+
+    outside = tmp_path / "outside"
+    outside.write_text("keep")
+    folder = tmp_path / "store"
+    folder.mkdir()
+    (folder / f".{IDS}.tmp").symlink_to(outside)
+    save_documents(folder, Documents(np.array([256, 97, 256], np.uint16), np.array([0, 2])))
+    assert outside.read_text() == "keep"
+    assert list(load_documents(folder).ids) == [256, 97, 256]

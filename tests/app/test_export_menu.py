@@ -361,14 +361,21 @@ def test_the_question_for_a_training_run_names_no_step_the_export_will_not_have(
     assert "Latest (step 0)" in seen[1][1]
 
 
-def test_delete_keeps_a_users_files_in_the_run_folder_and_says_so(win, tmp_path):
+def test_delete_keeps_a_users_files_in_the_run_folder_and_says_so(win, tmp_path, monkeypatch):
     """Delete removed the whole folder with shutil.rmtree, a user's notes in it too (what the
     CLI's --force never deletes): refused before asking, naming them."""
+    from app.panels import runs_panel
+
     folder = _run(tmp_path / "runs", 0)
     (Path(folder) / "notes.md").write_text("mine")
     win.runs.refresh()
     said: list[str] = []
     win.runs.message.connect(said.append)
+    asked: list[str] = []
+    monkeypatch.setattr(runs_panel, "confirm", lambda *a: asked.append(a[2]) or True)
+    win.runs.select(folder)
+    win.runs._delete_selected()  # the Delete… button
+    assert asked == [] and "notes.md" in said[-1]  # refused before "Delete ...?" was asked
     assert not win.runs.delete_run(folder)
     assert "notes.md" in said[-1] and (Path(folder) / "notes.md").read_text() == "mine"
     assert any(str(r.path) == folder for r in win.runs.runs)
@@ -422,3 +429,25 @@ def test_engine_advice_about_cli_flags_is_said_in_the_windows_terms(tmp_path, mo
     said = in_window_terms(str(damaged.value))
     assert "--init" in str(damaged.value) and "--init" not in said, said
     assert f"open {folder / rf.SNAPSHOTS}/step-N with File > Open model… and Start" in said, said
+
+
+def test_a_failed_start_says_the_engines_advice_in_the_windows_terms(win, qtbot, tmp_path):
+    """Continue of a run a CLI process trains: the dialog said "... or train into another
+    --out" (only the wording helper was tested, not that the window uses it)."""
+    import fcntl
+
+    from engine import runformat as rf
+
+    folder = _run(tmp_path / "runs", 1)
+    win.runs.refresh()
+    win.choose_continue(folder)
+    win.train.max_steps.setValue(3)
+    fd = os.open(Path(folder) / rf.LOCK, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as the CLI process training it holds
+    try:
+        win.start_training()
+        qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=60_000)
+    finally:
+        os.close(fd)
+    assert win.errors and "the run is in use" in win.errors[-1], win.errors
+    assert "--out" not in win.errors[-1] and "instead of continuing" in win.errors[-1]
