@@ -68,15 +68,20 @@ def test_bad_key_or_type_is_one_line_exit_2(folder, text, key, words):
     assert not out.exists()  # nothing trained, no run folder
 
 
+def _refused(path: Path, text: str) -> str:
+    """The one-line message ``load_settings`` refuses a file holding ``text`` with."""
+    path.write_text(text)
+    with pytest.raises(MambaStudioError) as info:
+        load_settings(path)
+    return str(info.value)
+
+
 def test_every_wrong_key_and_type_is_named_at_once(folder):
     """A file with several mistakes names each of them (it named the first, so a user fixed
     them one run at a time)."""
     toml = folder / "run.toml"
-    toml.write_text('[run]\npresett = "tiny"\n[model]\nd_model = "big"\n[train]\nepochs = true\n'
-                    "lora = 3\n[early_stoping]\npatience = 2\n")
-    with pytest.raises(MambaStudioError) as info:
-        load_settings(toml)
-    msg = str(info.value)
+    msg = _refused(toml, '[run]\npresett = "tiny"\n[model]\nd_model = "big"\n[train]\n'
+                   'epochs = true\nlora = 3\n[early_stoping]\npatience = 2\n')
     assert "\n" not in msg and msg.startswith(f"{toml}: 5 problems: (1) ")
     for i, key in enumerate(["run.presett", "model.d_model", "train.epochs", "train.lora",
                              "[early_stoping]"], 1):
@@ -332,11 +337,8 @@ def test_lora_and_early_stopping_problems_are_named_with_the_others(tmp_path):
     """A [train.lora] or [early_stopping] problem was named alone: the three [train] values out
     of range beside it were not (nor early stopping's second one)."""
     f = tmp_path / "bad.toml"
-    f.write_text("[train]\nepochs = -4\nbatch_size = 0\n[train.lora]\nrank = -1\n"
-                 "dropout = 2.0\n[early_stopping]\npatience = -1\ntarget_loss = -3\n")
-    with pytest.raises(MambaStudioError) as info:
-        load_settings(f)
-    msg = str(info.value)
+    msg = _refused(f, "[train]\nepochs = -4\nbatch_size = 0\n[train.lora]\nrank = -1\n"
+                   "dropout = 2.0\n[early_stopping]\npatience = -1\ntarget_loss = -3\n")
     assert msg.startswith(f"{f}: 6 problems: (1) ") and "\n" not in msg, msg
     for words in ("rank = -1", "dropout = 2.0", "epochs = -4", "batch size = 0",
                   "early_stopping.patience = -1", "early_stopping.target_loss = -3",
