@@ -172,6 +172,15 @@ def check_lora(lc: Any, source: str = "LoRA") -> None:
         raise Problems(problems)
 
 
+def _no_limit_hint(check: Callable[[], Any]) -> Any:
+    """``check`` with "0 means no limit" added to its refusal (``max_steps = -5`` was told
+    "[1, ...]" where a file, the CLI and the window take 0 for no limit)."""
+    try:
+        return check()
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (0: no limit)") from None
+
+
 def train_problems(tc: Any, source: str = "training settings") -> list[str]:
     """Every type or range problem of a ``TrainConfig``, one line each (a settings file with
     four values out of range took four Opens to fix, one named each time)."""
@@ -195,7 +204,8 @@ def train_problems(tc: Any, source: str = "training settings") -> list[str]:
         lambda: _float(tc.beta2, "beta2", 0.0, 0.999999999, source),
         lambda: _float(tc.eps, "eps", 0.0, 1.0, source, lo_open=True),
         lambda: _int(tc.seed, "seed", 0, (1 << 63) - 1, source),
-        lambda: tc.max_steps is None or _int(tc.max_steps, "max steps", 1, 1 << 40, source),
+        lambda: tc.max_steps is None or _no_limit_hint(
+            lambda: _int(tc.max_steps, "max steps", 1, 1 << 40, source)),
         lambda: _int(tc.eval_every, "eval_every", 0, 1 << 40, source),
         lambda: _int(tc.max_bad_steps, "max_bad_steps", 1, 1 << 20, source),
     ]

@@ -369,6 +369,8 @@ def test_max_steps_0_in_a_file_means_no_limit_as_on_the_command_line(tmp_path):
     f.write_text("[train]\nmax_steps = false\n")  # (False == 0 in Python: still refused)
     with pytest.raises(MambaStudioError, match="max_steps"):
         load_settings(f)
+    msg = _refused(f, "[train]\nmax_steps = -5\n")  # it said "[1, ...]" and nothing of 0
+    assert "max steps = -5 is out of range" in msg and "(0: no limit)" in msg, msg
 
 
 def test_a_model_size_of_0_is_named_as_the_file_names_it(tmp_path):
