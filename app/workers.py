@@ -156,6 +156,8 @@ class TrainWorker(QObject):
                     f"{tr.trainable.describe() if tr.trainable else ''}; "
                     f"{tr.token_counts[0]:,} training / {tr.token_counts[1]:,} held-out tokens; "
                     f"{plural(tr.total_steps, 'step')}")
+                for warning in run.warnings:
+                    self.info.emit(f"warning: {warning}")
                 for note in run.notices:
                     self.info.emit(f"note: {note}")
                 fix = ("Epochs" if tr.total_steps == tr.steps_per_epoch * tr.cfg.epochs

@@ -365,6 +365,8 @@ def _train(a: argparse.Namespace, run, job) -> int:
         print(f"model: {lm.n_params:,} parameters; {tr.trainable.describe()}; optimizer state "
               f"{tr.optimizer.state_bytes():,} bytes; {tr.token_counts[0]:,} train / "
               f"{tr.token_counts[1]:,} held-out tokens ({run.data.records})", file=sys.stderr)
+        for warning in run.warnings:  # (a damaged snapshot passed over, as generate says it)
+            print(f"warning: {warning}", file=sys.stderr)
         for note in run.notices:
             print(f"note: {note}", file=sys.stderr)
         if job is not None:

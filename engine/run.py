@@ -201,6 +201,7 @@ class Run:
         self.lock = lock
         self.trainer = _trainer(lm, data, spec.train)
         self.notices: list[str] = list(self.trainer.trainable.notices if self.trainer.trainable else [])
+        self.warnings: list[str] = []  # damaged snapshots a resume passed over for an older one
         held = self.trainer.token_counts[1]
         if held > HELDOUT_SAMPLE_TOKENS:  # (the CLI and the window each said it their way)
             self.notices.append(f"held-out loss is measured on a fixed sample of about "
@@ -778,7 +779,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         lm.check_finite(snap)  # a diverged snapshot would be "rolled back" to itself
         check_fits(lm.tokenizer, lm.config.vocab_size, snap / "tokenizer.json")
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
-        run.notices[:0] = refused
+        run.warnings = refused  # (said as "note:" on a resume, "warning:" everywhere else)
         tensors = ckpt.read_tensors(snap / rf.SNAP_STATE)
         state = {
             "cursor": meta["cursor"], "lr_scale": meta["lr_scale"], "epochs": meta["epochs"],

@@ -401,6 +401,8 @@ def test_snapshot_fallbacks_do_not_advise_what_they_already_do(made_run, tmp_pat
     rc, err = _resume(run, capsys)
     assert rc == 0 and "using step-2 instead" in err, err
     assert "use another snapshot" not in err, err
+    line = next(x for x in err.splitlines() if "using step-2 instead" in x)
+    assert line.startswith("warning: "), line  # as generate / eval / export say it (it was "note:")
     (tmp_path / "all").mkdir()
     run = _copy(made_run, tmp_path / "all")
     for _, snap in rf.snapshots(run):
