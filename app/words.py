@@ -14,8 +14,7 @@ def plural(n: int, noun: str) -> str:
 # the engine's advice names the CLI's flags; in the window the same choice is another place
 _CLI_ADVICE = (
     (", or train into another --out", ", or start a new run instead of continuing this one"),
-    ("; choose another --out", "; start the app with --runs-root FOLDER to train elsewhere"),
-    ("or choose another --out", "or start the app with --runs-root FOLDER to train elsewhere"),
+    ("choose another --out", "start the app with --runs-root FOLDER to train elsewhere"),
 )
 
 

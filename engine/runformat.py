@@ -291,7 +291,7 @@ def npy_length(path: Path) -> int:
 
 def read_tokens_per_byte(folder: Path) -> float | None:
     """``RunData.tokens_per_byte`` of a run folder from its data manifest and ids.npy's header
-    only (memory-mapped; nothing verified or read whole): for showing a run. None when
+    only (``npy_length``; nothing verified or read whole): for showing a run. None when
     unreadable."""
     folder = Path(folder)
     try:

@@ -23,7 +23,7 @@ import tomllib
 import types
 import typing
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any, Literal
@@ -35,7 +35,7 @@ from .config import MambaConfig
 from .defaults import PRESET_DEFAULTS, follow_preset
 from .earlystop import EarlyStopping
 from .errors import MambaStudioError
-from .limits import Problems, listed, lora_problems
+from .limits import Problems, listed
 from .lora import LoRAConfig
 from .run import RunSpec
 from .safeio import read_bytes
@@ -382,14 +382,13 @@ def _from_doc(doc: dict[str, Any], path: Path, where: str = "",
         if type(train_doc.get("max_steps")) is int and train_doc["max_steps"] == 0:
             train_doc["max_steps"] = None  # 0: no limit, as --max-steps 0 (it was refused)
         lora = train_doc.pop("lora", None)
-        adapter = len(problems)  # every problem at once: LoRA's or early stopping's came alone
-        if lora is not None:
-            given = {**asdict(LoRAConfig()), **lora}
-            problems += lora_problems(tuple(given["targets"]), given["rank"], given["alpha"],
-                                      given["dropout"])
+        adapter = None  # every problem at once: LoRA's or early stopping's came alone
+        try:
+            adapter = None if lora is None else LoRAConfig(**lora)
+        except Problems as exc:  # (each, then the others: the run is checked without it)
+            problems += exc.problems
         early = EarlyStopping(**doc.get("early_stopping", {}))
-        train = _train_config(run, train_doc, None if lora is None or len(problems) > adapter
-                              else LoRAConfig(**lora))
+        train = _train_config(run, train_doc, adapter)
         spec = RunSpec(model=doc.get("model"), train=train, early_stopping=early, **run)
         problems += spec.problems()  # the model's sizes too, now rather than at Start
     except (TypeError, ValueError) as exc:

@@ -48,11 +48,8 @@ def append_sample(folder: str | Path, record: dict[str, Any]) -> None:
 def read_samples(folder: str | Path) -> list[dict[str, Any]]:
     """All readable records, oldest first; a torn last line (crash) or a foreign line (no text,
     a step or epoch that is no integer) is skipped."""
-    path = Path(folder) / SAMPLES
-    if not path.is_file():
-        return []
-    try:
-        f = open_regular(path, SAMPLES)  # (swapped for a FIFO since: none, never waited on)
+    try:  # none yet, or not a plain file (a FIFO: none, never waited on)
+        f = open_regular(Path(folder) / SAMPLES, SAMPLES)
     except UnsafeFileError:
         return []
     with f:
