@@ -229,7 +229,7 @@ class MainWindow(QMainWindow):
         self._tokenizer_changed(self.train.tokenizer.currentText())
         self.preview.prompts.textChanged.connect(self._push_preview_settings)
         for knob in (self.preview.temperature, self.preview.top_k, self.preview.top_p,
-                     self.preview.length):
+                     self.preview.length, self.preview.every):
             knob.valueChanged.connect(self._push_preview_settings)
         self.runs.open_requested.connect(self.open_run_view)
         self.runs.continue_requested.connect(self.choose_continue)
@@ -657,7 +657,8 @@ class MainWindow(QMainWindow):
             self._run_key = estimate_key(self._next_model_config(), self.train.train_config())
         except (ValueError, engine.MambaStudioError):
             self._run_key = None
-        self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling())
+        self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling(),
+                                  self.preview.every.value())
         self.train_thread = QThread(self)
         self.worker.moveToThread(self.train_thread)
         self.train_thread.started.connect(self.worker.run)
@@ -702,7 +703,8 @@ class MainWindow(QMainWindow):
 
     def _push_preview_settings(self) -> None:
         if self.worker is not None:
-            self.worker.set_preview(self.preview.prompt_list(), self.preview.sampling())
+            self.worker.set_preview(self.preview.prompt_list(), self.preview.sampling(),
+                                    self.preview.every.value())
 
     def toggle_pause(self) -> None:
         if self.state == "running":

@@ -16,7 +16,7 @@ import queue
 import threading
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,8 @@ class TrainWorker(QObject):
     finished = Signal(str)  # run folder ("" when none was made)
     ended = Signal(str)  # how the run ended, for the status line ("stopped at step 12 (...)")
 
-    def __init__(self, job: TrainJob, prompts: list[str], sampling: engine.SamplingConfig) -> None:
+    def __init__(self, job: TrainJob, prompts: list[str], sampling: engine.SamplingConfig,
+                 every: int = engine.SAMPLE_EVERY) -> None:
         super().__init__()
         self.job = job
         self.control = engine.TrainControl()
@@ -73,14 +74,20 @@ class TrainWorker(QObject):
         self._previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preview")
         self._tb: engine.TBLogger | None = None
         self._previewed: set[int] = set()  # steps a preview was queued at
+        self.sample_every = every  # steps between previews inside an epoch (set_preview)
+        self._schedule: engine.SampleSchedule | None = None  # made when the run opens
+        self._queued: Future[None] | None = None  # the latest preview queued
         self._unsaved = False  # a preview that could not be kept in the Gallery was said
         self.refused = False  # the run could not be opened (a Continue's totals, a moved folder)
         self.nothing_left = False  # a Continue of a run already at its last step
 
     # ---------------------------------------------------------------- requests from the GUI
-    def set_preview(self, prompts: list[str], sampling: engine.SamplingConfig) -> None:
-        """New preview prompts and settings from the GUI thread, as one value."""
+    def set_preview(self, prompts: list[str], sampling: engine.SamplingConfig,
+                    every: int) -> None:
+        """New preview prompts and settings from the GUI thread, as one value; ``every``: steps
+        between previews inside an epoch (0: epoch ends only), from the next step on."""
         self.preview_settings = (tuple(prompts), sampling)
+        self.sample_every = every
 
     def request(self, kind: str, path: str, force: bool = False, source: str | None = None
                 ) -> None:
@@ -170,6 +177,7 @@ class TrainWorker(QObject):
                                     " then Start (it stays the run Start continues)")
                     self.nothing_left = True
                     return
+                self._schedule = engine.SampleSchedule(self.sample_every, run.step)
                 if not any(r.get("step") == run.step for r in engine.read_samples(run.folder)):
                     # (a finished run continued had its last epoch's sample twice in the Gallery)
                     self._preview(f"step {run.step}", run.trainer.cursor.epoch)
@@ -214,6 +222,12 @@ class TrainWorker(QObject):
             self._tb.step(r.step, r.loss, r.grad_norm, r.lr, r.tokens_per_s)
             if r.val_loss is not None:
                 self._tb.eval(r.step, r.val_loss)
+        schedule, run = self._schedule, self.run_obj
+        if schedule is not None and run is not None:
+            schedule.every = self.sample_every
+            busy = self._queued is not None and not self._queued.done()  # (the last one still
+            if schedule.due(r.step, run.trainer.at_epoch_end) and not busy:  # runs: no queue
+                self._preview(f"step {r.step}", run.trainer.cursor.epoch)  # grows behind it)
         self._serve_requests()
 
     def _on_epoch(self, report: engine.EpochReport) -> None:
@@ -231,7 +245,9 @@ class TrainWorker(QObject):
         snapshot = {k: v.copy() for k, v in run.lm.params.items()}
         step, epoch = run.step, epochs_done
         self._previewed.add(step)
-        self._previews.submit(self._render, tag, snapshot, step, epoch)
+        if self._schedule is not None:
+            self._schedule.shown(step)
+        self._queued = self._previews.submit(self._render, tag, snapshot, step, epoch)
 
     def _render(self, tag: str, snapshot: dict, step: int, epoch: int) -> None:
         """Runs on the single preview thread, which alone owns the GPU stepper."""

@@ -102,6 +102,8 @@ if TYPE_CHECKING:
     )
     from .safeio import read_head
     from .samples import (
+        SAMPLE_EVERY,
+        SampleSchedule,
         append_sample,
         read_samples,
         sample_record,
@@ -223,6 +225,8 @@ _EXPORTS: dict[str, str] = {
     "watch_continues": "signals",
     "pick_backend": "gpu",
     "append_sample": "samples",
+    "SAMPLE_EVERY": "samples",
+    "SampleSchedule": "samples",
     "read_samples": "samples",
     "sample_seed": "samples",
     "sample_record": "samples",
@@ -248,6 +252,8 @@ __all__ = [
     "AdamWConfig",
     "AdaptReport",
     "append_sample",
+    "SAMPLE_EVERY",
+    "SampleSchedule",
     "sample_record",
     "samples_cut",
     "atomic_write_bytes",

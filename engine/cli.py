@@ -18,7 +18,7 @@ from .defaults import DEFAULT_PROMPT, PRESET_DEFAULTS
 from .documents import RECORDS
 from .errors import MambaStudioError
 from .reports import format_duration
-from .samples import BIDI_SHOWN
+from .samples import BIDI_SHOWN, SAMPLE_EVERY
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
 
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
@@ -353,7 +353,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
 
     from .control import TrainControl
     from .run import stop_on_signals
-    from .samples import append_sample, read_samples, sample_record, sample_seed
+    from .samples import SampleSchedule, append_sample, read_samples, sample_record, sample_seed
     from .sampling import GENERATION_DEFAULTS
     from .tblog import TBLogger, keeps_tensorboard
 
@@ -398,12 +398,14 @@ def _train(a: argparse.Namespace, run, job) -> int:
         sampling = replace(GENERATION_DEFAULTS, max_new_tokens=a.sample_tokens, seed=tr.cfg.seed)
 
         sampled: set[int] = set()  # the steps a sample was shown at
+        schedule = SampleSchedule(a.sample_every, tr.cursor.step)
 
         def show_sample(tag: str) -> None:  # the run's prompts (run.json): the same after resume
             if a.sample_tokens <= 0:
                 return
             step, epochs = tr.cursor.step, tr.cursor.epoch
             sampled.add(step)
+            schedule.shown(step)
             keep = not any(r.get("step") == step for r in read_samples(run.folder))
             for i, prompt in enumerate(run.spec.prompts):
                 s = replace(sampling, seed=sample_seed(sampling.seed, i))
@@ -436,6 +438,8 @@ def _train(a: argparse.Namespace, run, job) -> int:
                 tb.step(r.step, r.loss, r.grad_norm, r.lr, r.tokens_per_s)
                 if r.val_loss is not None:
                     tb.eval(r.step, r.val_loss)
+            if schedule.due(r.step, tr.at_epoch_end):
+                show_sample(f"at step {r.step}")
 
         def on_epoch_end(rep) -> None:
             on_epoch(rep)
@@ -747,7 +751,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--prompt", type=_preview_prompt,
                    help="preview prompt (default 'The '); kept in run.json, so a resumed run "
                         "keeps it; with --resume: a new one")
-    t.add_argument("--sample-tokens", type=_int_in(0, 1_000_000), default=160)
+    t.add_argument("--sample-tokens", type=_int_in(0, 1_000_000), default=160,
+                   help="tokens of each sample shown before training, every --sample-every "
+                        "steps and after each epoch (default 160; 0: no samples)")
+    t.add_argument("--sample-every", type=_int_in(0, 1_000_000_000), default=SAMPLE_EVERY,
+                   help="inside an epoch, a sample once this many steps have gone by since the "
+                        f"last one (default {SAMPLE_EVERY}; 0: after each epoch only)")
     t.add_argument("--distributed", action="store_true",
                    help="one rank of a data-parallel job: mpirun -n N python -m engine train ... "
                         "--distributed (docs/distributed.md)")

@@ -367,8 +367,7 @@ class Run:
             due_time = (spec.autosave_minutes > 0
                         and time.monotonic() - last_save[0] >= 60 * spec.autosave_minutes)
             better = r.val_loss is not None and (self.best_val is None or r.val_loss < self.best_val)
-            ends_epoch = self.trainer.cursor.group >= self.trainer.steps_per_epoch
-            if (due_steps or due_time or better) and not ends_epoch:  # the epoch's hook saves
+            if (due_steps or due_time or better) and not self.trainer.at_epoch_end:  # the epoch's hook saves
                 save(r.val_loss)  # this step next, with the epoch's report (it was saved twice)
 
         def epoch_hook(rep: EpochReport) -> None:

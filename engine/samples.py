@@ -22,6 +22,7 @@ def show_bidi(text: str) -> str:
     return text.translate(BIDI_SHOWN)
 
 SAMPLES = "samples.jsonl"
+SAMPLE_EVERY = 200  # steps between samples inside an epoch, by default (0: epoch ends only)
 MAX_BYTES = 64 * 1024 * 1024  # reads are bounded: a gallery larger than this is read from its end
 
 
@@ -94,3 +95,26 @@ def sample_record(tag: str, step: int, epoch: int, prompt: str, text: str, sampl
             "top_p": sampling.top_p, "repetition_penalty": sampling.repetition_penalty,
             "max_new_tokens": sampling.max_new_tokens, "stop_at_eos": sampling.stop_at_eos,
             "backend": backend}
+
+
+class SampleSchedule:
+    """When a training run shows a sample of its model: before it trains (or where it resumes),
+    at each epoch's end, at its end, and inside an epoch once ``every`` steps have gone by
+    since the last one (0: never inside an epoch). An epoch's end restarts the count, so a
+    corpus of short epochs gets no samples but the epochs' (a 1.7 MB corpus's first sample
+    after step 0 came 741 steps later, at its first epoch's end)."""
+
+    def __init__(self, every: int, step: int) -> None:
+        if every < 0:
+            raise ValueError(f"samples every {every} steps: expected 0 (epoch ends only) or more")
+        self.every = every
+        self.last = step  # the step of the last sample shown
+
+    def due(self, step: int, ends_epoch: bool) -> bool:
+        """Whether the step just done (``step``) is one to sample inside its epoch; an epoch's
+        last step (``ends_epoch``) is sampled by the epoch's end instead."""
+        return self.every > 0 and not ends_epoch and step - self.last >= self.every
+
+    def shown(self, step: int) -> None:
+        """A sample was shown (or queued) at ``step``."""
+        self.last = max(self.last, step)

@@ -205,6 +205,11 @@ class Trainer:
         return epoch_steps(len(self.rows), self.rows_per_step)
 
     @property
+    def at_epoch_end(self) -> bool:
+        """Whether the step just done was its epoch's last (the epoch's end comes next)."""
+        return self.cursor.group >= self.steps_per_epoch
+
+    @property
     def total_steps(self) -> int:
         return self._total_steps(self.cfg)
 

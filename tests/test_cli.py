@@ -461,3 +461,31 @@ def test_generate_says_why_nothing_followed_the_prompt(tiny_model, capsys, monke
     monkeypatch.setattr(MambaLM, "generate", lambda self, *a, **k: iter(()))
     assert main(["generate", str(tiny_model), "--max-new-tokens", "0"]) == 0  # none asked for
     assert "note:" not in capsys.readouterr().err
+
+
+def test_samples_come_every_n_steps_inside_an_epoch(tmp_path, capsys):
+    """A long epoch showed no sample between step 0 and its end (a 1.7 MB corpus: 741 steps):
+    ``--sample-every N`` shows one once N steps have gone by, kept in the Gallery too; an
+    epoch's end restarts the count, and 0 keeps to the epoch ends."""
+    from engine.samples import read_samples
+
+    corpus = _corpus(tmp_path)
+    common = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "4"]
+    out = tmp_path / "run"
+    assert main(["train", str(corpus), *common, "--max-steps", "7", "--sample-every", "3",
+                 "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "--- sample at step 3 ---" in err and "--- sample at step 6 ---" in err, err
+    assert sorted({r["step"] for r in read_samples(out)}) == [0, 3, 6, 7]
+    assert main(["train", "--resume", str(out), "--max-steps", "11", "--sample-every",
+                 "3"]) == 0  # counted from where it resumes
+    assert sorted({r["step"] for r in read_samples(out)}) == [0, 3, 6, 7, 10, 11]
+    off = tmp_path / "off"
+    assert main(["train", str(corpus), *common, "--max-steps", "7", "--sample-every", "0",
+                 "--out", str(off)]) == 0
+    assert sorted({r["step"] for r in read_samples(off)}) == [0, 7]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as bad:
+        main(["train", str(corpus), *common, "--sample-every", "-1", "--out",
+              str(tmp_path / "bad")])
+    assert bad.value.code == 2 and "--sample-every" in capsys.readouterr().err

@@ -278,3 +278,26 @@ def test_a_sample_after_a_torn_line_is_kept_and_a_foreign_one_skipped(tmp_path):
         f.write('\n{"text": "hand-added", "epoch": "two", "step": 1}\n{"text": "x", "step": true}')
     append_sample(tmp_path, {"step": 3, "epoch": 1, "prompt": "A", "text": "A c"})
     assert [(r["step"], r["text"]) for r in read_samples(tmp_path)] == [(1, "A b"), (3, "A c")]
+
+
+def test_the_sample_schedule_counts_steps_from_the_last_sample():
+    """Inside an epoch a sample once ``every`` steps have gone by since the last one (any
+    sample: step 0, an epoch's end, a resume); an epoch's last step is left to the epoch's
+    end; 0 never samples inside an epoch."""
+    from engine.samples import SampleSchedule
+
+    s = SampleSchedule(5, 0)
+    assert [t for t in range(1, 13) if s.due(t, ends_epoch=False)] == list(range(5, 13))
+    s.shown(5)
+    assert not s.due(9, ends_epoch=False) and s.due(10, ends_epoch=False)
+    assert not s.due(10, ends_epoch=True)  # the epoch's end samples it
+    s.shown(8)  # an epoch's end at step 8: the count restarts there
+    assert not s.due(12, ends_epoch=False) and s.due(13, ends_epoch=False)
+    s.shown(3)  # an older step never moves it back
+    assert s.last == 8
+    resumed = SampleSchedule(5, 40)
+    assert not resumed.due(44, ends_epoch=False) and resumed.due(45, ends_epoch=False)
+    never = SampleSchedule(0, 0)
+    assert not any(never.due(t, ends_epoch=False) for t in range(1, 1000))
+    with pytest.raises(ValueError, match="expected 0"):
+        SampleSchedule(-1, 0)

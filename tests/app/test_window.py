@@ -246,6 +246,52 @@ def test_a_run_ending_inside_an_epoch_shows_a_sample_of_its_last_step(win, qtbot
     assert win.preview.tag.text() == "sample — step 2", win.preview.tag.text()
 
 
+def test_previews_come_every_n_steps_inside_an_epoch(win, qtbot):
+    """A long epoch showed no preview between step 0 and its end (741 steps on a 1.7 MB
+    corpus): "every" N steps one more, never queued behind one still being made (so the steps
+    between are N or more), kept in the Gallery; 0 keeps to step 0, epoch ends and the end."""
+    import engine
+
+    win.train.epochs.setValue(3)
+    win.preview.every.setValue(2)
+    folder = train_until_idle(qtbot, win, max_steps=7)
+    steps = sorted({r["step"] for r in engine.read_samples(folder)})
+    assert steps[0] == 0 and steps[-1] == 7 and len(steps) >= 3, steps
+    assert all(b - a >= 2 for a, b in zip(steps[:-2], steps[1:-1], strict=True)), steps
+    assert win.preview.every.text() == "2 steps"
+    wide = win.preview.minimumSizeHint().width()
+    win.preview.every.hide()
+    win.preview.every_label.hide()
+    assert win.preview.minimumSizeHint().width() == wide  # the box widens no window
+    win.preview.every.show()
+    win.preview.every_label.show()
+    win.preview.every.setValue(0)
+    assert win.preview.every.text() == "epoch ends"
+    folder = train_until_idle(qtbot, win, max_steps=5)
+    assert sorted({r["step"] for r in engine.read_samples(folder)}) == [0, 5]
+
+
+def test_a_slow_preview_is_not_queued_behind(win, qtbot, monkeypatch):
+    """Previews are made beside training; one every step while the last is still being made
+    (the software-Vulkan preview takes ~20 s on medium) would queue without end, and Stop
+    waited for the queue."""
+    import time
+
+    from app.workers import TrainWorker
+
+    made: list[int] = []
+
+    def slow(self, tag, snapshot, step, epoch):  # noqa: ANN001, ARG001
+        made.append(step)
+        time.sleep(2.0)
+
+    monkeypatch.setattr(TrainWorker, "_render", slow)
+    win.train.epochs.setValue(3)
+    win.preview.every.setValue(1)
+    train_until_idle(qtbot, win, max_steps=6)
+    assert made[0] == 0 and made[-1] == 6 and len(made) <= 3, made
+
+
 def test_a_runs_own_step_times_replace_the_estimates_timing(win, qtbot):
     """The estimate timed three steps once, while the kernels compiled at the first launch
     (388 ms/step for ~100 ms steps), and kept that until the settings changed; the run's own
