@@ -7,7 +7,7 @@ training loop live in ``engine.trainer``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -34,6 +34,7 @@ class MambaLM:
     config: MambaConfig
     params: Params
     tokenizer: Tokenizer
+    source: Path | None = field(default=None, compare=False)  # the folder it was loaded from
 
     @classmethod
     def create(cls, config: MambaConfig, tokenizer: Tokenizer | None = None, seed: int = 0,
@@ -117,5 +118,5 @@ class MambaLM:
         cfg, params = ckpt.load_model_files(Path(folder))
         tok = load_tokenizer(folder)
         check_fits(tok, cfg.vocab_size, Path(folder) / "tokenizer.json")
-        return cls(cfg, params, tok)
+        return cls(cfg, params, tok, source=Path(folder))
 

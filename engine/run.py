@@ -259,8 +259,7 @@ class Run:
         the run's next resume previews with them."""
         spec = replace(self.spec, prompts=tuple(prompts))
         spec.check(new=False)
-        d = rf.read_run_json(self.folder)
-        rf.write_run_json(self.folder, spec.to_dict(), d["name"], d["created"])
+        rf.rewrite_run_spec(self.folder, spec.to_dict())
         self.spec = spec
 
     def _val_loss(self, control: TrainControl) -> float | None:
@@ -555,7 +554,9 @@ def load_model(path: str | Path, which: str = rf.LATEST,
 
         ckpt.verify_hashes(path, read_trainer_state(path)["files"])
     elif (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").exists():
-        return _load_peft(path)
+        lm = _load_peft(path)
+        lm.source = path
+        return lm
     return MambaLM.load(path)
 
 
@@ -636,6 +637,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     if spec.init:  # a damaged latest snapshot passed over is said (it started from an older
         lm = load_model(spec.init, notify=lambda m: say(f"warning: {m}"))  # one, step 0 too)
         lm.check_finite(spec.init)  # before the folder is made (it blamed the new run's folder)
+        if lm.source is not None and rf.snapshot_run(lm.source) is not None:  # (run.json named
+            say(f"starting {rf.init_described(rf.init_source(lm.source))}")  # the run alone)
         if spec.tokenizer not in ("auto", lm.tokenizer.kind):  # it was dropped without a word
             say(f"note: tokenizer {spec.tokenizer} not used: a run from {spec.init} keeps that "
                 f"model's {lm.tokenizer.kind} tokenizer")
@@ -701,7 +704,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                                               for p, r in corpus.gone]})
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.save()  # step 0: the folder is a complete, resumable run from the start
-        rf.write_run_json(folder, spec.to_dict(), folder.name)  # last: marks the run complete
+        rf.write_run_json(folder, spec.to_dict(), folder.name,  # last: marks the run complete
+                          rf.init_source(lm.source) if spec.init and lm.source else None)
     except (OSError, CheckpointError) as exc:  # a full disk: it named a temporary file, no fix
         if made_entries or replaced:
             _unmake(folder, made)
@@ -813,8 +817,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
             run.notices.append(f"{folder / rf.METRICS}: {odd:,} line(s) that are not metric rows "
                                "kept as they are (the plots skip them)")
         if train_kw or run_kw:
-            d = rf.read_run_json(folder)
-            rf.write_run_json(folder, spec.to_dict(), d["name"], d["created"])
+            rf.rewrite_run_spec(folder, spec.to_dict())
     except BaseException:
         lock.release()
         raise

@@ -192,9 +192,35 @@ def foreign_entries(folder: Path) -> list[str]:
     return sorted(bad)
 
 
-def write_run_json(folder: Path, spec: dict[str, Any], name: str, created: str | None = None) -> None:
-    write_json(folder / RUN_JSON, {"format": FORMAT, "version": VERSION, "name": name,
-                                   "created": created or now_iso(), "spec": spec})
+def write_run_json(folder: Path, spec: dict[str, Any], name: str,
+                   init_from: dict[str, Any] | None = None) -> None:
+    """A new run's run.json: its settings (``spec``) and, for a run from a model
+    (``RunSpec.init``), the folder its weights came from (``init_from``: ``init_source``)."""
+    d = {"format": FORMAT, "version": VERSION, "name": name, "created": now_iso(), "spec": spec}
+    write_json(folder / RUN_JSON, {**d, "init_from": init_from} if init_from else d)
+
+
+def rewrite_run_spec(folder: Path, spec: dict[str, Any]) -> None:
+    """A run's run.json with new settings (a resume's new totals, new preview prompts); the
+    rest as it was (name, creation time, where its weights came from)."""
+    write_json(folder / RUN_JSON, {**read_run_json(folder), "spec": spec})
+
+
+def init_source(model: Path) -> dict[str, Any]:
+    """What a run started from: ``model``, the folder its weights were read from (a run's
+    snapshot rather than the run, whose latest snapshot moves on), and that snapshot's step."""
+    model = Path(model).resolve()
+    step = _snapshot_step(model.name) if snapshot_run(model) is not None else None
+    return {"path": str(model), "step": step}
+
+
+def init_described(init_from: Any) -> str:
+    """``init_from`` of a run.json in words ("" when it has none or it is not ours)."""
+    if not isinstance(init_from, dict) or not isinstance(init_from.get("path"), str):
+        return ""
+    step = init_from.get("step")
+    at = f" (step {step})" if type(step) is int else ""
+    return f"from {init_from['path']}{at}"
 
 
 def read_run_json(folder: Path) -> dict[str, Any]:
@@ -941,6 +967,7 @@ class RunInfo:
     best_val_loss: float | None
     status: str  # running | paused | stopped | finished | diverged | interrupted | broken
     error: str | None = None
+    source: str = ""  # where a run from a model started ("from RUN/snapshots/step-N (step N)")
 
 
 def opened_label(spec: dict) -> str:
@@ -984,5 +1011,6 @@ def list_runs(root: str | Path) -> list[RunInfo]:
         out.append(RunInfo(
             p, p.name, str(d.get("created", "")), model,  # the folder's name (run.json's
             # stayed after a rename, and a copy showed two rows of one name)
-            int(latest["step"]) if latest else 0, best.get("val_loss") if best else None, state))
+            int(latest["step"]) if latest else 0, best.get("val_loss") if best else None, state,
+            source=init_described(d.get("init_from"))))
     return sorted(out, key=lambda r: (r.created, r.name), reverse=True)

@@ -1002,3 +1002,29 @@ def test_save_documents_never_follows_a_link_at_a_temp_name(tmp_path):
     save_documents(folder, Documents(np.array([256, 97, 256], np.uint16), np.array([0, 2])))
     assert outside.read_text() == "keep"
     assert list(load_documents(folder).ids) == [256, 97, 256]
+
+
+def test_a_run_from_a_run_records_the_snapshot_it_started_from(made_run, tmp_path, capsys):
+    """run.json named `--init RUN` alone, and RUN's latest snapshot moves on as RUN trains: the
+    new run records (and says) the snapshot its weights came from, keeps it through a resume,
+    and the Runs list has it; a run from a plain model folder records that folder."""
+    run = _copy(made_run, tmp_path)
+    corpus = two_file_corpus(tmp_path)
+    args = ["--max-steps", "1", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0",
+            "--no-tensorboard"]
+    new = tmp_path / "from"
+    assert main(["train", str(corpus), "--init", str(run), *args, "--out", str(new)]) == 0
+    snap = (run / rf.SNAPSHOTS / "step-4").resolve()
+    assert f"starting from {snap} (step 4)" in capsys.readouterr().err
+    assert rf.read_run_json(new)["init_from"] == {"path": str(snap), "step": 4}
+    assert main(["train", "--resume", str(new), "--max-steps", "2", "--sample-tokens", "0"]) == 0
+    d = rf.read_run_json(new)
+    assert d["init_from"] == {"path": str(snap), "step": 4} and d["spec"]["train"]["max_steps"] == 2
+    listed = next(r for r in rf.list_runs(tmp_path) if r.path == new)
+    assert listed.source == f"from {snap} (step 4)"
+    plain = tmp_path / "plain"
+    assert main(["export", "--merged", str(run), str(plain)]) == 0
+    other = tmp_path / "from-plain"
+    assert main(["train", str(corpus), "--init", str(plain), *args, "--out", str(other)]) == 0
+    assert rf.read_run_json(other)["init_from"] == {"path": str(plain.resolve()), "step": None}
+    assert "init_from" not in rf.read_run_json(run)  # a new model's run has none

@@ -209,7 +209,8 @@ class RunsPanel(QWidget):
                 item = QTableWidgetItem(text)
                 if col in (3, 4):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                item.setToolTip(r.error or str(r.path))
+                item.setToolTip(r.error or f"{r.path}\n{r.source}".strip())  # (a run from
+                # a model's weights named the model nowhere in the window)
                 self.table.setItem(row, col, item)
         if keep is not None:  # the same run stays selected when rows move
             self.table.clearSelection()
