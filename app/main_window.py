@@ -1037,8 +1037,8 @@ class MainWindow(QMainWindow):
                         "shown stays")
         if engine.defaulted(s) and s.named:
             names = [k.split(".")[-1] for k in s.named]
-            self._say(f"settings loaded from {path}: it sets {len(names)} "
-                      f"setting{'s' if len(names) != 1 else ''} ({', '.join(names[:6])}"
+            self._say(f"settings loaded from {path}: it sets "
+                      f"{plural(len(names), 'setting')} ({', '.join(names[:6])}"
                       f"{', ...' if len(names) > 6 else ''}); the others stay as they were")
         else:
             self._say(f"settings loaded from {path}")

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import re
 
+from engine.words import plural  # the engine's own: one spelling of counts everywhere
 
-def plural(n: int, noun: str) -> str:
-    """``n`` (with thousands separators) and ``noun``, with an s unless ``n`` is 1."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+__all__ = ["in_window_terms", "plural"]
 
 
 # the engine's advice names the CLI's flags; in the window the same choice is another place

@@ -20,6 +20,7 @@ from .errors import MambaStudioError
 from .reports import format_duration
 from .samples import BIDI_SHOWN, SAMPLE_EVERY
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
+from .words import plural
 
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
 RANK_TIMEOUT_S = 300.0  # train --distributed: silence from another rank that ends the job
@@ -464,7 +465,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
         took = time.perf_counter() - t0
         val = (f" (held-out loss {result.val_loss:.4f})" if result.val_loss is not None
                else "")  # a run ending inside an epoch printed its last one nowhere
-        session = f"{result.step - first} step{'s' if result.step - first != 1 else ''}"
+        session = plural(result.step - first, "step")
         print(f"\n{how}: saved {result.snapshot} at step {result.step} ({session} in {took:.1f} s)"
               f"{val}", file=sys.stderr)  # (a resume said "after 480 steps in 0.2 s")
         if job is not None:

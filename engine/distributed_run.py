@@ -27,6 +27,7 @@ from .guard import DivergenceGuard
 from .run import Run, RunSpec
 from .signals import stop_on_signals
 from .trainer import Trainer
+from .words import plural
 
 
 class DistributedJob:
@@ -42,7 +43,7 @@ class DistributedJob:
 
     def describe(self, tr: Trainer) -> str:
         per_rank = -(-tr.rows_per_step // self.comm.size)
-        ranks = f"{self.comm.size} rank{'s' if self.comm.size != 1 else ''}"  # ("1 ranks")
+        ranks = plural(self.comm.size, "rank")  # ("1 ranks")
         return (f"distributed: {ranks} x {self.threads} thread(s); global batch "
                 f"{tr.rows_per_step} rows (batch {tr.cfg.batch_size} x accum {tr.cfg.grad_accum}) = "
                 f"{ranks} x <= {per_rank} rows; optimizer state per rank "

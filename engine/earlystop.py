@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .words import plural
+
 
 @dataclass
 class EarlyStopping:
@@ -74,7 +76,7 @@ class EarlyStopping:
             return True
         if self.patience > 0 and self.bad >= self.patience:
             self.reason = (f"held-out loss has not improved on {self.best:.4f} for "
-                           f"{self.bad} evaluation{'s' if self.bad != 1 else ''} (patience "
+                           f"{plural(self.bad, 'evaluation')} (patience "
                            f"{self.patience})")
             return True
         return False

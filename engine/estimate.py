@@ -14,6 +14,7 @@ from .limits import ConfigError, MemoryEstimate, MemorySpec, check_run, estimate
 from .lm import MambaLM
 from .lora import count_trainable
 from .trainer import TrainConfig, Trainer, epoch_steps
+from .words import plural
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class RunEstimate:
         elif step_s is not None:
             t = f"{step_s * 1e3:,.0f} ms/step; steps per epoch: {no_steps}"
         elif steps is not None:
-            t = f"{steps:,} step{'' if steps == 1 else 's'} per epoch; step time: {no_time}"
+            t = f"{plural(steps, 'step')} per epoch; step time: {no_time}"
         else:
             t = f"steps per epoch: {no_steps}; step time: {no_time}"
         return (f"{self.params:,} parameters ({self.trainable:,} trained) · memory "

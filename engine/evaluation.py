@@ -18,6 +18,7 @@ import numpy as np
 
 from .data import make_rows
 from .errors import CorpusError
+from .words import plural
 
 HELDOUT_SAMPLE_TOKENS = 1 << 18  # 262,144 targets: a bounded evaluation (~5-30 s on 2 cores)
 EVAL_BUDGET = 0.1  # "auto" (eval_every 0): held-out evaluation takes under this share of training
@@ -58,7 +59,7 @@ class EvalReport:
         """"262,144 of 9,876,543 tokens (sample)" or "12,345 tokens"."""
         if self.sampled:
             return f"a sample of {self.tokens:,} of {self.of_tokens:,} tokens"
-        return f"{self.tokens:,} token{'' if self.tokens == 1 else 's'}"
+        return plural(self.tokens, "token")
 
 
 def sample_rows(n_rows: int, width: int, max_tokens: int | None) -> np.ndarray:

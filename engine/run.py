@@ -54,6 +54,7 @@ from .packing import PackedRows, pack_documents
 from .signals import stop_on_signals
 from .tokenizer import MAX_BPE, BPETokenizer, ByteTokenizer, bpe_sample_every, check_fits
 from .trainer import EpochReport, StepReport, TrainConfig, Trainer, epoch_steps
+from .words import plural
 
 RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
                     "autosave_steps", "autosave_minutes", "prompts", "early_stopping")
@@ -209,7 +210,7 @@ class Run:
                                 "spread evenly over the held-out documents)")
         if spec.holdout > 0 and held < SMALL_HELD_OUT:
             self.notices.append(
-                f"the held-out set is only {held:,} token{'' if held == 1 else 's'}, too few for "
+                f"the held-out set is only {plural(held, 'token')}, too few for "
                 "its loss to mean much; add text to the corpus" if held else
                 "nothing is held out: the corpus is too small to split; its held-out loss is not "
                 "measured")

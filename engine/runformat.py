@@ -53,6 +53,7 @@ from .docstore import npy_bytes
 from .errors import CheckpointError, MambaStudioError
 from .safeio import open_append, open_regular, read_bytes, read_json
 from .samples import SAMPLES
+from .words import plural
 
 FORMAT = "mamba-studio-run"
 VERSION = 1
@@ -636,7 +637,7 @@ def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, An
     if not errors:
         raise CheckpointError(f"{folder}: no snapshot in {folder / SNAPSHOTS}; the run was never "
                               "saved: start it again")
-    many = f"{len(errors)} snapshots" if len(errors) != 1 else "1 snapshot"
+    many = plural(len(errors), "snapshot")
     raise CheckpointError(f"{folder}: none of its {many} is complete ({errors[0]}); start a new "
                           "run (--init takes any other model folder)")
 

@@ -31,6 +31,7 @@ from .reports import EpochReport, StepReport, format_duration  # noqa: F401  (re
 from .signals import continues
 from .threads import ThreadTuner
 from .trainable import Trainable, TrainableKind, make_trainable, trainable_kind
+from .words import plural
 
 if TYPE_CHECKING:
     from .lora import LoRAConfig
@@ -243,9 +244,9 @@ class Trainer:
         run (``effective_warmup``) and steps remain; ``fix`` names the setting to raise."""
         if (self.warmup_steps < self.cfg.warmup_steps and self.total_steps > self.cursor.step
                 and self.cursor.step <= self.warmup_steps):  # (not after it: a continued run)
-            steps = "step" if self.warmup_steps == 1 else "steps"
-            note = (f"the {self.cfg.warmup_steps}-step warmup is cut to {self.warmup_steps} "
-                    f"{steps}, a fifth of this {self.total_steps}-step run")
+            note = (f"the {self.cfg.warmup_steps}-step warmup is cut to "
+                    f"{plural(self.warmup_steps, 'step')}, a fifth of this "
+                    f"{self.total_steps}-step run")
             # below SHORT_RUN steps it learns little (the sample corpus, small: held-out 2.93 nats
             # and noise after 33 steps); run.sh's 110 steps reach 1.96 and word-like text
             return (f"{note}; a run this short learns little: raise {fix}"
