@@ -143,5 +143,19 @@ class _Shots:
         pg.generate()
 
 
+def run(argv: list[str] | None = None) -> int:
+    """``main`` with a Python that lacks the dependencies said in one line, as the CLI says it
+    (the window printed a traceback ending in "No module named 'numba'")."""
+    try:
+        return main(argv)
+    except ModuleNotFoundError as exc:
+        from engine.errors import missing_dependency
+
+        if (line := missing_dependency(exc, "app")) is None:
+            raise
+        print(line, file=sys.stderr)  # noqa: T201
+        return 2
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run())

@@ -3,8 +3,9 @@
     python benchmarks/report.py train.jsonl peers.jsonl scan.jsonl threads.jsonl [large.jsonl]
 """
 
+import argparse
 import json
-import sys
+import os
 
 
 def rows(paths: list[str]) -> list[dict]:
@@ -25,7 +26,14 @@ def table(head: list[str], body: list[list[object]]) -> str:
 
 
 def main() -> None:
-    rs = rows(sys.argv[1:])
+    parser = argparse.ArgumentParser(description="Markdown tables from the JSON lines the "
+                                     "benchmarks print (other lines are skipped).")
+    parser.add_argument("jsonl", nargs="+", help="files of JSON lines: python -m engine bench "
+                        "--json, benchmarks/bench_peers.py, bench_scan.py, bench_threads.py")
+    paths = parser.parse_args().jsonl
+    if missing := [p for p in paths if not os.path.isfile(p)]:
+        parser.error(f"no such file: {', '.join(missing)}")
+    rs = rows(paths)
     train = [r for r in rs if r.get("bench") == "train_step"]
     if train:
         print(table(

@@ -20,10 +20,11 @@ def run() -> int:
         from .cli import main
         from .signals import ignore_after_stop
     except ModuleNotFoundError as exc:  # a Python without the dependencies (not the set-up .venv)
-        if not exc.name or exc.name.split(".")[0] == __package__:
+        from .errors import missing_dependency
+
+        if (line := missing_dependency(exc, __package__ or "engine")) is None:
             raise
-        print(f"error: {exc.name} is not installed for {sys.executable}; run `bash scripts/setup.sh` "  # noqa: T201
-              "once, then use .venv/bin/python (or `source .venv/bin/activate` first)", file=sys.stderr)
+        print(line, file=sys.stderr)  # noqa: T201
         return 2
     except KeyboardInterrupt:  # Ctrl-C while the libraries load (it printed a traceback)
         print("\ninterrupted (Ctrl-C)", file=sys.stderr)  # noqa: T201

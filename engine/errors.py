@@ -24,3 +24,14 @@ class TrainingError(MambaStudioError):
 class Stopped(MambaStudioError):
     """A stop was asked while a new run was being prepared (reading and tokenising the corpus,
     training its tokenizer): nothing was trained, and the run's folder was removed."""
+
+
+def missing_dependency(exc: ModuleNotFoundError, package: str) -> str | None:
+    """The one-line error for a Python without the dependencies (not the set-up .venv), or None
+    when ``exc`` is a module of ``package`` itself (a real bug: its traceback is wanted)."""
+    import sys
+
+    if not exc.name or exc.name.split(".")[0] == package:
+        return None
+    return (f"error: {exc.name} is not installed for {sys.executable}; run `bash scripts/setup.sh` "
+            "once, then use .venv/bin/python (or `source .venv/bin/activate` first)")

@@ -118,3 +118,25 @@ def test_a_nul_byte_past_the_first_block_is_refused(tmp_path):
     path.write_bytes(TEXT * 3000 + b"tail\x00more\n")
     with pytest.raises(CorpusError, match=f"a NUL byte at offset {len(TEXT) * 3000 + 4}"):
         list(iter_bytes(path))
+
+
+def test_the_window_without_the_dependencies_gets_the_same_line(monkeypatch, capsys, tmp_path):
+    """`python3 -m app` with a Python lacking Numba printed a traceback where the CLI says one
+    line."""
+    from app import __main__ as app_entry
+
+    def missing(**_kw: object) -> None:
+        raise ModuleNotFoundError("No module named 'numba'", name="numba")
+
+    monkeypatch.setattr("engine.configure", missing)
+    assert app_entry.run(["--runs-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: numba is not installed for ") and "scripts/setup.sh" in err
+    assert err.count("\n") == 1
+
+    def ours(**_kw: object) -> None:
+        raise ModuleNotFoundError("No module named 'app.gone'", name="app.gone")
+
+    monkeypatch.setattr("engine.configure", ours)
+    with pytest.raises(ModuleNotFoundError):
+        app_entry.run(["--runs-root", str(tmp_path)])
