@@ -36,9 +36,3 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,bench]"
   touch "$stamp"
 fi
-# run logs and settings files (also pinned in pyproject.toml): TensorBoard events via tensorboardX,
-# TOML written by tomli-w; tensorboard itself only for the tests that read the events back
-.venv/bin/python -m pip install -q --disable-pip-version-check "tensorboardX>=2.6,<2.7" "tomli-w>=1.0,<2" \
-  "tensorboard>=2.16,<3"
-# the type checker scripts/test.sh runs (also in the dev extra of pyproject.toml)
-.venv/bin/python -m pip install -q --disable-pip-version-check "mypy>=2.4,<3"
