@@ -14,6 +14,8 @@ __all__ = ["in_window_terms", "plural"]
 _CLI_ADVICE = (
     (", or train into another --out", ", or start a new run instead of continuing this one"),
     ("choose another --out", "start the app with --runs-root FOLDER to train elsewhere"),
+    ("if it is text, name the file itself to read it",  # (a folder's .zip / .png skipped)
+     "if it is text, add the file itself with Add files…"),
 )
 
 

@@ -277,15 +277,33 @@ def is_model_folder(folder: Path) -> bool:
                                          "pytorch_model.bin"))
 
 
+def not_a_folder(path: Path) -> CheckpointError | None:
+    """The error for a model path that is no folder (missing, a file: a GGUF file named), else
+    None. One wording for generate, eval, export, --init and the window's Open."""
+    fix = "pass a run folder (runs/...) or a model folder"
+    if not path.exists() and not path.is_symlink():
+        return CheckpointError(f"{path}: no such file or folder; {fix}")
+    if path.is_dir():
+        return None
+    from .safeio import UnsafeFileError, open_regular
+
+    try:
+        with open_regular(path) as f:  # (a FIFO is never waited on)
+            gguf = f.read(4) == b"GGUF"
+    except (OSError, UnsafeFileError):
+        gguf = False
+    if gguf or path.suffix.lower() == ".gguf":  # (it was "a file, not a folder")
+        return CheckpointError(f"{path}: a GGUF file, for llama.cpp, Ollama or LM Studio; here "
+                               "pass the run it was exported from, or a merged export folder")
+    return CheckpointError(f"{path}: a file, not a folder; {fix}")
+
+
 def read_config(folder: Path) -> MambaConfig:
     path = Path(folder) / "config.json"
     if not path.exists() and not path.is_symlink():
         folder = Path(folder)
-        fix = "pass a run folder (runs/...) or a model folder"
-        if not folder.exists() and not folder.is_symlink():
-            raise CheckpointError(f"{folder}: no such file or folder; {fix}")
-        if not folder.is_dir():
-            raise CheckpointError(f"{folder}: a file, not a folder; {fix}")
+        if (bad := not_a_folder(folder)) is not None:
+            raise bad
         from .runformat import snapshots  # (runformat imports this module)
 
         usable = [p for _, p in snapshots(folder) if (p / "config.json").is_file()]

@@ -769,7 +769,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("model", type=_path, help="run folder (latest snapshot), snapshot or model folder")
     gen = GENERATION_DEFAULTS  # the defaults the app's Playground and previews show too
     g.add_argument("--prompt", type=_text, default=DEFAULT_PROMPT)
-    g.add_argument("--max-new-tokens", type=_int_in(0, 1 << 40), default=gen.max_new_tokens)
+    g.add_argument("--max-new-tokens", type=_int_in(0, 1_000_000), default=gen.max_new_tokens)
     g.add_argument("--temperature", type=_float_in(0.0, 1e6), default=gen.temperature,
                    help="0 = greedy")
     g.add_argument("--top-k", type=NONNEG, default=gen.top_k, help="0 = off")

@@ -664,6 +664,9 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             say(f"training a {spec.bpe_vocab:,}-token BPE tokenizer on {share}...")
         tok = (BPETokenizer.train(corpus.texts, vocab_size=spec.bpe_vocab)
                if spec.tokenizer == "bpe" else ByteTokenizer())
+        if spec.tokenizer == "bpe" and tok.vocab_size < spec.bpe_vocab:  # (the estimates said
+            say(f"note: the BPE tokenizer learned {tok.vocab_size:,} tokens of the "  # 2,048)
+                f"{spec.bpe_vocab:,} asked: the corpus has no more pairs worth merging")
         lm = MambaLM(_model_config(spec, tok.vocab_size), {}, tok)
     est = check_run(lm.config, spec.train, corpus.n_bytes)
     say(f"memory: {est.human()}")

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -489,3 +490,18 @@ def test_samples_come_every_n_steps_inside_an_epoch(tmp_path, capsys):
         main(["train", str(corpus), *common, "--sample-every", "-1", "--out",
               str(tmp_path / "bad")])
     assert bad.value.code == 2 and "--sample-every" in capsys.readouterr().err
+
+
+def test_a_bpe_smaller_than_asked_says_its_size(tmp_path, capsys):
+    """A corpus of a few words learned 368 of 2,048 tokens and said "2,048-token BPE" only."""
+    corpus = _corpus(tmp_path)
+    assert main(["train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
+                 "--max-steps", "1", "--tokenizer", "bpe", "--bpe-vocab", "2048",
+                 "--sample-tokens", "0", "--out", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    m = re.search(r"the BPE tokenizer learned ([0-9,]+) tokens of the 2,048 asked", err)
+    assert m, err
+    from engine.tokenizer import load_tokenizer
+
+    learned = load_tokenizer(tmp_path / "r" / "snapshots" / "step-1").vocab_size
+    assert int(m.group(1).replace(",", "")) == learned < 2048

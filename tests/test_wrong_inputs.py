@@ -140,3 +140,31 @@ def test_the_window_without_the_dependencies_gets_the_same_line(monkeypatch, cap
     monkeypatch.setattr("engine.configure", ours)
     with pytest.raises(ModuleNotFoundError):
         app_entry.run(["--runs-root", str(tmp_path)])
+
+
+def test_a_gguf_file_given_as_a_model_says_what_it_is(tmp_path, capsys):
+    """A .gguf export passed to generate, eval or export was "a file, not a folder" (export:
+    "not a folder", for a missing one too): it is named a GGUF file, for llama.cpp."""
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))
+    renamed = tmp_path / "model.bin"  # by its magic, whatever its name
+    renamed.write_bytes(b"GGUF" + bytes(60))
+    for cmd in (["generate", str(gguf)], ["eval", str(renamed)],
+                ["export", "--merged", str(gguf), str(tmp_path / "out")]):
+        assert main(cmd) == 2
+        err = capsys.readouterr().err
+        assert "a GGUF file, for llama.cpp" in err and "merged export folder" in err, (cmd, err)
+        assert err.count("\n") == 1
+    assert main(["export", "--merged", str(tmp_path / "gone"), str(tmp_path / "out")]) == 2
+    assert "gone: no such file or folder" in capsys.readouterr().err
+    plain = tmp_path / "notes.txt"
+    plain.write_text("text")
+    assert main(["generate", str(plain)]) == 2
+    assert "notes.txt: a file, not a folder" in capsys.readouterr().err
+
+
+def test_generate_caps_its_length(capsys):
+    """`--max-new-tokens 100000000` was taken (it generated until Ctrl-C)."""
+    with pytest.raises(SystemExit):
+        main(["generate", "runs/x", "--max-new-tokens", "100000000"])
+    assert "--max-new-tokens" in capsys.readouterr().err

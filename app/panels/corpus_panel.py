@@ -36,7 +36,7 @@ import engine
 
 from .. import settings
 from ..confirm import confirm
-from ..words import plural
+from ..words import in_window_terms, plural
 from ..workers import run_in_thread
 
 PREVIEW_BYTES = 4096
@@ -109,7 +109,7 @@ def reason(why: str) -> str:
 
 def skip_line(path: str, why: str, name: str | None = None) -> str:
     """One line for a skipped file: its name (or ``name``), why, and what to do about it."""
-    text = reason(why)
+    text = in_window_terms(reason(why))  # ("name the file itself": the CLI's way)
     fix = "" if "; " in text else next((f for key, f in FIXES if key in text), "")
     return f"{name or Path(path).name}: {text}" + (f" — {fix}" if fix else "")
 

@@ -294,8 +294,8 @@ def open_run(folder: str | Path) -> RunSource:
     from ..limits import read_trainer_state
 
     folder = Path(folder)
-    if not folder.is_dir():
-        raise CheckpointError(f"{folder}: not a folder; pass a run folder (runs/...) or a model folder")
+    if (bad := ckpt.not_a_folder(folder)) is not None:  # ("not a folder" for a missing one)
+        raise bad
     if rf.is_run(folder) or (folder / rf.SNAP_MANIFEST).exists():
         refused: list[str] = []
         if rf.is_run(folder):

@@ -1379,3 +1379,17 @@ def test_compare_and_sort_gaps(win, tmp_path, qtbot):
     fake.mkdir(parents=True)
     assert engine.snapshot_run(fake) is None
     assert engine.snapshot_run(run.folder / "snapshots" / "step-2") == run.folder
+
+
+def test_a_skipped_file_is_explained_in_the_windows_terms(tmp_path):
+    """A folder's .zip said "if it is text, name the file itself to read it" in the window:
+    the CLI's way; the window's is Add files."""
+    import engine
+    from app.panels.corpus_panel import skip_line
+
+    (tmp_path / "a.zip").write_bytes(b"PK\x03\x04")
+    (tmp_path / "b.txt").write_text("some text to train on\n")
+    (path, why), = engine.load_corpus([tmp_path]).rejected  # the engine's own reason
+    assert "name the file itself" in why
+    line = skip_line(str(path), why)
+    assert line.endswith("if it is text, add the file itself with Add files…"), line
