@@ -939,6 +939,8 @@ class MainWindow(QMainWindow):
         if folder is None:
             self._error(NO_RUN_SHOWN)
             return
+        self._say(f"writing the {kind} export to {path}…")  # (~10 s said nothing: a merged
+        # export scores the held-out set for its model card)
         if self.worker is not None and folder == self.current_run:
             self.worker.request(kind, path, force)  # between two steps of the running run
             return
@@ -1123,13 +1125,20 @@ class MainWindow(QMainWindow):
             if path and not path.endswith(".gguf") and not Path(path).is_dir():
                 path += ".gguf"
             earlier = bool(path) and Path(path).is_file()  # the engine refuses it otherwise
-            what = f"{path} exists. Replace the earlier export? (A file that is not a GGUF " \
-                   "export is never replaced.)"
+            what = ""  # (the GGUF question)
         else:
             path, _ = QFileDialog.getSaveFileName(
                 self, title + " into a new folder", str(_free(where / f"{name}-{kind}")),
                 options=QFileDialog.Option.DontConfirmOverwrite)
             chosen = Path(path)
+            if kind == "merged" and chosen.suffix.lower() == ".gguf" and not chosen.is_dir():
+                if not confirm(self, "Export", f"{chosen.name} is a GGUF file's name, and "
+                               "this export writes a Hugging Face model folder. Write one GGUF "
+                               "file (for llama.cpp, Ollama, LM Studio) instead? (No writes "
+                               "nothing: a folder's name needs no .gguf)"):
+                    return  # (a folder named m.gguf was written without a word)
+                self._export_dialog_done("gguf", path, source, Path(path).is_file())
+                return
             if (path and chosen.name == chosen.parent.name and not chosen.exists()
                     and any(chosen.parent.iterdir()) and not engine.not_export_files(chosen.parent)):
                 path = str(chosen.parent)  # Save on an earlier export's name steps into it
@@ -1143,10 +1152,17 @@ class MainWindow(QMainWindow):
             what = f"{path} holds an earlier export. Replace it?"
         if not path:
             return
+        self._export_dialog_done(kind, path, source, earlier, what)
+
+    def _export_dialog_done(self, kind: str, path: str, source: str, earlier: bool,
+                            what: str = "") -> None:
+        """Export as chosen in the dialog; ``earlier``: an export is there (asks ``what`` or,
+        for GGUF, whether to replace it)."""
         settings.remember_folder("export", path)  # the next export starts there
         force = False
         if earlier:
-            if not confirm(self, "Export", what):
+            if not confirm(self, "Export", what or f"{path} exists. Replace the earlier export? "
+                           "(A file that is not a GGUF export is never replaced.)"):
                 return
             force = True
         self.export(kind, path, source, force)

@@ -451,3 +451,28 @@ def test_a_failed_start_says_the_engines_advice_in_the_windows_terms(win, qtbot,
         os.close(fd)
     assert win.errors and "the run is in use" in win.errors[-1], win.errors
     assert "--out" not in win.errors[-1] and "instead of continuing" in win.errors[-1]
+
+
+def test_a_gguf_name_for_the_merged_export_offers_a_gguf_file(win, qtbot, tmp_path,
+                                                             monkeypatch):
+    """The Runs tab's Export model with "m.gguf" typed wrote a Hugging Face folder named
+    m.gguf, without a word and after ~10 s of nothing on screen: it asks to write a GGUF file
+    instead (No writes nothing), and says at once that an export is being written."""
+    import gguf
+
+    opened = _run(tmp_path / "runs", 1)
+    win.open_run_view(opened)
+    target = tmp_path / "out" / "m.gguf"
+    _fake_save(monkeypatch, target)
+    answers = [QMessageBox.StandardButton.No, QMessageBox.StandardButton.Yes]
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "question",
+                        lambda _p, _t, text, *a, **k: (asked.append(text), answers.pop(0))[1])
+    _action(win, "Export model (merged)…").trigger()
+    assert "GGUF" in asked[-1] and not target.exists()  # declined: nothing written
+    _action(win, "Export model (merged)…").trigger()
+    assert win.statusBar().currentMessage() == f"writing the gguf export to {target}…"
+    qtbot.waitUntil(lambda: bool(win.errors) or "gguf written" in win.log.toPlainText(),
+                    timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    assert target.is_file() and len(gguf.GGUFReader(str(target)).tensors) > 0
