@@ -121,19 +121,34 @@ NONNEG = _int_in(0, 1 << 40)
 
 
 _PROGRESS_OPEN = [False]  # a progress line is on stderr without its newline yet
+_PROGRESS_LINE = [""]  # its text, and the width it was last written at (padded over)
+_PROGRESS_WIDTH = [0]
+
+
+def _progress_write(line: str) -> None:
+    """Write ``line`` over the progress line, padded to cover a longer one before it."""
+    _PROGRESS_OPEN[0] = True
+    sys.stderr.write("\r" + line.ljust(_PROGRESS_WIDTH[0]))
+    sys.stderr.flush()
+    _PROGRESS_WIDTH[0] = len(line)
 
 
 def _progress(report) -> None:
-    _PROGRESS_OPEN[0] = True
     frac = report.step / max(report.total_steps, 1)
     bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
     flag = " NaN-skipped" if report.nonfinite else ""
-    sys.stderr.write(
-        f"\r[{bar}] {report.step}/{report.total_steps} ep {report.epoch + 1} loss {report.loss:.4f} "
+    _PROGRESS_LINE[0] = (
+        f"[{bar}] {report.step}/{report.total_steps} ep {report.epoch + 1} loss {report.loss:.4f} "
         f"gnorm {report.grad_norm:.3f} lr {report.lr:.2e} {report.tokens_per_s:,.0f} tok/s "
-        f"ETA {format_duration(report.eta_s)}{flag}   "
-    )
-    sys.stderr.flush()
+        f"ETA {format_duration(report.eta_s)}{flag}")
+    _progress_write(_PROGRESS_LINE[0])
+
+
+def _evaluating() -> None:
+    """The progress line while the held-out set is scored (seconds on a big one: the bar stood
+    at its last step with nothing said)."""
+    if _PROGRESS_OPEN[0]:
+        _progress_write(f"{_PROGRESS_LINE[0]} | scoring the held-out set...")
 
 
 # train flags that map onto RunSpec / TrainConfig fields (their defaults come from RunSpec())
@@ -426,6 +441,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
             show_sample(f"after epoch {rep.epoch + 1}")
 
         show_sample(f"at step {tr.cursor.step}, resuming" if tr.cursor.step else "before training")
+        tr.on_evaluate = _evaluating
         t0, first = time.perf_counter(), tr.cursor.step
         control = TrainControl()
         tb_on = a.tensorboard if a.tensorboard is not None else (
@@ -485,6 +501,13 @@ def cmd_export(a: argparse.Namespace) -> int:
     from .export import export_gguf, export_merged, export_peft
 
     fn = {"merged": export_merged, "peft": export_peft, "gguf": export_gguf}[a.kind]
+    from . import runformat as rf
+
+    if a.kind != "gguf" and (rf.is_run(a.run) or rf.snapshot_run(a.run) is not None):
+        from .export.card import EVAL_SECONDS  # (10 s passed without a word)
+
+        print(f"scoring the weights on the run's held-out set for the model card (at most "
+              f"{EVAL_SECONDS:.0f} s)...", file=sys.stderr)
     try:
         notes = fn(a.run, a.out, force=a.force)
     except OSError as exc:  # writing the output: named by it, not by a temp file beside it
@@ -843,6 +866,7 @@ def main(argv: list[str] | None = None) -> int:
     only real bugs show a traceback."""
     args = build_parser().parse_args(argv)
     _PROGRESS_OPEN[0] = False
+    _PROGRESS_WIDTH[0] = 0
     with forgiving_stderr():  # a stderr gone (a closed pipe): training goes on (engine.cliout)
         return _run(args)
 

@@ -193,6 +193,8 @@ class Trainer:
         self.thread_tuner = ThreadTuner()
         self.eta = Eta()  # seconds left, from the median of recent step times (engine/eta.py)
         self._should_stop: Callable[[], bool] | None = None  # the stop flag while ``run`` runs
+        self.on_evaluate: Callable[[], None] | None = None  # told as each evaluation starts
+        # (seconds on a big held-out set, between two steps: the CLI says so on its progress line)
         self._gap_from = (0.0, 0)  # (perf_counter, continues()) at the end of the last step
         self._off_s = 0.0  # paused or stopped seconds of this stretch (``run``)
 
@@ -310,6 +312,8 @@ class Trainer:
         (``should_stop``, default: the stop flag of the ``run`` in progress)."""
         if not self.has_val:
             return None
+        if self.on_evaluate is not None:
+            self.on_evaluate()
         try:
             return self.evaluate(should_stop or self._should_stop)
         except EvalStopped:

@@ -505,3 +505,24 @@ def test_a_bpe_smaller_than_asked_says_its_size(tmp_path, capsys):
 
     learned = load_tokenizer(tmp_path / "r" / "snapshots" / "step-1").vocab_size
     assert int(m.group(1).replace(",", "")) == learned < 2048
+
+
+def test_the_progress_line_says_when_the_held_out_set_is_scored(tmp_path, capsys):
+    """An evaluation took 13 s on a big held-out set with the bar standing at its last step and
+    nothing said; a merged export's 10 s of scoring for its card said nothing either."""
+    out = tmp_path / "run"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32",
+                 "--batch", "2", "--max-steps", "3", "--eval-every", "2", "--sample-tokens", "0",
+                 "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    lines = err.split("\r")
+    scored = [i for i, t in enumerate(lines) if "scoring the held-out set..." in t]
+    assert len(scored) == 2, err  # step 2 (--eval-every 2) and step 3 (the run's last)
+    assert " 1/3 " in lines[scored[0]] and " 2/3 " in lines[scored[1]], err  # the bar's steps
+    after = lines[scored[0] + 1]  # the next step's line covers the longer one before it
+    assert len(after.split("\n")[0]) >= len(lines[scored[0]]), (lines[scored[0]], after)
+    assert main(["export", "--merged", str(out), str(tmp_path / "m")]) == 0
+    err = capsys.readouterr().err
+    assert "scoring the weights on the run's held-out set for the model card" in err
+    assert main(["export", "--gguf", str(out), str(tmp_path / "m.gguf")]) == 0
+    assert "scoring" not in capsys.readouterr().err
