@@ -182,20 +182,45 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+NOISY = 1.5  # a config's slowest timed step over its fastest beyond which the text says so
+
+
 def run(configs: list[str], as_json: bool, steps: int, modes: list[str], threads: int) -> None:
+    """Bench ``configs`` x ``modes``: JSON lines, or text with a header naming each config's
+    shapes (the bench's "small" is not the preset's), the spread of the timed steps, and what
+    the columns mean (they were unexplained, and a busy machine went unsaid)."""
+    if not as_json:
+        print(f"training steps (forward + backward + AdamW), {threads} thread(s), {steps} "  # noqa: T201
+              "timed steps after 2 warm-up ones, the modes interleaved; tok/s from the median "
+              "step", flush=True)
     for name in configs:
-        for res in bench_config(name, modes, steps=steps, threads=threads):
+        c = BENCH_CONFIGS[name]
+        if not as_json:
+            print(f"{name}: d {c['d_model']} x {c['n_layer']} layers, batch {c['batch']} x "  # noqa: T201
+                  f"{c['seq_len']} tokens, vocab {c['vocab']:,}", flush=True)
+        results = bench_config(name, modes, steps=steps, threads=threads)
+        for res in results:
             if as_json:
                 print(json.dumps(res), flush=True)  # noqa: T201
-            else:
-                print(  # noqa: T201
-                    f"{name:7s} {res['mode']:5s} {res['tokens_per_s']:>10,.0f} tok/s  median "
-                    f"{res['median_ms']:.1f} ms  ({_vs_full(res)}; "
-                    f"step / GEMM-only {res['step_over_gemm_only']:.1f}; trainable "
-                    f"{res['trainable_params']:,}; NumPy peak {res['numpy_peak_mb_one_step']} MB; "
-                    f"BLAS {res.get('blas_kernel')})",
-                    flush=True,
-                )
+                continue
+            vs = f"; {_vs_full(res)}" if len(modes) > 1 else ""
+            print(  # noqa: T201
+                f"  {res['mode']:5s} {res['tokens_per_s']:>10,.0f} tok/s  median "
+                f"{res['median_ms']:.1f} ms (min {res['min_ms']:.1f}, max {res['max_ms']:.1f}"
+                f"{vs}); step / GEMM-only {res['step_over_gemm_only']:.1f}; trainable "
+                f"{res['trainable_params']:,}; NumPy peak {res['numpy_peak_mb_one_step']} MB",
+                flush=True,
+            )
+        if not as_json and results:
+            slowest = max(r["max_ms"] / r["min_ms"] for r in results)
+            if slowest > NOISY:
+                print(f"  note: steps varied {slowest:.1f}x: another process is likely using "  # noqa: T201
+                      "the cores; compare modes within one run, or bench again when quiet",
+                      flush=True)
+    if not as_json:
+        print(f"step / GEMM-only: the step's time over its matrix products timed alone (1 would "  # noqa: T201
+              f"be the GEMMs at full speed and everything else free); NumPy peak: memory one "
+              f"step allocates; BLAS {blas_info().get('blas_kernel')}", flush=True)
 
 
 def bench_generate(name: str, backend: str, tokens: int = 64, prompt_len: int = 32,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .cliout import forgiving_stderr, stdout_gone, text_out, write_text
-from .defaults import DEFAULT_PROMPT, PRESET_DEFAULTS
+from .defaults import DEFAULT_PRESET, DEFAULT_PROMPT, PRESET_DEFAULTS
 from .documents import RECORDS
 from .errors import MambaStudioError
 from .reports import format_duration
@@ -703,15 +703,20 @@ def build_parser() -> argparse.ArgumentParser:
     from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .lora import LORA_TARGETS, LoRAConfig
     from .params import INITS
+    from .run import RunSpec
     from .sampling import GENERATION_DEFAULTS
     from .tokenizer import MAX_BPE
+    from .trainer import TrainConfig
 
+    preset = PRESET_DEFAULTS[DEFAULT_PRESET]
     p = _Parser(prog="python -m engine", description="Mamba Studio without a window: train a "
                 "model, generate from it, evaluate it, benchmark a step, export it for other tools.")
     commands = "{train,generate,eval,bench,export}"  # named in the error when none is given
     sub = p.add_subparsers(dest="cmd", required=True, metavar=commands)
     t = sub.add_parser("train", help="train on text files/folders (default: bundled sample corpus)")
-    t.add_argument("corpus", nargs="*", type=_path)
+    t.add_argument("corpus", nargs="*", type=_path,
+                   help="text/code files or folders to train on (default: the bundled sample "
+                        "corpus; none with --resume)")
     t.add_argument("--config", metavar="TOML", type=_path,
                    help="run settings file (the app's File > Save settings as…); flags override it")
     t.add_argument("--out", type=_path, help="run folder (default: a new runs/<date>-<preset>-<n>)")
@@ -719,30 +724,52 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace the run already in --out (never a folder holding other files) and an "
                         "earlier export in --export-adapter")
     t.add_argument("--resume", metavar="RUN", type=_path, help="continue this run folder (no corpus needed)")
-    t.add_argument("--preset", choices=list(PRESET_DEFAULTS))
+    t.add_argument("--preset", choices=list(PRESET_DEFAULTS),
+                   help=f"model size and its training defaults (default {DEFAULT_PRESET}: "
+                        + "; ".join(f"{k} d {v.d_model} x {v.n_layer} layers"
+                                    for k, v in PRESET_DEFAULTS.items()) + ")")
     t.add_argument("--tokenizer", choices=["auto", "bytes", "bpe"],
                    help="auto (default): bytes below 4 MB of corpus, else a BPE trained on it")
-    t.add_argument("--bpe-vocab", type=_int_in(257, MAX_BPE))
+    t.add_argument("--bpe-vocab", type=_int_in(257, MAX_BPE),
+                   help=f"tokens of a BPE tokenizer trained on the corpus (default "
+                        f"{RunSpec.bpe_vocab:,}; a small corpus may learn fewer)")
     t.add_argument("--init", type=_path, help="start from this model folder, run or snapshot (ours or HF)")
     t.add_argument("--init-scheme", choices=INITS,
                    help="weight init of a new model (default: default; reference = mamba_ssm / "
                         "Hugging Face init)")
-    t.add_argument("--epochs", type=_int_in(1, 1_000_000))
+    t.add_argument("--epochs", type=_int_in(1, 1_000_000),
+                   help=f"passes over the training text (default {TrainConfig.epochs}; "
+                        "--max-steps may end the run sooner)")
     t.add_argument("--lr", type=_float_in(0.0, 10.0, lo_open=True),
-                   help="peak learning rate (default: the preset's, twice as high when a new "
+                   help=f"peak learning rate (default: the preset's, {preset.lr:g} for "
+                        f"{DEFAULT_PRESET}, twice as high when a new "
                         "run's tokenizer is BPE; a rate equal to the byte default also doubles "
                         "then; --init and --resume runs take the rate as it is)")
-    t.add_argument("--batch", type=_int_in(1, 65_536))
-    t.add_argument("--seq-len", type=_int_in(2, 1 << 24))
-    t.add_argument("--accum", type=_int_in(1, 65_536))
-    t.add_argument("--warmup", type=NONNEG)
-    t.add_argument("--weight-decay", type=_float_in(0.0, 1e3))
-    t.add_argument("--clip", type=_float_in(0.0, 1e12))
-    t.add_argument("--seed", type=_int_in(0, (1 << 63) - 1))
+    t.add_argument("--batch", type=_int_in(1, 65_536),
+                   help=f"rows a step (default: the preset's, {preset.batch_size})")
+    t.add_argument("--seq-len", type=_int_in(2, 1 << 24),
+                   help=f"tokens a row (default: the preset's, {preset.seq_len})")
+    t.add_argument("--accum", type=_int_in(1, 65_536),
+                   help=f"gradient accumulation: batches summed into one optimizer step, as one "
+                        f"batch this many times larger (default {TrainConfig.grad_accum})")
+    t.add_argument("--warmup", type=NONNEG,
+                   help=f"steps of linear learning-rate warmup (default: the preset's, "
+                        f"{preset.warmup_steps}; cut to a fifth of a shorter run)")
+    t.add_argument("--weight-decay", type=_float_in(0.0, 1e3),
+                   help=f"AdamW's decoupled weight decay on the projections (default: the "
+                        f"preset's, {preset.weight_decay:g}; never A_log, D, norms, embeddings)")
+    t.add_argument("--clip", type=_float_in(0.0, 1e12),
+                   help=f"global gradient-norm clip (default {TrainConfig.max_grad_norm:g}; 0: "
+                        "off)")
+    t.add_argument("--seed", type=_int_in(0, (1 << 63) - 1),
+                   help=f"weights, data order and held-out split (default {TrainConfig.seed})")
     t.add_argument("--max-steps", type=NONNEG,
-                   help="total optimizer steps (with --resume: new total); 0: no limit (all epochs; "
+                   help="total optimizer steps (default: none, all epochs; with --resume: new "
+                        "total); 0: no limit (all epochs; "
                         "with --resume: lifts the run's limit)")
-    t.add_argument("--holdout", type=_float_in(0.0, 0.9))
+    t.add_argument("--holdout", type=_float_in(0.0, 0.9),
+                   help=f"fraction of the corpus held out to score the model, whole documents "
+                        f"(default {RunSpec.holdout:g}; 0: none)")
     t.add_argument("--records", choices=[*RECORDS, "stream"],
                    help="documents: each file (default) / blank-line-separated block / line "
                         "(use 'line' for one example per line); each is packed into rows with "
@@ -750,8 +777,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-every", type=NONNEG,
                    help="held-out loss every N steps (default 0: auto, under 10%% of the "
                         "training time; and at every epoch's end)")
-    t.add_argument("--autosave-steps", type=NONNEG, help="save every N steps (0: off)")
-    t.add_argument("--autosave-minutes", type=_float_in(0.0, 1e6), help="save every M minutes")
+    t.add_argument("--autosave-steps", type=NONNEG,
+                   help=f"save every N steps (default {RunSpec.autosave_steps}: off)")
+    t.add_argument("--autosave-minutes", type=_float_in(0.0, 1e6),
+                   help=f"save every M minutes (default {RunSpec.autosave_minutes:g}; 0: off; "
+                        "always at epoch ends and on exit)")
     t.add_argument("--patience", type=NONNEG,
                    help="early stopping: stop after N held-out evaluations without improvement "
                         "(0: off; kept by the run: --resume goes on with it)")
@@ -761,13 +791,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--tensorboard", action=argparse.BooleanOptionalAction,
                    help="write TensorBoard events into <run>/tb (tensorboard --logdir runs/); "
                         "default: on for a new run, as the run had it for --resume")
-    t.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
+    t.add_argument("--checkpointing", action="store_true",
+                   help="activation checkpointing: each layer's activations are recomputed in "
+                        "the backward instead of kept (less memory, more time a step)")
     t.add_argument("--wsla", action="store_true", help="WSLA fast-adapt: train only x_proj")
     t.add_argument("--lora", type=_names(LORA_TARGETS),
                    help="comma-separated LoRA targets, e.g. in_proj,x_proj,out_proj")
     t.add_argument("--lora-rank", type=_int_in(1, 4096),
                    help=f"with --lora (default {LoRAConfig.rank})")
-    t.add_argument("--lora-alpha", type=_float_in(0.0, 1e6, lo_open=True))
+    t.add_argument("--lora-alpha", type=_float_in(0.0, 1e6, lo_open=True),
+                   help="with --lora: the update's scale is alpha / rank (default: the rank, "
+                        "scale 1)")
     t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999),
                    help=f"with --lora (default {LoRAConfig.dropout:g})")
     t.add_argument("--export-adapter", type=_path,
@@ -791,13 +825,18 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate text from a model folder")
     g.add_argument("model", type=_path, help="run folder (latest snapshot), snapshot or model folder")
     gen = GENERATION_DEFAULTS  # the defaults the app's Playground and previews show too
-    g.add_argument("--prompt", type=_text, default=DEFAULT_PROMPT)
-    g.add_argument("--max-new-tokens", type=_int_in(0, 1_000_000), default=gen.max_new_tokens)
+    g.add_argument("--prompt", type=_text, default=DEFAULT_PROMPT,
+                   help=f"text to continue (default {DEFAULT_PROMPT!r})")
+    g.add_argument("--max-new-tokens", type=_int_in(0, 1_000_000), default=gen.max_new_tokens,
+                   help=f"tokens to generate at most (default {gen.max_new_tokens})")
     g.add_argument("--temperature", type=_float_in(0.0, 1e6), default=gen.temperature,
-                   help="0 = greedy")
-    g.add_argument("--top-k", type=NONNEG, default=gen.top_k, help="0 = off")
-    g.add_argument("--top-p", type=_float_in(0.0, 1.0, lo_open=True), default=gen.top_p)
-    g.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=gen.seed)
+                   help=f"sampling temperature (default {gen.temperature:g}; 0 = greedy)")
+    g.add_argument("--top-k", type=NONNEG, default=gen.top_k,
+                   help=f"sample among the k likeliest tokens (default {gen.top_k}; 0 = off)")
+    g.add_argument("--top-p", type=_float_in(0.0, 1.0, lo_open=True), default=gen.top_p,
+                   help=f"... and within probability mass p (default {gen.top_p:g}; 1 = off)")
+    g.add_argument("--seed", type=_int_in(0, (1 << 63) - 1), default=gen.seed,
+                   help=f"sampling seed: the same seed, the same text (default {gen.seed})")
     g.add_argument("--repetition-penalty", type=_float_in(1.0, 100.0),
                    default=gen.repetition_penalty,
                    help=f"> 1 makes tokens of the last {gen.repetition_window} less likely "
@@ -812,7 +851,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: a hardware GPU if any, else the CPU (lavapipe only with gpu)")
     g.set_defaults(fn=cmd_generate)
     e = sub.add_parser("eval", help="held-out metrics of a model on a corpus")
-    e.add_argument("model", type=_path)
+    e.add_argument("model", type=_path,
+                   help="run folder (latest snapshot), snapshot or model folder")
     e.add_argument("corpus", nargs="*", type=_path,
                    help="default: a run's (or its snapshot's) own held-out split; for a model "
                         "folder, the bundled sample corpus")
@@ -826,12 +866,25 @@ def build_parser() -> argparse.ArgumentParser:
                         f"evenly over the text, at least one row (default "
                         f"{HELDOUT_SAMPLE_TOKENS:,}, as training does; 0: all)")
     e.set_defaults(fn=cmd_eval)
-    b = sub.add_parser("bench", help="training-step throughput")
-    b.add_argument("--json", action="store_true")
-    b.add_argument("--configs", type=_names(BENCH_CONFIGS), default="small,medium")
-    b.add_argument("--modes", type=_names(("full", "lora", "wsla")), default="full")
-    b.add_argument("--steps", type=_int_in(1, 100_000), default=10)
-    b.add_argument("--threads", type=_int_in(1, os.cpu_count() or 1), default=min(2, os.cpu_count() or 1))
+    b = sub.add_parser(
+        "bench", help="training-step throughput",
+        description="Time training steps (forward + backward + AdamW) of fixed shapes, so "
+                    "rounds and machines compare; the PyTorch peers are in benchmarks/ "
+                    "(docs/performance.md). Configs: " + "; ".join(
+                        f"{k} d {c['d_model']} x {c['n_layer']} layers, batch {c['batch']} x "
+                        f"{c['seq_len']}, vocab {c['vocab']:,}" for k, c in BENCH_CONFIGS.items()))
+    b.add_argument("--json", action="store_true",
+                   help="one JSON line per config and mode (min/median/max, GEMM figures)")
+    b.add_argument("--configs", type=_names(BENCH_CONFIGS), default="small,medium",
+                   help=f"comma-separated, of {', '.join(BENCH_CONFIGS)} (default small,medium)")
+    b.add_argument("--modes", type=_names(("full", "lora", "wsla")), default="full",
+                   help="comma-separated, of full, lora (r 8), wsla (default full)")
+    b.add_argument("--steps", type=_int_in(1, 100_000), default=10,
+                   help="timed steps a config and mode, after 2 warm-up ones (default 10)")
+    b.add_argument("--threads", type=_int_in(1, os.cpu_count() or 1),
+                   default=min(2, os.cpu_count() or 1),
+                   help=f"Numba and BLAS threads (default {min(2, os.cpu_count() or 1)}; "
+                        "training picks its own)")
     b.add_argument("--generate", type=_names(("cpu", "wgpu")),
                    help="decode throughput instead, e.g. cpu,wgpu")
     b.set_defaults(fn=cmd_bench)

@@ -526,3 +526,28 @@ def test_the_progress_line_says_when_the_held_out_set_is_scored(tmp_path, capsys
     assert "scoring the weights on the run's held-out set for the model card" in err
     assert main(["export", "--gguf", str(out), str(tmp_path / "m.gguf")]) == 0
     assert "scoring" not in capsys.readouterr().err
+
+
+def test_bench_text_names_its_shapes_spread_and_columns(capsys, monkeypatch):
+    """The text output had no header (its "small" is not the preset's), no spread (three runs
+    gave 4k / 15.5k / 10.3k tok/s with nothing said), unexplained columns, and "x1.00 vs full"
+    for a bench of one mode."""
+    from engine import bench
+
+    def fake(name, modes, steps, threads):  # noqa: ANN001, ARG001
+        return [{"mode": m, "tokens_per_s": 1000.0, "median_ms": 10.0, "min_ms": 9.0,
+                 "max_ms": 30.0 if name == "medium" else 11.0,
+                 "speedup_vs_full": 1.0 if "full" in modes else None,
+                 "step_over_gemm_only": 3.0, "trainable_params": 5, "numpy_peak_mb_one_step": 1}
+                for m in modes]
+
+    monkeypatch.setattr(bench, "bench_config", fake)
+    bench.run(["small"], False, 4, ["full"], 2)
+    out = capsys.readouterr().out
+    assert "small: d 128 x 4 layers, batch 4 x 256 tokens, vocab 256" in out
+    assert "(min 9.0, max 11.0)" in out and "vs full" not in out and "note:" not in out
+    assert "step / GEMM-only: the step's time over its matrix products timed alone" in out
+    assert "2 thread(s), 4 timed steps" in out
+    bench.run(["medium"], False, 4, ["full", "lora"], 2)
+    out = capsys.readouterr().out
+    assert "x1.00 vs full" in out and "note: steps varied 3.3x" in out, out
