@@ -392,7 +392,9 @@ class CorpusPanel(QWidget):
             self.cut.discard(src)  # added again: whole again
         listed = {p for p, _ in rejected}  # a folder added twice listed its skipped files twice,
         self.skipped = [(p, why) for p, why in self.skipped  # and a file fixed since stayed
-                        if p not in listed and p not in self.files] + rejected
+                        if p not in listed and p not in self.files
+                        and self._in_corpus(p)] + rejected  # (an earlier add refused whole,
+        # an empty folder: its lines stayed through every later add, removes and all)
         self._refresh()
         new = len(taken) - known
         what = ((plural(new, "file") if new else "no new file")
@@ -525,6 +527,11 @@ class CorpusPanel(QWidget):
             self.preview.setPlainText(raw.decode("utf-8", errors="replace"))
         except engine.MambaStudioError as exc:
             self.preview.setPlainText(f"cannot show it: {exc}")
+
+    def _in_corpus(self, path: str) -> bool:
+        """Whether ``path`` lies in a folder the corpus holds files of (a skipped file of it is
+        part of what the corpus is)."""
+        return any(path == f or Path(path).is_relative_to(f) for f in self.folders)
 
     def _remove_selected(self) -> None:
         rows = sorted({i.row() for i in self.table.selectedIndexes()}, reverse=True)

@@ -110,8 +110,16 @@ class PreviewPanel(QWidget):
         self.tag.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # (a
         # long run name made the window wider than the screen)
         self.backend = ElidedLabel("backend: —")
+        self.every_label = QLabel("a sample every")  # beside the prompts: in the knobs' row it
+        when = QVBoxLayout()  # widened the window by 160 px, under them it took the plots' height
+        when.addWidget(self.every_label)
+        when.addWidget(self.every)
+        when.addStretch(1)
+        prompts = QHBoxLayout()
+        prompts.addWidget(self.prompts, 1)
+        prompts.addLayout(when)
         knobs = QFormLayout()
-        knobs.addRow("Prompts (one per line)", self.prompts)
+        knobs.addRow("Prompts (one per line)", prompts)
         row = QHBoxLayout()
         for label, w in (("temperature", self.temperature), ("top-k", self.top_k),
                          ("top-p", self.top_p), ("tokens", self.length)):
@@ -124,9 +132,6 @@ class PreviewPanel(QWidget):
         head.addWidget(self.tag)
         head.addSpacing(12)
         head.addWidget(self.backend, 1)
-        self.every_label = QLabel("a sample every")  # (here the two labels before it give
-        head.addWidget(self.every_label)  # way: in the knobs' row it widened the window 160 px)
-        head.addWidget(self.every)
         lay.addLayout(head)
         lay.addWidget(self.output, 1)
 

@@ -1393,3 +1393,27 @@ def test_a_skipped_file_is_explained_in_the_windows_terms(tmp_path):
     assert "name the file itself" in why
     line = skip_line(str(path), why)
     assert line.endswith("if it is text, add the file itself with Add files…"), line
+
+
+def test_a_refused_add_is_not_listed_as_skipped_after_the_next_add(win, qtbot, tmp_path):
+    """An empty folder and a folder of binaries (refused whole), a folder's files removed, then
+    a good file added: "4 files skipped" stayed, of folders the corpus never held."""
+    corpus = win.corpus
+    qtbot.waitUntil(lambda: corpus.pending == 0, timeout=RUN_TIMEOUT)
+    empty, binonly, kept = tmp_path / "empty", tmp_path / "bin", tmp_path / "kept"
+    for d in (empty, binonly, kept):
+        d.mkdir()
+    (binonly / "a.zip").write_bytes(b"PK\x03\x04")
+    (kept / "notes.txt").write_text("notes " * 40)
+    (kept / "blob.bin").write_bytes(b"\x00\x01binary" * 10)
+    corpus.add_paths([str(empty)], sync=True)
+    assert [p for p, _ in corpus.skipped] == [str(empty)]  # shown after its own add
+    corpus.add_paths([str(binonly)], sync=True)
+    assert [Path(p).name for p, _ in corpus.skipped] == ["a.zip"]  # until the next
+    corpus.add_paths([str(kept)], sync=True)
+    assert [Path(p).name for p, _ in corpus.skipped] == ["blob.bin"]  # the corpus's own only
+    good = tmp_path / "good.txt"
+    good.write_text("good text " * 40)
+    corpus.add_paths([str(good)], sync=True)
+    assert [Path(p).name for p, _ in corpus.skipped] == ["blob.bin"]
+    assert corpus.skipped_btn.text() == "1 file skipped"

@@ -259,10 +259,11 @@ def test_previews_come_every_n_steps_inside_an_epoch(win, qtbot):
     assert steps[0] == 0 and steps[-1] == 7 and len(steps) >= 3, steps
     assert all(b - a >= 2 for a, b in zip(steps[:-2], steps[1:-1], strict=True)), steps
     assert win.preview.every.text() == "2 steps"
-    wide = win.preview.minimumSizeHint().width()
+    least = win.preview.minimumSizeHint()
     win.preview.every.hide()
     win.preview.every_label.hide()
-    assert win.preview.minimumSizeHint().width() == wide  # the box widens no window
+    assert win.preview.minimumSizeHint() == least  # the box widens no window, nor takes the
+    # plots' height
     win.preview.every.show()
     win.preview.every_label.show()
     win.preview.every.setValue(0)
