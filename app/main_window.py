@@ -688,6 +688,9 @@ class MainWindow(QMainWindow):
             self.plots.show_run(folder)  # the full history
         run = self.worker.run_obj if self.worker is not None else None
         if run is not None:
+            self.progress.setFormat(STEPS_FORMAT)  # prepared: "preparing…" stayed through a
+            self.progress.setMaximum(max(run.trainer.total_steps, 1))  # pause before step 1
+            self.progress.setValue(run.step)
             tpb = run.data.tokens_per_byte
             if tpb:
                 self.plots.set_tokens_per_byte(tpb)

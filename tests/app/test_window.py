@@ -671,6 +671,21 @@ def test_start_leaves_the_keyboard_on_pause_and_a_pause_says_where_it_stopped(wi
     assert not win.errors, win.errors
 
 
+def test_a_pause_while_preparing_shows_the_prepared_run_at_step_0(win, qtbot):
+    """Pause during "preparing…": the run was made and waited before step 1, and the bar kept
+    saying "preparing…" under a "paused" status line."""
+    win.train.epochs.setValue(200)
+    win.start_training()
+    win.pause()
+    qtbot.waitUntil(lambda: win.current_run is not None, timeout=RUN_TIMEOUT)
+    run = win.worker.run_obj
+    assert win.progress.text() == f"0 / {run.trainer.total_steps} steps", win.progress.text()
+    assert win.status.full == "paused (Space resumes)" and run.step == 0
+    win.stop()
+    qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+
+
 def test_tab_leaves_every_table(win, qtbot):
     """Tab in the corpus file table cycled its cells and never left it: by keyboard alone the
     preview prompts and Reset view could not be reached."""
