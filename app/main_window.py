@@ -6,6 +6,7 @@ step, saves, and only then closes ("saving…"), with no time-out."""
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -760,6 +761,13 @@ class MainWindow(QMainWindow):
     def _on_ended(self, how: str) -> None:
         self.last_end = how
 
+    def _release_memory(self) -> None:
+        """Give the ended run's memory back to the system (the window kept ~690 MB after a run
+        until it was closed; 816 -> 500 MB after a medium run, measured)."""
+        if self.worker is None:  # (not while another run trains)
+            gc.collect()
+            engine.release_freed_memory()
+
     def _on_finished(self, folder: str) -> None:
         if self.train_thread is not None:
             self.train_thread.quit()
@@ -774,6 +782,7 @@ class MainWindow(QMainWindow):
             self._step_times.from_run(self._run_key, median(run.trainer.eta.recent))
         refused = bool(self.worker is not None and self.worker.refused)
         self.worker = None  # left: it stays chosen (Start after raising Epochs made a new run)
+        QTimer.singleShot(1000, self, self._release_memory)  # once the worker is gone too
         if self.progress.format() == PREPARING_FORMAT:  # it ended before a step
             self._reset_progress()
         self.last_folder = folder or None

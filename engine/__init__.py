@@ -91,7 +91,7 @@ if TYPE_CHECKING:
         run_written_ns,
         snapshot_run,
     )
-    from .runtime import configure
+    from .runtime import configure, release_freed_memory
     from .runtoml import (
         RunSettings,
         defaulted,
@@ -171,6 +171,7 @@ _EXPORTS: dict[str, str] = {
     "pack_spans": "packing",
     "pack_documents": "packing",
     "configure": "runtime",
+    "release_freed_memory": "runtime",
     "SamplingConfig": "sampling",
     "GENERATION_DEFAULTS": "sampling",
     "BPETokenizer": "tokenizer",
@@ -261,6 +262,7 @@ __all__ = [
     "ByteTokenizer",
     "CheckpointError",
     "configure",
+    "release_freed_memory",
     "Corpus",
     "CorpusError",
     "CorpusFile",

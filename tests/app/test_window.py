@@ -686,6 +686,18 @@ def test_a_pause_while_preparing_shows_the_prepared_run_at_step_0(win, qtbot):
     assert not win.errors, win.errors
 
 
+def test_an_ended_run_gives_its_memory_back(win, qtbot, monkeypatch):
+    """The window kept ~690 MB after a run until it was closed (the allocator keeps freed
+    memory for the next step): a second after a run ends it is handed back."""
+    import engine
+
+    calls: list[int] = []
+    monkeypatch.setattr(engine, "release_freed_memory", lambda: calls.append(1) or True)
+    train_until_idle(qtbot, win, max_steps=2)
+    qtbot.waitUntil(lambda: calls == [1], timeout=5000)
+    assert engine.runtime.release_freed_memory() is True  # the real one runs (glibc)
+
+
 def test_tab_leaves_every_table(win, qtbot):
     """Tab in the corpus file table cycled its cells and never left it: by keyboard alone the
     preview prompts and Reset view could not be reached."""
