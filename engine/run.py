@@ -893,16 +893,22 @@ def open_run(folder: str | Path, which: str = rf.LATEST) -> RunView:
                    rf.read_data(folder), refused)
 
 
-def why_not_delete(folder: str | Path) -> str | None:
+def why_not_delete(folder: str | Path, keep_others: bool = False) -> str | None:
     """Why ``delete_run`` would refuse ``folder`` now (None: it would not): it is no run, a
-    process trains it, or it holds files no run writes (named: a user's notes there were
-    deleted with the run)."""
+    process trains it, or (unless ``keep_others``) it holds files no run writes (named: a
+    user's notes there were deleted with the run)."""
     folder = Path(folder)
     if not (folder / rf.RUN_JSON).is_file() or folder.is_symlink():
         return f"{folder} is not a run folder (no {rf.RUN_JSON}); nothing deleted"
     if rf.RunLock(folder).held_elsewhere():
         return f"{folder} is training in another process; stop it there first"
-    return _holds_foreign(folder)
+    return None if keep_others else _holds_foreign(folder)
+
+
+def others_in_run(folder: str | Path) -> list[str]:
+    """The entries of a run folder that no run writes (a user's notes), which ``delete_run``
+    keeps with ``keep_others`` (and refuses to delete without)."""
+    return rf.foreign_entries(Path(folder))
 
 
 def _holds_foreign(folder: Path) -> str | None:
@@ -916,27 +922,30 @@ def _holds_foreign(folder: Path) -> str | None:
             "delete the folder yourself")
 
 
-def delete_run(folder: str | Path) -> None:
+def delete_run(folder: str | Path, keep_others: bool = False) -> None:
     """Delete a run folder, its snapshots and data: its own entries, then the folder. Refused
     (CheckpointError, ``why_not_delete``) while a process trains it or when it holds files no
-    run writes; its lock is held meanwhile, so no run starts in it half-deleted."""
+    run writes; with ``keep_others`` those stay, in the folder, and only the run's own entries
+    go (it is then no run). Its lock is held meanwhile, so no run starts in it half-deleted."""
     folder = Path(folder)
-    why = why_not_delete(folder)
+    why = why_not_delete(folder, keep_others)
     if why is not None:
         raise CheckpointError(why)
     lock = rf.RunLock(folder).acquire()  # (one started since the check: refused here)
     try:
-        if (why := _holds_foreign(folder)) is not None:  # written since the check
+        if not keep_others and (why := _holds_foreign(folder)) is not None:  # written since
             raise CheckpointError(why)
         _remove_run_entries(folder)
         (folder / rf.LOCK).unlink()
     finally:
         lock.release()
-    folder.rmdir()
+    if not keep_others or not any(folder.iterdir()):
+        folder.rmdir()
 
 
 __all__ = ["NO_LIMIT", "RESUME_OVERRIDES", "EpochPlan", "Run", "RunSpec", "RunView", "TrainResult",
-           "delete_run", "list_runs", "load_model", "open_run", "plan_epoch", "read_metrics",
+           "delete_run", "list_runs", "load_model", "open_run", "others_in_run", "plan_epoch",
+           "read_metrics",
            "read_run_spec", "resume", "start", "stop_on_signals", "why_not_delete"]
 list_runs = rf.list_runs
 read_metrics = rf.read_metrics

@@ -1028,3 +1028,24 @@ def test_a_run_from_a_run_records_the_snapshot_it_started_from(made_run, tmp_pat
     assert main(["train", str(corpus), "--init", str(plain), *args, "--out", str(other)]) == 0
     assert rf.read_run_json(other)["init_from"] == {"path": str(plain.resolve()), "step": None}
     assert "init_from" not in rf.read_run_json(run)  # a new model's run has none
+
+
+def test_delete_keeping_a_users_files_removes_the_run_and_leaves_them(made_run, tmp_path):
+    """Delete a run and keep the files of the user's that are in its folder: the run's own
+    entries go (it is no run any more), theirs stay untouched; a folder with none is removed."""
+    from engine.run import delete_run, others_in_run, why_not_delete
+
+    run = _copy(made_run, tmp_path)
+    (run / "notes.md").write_text("mine")
+    (run / "plots").mkdir()
+    (run / "plots" / "a.png").write_bytes(b"png")
+    assert others_in_run(run) == ["notes.md", "plots"]
+    assert why_not_delete(run) is not None and why_not_delete(run, keep_others=True) is None
+    delete_run(run, keep_others=True)
+    assert sorted(p.name for p in run.iterdir()) == ["notes.md", "plots"]
+    assert (run / "notes.md").read_text() == "mine" and (run / "plots" / "a.png").is_file()
+    assert not rf.is_run(run)
+    (tmp_path / "2").mkdir()
+    plain = _copy(made_run, tmp_path / "2")
+    delete_run(plain, keep_others=True)
+    assert not plain.exists()

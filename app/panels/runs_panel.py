@@ -7,6 +7,7 @@ re-read on the thread pool every ``REFRESH_MS``."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance
 from PySide6.QtGui import QShowEvent
@@ -265,31 +266,41 @@ class RunsPanel(QWidget):
         if folder is None:
             self.message.emit("Select a run first.")
             return
-        if self._training(folder):  # refused before asking (it asked, then refused)
+        if self._training(folder, keep_others=True):  # refused before asking (it asked, then
+            return  # refused)
+        others = engine.others_in_run(folder)
+        if not others:
+            if confirm(self, "Delete run", f"Delete {folder} and all its snapshots?"):
+                self.delete_run(folder)
             return
-        if confirm(self, "Delete run", f"Delete {folder} and all its snapshots?"):
-            self.delete_run(folder)
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3:,} more" if len(others) > 3
+                                         else "")  # (it refused, and said to move them out)
+        if confirm(self, "Delete run", f"{folder} also holds files that no run writes "
+                   f"({shown}). Delete the run (its snapshots, data and settings) and keep "
+                   "those files in the folder?"):
+            self.delete_run(folder, keep_others=True)
 
-    def _training(self, folder: str) -> bool:
+    def _training(self, folder: str, keep_others: bool = False) -> bool:
         """True (and says so) while ``folder`` trains, here or in another process, or cannot be
-        deleted (``engine.why_not_delete``)."""
+        deleted (``engine.why_not_delete``; ``keep_others``: a user's files there stay)."""
         if folder == self.busy_folder:
             paused = self.live is not None and self.live[0] == folder and self.live[2] == "paused"
             doing = "is paused (its training is still open here)" if paused else "is training"
             self.message.emit(f"{folder} {doing}; stop it before deleting it.")
             return True
-        why = engine.why_not_delete(folder)  # another process trains it, or the user's files
-        if why is not None:  # are in it (they went with the run)
+        why = engine.why_not_delete(folder, keep_others)  # another process trains it, or the
+        if why is not None:  # user's files are in it (they went with the run)
             self.message.emit(why)
             return True
         return False
 
-    def delete_run(self, folder: str) -> bool:
-        """Delete a run folder unless it is training (here or in another process)."""
-        if self._training(folder):
+    def delete_run(self, folder: str, keep_others: bool = False) -> bool:
+        """Delete a run folder unless it is training (here or in another process); with
+        ``keep_others`` a user's files in it stay, in the folder."""
+        if self._training(folder, keep_others):
             return False
         try:
-            engine.delete_run(folder)  # the run's own files only, under its lock
+            engine.delete_run(folder, keep_others)  # the run's own files only, under its lock
         except engine.CheckpointError as exc:
             self.message.emit(str(exc))
             self.refresh()
@@ -299,7 +310,9 @@ class RunsPanel(QWidget):
                               f"({exc.filename}); what is left is listed again")
             self.refresh()
             return False
-        self.message.emit(f"deleted {folder}")
+        kept = engine.others_in_run(folder) if keep_others and Path(folder).is_dir() else []
+        self.message.emit(f"deleted the run in {folder}; kept {', '.join(kept[:3])}"
+                          + (", …" if len(kept) > 3 else "") if kept else f"deleted {folder}")
         self.refresh()
         self.deleted.emit(folder)
         return True

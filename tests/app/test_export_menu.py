@@ -363,7 +363,8 @@ def test_the_question_for_a_training_run_names_no_step_the_export_will_not_have(
 
 def test_delete_keeps_a_users_files_in_the_run_folder_and_says_so(win, tmp_path, monkeypatch):
     """Delete removed the whole folder with shutil.rmtree, a user's notes in it too (what the
-    CLI's --force never deletes): refused before asking, naming them."""
+    CLI's --force never deletes); then it refused and said to move them out by hand: it asks
+    to delete the run and keep them, naming them, and No keeps everything."""
     from app.panels import runs_panel
 
     folder = _run(tmp_path / "runs", 0)
@@ -372,13 +373,19 @@ def test_delete_keeps_a_users_files_in_the_run_folder_and_says_so(win, tmp_path,
     said: list[str] = []
     win.runs.message.connect(said.append)
     asked: list[str] = []
-    monkeypatch.setattr(runs_panel, "confirm", lambda *a: asked.append(a[2]) or True)
+    answers = [False, True]
+    monkeypatch.setattr(runs_panel, "confirm", lambda *a: asked.append(a[2]) or answers.pop(0))
     win.runs.select(folder)
-    win.runs._delete_selected()  # the Delete… button
-    assert asked == [] and "notes.md" in said[-1]  # refused before "Delete ...?" was asked
-    assert not win.runs.delete_run(folder)
+    win.runs._delete_selected()  # the Delete… button: No
+    assert "notes.md" in asked[-1] and "keep those files" in asked[-1]
+    assert (Path(folder) / engine.runformat.RUN_JSON).is_file()  # declined: all kept
+    assert not win.runs.delete_run(folder)  # without keeping them: refused, named
     assert "notes.md" in said[-1] and (Path(folder) / "notes.md").read_text() == "mine"
-    assert any(str(r.path) == folder for r in win.runs.runs)
+    win.runs._delete_selected()  # Yes
+    assert sorted(p.name for p in Path(folder).iterdir()) == ["notes.md"]
+    assert (Path(folder) / "notes.md").read_text() == "mine"
+    assert said[-1] == f"deleted the run in {folder}; kept notes.md", said[-1]
+    assert not any(str(r.path) == folder for r in win.runs.runs)
 
 
 def test_delete_is_refused_while_another_process_trains_the_run(win, tmp_path):
