@@ -149,9 +149,7 @@ def run(argv: list[str] | None = None) -> int:
     try:
         return main(argv)
     except ModuleNotFoundError as exc:
-        from engine.errors import missing_dependency
-
-        if (line := missing_dependency(exc, "app")) is None:
+        if (line := engine.missing_dependency(exc, "app")) is None:
             raise
         print(line, file=sys.stderr)  # noqa: T201
         return 2

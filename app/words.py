@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
-from engine.words import plural  # the engine's own: one spelling of counts everywhere
+import engine
+
+plural = engine.plural  # the engine's own: one spelling of counts everywhere
 
 __all__ = ["in_window_terms", "plural"]
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         Stopped,
         TokenizerError,
         TrainingError,
+        missing_dependency,
     )
     from .estimate import estimate_run, measure_step_seconds, why_not_measured
     from .evaluation import HELDOUT_SAMPLE_TOKENS
@@ -126,6 +127,7 @@ if TYPE_CHECKING:
         evaluate,
         format_duration,
     )
+    from .words import plural
 
 # public name -> the module under engine/ that defines it (imported on first access)
 _EXPORTS: dict[str, str] = {
@@ -172,6 +174,8 @@ _EXPORTS: dict[str, str] = {
     "pack_spans": "packing",
     "pack_documents": "packing",
     "configure": "runtime",
+    "missing_dependency": "errors",
+    "plural": "words",
     "release_freed_memory": "runtime",
     "SamplingConfig": "sampling",
     "GENERATION_DEFAULTS": "sampling",
@@ -264,6 +268,8 @@ __all__ = [
     "ByteTokenizer",
     "CheckpointError",
     "configure",
+    "missing_dependency",
+    "plural",
     "release_freed_memory",
     "Corpus",
     "CorpusError",
