@@ -539,10 +539,12 @@ class MainWindow(QMainWindow):
                 self._step_times.timed(key, sec)
                 self._measuring = None
                 self._refresh_estimate()
+                self._release_memory()  # (three medium steps left ~280 MB held while idle)
 
             def fail(msg: str) -> None:
                 self._measuring = None
                 self.estimate.set_full(f"Estimate: {est.human()} (timing failed: {msg[-200:]})")
+                self._release_memory()
 
             run_in_thread(lambda: engine.measure_step_seconds(cfg, tc), done, fail, owner=self)
 
@@ -762,8 +764,8 @@ class MainWindow(QMainWindow):
         self.last_end = how
 
     def _release_memory(self) -> None:
-        """Give the ended run's memory back to the system (the window kept ~690 MB after a run
-        until it was closed; 816 -> 500 MB after a medium run, measured)."""
+        """Give the ended run's (or step timing's) memory back to the system (the window kept
+        ~690 MB after a run until it was closed; 816 -> 500 MB after a medium run, measured)."""
         if self.worker is None:  # (not while another run trains)
             gc.collect()
             engine.release_freed_memory()
@@ -983,7 +985,11 @@ class MainWindow(QMainWindow):
             self.train._update()
             self.corpus.set_tokenizer(lm.tokenizer, lm.tokenizer.kind)
             self._update_next()
-            self._say(f"opened {path}: {lm.n_params:,} parameters, {lm.tokenizer.kind} tokenizer")
+            snap = (f" (snapshot {lm.source.name})" if lm.source is not None
+                    and engine.snapshot_run(lm.source) is not None
+                    and Path(path).resolve() != lm.source.resolve() else "")  # (which one: unsaid)
+            self._say(f"opened {path}{snap}: {lm.n_params:,} parameters, {lm.tokenizer.kind} "
+                      "tokenizer")
 
         run_in_thread(load, done, self._error, owner=self)
 
@@ -1069,6 +1075,13 @@ class MainWindow(QMainWindow):
                                                 settings.last_folder("model", self.runs_root))
         if path:
             settings.remember_folder("model", path)
+            best = engine.best_if_not_latest(Path(path)) if engine.is_run(Path(path)) else None
+            if best is not None:  # (it took the latest without a word, where Export asks)
+                which = self._which_snapshot(path, best[1], action="Start from")
+                if which is None:
+                    return
+                if which == "best":
+                    path = str(best[0])
             self.open_model(path)
 
     def _open_run_dialog(self) -> None:
@@ -1180,10 +1193,11 @@ class MainWindow(QMainWindow):
         self.export(kind, path, source, force)
 
     def _which_snapshot(self, folder: str, best: dict[str, object],
-                        training: int | None = None) -> str | None:
-        """Ask whether to export the best snapshot or the latest weights (``training``: the step
-        of the running run's current ones, which move on until the export is made between two
-        steps after the save dialog): "best", "latest" or None (cancelled)."""
+                        training: int | None = None, action: str = "Export") -> str | None:
+        """Ask whether to export (``action``: or start from) the best snapshot or the latest
+        weights (``training``: the step of the running run's current ones, which move on until
+        the export is made between two steps after the save dialog): "best", "latest" or None
+        (cancelled)."""
         latest = engine.read_pointer(Path(folder)) or {}
         val = latest.get("val_loss")
         now = f"held-out {val:.4f}" if isinstance(val, float) else "held-out loss not measured"
@@ -1191,9 +1205,10 @@ class MainWindow(QMainWindow):
         what = (f"it is training (step {last_step} as this opened): Current exports its weights "
                 "when you press Save in the next dialog" if training is not None
                 else f"its latest weights are from step {last_step} ({now})")
-        box = QMessageBox(QMessageBox.Icon.Question, "Export",
+        box = QMessageBox(QMessageBox.Icon.Question, "Export" if action == "Export" else
+                          "Open model",
                           f"{Path(folder).name}: its lowest held-out loss, {best['val_loss']:.4f}, "
-                          f"was at step {best['step']}; {what}. Export which?", parent=self)
+                          f"was at step {best['step']}; {what}. {action} which?", parent=self)
         b = box.addButton(f"Best (step {best['step']})", QMessageBox.ButtonRole.AcceptRole)
         last = box.addButton("Current (at Save)" if training is not None else f"Latest (step {last_step})",
                              QMessageBox.ButtonRole.AcceptRole)

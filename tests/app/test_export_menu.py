@@ -483,3 +483,34 @@ def test_a_gguf_name_for_the_merged_export_offers_a_gguf_file(win, qtbot, tmp_pa
                     timeout=RUN_TIMEOUT)
     assert not win.errors, win.errors
     assert target.is_file() and len(gguf.GGUFReader(str(target)).tensors) > 0
+
+
+def test_open_model_of_a_run_whose_best_is_not_its_latest_asks_which(win, qtbot, tmp_path,
+                                                                    monkeypatch):
+    """File > Open model took a run's latest snapshot without a word where Export asks best or
+    latest; the Log did not say which snapshot was opened."""
+    import json
+
+    spec = runapi.RunSpec(preset="tiny", autosave_steps=1, train=TrainConfig(
+        batch_size=4, seq_len=64, max_steps=3, eval_every=1))
+    with runapi.start(spec, [SAMPLE], root=tmp_path / "other") as run:
+        run.train()
+        folder = run.folder
+    (folder / "best.json").write_text(json.dumps({"snapshot": "step-1", "step": 1,
+                                                  "val_loss": 1.5}))
+    asked: list[tuple] = []
+    answers = ["best", "latest", None]
+    monkeypatch.setattr(type(win), "_which_snapshot", lambda self, f, best, training=None,
+                        action="Export": asked.append((best["step"], action)) or answers.pop(0))
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(folder))
+    _action(win, "Open model or HF Mamba folder…").trigger()
+    assert asked[-1] == (1, "Start from")
+    qtbot.waitUntil(lambda: win.init_dir is not None, timeout=RUN_TIMEOUT)
+    assert Path(win.init_dir) == folder / "snapshots" / "step-1"
+    _action(win, "Open model or HF Mamba folder…").trigger()
+    qtbot.waitUntil(lambda: win.init_dir == str(folder), timeout=RUN_TIMEOUT)
+    qtbot.waitUntil(lambda: "(snapshot step-3)" in win.log.toPlainText(), timeout=RUN_TIMEOUT)
+    win.new_model()
+    _action(win, "Open model or HF Mamba folder…").trigger()  # Cancel: nothing opened
+    qtbot.wait(200)
+    assert win.init_dir is None and len(asked) == 3
