@@ -437,6 +437,9 @@ class MainWindow(QMainWindow):
         bar.setValue(bar.maximum())
 
     def _notice(self, msg: str) -> None:
+        """A line from the engine while a run works (its preparation, warnings, notes), in the
+        window's terms (the Log said "name the file itself" and "--out")."""
+        msg = in_window_terms(msg)
         self._log(msg)
         if self.status.full.startswith(PREPARING):  # before step 1, the latest stage shows
             self.status.set_full(f"{PREPARING}: {msg.splitlines()[0] if msg else ''}")
@@ -451,6 +454,8 @@ class MainWindow(QMainWindow):
         why (the Corpus tab's notice names a few); when nothing at all was added, a warning names
         each file (up to 10), the reason and what to do, one line a file."""
         if not rejected:
+            if added:  # (a "Nothing added" of the add before stayed on the status bar)
+                self.statusBar().showMessage(f"Added {added}", 5000)
             return
         first = skip_line(*rejected[0])
         more = f" (and {len(rejected) - 1:,} more: Corpus tab)" if len(rejected) > 1 else ""

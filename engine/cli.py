@@ -501,6 +501,10 @@ def cmd_export(a: argparse.Namespace) -> int:
     from .export import export_gguf, export_merged, export_peft
 
     fn = {"merged": export_merged, "peft": export_peft, "gguf": export_gguf}[a.kind]
+    if a.kind != "gguf" and Path(a.out).suffix.lower() == ".gguf" and not Path(a.out).is_dir():
+        raise ValueError(f"{a.out}: a GGUF file's name for a --{a.kind} export, which writes a "
+                         "folder; pass --gguf for one GGUF file, or a folder name")  # (a folder
+        # named m.gguf was written with a note; the window asks)
     from . import runformat as rf
 
     if a.kind != "gguf" and (rf.is_run(a.run) or rf.snapshot_run(a.run) is not None):
@@ -522,9 +526,6 @@ def cmd_export(a: argparse.Namespace) -> int:
     if a.kind == "gguf" and suffix != ".gguf":  # llama.cpp reads it; Ollama / LM Studio list
         print(f"note: {a.out} is one GGUF file; name it *.gguf for the tools that look for "
               "that extension", file=sys.stderr)  # only *.gguf files
-    elif a.kind != "gguf" and suffix == ".gguf":  # it made a folder called m.gguf silently
-        print(f"note: {a.out} is a folder ({a.kind} export); --gguf writes one .gguf file",
-              file=sys.stderr)
     best = _better_best(Path(a.run))
     if best:
         print(f"note: {best}", file=sys.stderr)
@@ -784,10 +785,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "always at epoch ends and on exit)")
     t.add_argument("--patience", type=NONNEG,
                    help="early stopping: stop after N held-out evaluations without improvement "
-                        "(0: off; kept by the run: --resume goes on with it)")
+                        "(default 0: off; kept by the run: --resume goes on with it)")
     t.add_argument("--target-loss", type=_float_in(0.0, 1e6),
-                   help="early stopping: stop once held-out loss reaches this (nats/token; 0: "
-                        "off; kept by the run)")
+                   help="early stopping: stop once held-out loss reaches this (nats/token; "
+                        "default: none; 0: off; kept by the run)")
     t.add_argument("--tensorboard", action=argparse.BooleanOptionalAction,
                    help="write TensorBoard events into <run>/tb (tensorboard --logdir runs/); "
                         "default: on for a new run, as the run had it for --resume")
@@ -848,7 +849,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
                    help="print each token as it is generated (default) or the text at the end")
     g.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"],
-                   help="auto: a hardware GPU if any, else the CPU (lavapipe only with gpu)")
+                   help="cpu (default), gpu (wgpu: a hardware GPU, else Mesa's software "
+                        "lavapipe), or auto: a hardware GPU if any, else the CPU")
     g.set_defaults(fn=cmd_generate)
     e = sub.add_parser("eval", help="held-out metrics of a model on a corpus")
     e.add_argument("model", type=_path,

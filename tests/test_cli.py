@@ -303,14 +303,18 @@ def test_a_too_long_preview_prompt_names_the_flag(capsys):
 
 
 def test_export_names_an_output_whose_extension_says_otherwise(tmp_path, capsys):
-    """`export --merged RUN out/m.gguf` made a folder called m.gguf, and --gguf took a name
-    without .gguf, both without a word."""
+    """`export --merged RUN out/m.gguf` made a folder called m.gguf (then, with a note: the
+    window asks; a folder a tool globbing *.gguf finds), and --gguf took a name without .gguf,
+    both without a word."""
     out = tmp_path / "run"
     assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32",
                  "--batch", "2", "--max-steps", "1", "--sample-tokens", "0", "--out", str(out)]) == 0
     capsys.readouterr()
-    assert main(["export", "--merged", str(out), str(tmp_path / "m.gguf")]) == 0
-    assert "is a folder (merged export); --gguf writes one .gguf file" in capsys.readouterr().err
+    for kind in ("--merged", "--peft"):
+        assert main(["export", kind, str(out), str(tmp_path / "m.GGUF")]) == 2
+        err = capsys.readouterr().err
+        assert f"a GGUF file's name for a {kind} export" in err and "pass --gguf" in err, err
+    assert not (tmp_path / "m.GGUF").exists()
     assert main(["export", "--gguf", str(out), str(tmp_path / "model.bin")]) == 0
     assert "name it *.gguf" in capsys.readouterr().err
     assert main(["export", "--gguf", str(out), str(tmp_path / "model.gguf")]) == 0

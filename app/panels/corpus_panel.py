@@ -114,6 +114,16 @@ def skip_line(path: str, why: str, name: str | None = None) -> str:
     return f"{name or Path(path).name}: {text}" + (f" — {fix}" if fix else "")
 
 
+def skipped_count(rejected: list[tuple[str, str]]) -> str:
+    """"3 files", "1 folder", "2 files and 1 folder": what ``rejected`` holds (an empty folder
+    was "1 file skipped")."""
+    folders = sum(1 for p, _ in rejected if Path(p).is_dir())
+    files = len(rejected) - folders
+    parts = ([plural(files, "file")] if files or not folders else []) + (
+        [plural(folders, "folder")] if folders else [])
+    return " and ".join(parts)
+
+
 def skip_lines(rejected: list[tuple[str, str]], most: int) -> list[str]:
     """"• " lines for the first ``most`` skipped files; a name shown twice gets its folder
     ("email/__init__.py": three "__init__.py: file is empty" lines could not be told apart)."""
@@ -400,7 +410,7 @@ class CorpusPanel(QWidget):
         what = ((plural(new, "file") if new else "no new file")
                 + (f" ({known:,} already in the corpus)" if known else "")) if files else ""
         if rejected and not quiet:
-            self.message = f"{plural(len(rejected), 'file')} skipped"
+            self.message = f"{skipped_count(rejected)} skipped"
             self.rejected.emit(f"{self.message}: " + "; ".join(
                 f"{Path(p).name}: {reason(why)}" for p, why in rejected[:20])
                 + (" …" if len(rejected) > 20 else ""))
@@ -508,7 +518,7 @@ class CorpusPanel(QWidget):
                              + held_text.replace(" held-out", NO_BREAK_HELD_OUT))
         n = len(self.skipped)
         self.skipped_btn.setVisible(n > 0)
-        self.skipped_btn.setText(f"{plural(n, 'file')} skipped")
+        self.skipped_btn.setText(f"{skipped_count(self.skipped)} skipped")
         self.skipped_list.clear()
         if n == 0 and self.skipped_btn.isChecked():  # an empty list was left open, with no
             self.skipped_btn.setChecked(False)  # button to close it

@@ -1408,12 +1408,30 @@ def test_a_refused_add_is_not_listed_as_skipped_after_the_next_add(win, qtbot, t
     (kept / "blob.bin").write_bytes(b"\x00\x01binary" * 10)
     corpus.add_paths([str(empty)], sync=True)
     assert [p for p, _ in corpus.skipped] == [str(empty)]  # shown after its own add
+    assert corpus.skipped_btn.text() == "1 folder skipped"  # (it was "1 file")
     corpus.add_paths([str(binonly)], sync=True)
     assert [Path(p).name for p, _ in corpus.skipped] == ["a.zip"]  # until the next
     corpus.add_paths([str(kept)], sync=True)
     assert [Path(p).name for p, _ in corpus.skipped] == ["blob.bin"]  # the corpus's own only
     good = tmp_path / "good.txt"
     good.write_text("good text " * 40)
-    corpus.add_paths([str(good)], sync=True)
+    win.statusBar().showMessage("Nothing added: bin/a.zip …", 15000)  # the add before
+    corpus.add_paths([str(good)])  # as a drop does: counted in a worker
+    qtbot.waitUntil(lambda: corpus.pending == 0, timeout=RUN_TIMEOUT)
     assert [Path(p).name for p, _ in corpus.skipped] == ["blob.bin"]
     assert corpus.skipped_btn.text() == "1 file skipped"
+    qtbot.waitUntil(lambda: win.statusBar().currentMessage() == "Added 1 file", timeout=5000)
+
+
+def test_the_runs_lines_in_the_log_are_in_the_windows_terms(win, qtbot, tmp_path):
+    """A run's preparation lines (skipped files, advice) went to the Log in the CLI's words."""
+    (tmp_path / "a.zip").write_bytes(b"PK\x03\x04")
+    (tmp_path / "b.txt").write_text("some text to train on\n" * 50)
+    win.corpus.files.clear()
+    win.corpus.add_paths([str(tmp_path)], sync=True)
+    from tests.app.helpers import train_until_idle
+
+    train_until_idle(qtbot, win, max_steps=1)
+    log = win.log.toPlainText()
+    assert "a.zip" in log and "add the file itself with Add files…" in log, log
+    assert "name the file itself" not in log
