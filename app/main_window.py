@@ -375,7 +375,7 @@ class MainWindow(QMainWindow):
 
     def _paused_line(self) -> str:
         r = self.last_report
-        return (f"paused at step {r.step}/{r.total_steps} · loss {r.loss:.4f} nats (Space resumes)"
+        return (f"paused at step {r.step:,}/{r.total_steps:,} · loss {r.loss:.4f} nats (Space resumes)"
                 if r is not None else "paused (Space resumes)")
 
     def _listed(self) -> None:
@@ -752,7 +752,7 @@ class MainWindow(QMainWindow):
         if self.state == "running":
             nan = "  (non-finite loss: step skipped)" if r.nonfinite else ""
             self.status.set_full(
-                f"step {r.step}/{r.total_steps} · epoch {r.epoch + 1} · loss {r.loss:.4f} nats · "
+                f"step {r.step:,}/{r.total_steps:,} · epoch {r.epoch + 1:,} · loss {r.loss:.4f} nats · "
                 f"grad norm {r.grad_norm:.3f} · lr {r.lr:.2e} · {r.tokens_per_s:,.0f} tok/s · "
                 f"ETA {engine.format_duration(r.eta_s)}{nan}"
             )

@@ -180,7 +180,8 @@ class TrainWorker(QObject):
                 self._schedule = engine.SampleSchedule(self.sample_every, run.step)
                 if not any(r.get("step") == run.step for r in engine.read_samples(run.folder)):
                     # (a finished run continued had its last epoch's sample twice in the Gallery)
-                    self._preview(f"step {run.step}", run.trainer.cursor.epoch)
+                    self._preview(f"step {run.step}" if run.step else  # (blank or one
+                                  "step 0, untrained", 0)  # character over and over: broken?)
                 result = run.train(on_step=self._on_step, on_epoch=self._on_epoch,
                                    control=self.control, on_save=self._on_save,
                                    on_notice=self.info.emit)

@@ -500,20 +500,20 @@ def _train(a: argparse.Namespace, run, job) -> int:
 def cmd_export(a: argparse.Namespace) -> int:
     from .export import export_gguf, export_merged, export_peft
 
-    fn = {"merged": export_merged, "peft": export_peft, "gguf": export_gguf}[a.kind]
     if a.kind != "gguf" and Path(a.out).suffix.lower() == ".gguf" and not Path(a.out).is_dir():
         raise ValueError(f"{a.out}: a GGUF file's name for a --{a.kind} export, which writes a "
                          "folder; pass --gguf for one GGUF file, or a folder name")  # (a folder
         # named m.gguf was written with a note; the window asks)
-    from . import runformat as rf
 
-    if a.kind != "gguf" and (rf.is_run(a.run) or rf.snapshot_run(a.run) is not None):
-        from .export.card import EVAL_SECONDS  # (10 s passed without a word)
+    def say(line: str) -> None:  # (10 s of scoring for the card passed without a word)
+        print(line, file=sys.stderr)
 
-        print(f"scoring the weights on the run's held-out set for the model card (at most "
-              f"{EVAL_SECONDS:.0f} s)...", file=sys.stderr)
     try:
-        notes = fn(a.run, a.out, force=a.force)
+        if a.kind == "gguf":
+            notes = export_gguf(a.run, a.out, force=a.force)
+        else:
+            fn = export_merged if a.kind == "merged" else export_peft
+            notes = fn(a.run, a.out, force=a.force, progress=say)
     except OSError as exc:  # writing the output: named by it, not by a temp file beside it
         where = Path(a.out).resolve().parent
         if not (exc.filename and Path(exc.filename).resolve().is_relative_to(where)):

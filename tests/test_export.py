@@ -134,7 +134,7 @@ def test_cli_export_writes_each_kind(lora_run: Path, tmp_path: Path, capsys) -> 
 
 @pytest.mark.parametrize("args,message", [
     (["--peft", "{run}", "{tmp}/p"], "not a LoRA run"),
-    (["--merged", "{tmp}/missing", "{tmp}/m"], "not a folder"),
+    (["--merged", "{tmp}/missing", "{tmp}/m"], "missing: no such file or folder"),
     (["--gguf", "{tmp}/empty", "{tmp}/x.gguf"], "no config.json"),
     (["--merged", "{run}", "{run}/out"], "of its own"),
     (["--gguf", "{run}", "{tmp}/afile/m.gguf"], "afile is a file, not a folder; choose another"),
@@ -553,7 +553,10 @@ def test_a_full_disk_during_a_merged_export_names_the_output_and_the_fix(
     monkeypatch.setattr(ckpt, "save_model_files", full)
     out = tmp_path / "m"
     assert main(["export", "--merged", str(lora_run), str(out)]) == 2
-    err = capsys.readouterr().err.strip()
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said[:-1] == ["scoring the weights on the run's held-out set for the model card (at "
+                         "most 10 s)..."], said  # what it did first, then the one error line
+    err = said[-1]
     assert err.startswith(f"error: {out}: cannot write the export (No space left on device); "
                           "nothing new was written there"), err
     assert "free some space or choose another folder" in err and ".export-" not in err, err

@@ -4,6 +4,7 @@ samples, and how to load the files)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -81,10 +82,12 @@ def _heldout_set(run: RunSource) -> Any:
     return None if isinstance(val, np.ndarray) and len(val) < 2 else val
 
 
-def measure_held_out(run: RunSource, budget_s: float = EVAL_SECONDS) -> HeldOut:
+def measure_held_out(run: RunSource, budget_s: float = EVAL_SECONDS,
+                     progress: Callable[[str], None] | None = None) -> HeldOut:
     """The held-out loss of the exported weights: evaluated now on the run's saved held-out
     split (the sample ``python -m engine eval RUN`` scores, stopped after ``budget_s``); else the
-    loss saved with the exported snapshot; else the last one recorded, at an earlier step."""
+    loss saved with the exported snapshot; else the last one recorded, at an earlier step.
+    ``progress`` hears a line as the scoring starts (up to ``budget_s``, said nowhere before)."""
     from ..evaluation import HELDOUT_SAMPLE_TOKENS, EvalStopped, evaluate
 
     note = None
@@ -93,6 +96,9 @@ def measure_held_out(run: RunSource, budget_s: float = EVAL_SECONDS) -> HeldOut:
         try:
             val = _heldout_set(run)
             if val is not None:
+                if progress is not None:
+                    progress(f"scoring the weights on the run's held-out set for the model card "
+                             f"(at most {budget_s:.0f} s)...")
                 r = evaluate(run.lm, val, int(run.train["seq_len"]), max_tokens=HELDOUT_SAMPLE_TOKENS,
                              should_stop=lambda: time.perf_counter() - t0 > budget_s)
                 return HeldOut(asdict(r), run.step, run.step)

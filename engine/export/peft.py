@@ -15,6 +15,7 @@ against our LoRA forward and fails when the table is wrong.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import checkpoint as ckpt
@@ -46,7 +47,8 @@ def peft_notices(targets: list[str] | tuple[str, ...]) -> list[str]:
     return out
 
 
-def export_peft(src_folder: str | Path, out: str | Path, force: bool = False) -> list[str]:
+def export_peft(src_folder: str | Path, out: str | Path, force: bool = False,
+                progress: Callable[[str], None] | None = None) -> list[str]:
     """Write the PEFT adapter of a LoRA run to ``out/`` and its unmerged base to ``out/base/``.
 
     Refuses (CheckpointError) a run without LoRA, and one with a target that no transformers line
@@ -66,7 +68,7 @@ def export_peft(src_folder: str | Path, out: str | Path, force: bool = False) ->
             f"{src_folder}: PEFT does not apply LoRA on {broken} un-merged (" + "; ".join(
                 f"{t}: " + ", ".join(f"{line} {PEFT_SUPPORT[t][line]}" for line in LINES)
                 for t in broken) + "); use the merged export (python -m engine export --merged)")
-    held = measure_held_out(run)
+    held = measure_held_out(run, progress=progress)
     final_base = (Path(out) / "base").resolve()  # where base/ will be once published
     with staged_folder(out, force) as tmp:
         base = tmp / "base"

@@ -257,6 +257,8 @@ def test_previews_come_every_n_steps_inside_an_epoch(win, qtbot):
     folder = train_until_idle(qtbot, win, max_steps=7)
     steps = sorted({r["step"] for r in engine.read_samples(folder)})
     assert steps[0] == 0 and steps[-1] == 7 and len(steps) >= 3, steps
+    assert {r["tag"] for r in engine.read_samples(folder) if r["step"] == 0} == {
+        "step 0, untrained"}  # (its blank or repeated text looked like a broken preview)
     assert all(b - a >= 2 for a, b in zip(steps[:-2], steps[1:-1], strict=True)), steps
     assert win.preview.every.text() == "2 steps"
     least = win.preview.minimumSizeHint()
@@ -663,7 +665,7 @@ def test_start_leaves_the_keyboard_on_pause_and_a_pause_says_where_it_stopped(wi
     qtbot.wait(300)  # the step in flight at the pause ended: the line says it (it lagged 1-2)
     r = win.last_report
     assert r.step == run.step
-    assert win.status.full == (f"paused at step {r.step}/{r.total_steps} · loss {r.loss:.4f} "
+    assert win.status.full == (f"paused at step {r.step:,}/{r.total_steps:,} · loss {r.loss:.4f} "
                                  "nats (Space resumes)")
     win.stop()
     qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
