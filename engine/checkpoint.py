@@ -310,6 +310,11 @@ def read_config(folder: Path) -> MambaConfig:
         if usable:  # a run folder whose run.json is gone: it said "not a model folder" only
             raise CheckpointError(f"{folder}: no run.json and no config.json; its snapshots "
                                   f"still load: use {usable[-1]}")
+        inner = [p for _, p in snapshots(folder.parent) if (p / "config.json").is_file()]
+        if folder.name == "snapshots" and inner:  # (RUN/snapshots: "not a model folder")
+            raise CheckpointError(f"{folder}: the snapshots folder of a run; pass the run "
+                                  f"({folder.parent}: its latest snapshot) or one snapshot, "
+                                  f"e.g. {inner[-1]}")
         raise CheckpointError(f"{folder}: no config.json (not a model folder)")
     from .limits import check_hf_config
     from .safeio import read_json

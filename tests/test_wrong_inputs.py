@@ -168,3 +168,16 @@ def test_generate_caps_its_length(capsys):
     with pytest.raises(SystemExit):
         main(["generate", "runs/x", "--max-new-tokens", "100000000"])
     assert "--max-new-tokens" in capsys.readouterr().err
+
+
+def test_a_runs_snapshots_folder_given_as_a_model_names_what_to_pass(tmp_path, capsys):
+    """`generate RUN/snapshots` said "no config.json (not a model folder)"."""
+    out = tmp_path / "run"
+    (tmp_path / "c.txt").write_bytes(TEXT * 20)
+    assert main(["train", str(tmp_path / "c.txt"), "--preset", "tiny", "--seq-len", "32",
+                 "--batch", "2", "--max-steps", "1", "--sample-tokens", "0", "--out",
+                 str(out)]) == 0
+    capsys.readouterr()
+    assert main(["generate", str(out / "snapshots")]) == 2
+    err = capsys.readouterr().err
+    assert "the snapshots folder of a run; pass the run" in err and "step-1" in err, err
