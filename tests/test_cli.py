@@ -1,5 +1,6 @@
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -539,8 +540,9 @@ def test_bench_text_names_its_shapes_spread_and_columns(capsys, monkeypatch):
     from engine import bench
 
     def fake(name, modes, steps, threads):  # noqa: ANN001, ARG001
-        return [{"mode": m, "tokens_per_s": 1000.0, "median_ms": 10.0, "min_ms": 9.0,
-                 "max_ms": 30.0 if name == "medium" else 11.0,
+        return [{"mode": m, "tokens_per_s": 1000.0, "median_ms": 10.0, "min_ms": 10.0,
+                 "max_ms": 30.0 if (name, m) == ("medium", "lora") else 14.0 if name == "medium"
+                 else 11.0,
                  "speedup_vs_full": 1.0 if "full" in modes else None,
                  "step_over_gemm_only": 3.0, "trainable_params": 5, "numpy_peak_mb_one_step": 1}
                 for m in modes]
@@ -549,9 +551,88 @@ def test_bench_text_names_its_shapes_spread_and_columns(capsys, monkeypatch):
     bench.run(["small"], False, 4, ["full"], 2)
     out = capsys.readouterr().out
     assert "small: d 128 x 4 layers, batch 4 x 256 tokens, vocab 256" in out
-    assert "(min 9.0, max 11.0)" in out and "vs full" not in out and "note:" not in out
+    assert "(min 10.0, max 11.0)" in out and "vs full" not in out and "note:" not in out
     assert "step / GEMM-only: the step's time over its matrix products timed alone" in out
     assert "2 thread(s), 4 timed steps" in out
     bench.run(["medium"], False, 4, ["full", "lora"], 2)
     out = capsys.readouterr().out
-    assert "x1.00 vs full" in out and "note: steps varied 3.3x" in out, out
+    assert "x1.00 vs full" in out and "note: steps varied 3.0x" in out, out  # the noisiest
+    monkeypatch.setattr(bench, "NOISY", 1.5)
+    bench.run(["medium"], False, 4, ["full"], 2)  # 1.4x: within the noise allowed
+    assert "note:" not in capsys.readouterr().out
+
+
+def test_an_epochs_last_step_is_sampled_once_as_the_epochs_end(tmp_path, capsys):
+    """With samples every step, an epoch's last step was due both ways: two samples made, and
+    the Gallery's record tagged by the step rather than the epoch."""
+    from engine.samples import read_samples
+
+    out = tmp_path / "run"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32",
+                 "--batch", "2", "--epochs", "2", "--sample-every", "1", "--sample-tokens", "2",
+                 "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    headers = re.findall(r"--- sample ([^-]+) ---", err)
+    assert len(headers) == len(set(headers)), headers
+    rows = read_samples(out)
+    assert len({r["step"] for r in rows}) == len(rows)  # one record a step (one prompt)
+    first_end = next(r for r in rows if r["tag"] == "after epoch 1")
+    assert f"at step {first_end['step']}" not in headers
+
+
+def test_a_relative_init_is_recorded_as_an_absolute_path(tmp_path, capsys, monkeypatch):
+    """`--init runs/x` run from one folder named nothing from another."""
+    from engine import runformat as rf
+
+    first = tmp_path / "first"
+    common = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--max-steps", "1",
+              "--sample-tokens", "0"]
+    assert main(["train", str(_corpus(tmp_path)), *common, "--out", str(first)]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "corpus", *common, "--init", "first", "--out", "second"]) == 0
+    snap = str((first / "snapshots" / "step-1").resolve())
+    assert rf.read_run_json(tmp_path / "second")["init_from"] == {"path": snap, "step": 1}
+    from engine.run import resume
+
+    with resume(tmp_path / "second") as run:  # new prompts keep it, and the creation time
+        before = rf.read_run_json(run.folder)
+        run.set_prompts(["Once"])
+    after = rf.read_run_json(tmp_path / "second")
+    assert after["spec"]["prompts"] == ["Once"]
+    assert (after["init_from"], after["created"]) == (before["init_from"], before["created"])
+
+
+def test_a_bpe_that_fills_its_size_says_nothing_of_it(tmp_path, capsys):
+    corpus = Path(__file__).resolve().parents[1] / "assets" / "sample_corpus"
+    assert main(["train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
+                 "--max-steps", "1", "--tokenizer", "bpe", "--bpe-vocab", "300",
+                 "--sample-tokens", "0", "--out", str(tmp_path / "r")]) == 0
+    from engine.tokenizer import load_tokenizer
+
+    assert load_tokenizer(tmp_path / "r" / "snapshots" / "step-1").vocab_size == 300
+    assert "the BPE tokenizer learned" not in capsys.readouterr().err
+
+
+def test_previews_come_every_200_steps_by_default():
+    from engine.cli import build_parser
+    from engine.samples import SAMPLE_EVERY
+
+    assert SAMPLE_EVERY == 200
+    assert build_parser().parse_args(["train"]).sample_every == 200
+
+
+def test_release_freed_memory_trims_the_heap(monkeypatch):
+    """It returned True while doing nothing and passed."""
+    import ctypes
+
+    from engine import runtime
+
+    calls: list[int] = []
+
+    class Libc:
+        def malloc_trim(self, pad: int) -> int:
+            calls.append(pad)
+            return 1
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda _name: Libc())
+    assert runtime.release_freed_memory() is True and calls == [0]

@@ -710,3 +710,34 @@ def test_an_empty_output_folder_this_user_cannot_write_in_is_refused(
     with pytest.raises(CheckpointError, match="cannot write in it"):
         export_merged(lora_run, out)
     assert list(out.iterdir()) == []
+
+
+def test_peft_export_says_it_scores_and_a_run_from_it_records_where_it_came_from(
+        lora_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`export --peft` scored its card's held-out set without a word (only --merged said it);
+    a run started from a PEFT export recorded no init_from."""
+    from engine import runformat as rf
+    from engine.cli import main
+
+    out = tmp_path / "adapter"
+    assert main(["export", "--peft", str(lora_run), str(out)]) == 0
+    assert "scoring the weights on the run's held-out set" in capsys.readouterr().err
+    (tmp_path / "c.txt").write_text("the cat sat on the mat. " * 80)
+    new = tmp_path / "from-peft"
+    assert main(["train", str(tmp_path / "c.txt"), "--init", str(out), "--max-steps", "1",
+                 "--seq-len", "32", "--batch", "2", "--sample-tokens", "0", "--out",
+                 str(new)]) == 0
+    assert rf.read_run_json(new)["init_from"] == {"path": str(out.resolve()), "step": None}
+
+
+def test_a_folder_export_may_replace_an_earlier_one_named_like_a_gguf_file(
+        lora_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The .gguf-name refusal is for a new output: an existing folder of that name (an export
+    made before the refusal) is replaced with --force as any earlier export."""
+    from engine.cli import main
+
+    out = tmp_path / "old.gguf"
+    assert main(["export", "--merged", str(lora_run), str(tmp_path / "x")]) == 0
+    (tmp_path / "x").rename(out)
+    assert main(["export", "--merged", str(lora_run), str(out), "--force"]) == 0
+    assert (out / "config.json").is_file()

@@ -181,3 +181,11 @@ def test_a_runs_snapshots_folder_given_as_a_model_names_what_to_pass(tmp_path, c
     assert main(["generate", str(out / "snapshots")]) == 2
     err = capsys.readouterr().err
     assert "the snapshots folder of a run; pass the run" in err and "step-1" in err, err
+
+
+def test_an_empty_or_cut_gguf_file_is_still_named_by_its_extension(tmp_path, capsys):
+    for data in (b"", b"GG"):  # (no magic to read)
+        gguf = tmp_path / "model.gguf"
+        gguf.write_bytes(data)
+        assert main(["generate", str(gguf)]) == 2
+        assert "a GGUF file, for llama.cpp" in capsys.readouterr().err

@@ -514,3 +514,65 @@ def test_open_model_of_a_run_whose_best_is_not_its_latest_asks_which(win, qtbot,
     _action(win, "Open model or HF Mamba folder…").trigger()  # Cancel: nothing opened
     qtbot.wait(200)
     assert win.init_dir is None and len(asked) == 3
+
+
+def test_the_open_model_question_says_start_from(win, tmp_path, monkeypatch):
+    """The best-or-latest question is Export's; for Open model it must not ask "Export which?"."""
+    seen: list[tuple[str, str]] = []
+
+    def capture(box):  # noqa: ANN001, ANN202
+        seen.append((box.windowTitle(), box.text()))
+        return 0
+
+    monkeypatch.setattr(QMessageBox, "exec", capture)
+    win._which_snapshot(str(tmp_path), {"step": 1, "val_loss": 1.5}, action="Start from")
+    assert seen[-1][0] == "Open model" and seen[-1][1].endswith("Start from which?"), seen
+    win._which_snapshot(str(tmp_path), {"step": 1, "val_loss": 1.5})
+    assert seen[-1][0] == "Export" and seen[-1][1].endswith("Export which?"), seen
+
+
+def test_a_gguf_instead_of_a_merged_folder_asks_before_replacing_one(win, qtbot, tmp_path,
+                                                                    monkeypatch):
+    opened = _run(tmp_path / "runs", 1)
+    win.open_run_view(opened)
+    target = tmp_path / "m.gguf"
+    win.export("gguf", str(target), opened)
+    qtbot.waitUntil(lambda: target.is_file(), timeout=RUN_TIMEOUT)
+    first = target.stat().st_mtime_ns
+    _fake_save(monkeypatch, target)
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "question", lambda _p, _t, text, *a, **k: (
+        asked.append(text), QMessageBox.StandardButton.Yes)[1])
+    n = win.log.toPlainText().count("gguf written")
+    _action(win, "Export model (merged)…").trigger()
+    assert len(asked) == 2 and "GGUF" in asked[0] and "Replace the earlier export" in asked[1]
+    qtbot.waitUntil(lambda: win.log.toPlainText().count("gguf written") == n + 1,
+                    timeout=RUN_TIMEOUT)
+    assert target.stat().st_mtime_ns != first and not win.errors, win.errors
+
+
+def test_a_run_from_a_models_weights_names_them_in_its_runs_tooltip(win, tmp_path):
+    first = _run(tmp_path / "runs", 1)
+    spec = runapi.RunSpec(init=first, train=TrainConfig(batch_size=4, seq_len=64, max_steps=1))
+    with runapi.start(spec, [SAMPLE], root=tmp_path / "runs") as run:
+        second = str(run.folder)
+    win.runs.refresh()
+    row = next(i for i, r in enumerate(win.runs.runs) if str(r.path) == second)
+    tip = win.runs.table.item(row, 0).toolTip()
+    assert f"from {Path(first).resolve() / 'snapshots' / 'step-1'} (step 1)" in tip, tip
+    other = next(i for i, r in enumerate(win.runs.runs) if str(r.path) == first)
+    assert win.runs.table.item(other, 0).toolTip() == first  # a new model's: its path alone
+
+
+def test_delete_names_three_of_a_users_files_and_counts_the_rest(win, tmp_path, monkeypatch):
+    from app.panels import runs_panel
+
+    folder = _run(tmp_path / "runs", 0)
+    for name in ("a.md", "b.md", "c.md", "d.md", "e.md"):
+        (Path(folder) / name).write_text("mine")
+    win.runs.refresh()
+    asked: list[str] = []
+    monkeypatch.setattr(runs_panel, "confirm", lambda *a: asked.append(a[2]) or False)
+    win.runs.select(folder)
+    win.runs._delete_selected()
+    assert "(a.md, b.md, c.md and 2 more)" in asked[-1], asked

@@ -1435,3 +1435,38 @@ def test_the_runs_lines_in_the_log_are_in_the_windows_terms(win, qtbot, tmp_path
     log = win.log.toPlainText()
     assert "a.zip" in log and "add the file itself with Add files…" in log, log
     assert "name the file itself" not in log
+
+
+def test_skipped_counts_name_files_and_folders(tmp_path):
+    from app.panels.corpus_panel import skipped_count
+
+    (tmp_path / "empty").mkdir()
+    f = tmp_path / "a.zip"
+    f.write_bytes(b"PK")
+    assert skipped_count([(str(f), "x"), (str(f), "y"), (str(tmp_path / "empty"), "z")]) == \
+        "2 files and 1 folder"
+    assert skipped_count([(str(tmp_path / "empty"), "z")]) == "1 folder"
+    assert skipped_count([(str(tmp_path / "gone.txt"), "vanished")]) == "1 file"
+
+
+def test_an_add_of_an_empty_folder_says_folder_in_its_message(win, qtbot, tmp_path):
+    corpus = win.corpus
+    qtbot.waitUntil(lambda: corpus.pending == 0, timeout=RUN_TIMEOUT)
+    (tmp_path / "empty").mkdir()
+    said: list[str] = []
+    corpus.rejected.connect(said.append)
+    corpus.add_paths([str(tmp_path / "empty")], sync=True)
+    assert said[-1].startswith("1 folder skipped: empty"), said
+
+
+def test_the_estimates_step_timing_gives_its_memory_back(win, qtbot, monkeypatch):
+    """Timing three medium steps for the estimate kept ~280 MB while the window sat idle."""
+    import engine
+
+    calls: list[int] = []
+    monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")  # (the tests' default: no timing)
+    monkeypatch.setattr(engine, "release_freed_memory", lambda: calls.append(1) or True)
+    monkeypatch.setattr(engine, "measure_step_seconds", lambda *_a, **_k: 0.01)
+    win._step_times = type(win._step_times)()  # nothing kept: the estimate times a step
+    win.train.preset.setCurrentText("medium")
+    qtbot.waitUntil(lambda: bool(calls), timeout=10_000)

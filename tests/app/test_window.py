@@ -274,6 +274,41 @@ def test_previews_come_every_n_steps_inside_an_epoch(win, qtbot):
     assert sorted({r["step"] for r in engine.read_samples(folder)}) == [0, 5]
 
 
+def test_the_preview_interval_changed_during_a_run_applies_and_continue_counts_from_its_step(
+        win, qtbot):
+    """"a sample every" changed while a run trains must apply from the next step (its tooltip
+    says so); a Continue counts from the step it resumes at, not from 0."""
+    import engine
+
+    win.train.epochs.setValue(3)
+    win.preview.every.setValue(0)
+    win.train.max_steps.setValue(30)
+    win.start_training()
+    qtbot.waitUntil(lambda: win.last_report is not None, timeout=RUN_TIMEOUT)
+    win.preview.every.setValue(2)  # pushed to the running worker
+    qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
+    folder = win.last_folder
+    steps = sorted({r["step"] for r in engine.read_samples(folder)})
+    assert [t for t in steps if t not in (0, 30)], steps
+    win.preview.every.setValue(3)
+    win.choose_continue(folder)
+    train_until_idle(qtbot, win, max_steps=36)
+    new = sorted({r["step"] for r in engine.read_samples(folder)} - set(steps))
+    assert 31 not in new and 32 not in new and 36 in new, new
+
+
+def test_the_preview_interval_is_kept_across_launches(qtbot):
+    from app.panels.preview_panel import PreviewPanel
+
+    panel = PreviewPanel()
+    qtbot.addWidget(panel)
+    panel.every.setValue(350)
+    panel.remember()
+    again = PreviewPanel()
+    qtbot.addWidget(again)
+    assert again.every.value() == 350
+
+
 def test_a_slow_preview_is_not_queued_behind(win, qtbot, monkeypatch):
     """Previews are made beside training; one every step while the last is still being made
     (the software-Vulkan preview takes ~20 s on medium) would queue without end, and Stop
