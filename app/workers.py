@@ -73,7 +73,6 @@ class TrainWorker(QObject):
         self._backend = "CPU step"
         self._previews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preview")
         self._tb: engine.TBLogger | None = None
-        self._previewed: set[int] = set()  # steps a preview was queued at
         self.sample_every = every  # steps between previews inside an epoch (set_preview)
         self._schedule: engine.SampleSchedule | None = None  # made when the run opens
         self._queued: Future[None] | None = None  # the latest preview queued
@@ -177,7 +176,7 @@ class TrainWorker(QObject):
                                     " then Start (it stays the run Start continues)")
                     self.nothing_left = True
                     return
-                self._schedule = engine.SampleSchedule(self.sample_every, run.step)
+                self._schedule = schedule = engine.SampleSchedule(self.sample_every, run.step)
                 if not any(r.get("step") == run.step for r in engine.read_samples(run.folder)):
                     # (a finished run continued had its last epoch's sample twice in the Gallery)
                     self._preview(f"step {run.step}" if run.step else  # (blank or one
@@ -186,7 +185,7 @@ class TrainWorker(QObject):
                                    control=self.control, on_save=self._on_save,
                                    on_notice=self.info.emit)
                 self._serve_requests()
-                if (result.state == "finished" or result.reason) and run.step not in self._previewed:
+                if (result.state == "finished" or result.reason) and schedule.last != run.step:
                     self._preview(f"step {run.step}", run.trainer.cursor.epoch)  # a run ending
                     # inside an epoch showed no sample of its trained model at all
                 self._previews.shutdown(wait=True)  # its samples written while the run is ours
@@ -245,7 +244,6 @@ class TrainWorker(QObject):
         assert run is not None
         snapshot = {k: v.copy() for k, v in run.lm.params.items()}
         step, epoch = run.step, epochs_done
-        self._previewed.add(step)
         if self._schedule is not None:
             self._schedule.shown(step)
         self._queued = self._previews.submit(self._render, tag, snapshot, step, epoch)

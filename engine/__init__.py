@@ -128,7 +128,7 @@ if TYPE_CHECKING:
         evaluate,
         format_duration,
     )
-    from .words import plural
+    from .words import listing, plural
 
 # public name -> the module under engine/ that defines it (imported on first access)
 _EXPORTS: dict[str, str] = {
@@ -177,6 +177,7 @@ _EXPORTS: dict[str, str] = {
     "configure": "runtime",
     "missing_dependency": "errors",
     "plural": "words",
+    "listing": "words",
     "release_freed_memory": "runtime",
     "SamplingConfig": "sampling",
     "GENERATION_DEFAULTS": "sampling",
@@ -272,6 +273,7 @@ __all__ = [
     "configure",
     "missing_dependency",
     "plural",
+    "listing",
     "release_freed_memory",
     "Corpus",
     "CorpusError",

@@ -285,12 +285,11 @@ def not_a_folder(path: Path) -> CheckpointError | None:
         return CheckpointError(f"{path}: no such file or folder; {fix}")
     if path.is_dir():
         return None
-    from .safeio import UnsafeFileError, open_regular
+    from .safeio import UnsafeFileError, read_head
 
     try:
-        with open_regular(path) as f:  # (a FIFO is never waited on)
-            gguf = f.read(4) == b"GGUF"
-    except (OSError, UnsafeFileError):
+        gguf = read_head(path, 4) == b"GGUF"  # (a FIFO is never waited on)
+    except UnsafeFileError:
         gguf = False
     if gguf or path.suffix.lower() == ".gguf":  # (it was "a file, not a folder")
         return CheckpointError(f"{path}: a GGUF file, for llama.cpp, Ollama or LM Studio; here "
@@ -310,8 +309,9 @@ def read_config(folder: Path) -> MambaConfig:
         if usable:  # a run folder whose run.json is gone: it said "not a model folder" only
             raise CheckpointError(f"{folder}: no run.json and no config.json; its snapshots "
                                   f"still load: use {usable[-1]}")
-        inner = [p for _, p in snapshots(folder.parent) if (p / "config.json").is_file()]
-        if folder.name == "snapshots" and inner:  # (RUN/snapshots: "not a model folder")
+        inner = [p for _, p in snapshots(folder.parent) if (p / "config.json").is_file()
+                 ] if folder.name == "snapshots" else []  # (RUN/snapshots: "not a model folder")
+        if inner:
             raise CheckpointError(f"{folder}: the snapshots folder of a run; pass the run "
                                   f"({folder.parent}: its latest snapshot) or one snapshot, "
                                   f"e.g. {inner[-1]}")

@@ -413,14 +413,12 @@ def _train(a: argparse.Namespace, run, job) -> int:
             return 0
         sampling = replace(GENERATION_DEFAULTS, max_new_tokens=a.sample_tokens, seed=tr.cfg.seed)
 
-        sampled: set[int] = set()  # the steps a sample was shown at
-        schedule = SampleSchedule(a.sample_every, tr.cursor.step)
+        schedule = SampleSchedule(a.sample_every, tr.cursor.step)  # (its last: the last shown)
 
         def show_sample(tag: str) -> None:  # the run's prompts (run.json): the same after resume
             if a.sample_tokens <= 0:
                 return
             step, epochs = tr.cursor.step, tr.cursor.epoch
-            sampled.add(step)
             schedule.shown(step)
             keep = not any(r.get("step") == step for r in read_samples(run.folder))
             for i, prompt in enumerate(run.spec.prompts):
@@ -472,7 +470,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
         finally:
             if tb is not None:
                 tb.close()
-        if (result.state == "finished" or result.reason) and result.step not in sampled:
+        if (result.state == "finished" or result.reason) and schedule.last != result.step:
             show_sample(f"at step {result.step}, the end of the run")  # (a run shorter than an
             # epoch showed only the untrained model's sample)
         how = "stopped" if result.state == "stopped" else "finished"

@@ -54,7 +54,7 @@ from .packing import PackedRows, pack_documents
 from .signals import stop_on_signals
 from .tokenizer import MAX_BPE, BPETokenizer, ByteTokenizer, bpe_sample_every, check_fits
 from .trainer import EpochReport, StepReport, TrainConfig, Trainer, epoch_steps
-from .words import plural
+from .words import listing, plural
 
 RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
                     "autosave_steps", "autosave_minutes", "prompts", "early_stopping")
@@ -616,9 +616,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     if folder.is_dir() and any(folder.iterdir()):
         foreign = rf.foreign_entries(folder)
         if foreign:  # never offered to --force: it would delete the user's files
-            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3:,} more" if len(foreign) > 3
-                                              else "")
-            raise CheckpointError(f"{folder} holds files that are not a run's ({shown}); choose "
+            raise CheckpointError(f"{folder} holds files that are not a run's "
+                                  f"({listing(foreign)}); choose "
                                   "another --out (--force replaces only a run folder)")
         if not force:
             if rf.is_run(folder):
@@ -635,11 +634,13 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                               "another --out")
     for line in summary(corpus.rejected):  # a walk of / skips thousands: 11 lines at most
         say(line)
+    init_from: dict[str, Any] | None = None  # where a run from a model got its weights
     if spec.init:  # a damaged latest snapshot passed over is said (it started from an older
         lm = load_model(spec.init, notify=lambda m: say(f"warning: {m}"))  # one, step 0 too)
         lm.check_finite(spec.init)  # before the folder is made (it blamed the new run's folder)
-        if lm.source is not None and rf.snapshot_run(lm.source) is not None:  # (run.json named
-            say(f"starting {rf.init_described(rf.init_source(lm.source))}")  # the run alone)
+        init_from = rf.init_source(lm.source) if lm.source is not None else None
+        if init_from is not None and init_from["step"] is not None:  # (run.json named the run
+            say(f"starting {rf.init_described(init_from)}")  # alone)
         if spec.tokenizer not in ("auto", lm.tokenizer.kind):  # it was dropped without a word
             say(f"note: tokenizer {spec.tokenizer} not used: a run from {spec.init} keeps that "
                 f"model's {lm.tokenizer.kind} tokenizer")
@@ -709,7 +710,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.save()  # step 0: the folder is a complete, resumable run from the start
         rf.write_run_json(folder, spec.to_dict(), folder.name,  # last: marks the run complete
-                          rf.init_source(lm.source) if spec.init and lm.source else None)
+                          init_from)
     except (OSError, CheckpointError) as exc:  # a full disk: it named a temporary file, no fix
         if made_entries or replaced:
             _unmake(folder, made)
@@ -916,9 +917,7 @@ def _holds_foreign(folder: Path) -> str | None:
     foreign = rf.foreign_entries(folder)
     if not foreign:
         return None
-    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3:,} more" if len(foreign) > 3
-                                      else "")
-    return (f"{folder} holds files that no run writes ({shown}); move them out first, or "
+    return (f"{folder} holds files that no run writes ({listing(foreign)}); move them out first, or "
             "delete the folder yourself")
 
 

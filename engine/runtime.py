@@ -40,6 +40,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import MambaStudioError
 
@@ -146,11 +147,7 @@ def _pin_numba(layer: str, threads: int | None) -> None:
 def _keep_freed_memory() -> bool:
     """mallopt: blocks up to 32 MiB come from the heap, the heap top is never trimmed, and it grows
     in 64 MiB steps. Returns whether the tuning was applied."""
-    if not sys.platform.startswith("linux") or os.environ.get("MAMBA_STUDIO_MALLOC") == "default":
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
+    if os.environ.get("MAMBA_STUDIO_MALLOC") == "default" or (libc := _libc()) is None:
         return False
     libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
     libc.mallopt(-1, (1 << 31) - 1)  # M_TRIM_THRESHOLD
@@ -163,11 +160,17 @@ def release_freed_memory() -> bool:
     is let go) back to the system: ``configure`` keeps freed memory for the next step, and the
     window held ~690 MB after a run until it was closed. glibc's ``malloc_trim``; returns
     whether it ran."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
+    if (libc := _libc()) is None:
         return False
     libc.malloc_trim(0)
     return True
+
+
+def _libc() -> Any:
+    """glibc, for its allocator's settings (None off Linux, or without it)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None

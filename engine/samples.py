@@ -108,7 +108,8 @@ class SampleSchedule:
         if every < 0:
             raise ValueError(f"samples every {every} steps: expected 0 (epoch ends only) or more")
         self.every = every
-        self.last = step  # the step of the last sample shown
+        self.last = step  # the last sample's step (``step``: where the run starts, sampled
+        # there or not; a step the run has sampled is never past ``last``)
 
     def due(self, step: int, ends_epoch: bool) -> bool:
         """Whether the step just done (``step``) is one to sample inside its epoch; an epoch's

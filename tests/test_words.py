@@ -23,3 +23,12 @@ def test_early_stopping_after_one_evaluation_says_one():
     assert not early.update(2.0)
     assert early.update(2.5)
     assert "for 1 evaluation (patience 1)" in early.reason, early.reason
+
+
+def test_listing_names_the_first_few_and_counts_the_rest():
+    from engine.words import listing
+
+    assert listing(["a"]) == "a"
+    assert listing(["a", "b", "c"]) == "a, b, c"
+    assert listing(["a", "b", "c", "d", "e"]) == "a, b, c and 2 more"
+    assert listing([str(i) for i in range(1_005)], most=2) == "0, 1 and 1,003 more"

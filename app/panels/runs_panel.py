@@ -273,10 +273,8 @@ class RunsPanel(QWidget):
             if confirm(self, "Delete run", f"Delete {folder} and all its snapshots?"):
                 self.delete_run(folder)
             return
-        shown = ", ".join(others[:3]) + (f" and {len(others) - 3:,} more" if len(others) > 3
-                                         else "")  # (it refused, and said to move them out)
         if confirm(self, "Delete run", f"{folder} also holds files that no run writes "
-                   f"({shown}). Delete the run (its snapshots, data and settings) and keep "
+                   f"({engine.listing(others)}). Delete the run (its snapshots, data and settings) and keep "
                    "those files in the folder?"):
             self.delete_run(folder, keep_others=True)
 
@@ -311,8 +309,8 @@ class RunsPanel(QWidget):
             self.refresh()
             return False
         kept = engine.others_in_run(folder) if keep_others and Path(folder).is_dir() else []
-        self.message.emit(f"deleted the run in {folder}; kept {', '.join(kept[:3])}"
-                          + (", …" if len(kept) > 3 else "") if kept else f"deleted {folder}")
+        self.message.emit(f"deleted the run in {folder}; kept {engine.listing(kept)}" if kept
+                          else f"deleted {folder}")
         self.refresh()
         self.deleted.emit(folder)
         return True
