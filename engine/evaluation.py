@@ -80,6 +80,7 @@ def evaluate(lm: Any, ids: Any, seq_len: int, batch_size: int = 8, max_tokens: i
     positions (``sample_rows``; None or 0: all). ``should_stop`` is asked between batches; when it
     answers True, ``EvalStopped`` is raised (a stop request must not wait for a long evaluation)."""
     from .model import logits_forward  # here: the CLI's parser reads this module's constant
+    from .ops.cross_entropy import cross_entropy_scores
 
     packed = hasattr(ids, "batch")
     if not packed and len(ids) < 2:
@@ -102,14 +103,12 @@ def evaluate(lm: Any, ids: Any, seq_len: int, batch_size: int = 8, max_tokens: i
         if should_stop is not None and should_stop():
             raise EvalStopped()
         x, y, reset = get(s, min(s + batch_size, n_rows))
-        logits = logits_forward(lm.params, x, lm.config, reset=reset).astype(np.float64)
+        logits = logits_forward(lm.params, x, lm.config, reset=reset)
         keep = y >= 0
-        lg = logits[keep]
         tg = y[keep]
-        mx = lg.max(axis=1, keepdims=True)
-        lse = mx[:, 0] + np.log(np.exp(lg - mx).sum(axis=1))
-        total += float((lse - lg[np.arange(len(tg)), tg]).sum())
-        correct += int((lg.argmax(axis=1) == tg).sum())
+        losses, hits = cross_entropy_scores(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        total += float(losses.sum())
+        correct += int(hits.sum())
         n += int(keep.sum())
         if packed or not whole:
             n_bytes += len(lm.tokenizer.decode(tg).encode("utf-8"))

@@ -115,3 +115,24 @@ def test_the_run_says_when_its_held_out_loss_is_a_sample(tmp_path, monkeypatch, 
     assert main(["train", "--resume", str(tmp_path / "r"), "--max-steps", "2",
                  "--sample-tokens", "0"]) == 0
     assert "note: held-out loss is measured on a fixed sample of about 64" in capsys.readouterr().err
+
+
+def test_eval_metrics_equal_a_float64_log_softmax_of_the_logits():
+    """The held-out loss and accuracy are the float64 log-softmax's and NumPy argmax's over the
+    model's own logits (the fused scoring kernel sums float32 exps in float64)."""
+    from engine.data import make_rows
+    from engine.model import logits_forward
+
+    lm, ids = _lm(), _ids(700)
+    x, y = make_rows(ids, 16)
+    lg = logits_forward(lm.params, np.asarray(x), lm.config).astype(np.float64)
+    lg = lg.reshape(-1, lg.shape[-1])
+    tg = np.asarray(y).reshape(-1)
+    lg, tg = lg[tg >= 0], tg[tg >= 0]  # the last row's padding
+    mx = lg.max(axis=1)
+    lse = mx + np.log(np.exp(lg - mx[:, None]).sum(axis=1))
+    loss = float((lse - lg[np.arange(len(tg)), tg]).mean())
+    acc = float((lg.argmax(axis=1) == tg).mean())
+    r = evaluate(lm, ids, 16, batch_size=4)
+    assert r.tokens == len(tg)
+    assert r.loss == pytest.approx(loss, rel=1e-6) and r.accuracy == acc

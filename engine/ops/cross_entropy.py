@@ -3,6 +3,8 @@
     loss_i = logsumexp(logits_i) - logits_i[target_i];   dlogits_i = scale * (softmax_i - onehot_i)
 Rows with target < 0 are ignored (loss 0, zero gradient).
 Shapes: logits (m, v), targets (m,) int -> losses (m,), dlogits (m, v) (may overwrite logits).
+``cross_entropy_scores`` is the forward alone, for held-out scoring: losses (m,) and whether each
+row's argmax is its target (m,), the logits left untouched.
 Reference: engine/reference.py::cross_entropy.
 """
 
@@ -12,9 +14,59 @@ import math
 
 import numpy as np
 from numba import prange
+from numba.extending import register_jitable
 
 from .._jit import fast_exp, parallel_kernel
 from ._common import check, check_index
+
+
+@register_jitable(inline="always")
+def _row_max(row, acc):  # pragma: no cover - compiled
+    """max of ``row`` (v,) in 8 independent lanes (``acc`` (8,): scratch): a single running max
+    is a serial chain of compares that LLVM does not vectorise without the nnan flag (never
+    enabled here); the max is exact in any order, so no bit changes. NaNs are skipped (the exp
+    pass turns them into a NaN loss)."""
+    v = row.shape[0]
+    for k in range(8):
+        acc[k] = row[0]
+    for j in range(0, v - 7, 8):
+        for k in range(8):
+            x = row[j + k]
+            acc[k] = x if x > acc[k] else acc[k]
+    mx = acc[0]
+    for k in range(1, 8):
+        mx = acc[k] if acc[k] > mx else mx
+    for j in range(v - v % 8, v):
+        mx = row[j] if row[j] > mx else mx
+    return mx
+
+
+@parallel_kernel
+def _scores_kernel(logits, targets, losses, hits, lanes):
+    """Per row: loss = max + log(sum exp(x - max)) - x[target], the sum in float64 (a float32
+    running sum over a 50k vocabulary would drift); hit = the first index of the max is the
+    target (NumPy's argmax). Rows with target < 0: loss 0, no hit."""
+    m, v = logits.shape
+    for i in prange(m):
+        t = targets[i]
+        if t < 0:
+            losses[i] = 0.0
+            hits[i] = False
+            continue
+        row = logits[i]
+        mx = _row_max(row, lanes[i])
+        s = 0.0
+        for j in range(v):
+            s += np.float64(fast_exp(row[j] - mx))
+        lt = row[t]
+        losses[i] = np.float64(mx) + math.log(s) - np.float64(lt)
+        hit = lt == mx
+        if hit:
+            for j in range(t):
+                if row[j] == mx:
+                    hit = False
+                    break
+        hits[i] = hit
 
 
 @parallel_kernel
@@ -35,21 +87,7 @@ def _cross_entropy_kernel(logits, targets, scale, losses, dlogits, inplace, lane
                 drow[j] = zero
             continue
         lt = row[t]
-        # the row's max in 8 independent lanes (``lanes`` (m, 8): this row's scratch): a single
-        # running max is a serial chain of compares that LLVM does not vectorise without the
-        # nnan flag (never enabled here); the max is exact in any order, so no bit changes
-        acc = lanes[i]
-        for k in range(8):
-            acc[k] = row[0]
-        for j in range(0, v - 7, 8):
-            for k in range(8):
-                x = row[j + k]
-                acc[k] = x if x > acc[k] else acc[k]
-        mx = acc[0]
-        for k in range(1, 8):
-            mx = acc[k] if acc[k] > mx else mx
-        for j in range(v - v % 8, v):
-            mx = row[j] if row[j] > mx else mx
+        mx = _row_max(row, lanes[i])  # ``lanes`` (m, 8): each row's scratch
         if not inplace:
             for j in range(v):
                 drow[j] = row[j]
@@ -80,3 +118,21 @@ def cross_entropy_forward_backward(
     lanes = np.empty((logits.shape[0], 8), dtype=logits.dtype)
     _cross_entropy_kernel(logits, targets, logits.dtype.type(scale), losses, dlogits, inplace, lanes)
     return losses, dlogits
+
+
+def cross_entropy_scores(logits: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """logits (m, v), targets (m,) -> (losses (m,) float64, hits (m,) bool): each row's
+    cross-entropy (0 where target < 0) and whether its argmax (the first, as NumPy's) is the
+    target. The logits are read only. float32 logits: exp in float32, summed in float64
+    (within ~1e-6 of a float64 log-softmax; float64 logits: ~1e-15)."""
+    check("logits", logits, (None, None))
+    targets = check_index("targets", targets, logits.shape[:1])
+    if targets.size and targets.max() >= logits.shape[1]:
+        raise ValueError(f"target id {int(targets.max())} >= vocab size {logits.shape[1]}")
+    if logits.shape[1] == 0:
+        raise ValueError("logits: expected at least one column")
+    losses = np.empty(logits.shape[0], dtype=np.float64)
+    hits = np.empty(logits.shape[0], dtype=np.bool_)
+    lanes = np.empty((logits.shape[0], 8), dtype=logits.dtype)
+    _scores_kernel(logits, targets, losses, hits, lanes)
+    return losses, hits

@@ -1,7 +1,7 @@
 import numpy as np
 
 from engine import reference as ref
-from engine.ops.cross_entropy import cross_entropy_forward_backward
+from engine.ops.cross_entropy import cross_entropy_forward_backward, cross_entropy_scores
 from tests.gradcheck import assert_grad_close
 
 
@@ -68,4 +68,63 @@ def test_non_finite_logits_give_a_non_finite_loss() -> None:
         logits = np.zeros((2, 2051), dtype=np.float32)
         logits[0, p] = np.nan
         losses, _ = cross_entropy_forward_backward(logits, np.array([1, 1]), 1.0, inplace=True)
+        assert np.isnan(losses[0]) and np.isfinite(losses[1]), p
+
+
+def _scores_in_float64(logits: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row cross-entropy and argmax hits, float64 NumPy (what held-out scoring computed)."""
+    lg = logits.astype(np.float64)
+    mx = lg.max(axis=1)
+    lse = mx + np.log(np.exp(lg - mx[:, None]).sum(axis=1))
+    safe = np.where(t >= 0, t, 0)
+    losses = np.where(t >= 0, lse - lg[np.arange(len(t)), safe], 0.0)
+    return losses, (t >= 0) & (lg.argmax(axis=1) == t)
+
+
+def test_scores_equal_a_float64_log_softmax_and_numpys_argmax() -> None:
+    """Per-row losses and hits, also on rows whose max is tied (NumPy's argmax is the first of
+    them: a target at the second copy is no hit) and ignored rows (loss 0, no hit)."""
+    rng = np.random.default_rng(4)
+    v = 2051
+    logits = rng.standard_normal((40, v)) * 4
+    t = rng.integers(0, v, 40)
+    t[3] = -1
+    for i in range(5, 40, 2):  # every other row: the target holds the max (a hit)
+        logits[i, t[i]] = logits[i].max() + 1.0
+    logits[6, [10, 700]] = 50.0  # a tie: the target is the second copy -> not a hit
+    t[6] = 700
+    logits[8, [10, 700]] = 50.0  # the target is the first copy -> a hit
+    t[8] = 10
+    want_l, want_h = _scores_in_float64(logits, t)
+    losses, hits = cross_entropy_scores(logits, t)
+    np.testing.assert_allclose(losses, want_l, rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(hits, want_h)
+    assert losses[3] == 0 and not hits[3] and not hits[6] and hits[8] and hits[5:40:2].all()
+    assert hits.sum() == 19  # the 18 rows with a raised target and row 8; row 6's tie lost
+
+
+def test_scores_of_float32_logits_are_within_1e_6_of_float64() -> None:
+    """float32 exp, float64 sum: a BPE-sized vocabulary (50,280) and logits of a few hundred
+    (the row max must be found wherever it is, or float32 exp overflows), the input untouched."""
+    rng = np.random.default_rng(5)
+    v = 50280
+    logits = (rng.standard_normal((16, v)) * 6).astype(np.float32)
+    for i, p in enumerate((0, 1, 7, 8, 15, 50271, 50272, 50279)):
+        logits[i, p] = 300.0
+    t = rng.integers(0, v, 16)
+    t[1] = 1
+    before = logits.copy()
+    losses, hits = cross_entropy_scores(logits, t)
+    np.testing.assert_array_equal(logits, before)
+    want_l, want_h = _scores_in_float64(logits, t)
+    np.testing.assert_allclose(losses, want_l, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(hits, want_h)
+    assert hits[1] and abs(losses[1]) < 1e-6
+
+
+def test_scores_of_non_finite_logits_are_non_finite() -> None:
+    for p in (0, 9, 2050):
+        logits = np.zeros((2, 2051), dtype=np.float32)
+        logits[0, p] = np.nan
+        losses, _ = cross_entropy_scores(logits, np.array([1, 1]))
         assert np.isnan(losses[0]) and np.isfinite(losses[1]), p
