@@ -18,7 +18,6 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from .corpuswalk import link_reason, pseudo_fs, walk
 from .errors import CorpusError, MambaStudioError, Stopped
-from .safeio import GiB, MiB, check_regular
+from .safeio import GiB, MiB, UnsafeFileError, check_regular, open_regular
 
 FILE_LIMIT = 4 * GiB  # one corpus file; larger ones are refused before any byte is read
 CHUNK = 4 * MiB  # bytes read (and text tokenised) at a time
@@ -199,13 +198,9 @@ def _open_checked(path: Path):
         raise CorpusError(f"{path}: a file of a kernel pseudo-filesystem ({fs}), not a corpus; "
                           "give text files" if fs else f"{path}: file is empty")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise CorpusError(f"{path}: is not a regular file (FIFO, device or socket)")
-    return os.fdopen(fd, "rb")
+        return open_regular(path, "corpus file")
+    except UnsafeFileError as exc:  # a FIFO or device swapped in after the check, unreadable
+        raise CorpusError(str(exc)) from None
 
 
 def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
