@@ -155,7 +155,7 @@ class MainWindow(QMainWindow):
         self.stop_btn.clicked.connect(self.stop)
         self.backend = QComboBox()
         self.backend.addItems(list(BACKEND_TIPS))
-        self.backend.setCurrentText(settings.load("preview/backend", "auto"))
+        settings.restore(self.backend, "preview/backend")
         self.backend.setToolTip("Preview decoding: " + "; ".join(f"{k}: {v}" for k, v in
                                                                BACKEND_TIPS.items()))
         self.progress = QProgressBar()
@@ -267,6 +267,21 @@ class MainWindow(QMainWindow):
             state = settings.load(key, None)
             if state is not None:
                 splitter.restoreState(state)
+        self._say_settings_problems()
+
+    def _say_settings_problems(self) -> None:
+        """Saved values the boxes could not take (kept at their defaults) and a settings file Qt
+        could not read to its end are said in the Log and on the status bar (both went
+        unsaid: a learning rate of -5 became 1e-08)."""
+        bad, aside = settings.take_ignored(), settings.set_aside_if_damaged()
+        lines = ([f"the settings file was damaged (kept as {aside}): the settings after the "
+                  "damage are back at their defaults"] if aside else [])
+        if bad:
+            lines.append(f"saved settings not used (the defaults are): {'; '.join(bad)}")
+        for line in lines:
+            self._log(line)
+        if lines:
+            self.statusBar().showMessage(lines[0], 20000)
 
     def _restore_corpus(self) -> None:
         """The corpus of the last session (as a settings file names it: a folder added whole as
@@ -392,8 +407,9 @@ class MainWindow(QMainWindow):
             text = (f"Next Start: a new run, once this continued run of "
                     f"{Path(self.continue_dir).name} ends (or choose Continue again in the Runs tab)")
         elif self.continue_dir:
-            info = next((r for r in self.runs.runs if str(r.path) == self.continue_dir), None)
-            step = f" from step {info.steps}" if info else ""
+            kept = engine.expected_snapshot(Path(self.continue_dir))  # (the Runs row's step,
+            # latest.json's, said 165 when step-165 was gone and the run went on from 154)
+            step = f" from step {kept[1]}" + (f" ({kept[2]})" if kept[2] else "") if kept else ""
             over = self.continue_overrides()
             saved = self.continue_spec.train if self.continue_spec is not None else None
             was_early = (self.continue_spec.early_stopping if self.continue_spec is not None
@@ -486,6 +502,7 @@ class MainWindow(QMainWindow):
     def _error(self, msg: str) -> None:
         self.errors.append(msg)
         self._log(f"ERROR: {msg}")
+        self.statusBar().clearMessage()  # ("writing the export to …" stayed under its error)
         short = msg.strip().splitlines()[-1][:500] if msg.strip() else msg
         box = QMessageBox(QMessageBox.Icon.Warning, "Mamba Studio", short, parent=self)
         if short != msg:
@@ -816,7 +833,7 @@ class MainWindow(QMainWindow):
     def _show_saved_preview(self, folder: str) -> None:
         """The Preview pane shows ``folder``'s last saved samples (all prompts of its last
         preview), not the previous run's live ones."""
-        samples = [r for r in engine.read_samples(folder) if isinstance(r.get("text"), str)]
+        samples = [r for r in engine.read_kept_samples(folder) if isinstance(r.get("text"), str)]
         name = Path(folder).name
         if not samples:
             self.preview.show_preview(f"none saved for {name}", "", "—")
@@ -1206,6 +1223,9 @@ class MainWindow(QMainWindow):
         latest = engine.read_pointer(Path(folder)) or {}
         val = latest.get("val_loss")
         now = f"held-out {val:.4f}" if isinstance(val, float) else "held-out loss not measured"
+        kept = engine.expected_snapshot(Path(folder))  # what "latest" loads (step-165 gone:
+        if kept is not None and kept[2]:  # step 154, where the question said 165)
+            latest, now = {"step": kept[1]}, kept[2]
         last_step = training if training is not None else latest.get("step")
         what = (f"it is training (step {last_step} as this opened): Current exports its weights "
                 "when you press Save in the next dialog" if training is not None
@@ -1255,4 +1275,5 @@ class MainWindow(QMainWindow):
         settings.save("preview/backend", self.backend.currentText())
         self.train.remember()
         self.preview.remember()
+        self.playground.remember()
         super().closeEvent(event)

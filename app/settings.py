@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QAbstractButton, QComboBox, QWidget
 
 ORG = "MambaStudio"
 APP = "Mamba Studio"
 
 
+_damaged: set[str] = set()  # settings files Qt could not parse (told to the first reader only)
+
+
 def settings() -> QSettings:
-    return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORG, APP)
+    s = QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORG, APP)
+    if s.status() == QSettings.Status.FormatError:  # the next objects read Qt's cache of the
+        _damaged.add(s.fileName())  # file and say NoError: noted here, when it is told
+    return s
 
 
 def load(key: str, default: Any) -> Any:
@@ -34,6 +42,73 @@ def load(key: str, default: Any) -> Any:
             return []
         return [str(v) for v in (value if isinstance(value, list) else [value])]
     return value
+
+
+_ignored: list[str] = []  # saved values a box could not take, since the last take_ignored()
+
+
+def restore(box: QWidget, key: str) -> None:
+    """Set a spin box, combo box or check box from the saved ``key``, if there is one. A value
+    the box cannot hold (not a number, out of its range, not one of its items) leaves the box at
+    its default and is noted for ``take_ignored`` (a damaged settings file turned a learning
+    rate of -5 into 1e-08, a preset "gigantic" into "tiny" and a temperature "nan" into 5.0,
+    without a word)."""
+    s = settings()
+    if not s.contains(key):
+        return
+    raw = s.value(key)
+    why = ""
+    if isinstance(box, QComboBox):
+        i = box.findText(str(raw))
+        if i >= 0:
+            box.setCurrentIndex(i)
+        else:
+            why = "not one of its choices"
+    elif isinstance(box, QAbstractButton):
+        if raw in (True, False, "true", "false", 1, 0, "1", "0"):
+            box.setChecked(raw in (True, "true", 1, "1"))
+        else:
+            why = "not true or false"
+    else:
+        try:
+            v = float(raw)
+        except (TypeError, ValueError):
+            v = math.nan
+        is_int = isinstance(box.value(), int)  # type: ignore[attr-defined]
+        lo, hi = box.minimum(), box.maximum()  # type: ignore[attr-defined]
+        if not math.isfinite(v) or (is_int and not v.is_integer()):
+            why = "not a number" if not is_int else "not a whole number"
+        elif not lo <= v <= hi:
+            why = f"outside {lo:g} to {hi:g}"
+        else:
+            box.setValue(int(v) if is_int else v)  # type: ignore[attr-defined]
+    if why:
+        _ignored.append(f"{key} = {str(raw)[:40]!r} ({why})")
+
+
+def take_ignored() -> list[str]:
+    """The values ``restore`` could not take since the last call, as "key = 'value' (why)"."""
+    out = list(_ignored)
+    _ignored.clear()
+    return out
+
+
+def set_aside_if_damaged() -> str | None:
+    """When Qt could not parse the settings file to its end (it reads only what comes before the
+    damage, and wrote the rest back glued into one value), the file is renamed to
+    ``<name>.damaged`` (replacing an older one), so the next save writes a clean one; returns
+    that new name, else None."""
+    name = settings().fileName()
+    if name not in _damaged:
+        return None
+    _damaged.discard(name)
+    path = Path(name)
+    aside = path.with_name(path.name + ".damaged")
+    try:
+        path.replace(aside)
+    except OSError:
+        return str(path)  # (said as damaged all the same)
+    return str(aside)
 
 
 def save(key: str, value: Any) -> None:

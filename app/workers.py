@@ -309,9 +309,10 @@ class GenerateWorker(QObject):
     """Streams one generation for the Playground; ``stop`` ends it after the current token."""
 
     piece = Signal(str)
-    progress = Signal(str)  # what it is doing before the first token
+    progress = Signal(str)  # what it is doing (loading, reading the prompt, tokens so far)
     done = Signal(str)  # a summary: tokens, tok/s, backend
     failed = Signal(str)
+    _said: set[str] = set()  # backend descriptions said in full this session
 
     def __init__(self, source: str, prompt: str, sampling: engine.SamplingConfig,
                  backend: str) -> None:
@@ -327,9 +328,15 @@ class GenerateWorker(QObject):
         import time
 
         try:
-            lm = engine.load_model(self.source)
-            lm.check_finite(self.source)
+            passed_over: list[str] = []  # (a run whose latest snapshot was gone generated from
+            lm = engine.load_model(self.source, notify=passed_over.append)  # an older one,
+            lm.check_finite(self.source)  # unsaid: the CLI warns)
+            for note in passed_over:
+                self.progress.emit(f"warning: {note}")
             stepper, desc = engine.pick_backend(lm, self.backend)
+            if " — " in desc and desc in GenerateWorker._said:  # the GPU note once a session
+                desc = desc.split(" — ")[0]  # (each summary repeated it over two lines)
+            GenerateWorker._said.add(desc)
             ids = lm.tokenizer.encode(self.prompt)
             if len(ids) > 1:  # a long prompt took ~30 s under "loading the model…"
                 self.progress.emit(f"reading the prompt ({plural(len(ids), 'token')})…")
@@ -338,10 +345,15 @@ class GenerateWorker(QObject):
             n, stopped = 0, False
             stream = lm.tokenizer.stream()  # as lm.generate, counting tokens, not pieces
             eos = lm.tokenizer.eos_id
+            shown = 0.0  # when the count of tokens was last said
             for tok in lm.generate_ids(ids, self.sampling, stepper):
                 n += 1
                 if n == 1:
                     first = time.perf_counter()
+                if n % 64 == 0 and (now := time.perf_counter()) - shown > 1.0:
+                    shown = now  # (a 100,000-token generation said only "generating…")
+                    self.progress.emit(f"generating… {n:,} of "
+                                       f"{plural(self.sampling.max_new_tokens, 'token')}")
                 # "stop at end of text" off: an end of text decoded to nothing (bytes: the
                 # examples ran together) or "<|endoftext|>" (BPE); a line break for both
                 piece = stream.flush() + "\n" if tok == eos else stream.step(int(tok))
@@ -356,8 +368,11 @@ class GenerateWorker(QObject):
             end = time.perf_counter()
             why = ("stopped" if stopped else "ended at end of text"
                    if n < self.sampling.max_new_tokens else "reached the length")
+            run = str(Path(self.source)) + "/"  # the note's paths inside the run, shortened
+            used = (f" · {Path(lm.source).name}, not the snapshot latest.json names "
+                    f"({passed_over[0].replace(run, '')})" if passed_over and lm.source else "")
             self.done.emit(generation_summary(n, first - t0, end - first, len(ids), why,  # whose
-                                              f"{desc} · {Path(self.source).name}"))  # text:
+                                              f"{desc} · {Path(self.source).name}{used}"))
             # the Model box may show another run by then (its run deleted meanwhile)
         except Exception as exc:
             self.failed.emit(describe_error(exc))

@@ -839,10 +839,10 @@ def read_model_config(folder: str | Path) -> MambaConfig:
     """The model shape of a run's latest snapshot (its config.json, not verified: for estimates
     before a Continue, whose model is the run's own whatever the settings panel shows)."""
     folder = Path(folder)
-    latest = rf.read_pointer(folder, rf.LATEST)
-    if not latest:
+    kept = rf.expected_snapshot(folder)  # (latest.json's, when its snapshot was gone, had
+    if kept is None:  # the estimate say "step-165: no such file or folder" for a whole run)
         raise CheckpointError(f"{folder}: no snapshot to read the model from")
-    return ckpt.read_config(folder / rf.SNAPSHOTS / str(latest["snapshot"]))
+    return ckpt.read_config(kept[0])
 
 
 def read_epoch_rows(folder: str | Path) -> int:

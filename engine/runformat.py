@@ -52,7 +52,7 @@ from . import checkpoint as ckpt
 from .docstore import npy_bytes
 from .errors import CheckpointError, MambaStudioError
 from .safeio import open_append, open_regular, read_bytes, read_json
-from .samples import SAMPLES
+from .samples import SAMPLES, read_samples
 from .words import plural
 
 FORMAT = "mamba-studio-run"
@@ -607,6 +607,28 @@ def snapshots(folder: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
+def expected_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, int, str] | None:
+    """The snapshot a load of ``which`` will take, found without reading its weights (for the
+    words before a load: "continues from step N", the export question, the Runs list): the one
+    ``read_pointer`` names when its folder holds a manifest, else the newest older one that
+    does (``find_snapshot``'s next choice; any, when the pointer is missing). Returns (its
+    folder, its step, a note when it is not the pointer's, e.g. "step-165 is missing"), or
+    None when the run has no such snapshot. A snapshot whose files do not match their manifest
+    is found only by the load itself (``find_snapshot``)."""
+    ptr = read_pointer(folder, which)
+    for step, p in reversed(snapshots(folder)):
+        if ptr is not None and step > ptr["step"]:  # (one a resume passed over: damaged)
+            continue
+        if p.is_symlink() or not (p / SNAP_MANIFEST).is_file():
+            continue
+        note = ""
+        if ptr is not None and p.name != ptr["snapshot"]:
+            gone = folder / SNAPSHOTS / ptr["snapshot"]
+            note = f"{ptr['snapshot']} is {'missing' if not gone.exists() else 'incomplete'}"
+        return p, step, note
+    return None
+
+
 def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, Any], list[str]]:
     """The snapshot ``which`` points to, verified, or a newer one that verifies (latest.json
     only: a crash between publishing it and re-pointing); if it is missing or corrupt, the newest
@@ -914,10 +936,23 @@ def read_kept_metrics(folder: str | Path) -> list[dict[str, Any]]:
     rows = read_metrics(folder)
     if not rows or RunLock(Path(folder)).held_elsewhere():
         return rows
-    latest = read_pointer(Path(folder), LATEST)
-    if latest is None:
+    kept = expected_snapshot(Path(folder))  # (latest.json's step, when its snapshot is gone,
+    if kept is None:  # kept the rows of the lost work after the one a resume takes)
         return rows
-    return [r for r in rows if int(r.get("step", 0)) <= latest["step"]]
+    return [r for r in rows if int(r.get("step", 0)) <= kept[1]]
+
+
+def read_kept_samples(folder: str | Path) -> list[dict[str, Any]]:
+    """``read_samples`` as the run will go on from it: like ``read_kept_metrics``, a run no
+    process holds drops the samples after the snapshot a resume takes; and of the samples of one
+    step with one prompt only the newest is kept (a resume from an older snapshot samples those
+    steps again: the Gallery listed step 165 twice)."""
+    rows = read_samples(folder)
+    kept = None if RunLock(Path(folder)).held_elsewhere() else expected_snapshot(Path(folder))
+    if kept is not None:
+        rows = [r for r in rows if int(r.get("step", 0)) <= kept[1]]
+    last = {(r.get("step"), r.get("prompt")): i for i, r in enumerate(rows)}
+    return [r for i, r in enumerate(rows) if last[(r.get("step"), r.get("prompt"))] == i]
 
 
 def truncate_metrics(folder: Path, step: int) -> int:
@@ -1004,14 +1039,14 @@ def list_runs(root: str | Path) -> list[RunInfo]:
             # only once its first step starts)
         elif state in ("running", "paused"):
             state = "interrupted"
-        latest = read_pointer(p, LATEST)
-        best = best_pointer(p)
+        kept = expected_snapshot(p)  # (latest.json's step said 165 of a run whose step-165
+        best = best_pointer(p)  # was gone: Continue and Open took step 154)
         spec = d["spec"]  # a run of its own sizes, or from opened weights, records the default
         model = ("custom" if spec.get("model") else opened_label(spec) if spec.get("init")
                  else str(spec.get("preset", "")))  # preset, unused: it was listed as "small"
         out.append(RunInfo(
             p, p.name, str(d.get("created", "")), model,  # the folder's name (run.json's
             # stayed after a rename, and a copy showed two rows of one name)
-            int(latest["step"]) if latest else 0, best.get("val_loss") if best else None, state,
+            kept[1] if kept else 0, best.get("val_loss") if best else None, state,
             source=init_described(d.get("init_from"))))
     return sorted(out, key=lambda r: (r.created, r.name), reverse=True)

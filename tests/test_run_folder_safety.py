@@ -7,6 +7,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -1049,3 +1050,33 @@ def test_delete_keeping_a_users_files_removes_the_run_and_leaves_them(made_run, 
     plain = _copy(made_run, tmp_path / "2")
     delete_run(plain, keep_others=True)
     assert not plain.exists()
+
+
+def test_a_missing_latest_snapshot_is_said_where_the_run_will_go_on_from(made_run, tmp_path):
+    """latest.json names step-4, whose folder was deleted by hand: the Runs list, the model a
+    Continue's estimate reads, the kept metrics and samples all follow the snapshot a resume
+    takes (step 2), not the pointer (the window said "from step 4", its estimate failed with
+    "step-4: no such file or folder" for a whole run, the Gallery kept step 4's lost sample)."""
+    from engine import read_model_config
+    from engine.samples import append_sample
+
+    run = _copy(made_run, tmp_path)
+    assert rf.expected_snapshot(run) == (run / rf.SNAPSHOTS / "step-4", 4, "")
+    for step, prompt, text in ((2, "a", "old two"), (4, "a", "four"), (2, "a", "new two"),
+                               (2, "b", "b two")):
+        append_sample(run, {"step": step, "epoch": 0, "prompt": prompt, "text": text})
+    assert [r["text"] for r in rf.read_kept_samples(run)] == ["four", "new two", "b two"]
+    shutil.rmtree(run / rf.SNAPSHOTS / "step-4")
+    assert rf.expected_snapshot(run) == (run / rf.SNAPSHOTS / "step-2", 2, "step-4 is missing")
+    assert rf.find_snapshot(run)[0].name == "step-2"  # what a load takes
+    assert [r.steps for r in rf.list_runs(run.parent)] == [2]
+    assert read_model_config(run).vocab_size > 0
+    assert max(r["step"] for r in rf.read_kept_metrics(run)) == 2
+    assert [r["text"] for r in rf.read_kept_samples(run)] == ["new two", "b two"]
+    (run / rf.SNAPSHOTS / "step-2" / rf.SNAP_MANIFEST).unlink()  # half-written: passed over
+    assert rf.expected_snapshot(run) == (run / rf.SNAPSHOTS / "step-0", 0, "step-4 is missing")
+    for p in (run / rf.SNAPSHOTS).iterdir():
+        shutil.rmtree(p)
+    assert rf.expected_snapshot(run) is None
+    with pytest.raises(CheckpointError, match="no snapshot to read the model from"):
+        read_model_config(run)

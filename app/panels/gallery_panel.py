@@ -64,7 +64,7 @@ class GalleryPanel(QWidget):
         self.reload()
 
     def reload(self) -> None:
-        self.samples = engine.read_samples(self.folder) if self.folder else []
+        self.samples = engine.read_kept_samples(self.folder) if self.folder else []
         epochs = sorted({int(s.get("epoch", 0)) for s in self.samples})
         keep = self.epoch.currentText()
         self.epoch.blockSignals(True)

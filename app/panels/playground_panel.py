@@ -45,7 +45,7 @@ class PlaygroundPanel(QWidget):
         self.source.setEditable(True)
         self.source.setToolTip("A run folder (its latest snapshot), a snapshot, or any model "
                                "folder, including a Hugging Face Mamba checkpoint")
-        browse = QPushButton("Browse…")
+        self.browse = browse = QPushButton("Browse…")
         browse.setToolTip("Pick a model or run folder")
         browse.clicked.connect(self._browse)
         self.prompt = QPlainTextEdit(settings.load("playground/prompt", engine.DEFAULT_PROMPT))
@@ -90,6 +90,8 @@ class PlaygroundPanel(QWidget):
         self.backend = QComboBox()
         self.backend.addItems(list(BACKEND_TIPS))
         self.backend.setToolTip("; ".join(f"{k}: {v}" for k, v in BACKEND_TIPS.items()))
+        for key, box in self._knobs().items():  # as the last Generate left them (only the
+            settings.restore(box, f"playground/{key}")  # prompt came back)
         self.generate_btn = QPushButton("Generate")
         self.generate_btn.setToolTip("Generate (Ctrl+G)")
         self.generate_btn.clicked.connect(self.generate)
@@ -164,6 +166,20 @@ class PlaygroundPanel(QWidget):
         if path:
             self.set_source(path)
 
+    def _knobs(self) -> dict[str, QWidget]:
+        """The sampling boxes, by their settings key."""
+        return {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p,
+                "repetition": self.rep, "tokens": self.max_tokens, "seed": self.seed,
+                "stop_at_end": self.stop_at_end, "backend": self.backend}
+
+    def remember(self) -> None:
+        """The prompt and the sampling boxes, for the next launch."""
+        settings.save("playground/prompt", self.prompt.toPlainText())
+        for key, box in self._knobs().items():
+            value = (box.isChecked() if isinstance(box, QCheckBox) else box.currentText()
+                     if isinstance(box, QComboBox) else box.value())  # type: ignore[attr-defined]
+            settings.save(f"playground/{key}", value)
+
     def sampling(self) -> engine.SamplingConfig:
         return replace(engine.GENERATION_DEFAULTS,
                        temperature=self.temperature.value(), top_k=self.top_k.value(),
@@ -179,7 +195,7 @@ class PlaygroundPanel(QWidget):
             self.status.setText("Pick a run or a model folder first.")
             return
         prompt = self.prompt.toPlainText()
-        settings.save("playground/prompt", prompt)
+        self.remember()
         self.output.setPlainText(visible_controls(prompt))
         self._made_with = ""  # the prompt alone, until the model's text follows it
         self.worker = GenerateWorker(source, prompt, self.sampling(), self.backend.currentText())
@@ -192,6 +208,8 @@ class PlaygroundPanel(QWidget):
         self.worker.done.connect(self._done)
         self.generate_btn.setEnabled(False)
         self.stop_btn.setEnabled(True)
+        self.source.setEnabled(False)  # (another model typed mid-generation read as in use)
+        self.browse.setEnabled(False)
         self.status.setText("loading the model…")
         self.gen_thread.start()
 
@@ -200,7 +218,8 @@ class PlaygroundPanel(QWidget):
             self._made_with = self.worker.source
         self.output.moveCursor(QTextCursor.MoveOperation.End)
         self.output.insertPlainText(visible_controls(text))
-        self.status.setText("generating…")
+        if not self.status.text().startswith("generating"):  # (the count of tokens stays)
+            self.status.setText("generating…")
 
     def _done(self, summary: str) -> None:
         if summary != "failed":
@@ -213,6 +232,8 @@ class PlaygroundPanel(QWidget):
         self.gen_thread = self.worker = None
         self.generate_btn.setEnabled(True)
         self.stop_btn.setEnabled(False)
+        self.source.setEnabled(True)
+        self.browse.setEnabled(True)
         self.finished.emit(summary)
 
     def stop(self) -> None:

@@ -621,16 +621,16 @@ class TrainPanel(QWidget):
              "d_model", "n_layer", "d_state", "bpe_vocab")
 
     def _restore(self) -> None:
-        for k in self._KEYS:
-            w = getattr(self, k)
-            w.setValue(settings.load(f"train/{k}", w.value()))
-        self.preset.setCurrentText(settings.load("train/preset", "small"))
-        self.tokenizer.setCurrentText(settings.load(TOKENIZER_KEY, "auto"))
-        scheme = settings.load("train/init_scheme", engine.RunSpec.init_scheme)
-        if self.init_scheme.findText(scheme) >= 0:  # a scheme since removed falls back
-            self.init_scheme.setCurrentText(scheme)
-        self.lora.setChecked(settings.load("train/lora", False))
-        self.wsla.setChecked(settings.load("train/wsla", False))
+        for k in self._KEYS:  # a value a box cannot hold keeps its default (and is logged)
+            settings.restore(getattr(self, k), f"train/{k}")
+        self.preset.setCurrentText(engine.DEFAULT_PRESET)  # the defaults a bad value keeps
+        self.tokenizer.setCurrentText("auto")
+        self.init_scheme.setCurrentText(engine.RunSpec.init_scheme)
+        settings.restore(self.preset, "train/preset")
+        settings.restore(self.tokenizer, TOKENIZER_KEY)
+        settings.restore(self.init_scheme, "train/init_scheme")  # (a scheme since removed)
+        settings.restore(self.lora, "train/lora")
+        settings.restore(self.wsla, "train/wsla")
 
     def remember(self) -> None:
         kept = dict(self._before_resume or {})

@@ -572,7 +572,7 @@ def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
             n = 2 if sampling.stop_at_eos else sampling.max_new_tokens  # "end of text" after 2
             yield from [104, 105, self.tokenizer.eos_id, 33, 33, 33][:n]
 
-    monkeypatch.setattr(engine, "load_model", lambda src: FakeLM())
+    monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())
     monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, "CPU step"))
     for stop, why, text in ((True, "2 tokens", "ended at end of text"),
                             (False, "6 tokens", "reached the length")):
@@ -1470,3 +1470,121 @@ def test_the_estimates_step_timing_gives_its_memory_back(win, qtbot, monkeypatch
     win._step_times = type(win._step_times)()  # nothing kept: the estimate times a step
     win.train.preset.setCurrentText("medium")
     qtbot.waitUntil(lambda: bool(calls), timeout=10_000)
+
+
+def test_playground_says_an_older_snapshot_and_locks_its_model_while_generating(win, qtbot,
+                                                                                tiny_run,
+                                                                                tmp_path):
+    """A run whose latest snapshot was deleted generated from an older one, unsaid (the CLI
+    warns); the Model box took another model mid-generation as if it were in use."""
+    import shutil
+
+    from engine import runformat as rf
+
+    run = tmp_path / "copy"
+    shutil.copytree(tiny_run, run)
+    snaps = rf.snapshots(run)
+    assert len(snaps) >= 2
+    shutil.rmtree(snaps[-1][1])
+    pg = win.playground
+    pg.set_source(str(run))
+    pg.max_tokens.setValue(5)
+    pg.backend.setCurrentText("cpu")
+    pg.generate()
+    assert not pg.source.isEnabled() and not pg.browse.isEnabled()
+    with qtbot.waitSignal(pg.finished, timeout=RUN_TIMEOUT) as done:
+        pass
+    assert pg.source.isEnabled() and pg.browse.isEnabled()
+    assert (f"· copy · {snaps[-2][1].name}, not the snapshot latest.json names "
+            f"(snapshots/{snaps[-1][1].name}/manifest.json: no such snapshot manifest; using "
+            f"{snaps[-2][1].name} instead)") in done.args[0]
+
+
+def test_playground_knobs_are_kept_across_launches(qtbot, tmp_path):
+    """Only the prompt came back; the Preview's knobs did."""
+    from app.main_window import MainWindow
+
+    w = MainWindow(runs_root=str(tmp_path / "runs"))
+    qtbot.addWidget(w)
+    pg = w.playground
+    pg.temperature.setValue(1.3)
+    pg.top_k.setValue(7)
+    pg.top_p.setValue(0.5)
+    pg.rep.setValue(1.4)
+    pg.max_tokens.setValue(12345)
+    pg.seed.setValue(99)
+    pg.stop_at_end.setChecked(False)
+    pg.backend.setCurrentText("cpu")
+    w.close()
+    w2 = MainWindow(runs_root=str(tmp_path / "runs"))
+    qtbot.addWidget(w2)
+    p2 = w2.playground
+    assert (p2.temperature.value(), p2.top_k.value(), p2.top_p.value(), p2.rep.value(),
+            p2.max_tokens.value(), p2.seed.value(), p2.stop_at_end.isChecked(),
+            p2.backend.currentText()) == (pytest.approx(1.3), 7, pytest.approx(0.5),
+                                          pytest.approx(1.4), 12345, 99, False, "cpu")
+    w2.close()
+
+
+def test_playground_counts_tokens_while_generating_and_says_the_gpu_note_once(monkeypatch):
+    import engine
+    from app.workers import GenerateWorker
+    from engine.tokenizer import ByteTokenizer
+
+    class FakeLM:
+        tokenizer = ByteTokenizer()
+        source = None
+
+        def check_finite(self, source):
+            pass
+
+        def generate_ids(self, ids, sampling, backend):
+            for i in range(sampling.max_new_tokens):
+                if i == 64:
+                    clock[0] += 2.0  # two seconds into the generation
+                yield 104
+
+    clock = [100.0]
+    monkeypatch.setattr("time.perf_counter", lambda: clock[0])
+    note = "CPU step — GPU preview unavailable (software-only): slower than the CPU step"
+    monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())
+    monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, note))
+    monkeypatch.setattr(GenerateWorker, "_said", set())
+    summaries = []
+    for _ in range(2):
+        w = GenerateWorker("m", "", engine.SamplingConfig(max_new_tokens=200), "auto")
+        progress: list[str] = []
+        w.progress.connect(progress.append)
+        w.done.connect(summaries.append)
+        w.run()
+    assert "generating… 128 of 200 tokens" in progress
+    assert note in summaries[0] and "GPU preview" not in summaries[1]
+    assert summaries[1].endswith("— CPU step · m")
+
+
+def test_continue_and_export_name_the_snapshot_a_missing_latest_leaves(win, qtbot, tiny_run,
+                                                                        tmp_path, monkeypatch):
+    """latest.json names a deleted snapshot: Continue said "from step 3" and its estimate failed
+    with "step-3: no such file or folder" for the whole run; the export question offered
+    "Latest (step 3)" and wrote the older one."""
+    import shutil
+
+    from PySide6.QtWidgets import QMessageBox
+
+    from engine import runformat as rf
+
+    run = tmp_path / "runs" / "copy"
+    shutil.copytree(tiny_run, run)
+    (last, gone), (kept, _) = rf.snapshots(run)[-1], rf.snapshots(run)[-2]
+    shutil.rmtree(gone)
+    win.choose_continue(str(run))
+    assert f"from step {kept} (step-{last} is missing)" in win.next_label.full
+    win._refresh_estimate()
+    assert "settings:" not in win.estimate.full and "no such file" not in win.estimate.full
+    asked = []
+    monkeypatch.setattr(QMessageBox, "exec", lambda box: asked.append(box.text()) or 0)
+    win._which_snapshot(str(run), {"step": kept, "val_loss": 5.0})
+    assert f"its latest weights are from step {kept} (step-{last} is missing)" in asked[0]
+    win.statusBar().showMessage("writing the merged export to x…", 10000)
+    win._error("cannot write x")  # the status bar said "writing" 10 s after the error
+    assert win.statusBar().currentMessage() == ""

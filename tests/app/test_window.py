@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QApplication
 
+import engine
 from app.main_window import MainWindow
 from engine import run as runapi
 
@@ -867,3 +868,40 @@ def test_a_samples_file_that_cannot_be_written_still_shows_the_preview(win, qtbo
     qtbot.waitUntil(lambda: win.preview.output.toPlainText() != "", timeout=RUN_TIMEOUT)
     log = win.log.toPlainText()
     assert "Traceback" not in log and log.count("not kept in the Gallery") == 1, log
+
+
+def test_a_damaged_settings_file_keeps_the_defaults_and_says_so(qtbot, tmp_path):
+    """Values a box cannot hold fall back to its default and are named in the Log (a preset
+    "gigantic" became "tiny", lr -5 became 1e-08, a temperature "nan" became 5.0, unsaid); a
+    file Qt reports it cannot parse is set aside as .damaged and said."""
+    from app import settings
+
+    s = settings.settings()
+    for key, value in (("train/preset", "gigantic"), ("train/tokenizer_choice", "words"),
+                       ("train/lr", -5), ("train/seq_len", "many"), ("preview/temperature", "nan"),
+                       ("train/epochs", 3), ("playground/top_k", 7), ("train/lora", "maybe")):
+        s.setValue(key, value)
+    s.sync()
+    w = MainWindow(runs_root=str(tmp_path / "runs"))
+    qtbot.addWidget(w)
+    assert w.train.preset.currentText() == "small" and w.train.tokenizer.currentText() == "auto"
+    assert w.train.lr.value() == pytest.approx(engine.PRESET_DEFAULTS["small"].lr)
+    assert w.preview.temperature.value() == pytest.approx(engine.GENERATION_DEFAULTS.temperature)
+    assert w.train.epochs.value() == 3 and w.playground.top_k.value() == 7  # good ones are taken
+    log = w.log.toPlainText()
+    for key in ("train/preset = 'gigantic' (not one of its choices)", "train/lr = '-5' (outside",
+                "train/seq_len = 'many' (not a whole number)",
+                "preview/temperature = 'nan' (not a number)", "train/lora = 'maybe'"):
+        assert key in log, key
+    assert "train/epochs" not in log and settings.take_ignored() == []
+    w.close()
+
+    path = Path(settings.settings().fileName())
+    path.write_text("[train]\nepochs=4\nnot a setting\n[train\nlr=0.1\n")
+    w2 = MainWindow(runs_root=str(tmp_path / "runs"))
+    qtbot.addWidget(w2)
+    assert w2.train.epochs.value() == 4  # what came before the damage is read
+    assert "the settings file was damaged (kept as " in w2.log.toPlainText()
+    assert path.with_name(path.name + ".damaged").exists() and not path.exists()
+    w2.close()
+    assert settings.settings().status() == settings.QSettings.Status.NoError
