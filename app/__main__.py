@@ -13,6 +13,8 @@ from pathlib import Path
 
 import engine
 
+from . import default_runs_root
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app")
@@ -23,13 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shots", help="with --train-steps: save screenshots of the tabs here")
     parser.add_argument("--preset", choices=list(engine.PRESET_DEFAULTS))
     args = parser.parse_args(argv)
-    if args.runs_root:  # a file there, or no permission: one line, not a traceback from the window
-        try:
-            Path(args.runs_root).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            print(f"error: --runs-root {args.runs_root}: {exc.strerror or exc}; choose a folder "  # noqa: T201
-                  "you can write", file=sys.stderr)
-            return 2
+    root = args.runs_root or default_runs_root()  # a file there, no permission, a read-only
+    try:  # home: one line, not a traceback from the window (the default root gave one)
+        Path(root).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        what = "--runs-root " if args.runs_root else "the runs folder "
+        print(f"error: {what}{root}: {exc.strerror or exc}; choose a folder you can write "  # noqa: T201
+              "with --runs-root", file=sys.stderr)
+        return 2
     try:
         engine.configure(tune_allocator=True)  # before NumPy, Numba and Qt load (see engine.runtime)
     except engine.MambaStudioError as exc:

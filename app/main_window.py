@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 import engine
 
-from . import settings
+from . import default_runs_root, settings
 from .confirm import confirm
 from .gc_thread import collect_on_gui_thread, release
 from .panels.corpus_panel import CorpusPanel, skip_line, skip_lines
@@ -46,7 +46,7 @@ from .panels.runs_panel import NO_ADAPTER_TIP, RunsPanel, has_lora
 from .panels.train_panel import TrainPanel
 from .step_times import StepTimes, estimate_key
 from .words import in_window_terms, plural
-from .workers import TrainJob, TrainWorker, default_runs_root, export_run, run_in_thread
+from .workers import TrainJob, TrainWorker, export_run, run_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = ROOT / "assets" / "sample_corpus"

@@ -445,7 +445,3 @@ def run_in_thread(fn: Callable[[], Any], on_done: Callable[[Any], None],
     job.signals.done.connect(finish)
     job.signals.failed.connect(fail)
     QThreadPool.globalInstance().start(job)
-
-
-def default_runs_root() -> str:
-    return str(Path.home() / ".local" / "share" / "mamba-studio" / "runs")

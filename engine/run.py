@@ -770,6 +770,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
     rf.read_run_json(folder)
     lock = rf.RunLock(folder).acquire()
     try:
+        rf.check_own_folders(folder)
         rf.clean_stale(folder)
         for name in (rf.LATEST, rf.BEST, rf.STATUS, rf.METRICS):  # found at the first save,
             if (folder / name).is_dir():  # after training time was spent
@@ -799,6 +800,11 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{snap}: unusable trainer state ({exc})") from None
         run.saved_step = run.step
+        aside = rf.set_aside_passed_over(folder, snap) if refused else []
+        if aside:  # their weights may be intact: kept, never pruned nor saved over
+            run.warnings.append(f"kept {listing(aside)} in {folder / rf.SNAPSHOTS} as "
+                                f"{'it was' if len(aside) == 1 else 'they were'} (the run goes "
+                                f"on from {snap.name}; nothing was deleted)")
         tr = run.trainer
         if ("epochs" in train_kw or "max_steps" in train_kw) and tr.total_steps < run.step:
             need = run.step // tr.steps_per_epoch + 1  # (it was kept, and said "step 60 of

@@ -145,6 +145,9 @@ def is_temp(name: str) -> bool:
     return name.startswith(".") and name.endswith(".tmp")  # ``checkpoint.create_temp``
 
 
+DAMAGED = ".damaged"  # a snapshot a resume passed over, kept under step-N.damaged
+
+
 def _snapshot_step(name: str) -> int | None:
     """N of a published snapshot folder's name ``step-N``, else None."""
     m = re.fullmatch(r"step-([0-9]{1,18})", name)  # ("step-²".isdigit() is True; int() fails)
@@ -166,6 +169,8 @@ def _run_made(p: Path) -> list[str]:
         bad = []
         for q in p.iterdir():
             if not (_real_dir(q) and (_snapshot_step(q.name) is not None
+                                      or _snapshot_step(re.sub(rf"{DAMAGED}(-[0-9]+)?$", "",
+                                                               q.name)) is not None
                                       or q.name.startswith(TMP_PREFIX))):
                 bad.append(f"{name}/{q.name}")
                 continue
@@ -419,6 +424,7 @@ def write_snapshot(folder: Path, step: int, write_model: Callable[[Path], dict[s
     On any failure (disk full...) the temp folder is removed and the previous snapshot stays the
     published one. Returns the snapshot folder."""
     snaps = folder / SNAPSHOTS
+    check_own_folders(folder)  # (swapped for a link mid-run: written and pruned through it)
     snaps.mkdir(exist_ok=True)
     name = snapshot_name(step)
     tmp = snaps / f"{TMP_PREFIX}{name}-{os.getpid()}"
@@ -670,8 +676,50 @@ def latest_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, 
     return path, trainer
 
 
+OWN_FOLDERS = (DATA, SNAPSHOTS, TB)  # a run's folders that training writes and deletes in
+
+
+def check_own_folders(folder: Path) -> None:
+    """A run's data/, snapshots/ and tb/ are folders of its own, not links nor files: training
+    writes, prunes and cleans inside them (a snapshots/ linked to another folder had a resume
+    delete a user's step-1/ and .tmp files there). CheckpointError naming the entry and the
+    fix."""
+    for name in OWN_FOLDERS:
+        p = folder / name
+        if p.is_symlink() or (p.exists() and not p.is_dir()):
+            raise CheckpointError(
+                f"{p}: {'a link' if p.is_symlink() else 'not a folder'} where the run keeps its "
+                f"{name} folder; training writes and deletes files in it, so it must be the "
+                "run's own: put the folder itself there (move what the link points to back in), "
+                "then resume (generate, eval and export read the run as it is)")
+
+
+def set_aside_passed_over(folder: Path, used: Path) -> list[str]:
+    """Snapshots newer than ``used`` (the one a resume loads) are the ones it passed over as
+    damaged: each is renamed ``step-N.damaged`` so that the run, going on from ``used``, neither
+    prunes it nor saves its own step N over it (a trainer.json damaged by hand had 24 trained
+    steps, whose weights were intact, deleted for good). Returns the new names."""
+    used_step = _snapshot_step(used.name)
+    out = []
+    for step, p in snapshots(folder):
+        if used_step is None or step <= used_step or p.is_symlink():
+            continue
+        target = p.with_name(p.name + DAMAGED)
+        n = 2
+        while target.exists():
+            target = p.with_name(f"{p.name}{DAMAGED}-{n}")
+            n += 1
+        os.rename(p, target)
+        out.append(target.name)
+    if out:
+        fsync_dir(folder / SNAPSHOTS)
+    return out
+
+
 def prune(folder: Path, keep: int = KEEP) -> None:
     """Delete all but the newest ``keep`` snapshots and the best one."""
+    if not _real_dir(folder / SNAPSHOTS):  # never through a link (check_own_folders)
+        return
     best = best_pointer(folder)
     latest = read_pointer(folder, LATEST)
     protect = {p["snapshot"] for p in (best, latest) if p}
@@ -684,15 +732,15 @@ def clean_stale(folder: Path) -> list[str]:
     """Remove temp folders/files left by a crashed save (call only while holding the lock)."""
     removed = []
     snaps = folder / SNAPSHOTS
-    if snaps.is_dir():  # a crash between the two renames of a step saved again: the old copy
+    if _real_dir(snaps):  # a crash between the two renames of a step saved again: the old copy
         for p in snaps.iterdir():  # is put back (both copies were deleted here)
             name = p.name.removeprefix(f"{TMP_PREFIX}old-").rsplit("-", 1)[0]
             if (p.name.startswith(f"{TMP_PREFIX}old-") and _real_dir(p)
                     and _snapshot_step(name) is not None and not (snaps / name).exists()):
                 os.rename(p, snaps / name)
     for base in (folder, folder / DATA, folder / SNAPSHOTS):
-        if not base.is_dir():
-            continue
+        if not base.is_dir() or base != folder and base.is_symlink():  # (a link's target is
+            continue  # not the run's: a user's .tmp files there were deleted)
         for p in base.iterdir():
             stale_dir = p.name.startswith(TMP_PREFIX) and p.is_dir()
             stale_file = p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file()

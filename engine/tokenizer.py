@@ -334,8 +334,12 @@ def load_tokenizer(folder: str | Path) -> Tokenizer:
             why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             raise TokenizerError(f"{path}: HF tokenizers could not load it ({why})") from None
     if kind is not None and kind != tok.kind:
+        model = spec.get("model")  # (a WordLevel tokenizer was called "a 'bpe' tokenizer")
+        named = model.get("type") if isinstance(model, dict) else None
+        what = (f"a {named} tokenizer" if isinstance(named, str) and named.lower() != tok.kind
+                and named.isidentifier() else f"a {tok.kind!r} tokenizer")
         raise TokenizerError(
-            f"{path}: a {tok.kind!r} tokenizer, but config.json records {kind!r}; "
+            f"{path}: {what}, but config.json records {kind!r}; "
             "this is not the tokenizer the model was trained with"
         )
     return tok

@@ -1080,3 +1080,49 @@ def test_a_missing_latest_snapshot_is_said_where_the_run_will_go_on_from(made_ru
     assert rf.expected_snapshot(run) is None
     with pytest.raises(CheckpointError, match="no snapshot to read the model from"):
         read_model_config(run)
+
+
+def test_a_linked_snapshots_folder_is_refused_not_written_or_pruned_through(made_run, tmp_path,
+                                                                           capsys):
+    """snapshots/ moved elsewhere and linked back: a resume wrote through the link, then pruning
+    and the stale-file clean-up deleted a user's step-1/ and .tmp files in its target."""
+    run = _copy(made_run, tmp_path)
+    target = tmp_path / "elsewhere"
+    (run / rf.SNAPSHOTS).rename(target)
+    (run / rf.SNAPSHOTS).symlink_to(target)
+    (target / "step-1").mkdir()
+    (target / "step-1" / "important.txt").write_text("user data")
+    (target / ".tmp-mine").mkdir()
+    (target / ".notes.tmp").write_text("y")
+    before = sorted(p.name for p in target.iterdir())
+    rc, err = _resume(run, capsys, "--autosave-steps", "1")
+    assert rc != 0 and err.count("\n") == 1 and "Traceback" not in err
+    assert f"{run / rf.SNAPSHOTS}: a link where the run keeps its snapshots folder" in err
+    assert sorted(p.name for p in target.iterdir()) == before
+    assert (target / "step-1" / "important.txt").read_text() == "user data"
+    with pytest.raises(CheckpointError, match="a link where the run keeps"):
+        rf.write_snapshot(run, 9, lambda p: {}, {}, {}, None)  # a link put there mid-run
+    rf.prune(run, keep=1)
+    assert rf.clean_stale(run) == [] and sorted(p.name for p in target.iterdir()) == before
+
+
+def test_a_resume_past_a_damaged_snapshot_keeps_it(made_run, tmp_path, capsys):
+    """step-4's trainer.json damaged: the resume goes on from step 2 (as before) but step-4,
+    whose weights are intact, was later pruned or saved over: it is kept as step-4.damaged,
+    said, never pruned, and Delete takes it with the run (it is not a file of the user's)."""
+    from engine.run import delete_run, others_in_run
+
+    run = _copy(made_run, tmp_path)
+    (run / rf.SNAPSHOTS / "step-4" / rf.SNAP_TRAINER).write_text("{")
+    weights = (run / rf.SNAPSHOTS / "step-4" / "model.safetensors").read_bytes()
+    rc, err = _resume(run, capsys, "--autosave-steps", "1")
+    assert rc == 0, err
+    assert "using step-2 instead" in err
+    assert f"kept step-4.damaged in {run / rf.SNAPSHOTS} as it was (the run goes on from " \
+           "step-2; nothing was deleted)" in err
+    kept = run / rf.SNAPSHOTS / "step-4.damaged"
+    assert (kept / "model.safetensors").read_bytes() == weights
+    assert rf.read_pointer(run)["step"] == 6 and (run / rf.SNAPSHOTS / "step-4").is_dir()
+    assert others_in_run(run) == []
+    delete_run(run)
+    assert not run.exists()

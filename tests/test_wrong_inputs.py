@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import json
 import lzma
 import re
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import engine.__main__ as entry
@@ -189,3 +191,28 @@ def test_an_empty_or_cut_gguf_file_is_still_named_by_its_extension(tmp_path, cap
         gguf.write_bytes(data)
         assert main(["generate", str(gguf)]) == 2
         assert "a GGUF file, for llama.cpp" in capsys.readouterr().err
+
+
+def test_a_tokenizer_of_another_kind_is_named_by_its_own_type(tmp_path):
+    """A WordLevel tokenizer.json in a byte model's folder was refused as "a 'bpe' tokenizer"."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers.models import WordLevel
+
+    from engine.errors import TokenizerError
+    from engine.tokenizer import load_tokenizer
+
+    (tmp_path / "config.json").write_text(json.dumps({"mamba_studio": {"tokenizer": "bytes"}}))
+    HFTokenizer(WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]")).save(
+        str(tmp_path / "tokenizer.json"))
+    with pytest.raises(TokenizerError, match=r"tokenizer.json: a WordLevel tokenizer, but "
+                                              r"config.json records 'bytes'"):
+        load_tokenizer(tmp_path)
+
+
+def test_a_blown_up_A_log_prints_no_numpy_warning(recwarn):
+    """The divergence guard reports a blown-up model; NumPy's overflow warning printed a source
+    line of the scan before it."""
+    from engine.ops.selective_scan import _A_transposed
+
+    assert np.isinf(_A_transposed(np.array([[1e4, 0.0]], dtype=np.float32))).any()
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

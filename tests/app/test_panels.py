@@ -534,6 +534,21 @@ def test_runs_root_on_a_file_is_one_line_not_a_traceback(tmp_path, capsys):
     assert err.startswith("error: --runs-root") and "Traceback" not in err and err.count("\n") == 1
 
 
+def test_a_default_runs_folder_that_cannot_be_made_is_one_line(tmp_path, capsys, monkeypatch):
+    """~/.local/share/mamba-studio a file (or a read-only home): a NotADirectoryError
+    traceback; only --runs-root was checked."""
+    from app.__main__ import main
+
+    share = tmp_path / "home" / ".local" / "share"
+    share.mkdir(parents=True)
+    (share / "mamba-studio").write_text("x")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: the runs folder {share / 'mamba-studio' / 'runs'}: ")
+    assert "choose a folder you can write with --runs-root" in err and err.count("\n") == 1
+
+
 def test_preset_tooltips_say_what_each_preset_learns(win):
     from PySide6.QtCore import Qt
 
