@@ -267,6 +267,9 @@ class MainWindow(QMainWindow):
             state = settings.load(key, None)
             if state is not None:
                 splitter.restoreState(state)
+        newest = next((r for r in self.runs.runs if r.status != "broken"), None)
+        if newest is not None:  # the Gallery says "no run selected" until a run was opened,
+            self.gallery.show_run(str(newest.path))  # where the Playground took the newest
         self._say_settings_problems()
 
     def _say_settings_problems(self) -> None:
@@ -990,7 +993,8 @@ class MainWindow(QMainWindow):
             what = f"run {run.name}, snapshot {src.name}" if run else f"run {src.name}"
             self._say(f"{kind} written to {path} (from {what})")
 
-        run_in_thread(lambda: export_run(folder, kind, path, force), done, self._error, owner=self)
+        run_in_thread(lambda: export_run(folder, kind, path, force), done, self._failed,
+                      owner=self)  # (in the window's terms: it named --force)
 
     def open_model(self, path: str) -> None:
         """Use a model folder (a run, a snapshot, ours or a local HF Mamba folder) as the

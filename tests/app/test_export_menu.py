@@ -576,3 +576,17 @@ def test_delete_names_three_of_a_users_files_and_counts_the_rest(win, tmp_path, 
     win.runs.select(folder)
     win.runs._delete_selected()
     assert "(a.md, b.md, c.md and 2 more)" in asked[-1], asked
+
+
+def test_a_gguf_export_over_a_file_of_the_users_is_refused_in_the_windows_terms(win, qtbot,
+                                                                              tmp_path):
+    """Yes to "replace the earlier export?" over a .gguf that is not one: refused, untouched,
+    and the error named the CLI's --force."""
+    folder = _run(tmp_path / "runs", 1)
+    fake = tmp_path / "fake.gguf"
+    fake.write_text("my notes")
+    win.export("gguf", str(fake), folder, force=True)
+    qtbot.waitUntil(lambda: bool(win.errors), timeout=RUN_TIMEOUT)
+    assert "is not a GGUF file" in win.errors[-1] and "--force" not in win.errors[-1]
+    assert "only an earlier GGUF export is ever replaced" in win.errors[-1]
+    assert fake.read_text() == "my notes"

@@ -91,6 +91,8 @@ def test_gallery_lists_saved_samples_after_relaunch(qtbot, tmp_path):
     assert {r["epoch"] for r in rows} == {0, 1} and len(rows) == 4  # 2 prompts x (start, epoch 1)
     assert len({r["seed"] for r in rows if r["epoch"] == 0}) == 2  # each prompt its own seed
     w2 = small_window(qtbot, tmp_path / "runs")  # a relaunch
+    assert w2.gallery.folder == folder and w2.gallery.table.rowCount() == 4  # the newest run's
+    # (it said "no run selected" until a run was opened)
     w2.runs.select(folder)
     w2.runs.buttons["Open"].click()
     g = w2.gallery
