@@ -197,6 +197,8 @@ class TrainWorker(QObject):
                         self.info.emit(f"note: the preview prompts are not kept with the run: "
                                        f"{exc}")
                 notes = [f"{result.reason}; the best snapshot is kept"] if result.reason else []
+                if result.unscored:  # (it said "finished")
+                    notes.append(engine.UNSCORED)
                 if result.val_loss is not None:  # a run ending inside an epoch logged it nowhere
                     notes.append(f"held-out loss {result.val_loss:.4f}")
                 why = f" ({'; '.join(notes)})" if notes else ""

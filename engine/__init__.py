@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from .run import (
         NO_LIMIT,
         RESUME_OVERRIDES,
+        UNSCORED,
         EpochPlan,
         Run,
         RunSpec,
@@ -201,6 +202,7 @@ _EXPORTS: dict[str, str] = {
     "RESUME_OVERRIDES": "run",
     "DEFAULT_PROMPT": "defaults",
     "NO_LIMIT": "run",
+    "UNSCORED": "run",
     "load_model": "run",
     "read_metrics": "run",
     "read_kept_metrics": "runformat",
@@ -338,6 +340,7 @@ __all__ = [
     "measure_step_seconds",
     "why_not_measured",
     "NO_LIMIT",
+    "UNSCORED",
     "open_run",
     "open_stepper",
     "pack_spans",

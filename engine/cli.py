@@ -368,7 +368,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
     from dataclasses import replace
 
     from .control import TrainControl
-    from .run import stop_on_signals
+    from .run import UNSCORED, stop_on_signals
     from .samples import SampleSchedule, append_sample, read_samples, sample_record, sample_seed
     from .sampling import GENERATION_DEFAULTS
     from .tblog import TBLogger, keeps_tensorboard
@@ -476,6 +476,8 @@ def _train(a: argparse.Namespace, run, job) -> int:
         how = "stopped" if result.state == "stopped" else "finished"
         if result.reason:  # (early stopping: the run keeps its best snapshot too)
             how += f" ({result.reason}; the best snapshot is kept: {run.folder / 'best.json'})"
+        if result.unscored:  # (it said "finished")
+            how += f" ({UNSCORED}; `eval {run.folder}` scores it)"
         took = time.perf_counter() - t0
         val = (f" (held-out loss {result.val_loss:.4f})" if result.val_loss is not None
                else "")  # a run ending inside an epoch printed its last one nowhere

@@ -180,6 +180,10 @@ class RunSpec:
         return replace(self, tokenizer=kind, train=train)
 
 
+UNSCORED = ("at its last step, before its final held-out evaluation was done: that step is saved "
+            "without a held-out loss")
+
+
 @dataclass(frozen=True)
 class TrainResult:
     state: str  # finished | stopped
@@ -187,6 +191,7 @@ class TrainResult:
     snapshot: Path
     val_loss: float | None = None  # the held-out loss measured at ``step``, if one was
     reason: str = ""  # why it stopped before its end when the run decided it ("early stopping: ...")
+    unscored: bool = False  # stopped at its last step before (or during) its final evaluation
 
 
 class Run:
@@ -410,13 +415,16 @@ class Run:
             except (OSError, MambaStudioError) as exc:  # the last save: the run's end or a Stop
                 raise self._write_failed(exc) from exc  # (it said only "could not write <temp>")
         done = self.step >= self.trainer.total_steps or self.trainer.cursor.epoch >= spec.train.epochs
-        state = "finished" if done else "stopped"
+        unscored = (done and local.stopped and self.trainer.has_val
+                    and self.step not in last_eval)  # a stop during the final evaluation: the
+        state = "finished" if done and not unscored else "stopped"  # run said "finished"
         try:
             self._status(state)
         except (OSError, MambaStudioError) as exc:  # (the folder moved during the last save)
             raise self._write_failed(exc) from exc
         return TrainResult(state, self.step, self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step),
-                           last_eval.get(self.step), reason[0] if state == "stopped" else "")
+                           last_eval.get(self.step), reason[0] if state == "stopped" else "",
+                           unscored)
 
 
 def _what_failed(exc: BaseException) -> str:

@@ -906,3 +906,27 @@ def test_a_lora_or_wsla_run_resumed_equals_one_run(tmp_path, mode):
     assert moved  # the adapted weights trained (merged into the saved model)
     for k in a.params:
         np.testing.assert_array_equal(a.params[k], b.params[k])
+
+
+def test_a_stop_during_the_final_held_out_evaluation_is_not_finished(tmp_path):
+    """SIGTERM / Stop while the run's last held-out evaluation ran: "finished", status.json
+    "finished", no held-out loss, and nothing said the evaluation was cut short."""
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, epochs=1,
+                                                    max_steps=3), autosave_minutes=0)
+    c = TrainControl()
+    with start(spec, [two_file_corpus(tmp_path)], root=tmp_path / "runs") as run:
+        scored = run.trainer.held_out
+
+        def stop_while_scoring(should_stop=None):
+            c.stop()  # the stop comes while the evaluation runs
+            return scored(should_stop)
+
+        run.trainer.held_out = stop_while_scoring
+        res = run.train(control=c)
+    assert (res.state, res.step, res.val_loss, res.unscored) == ("stopped", 3, None, True)
+    assert res.reason == ""  # (no early stopping)
+    assert rf.read_status(run.folder)["state"] == "stopped"
+    c2 = TrainControl()
+    with start(spec, [two_file_corpus(tmp_path)], root=tmp_path / "runs") as run2:
+        res2 = run2.train(control=c2)  # no stop: finished, scored
+    assert res2.state == "finished" and res2.val_loss is not None and not res2.unscored
