@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from tests.helpers import two_file_corpus
+from tests.helpers import default_signals, two_file_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _engine(*args: str, **kw) -> subprocess.Popen:  # type: ignore[no-untyped-def]
-    return subprocess.Popen([sys.executable, "-m", "engine", *args], cwd=ROOT, **kw)
+    return subprocess.Popen([sys.executable, "-m", "engine", *args], cwd=ROOT,
+                            preexec_fn=default_signals, **kw)
 
 
 @pytest.fixture(scope="module")

@@ -133,6 +133,9 @@ def test_store_round_trip_is_memory_mapped(tmp_path):
     (lambda d: np.save(d / IDS, np.array([256, 300, 256], dtype=np.uint16)), "outside the vocab"),
     (lambda d: (d / OFFSETS).unlink(), "no such token file"),
     (lambda d: ((d / IDS).unlink(), os.mkfifo(d / IDS)), "FIFO"),
+    (lambda d: np.save(d / IDS, np.array([97, 97, 256], np.uint16)),  # (no case had these two)
+     "do not start with the end-of-text"),
+    (lambda d: np.save(d / OFFSETS, np.array([0, 0, 2], np.int64)), "offsets do not describe"),
 ])
 def test_a_damaged_store_is_one_line_naming_the_file(tmp_path, damage, message):
     save_documents(tmp_path, Documents(np.array([256, 97, 256], np.uint16), np.array([0, 2])))

@@ -32,7 +32,7 @@ from engine.run import (
     start,
 )
 from engine.trainer import TrainConfig
-from tests.helpers import two_file_corpus
+from tests.helpers import default_signals, two_file_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0"]
@@ -53,7 +53,8 @@ def _losses(folder: Path) -> list[float]:
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "engine", "train", *args], cwd=ROOT,
-                            env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True)
+                            env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals)
 
 
 def test_resume_without_corpus_and_with_new_max_steps_equals_one_run(tmp_path):
@@ -455,7 +456,7 @@ def test_a_signal_while_a_new_run_prepares_leaves_nothing_and_says_so(tmp_path, 
             "sys.exit(main(sys.argv[1:]))\n")
     p = subprocess.run([sys.executable, "-c", code, "train", str(_corpus(tmp_path)), *TINY,
                         "--max-steps", "2", "--out", str(out)], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=120, preexec_fn=default_signals)
     assert p.returncode == 128 + int(sig), p.stderr
     assert "Traceback" not in p.stderr
     if sig == signal.SIGTERM:
@@ -513,6 +514,9 @@ def test_a_signal_after_the_stop_and_save_is_ignored_not_fatal():
     control = TrainControl()
     before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     try:
+        for s in STOP_SIGNALS:  # as a terminal gives them (pytest in the background or under
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT  # nohup: ignored,
+                          else signal.SIG_DFL)  # and an ignored signal stays ignored)
         with stop_on_signals(control, notify=said.append, lasting=True):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)
@@ -839,7 +843,8 @@ def test_a_run_started_with_nohup_goes_on_when_the_terminal_closes(tmp_path):
     out = tmp_path / "r"
     p = subprocess.Popen(["nohup", sys.executable, "-m", "engine", "train", str(_corpus(tmp_path)),
                           *TINY, "--max-steps", "100000", "--epochs", "1000", "--out", str(out)],
-                         cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+                         cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                         preexec_fn=default_signals)  # (nohup then ignores SIGHUP itself)
     try:
         _wait_for(lambda: _steps_done(out) >= 3)
         p.send_signal(signal.SIGHUP)

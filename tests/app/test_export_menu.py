@@ -538,6 +538,7 @@ def test_a_gguf_instead_of_a_merged_folder_asks_before_replacing_one(win, qtbot,
     target = tmp_path / "m.gguf"
     win.export("gguf", str(target), opened)
     qtbot.waitUntil(lambda: target.is_file(), timeout=RUN_TIMEOUT)
+    os.utime(target, ns=(10**9, 10**9))  # (two quick writes can share a timestamp tick)
     first = target.stat().st_mtime_ns
     _fake_save(monkeypatch, target)
     asked: list[str] = []
