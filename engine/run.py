@@ -734,18 +734,34 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     return run
 
 
-def _remove_run_entries(folder: Path, ignore_errors: bool = False) -> None:
+def _remove_run_entries(folder: Path, ignore_errors: bool = False,
+                        keep: frozenset[str] = frozenset()) -> None:
     """Delete a run's own entries in ``folder`` (``RUN_ENTRIES``), all but the held lock;
     run.json last, so one that fails half-way leaves a run that is still listed (and can be
-    deleted again)."""
+    deleted again). ``keep``: paths in the run (``foreign_entries``'s, e.g.
+    "snapshots/notes.txt") that stay, with the folders that hold them."""
     for p in sorted(folder.iterdir(), key=lambda p: p.name == rf.RUN_JSON):
         if rf.is_temp(p.name) and p.is_file() and not p.is_symlink():  # a write cut short (a
             p.unlink(missing_ok=ignore_errors)  # --force kept it; Delete stopped at it)
         elif p.name in rf.RUN_ENTRIES and p.name != rf.LOCK:
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p, ignore_errors=ignore_errors)
-            else:
-                p.unlink(missing_ok=ignore_errors)
+            _remove_except(p, p.name, keep, ignore_errors)
+
+
+def _remove_except(p: Path, rel: str, keep: frozenset[str], ignore_errors: bool) -> None:
+    """Delete ``p`` (``rel``: its path in the run) but the paths in ``keep`` at or under it
+    (Delete's "keep those files" removed snapshots/ and data/ whole, a user's notes in them
+    included; a snapshots/ that is a link is kept as the link)."""
+    if rel in keep:
+        return
+    real_dir = p.is_dir() and not p.is_symlink()
+    if real_dir and any(k.startswith(rel + "/") for k in keep):
+        for q in p.iterdir():
+            _remove_except(q, f"{rel}/{q.name}", keep, ignore_errors)
+        return  # the folder stays, holding what is kept
+    if real_dir:
+        shutil.rmtree(p, ignore_errors=ignore_errors)
+    else:
+        p.unlink(missing_ok=ignore_errors)
 
 
 def _unmake(folder: Path, remove_folder: bool) -> None:
@@ -948,7 +964,8 @@ def delete_run(folder: str | Path, keep_others: bool = False) -> None:
     try:
         if not keep_others and (why := _holds_foreign(folder)) is not None:  # written since
             raise CheckpointError(why)
-        _remove_run_entries(folder)
+        _remove_run_entries(folder, keep=frozenset(rf.foreign_entries(folder))
+                            if keep_others else frozenset())
         (folder / rf.LOCK).unlink()
     finally:
         lock.release()

@@ -1052,6 +1052,33 @@ def test_delete_keeping_a_users_files_removes_the_run_and_leaves_them(made_run, 
     assert not plain.exists()
 
 
+def test_delete_keeping_a_users_files_keeps_those_inside_the_runs_own_folders(made_run,
+                                                                             tmp_path):
+    """Notes put in snapshots/, in a snapshot and in data/ were listed as kept, then deleted
+    with those folders; a snapshots/ that is a link was removed though the question kept it."""
+    from engine.run import delete_run, others_in_run
+
+    run = _copy(made_run, tmp_path)
+    (run / rf.SNAPSHOTS / "notes.txt").write_text("a")
+    (run / rf.SNAPSHOTS / "step-2" / "mine.txt").write_text("b")
+    (run / rf.DATA / "more.txt").write_text("c")
+    assert others_in_run(run) == ["data/more.txt", "snapshots/notes.txt",
+                                  "snapshots/step-2/mine.txt"]
+    delete_run(run, keep_others=True)
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()) == [
+        "data/more.txt", "snapshots/notes.txt", "snapshots/step-2/mine.txt"]
+    assert not rf.is_run(run)
+    (tmp_path / "2").mkdir()
+    linked = _copy(made_run, tmp_path / "2")
+    target = tmp_path / "elsewhere"
+    (linked / rf.SNAPSHOTS).rename(target)
+    (linked / rf.SNAPSHOTS).symlink_to(target)
+    assert others_in_run(linked) == ["snapshots"]
+    delete_run(linked, keep_others=True)
+    assert (linked / rf.SNAPSHOTS).is_symlink() and sorted(p.name for p in target.iterdir()) \
+        == ["step-0", "step-2", "step-4"]
+
+
 def test_a_missing_latest_snapshot_is_said_where_the_run_will_go_on_from(made_run, tmp_path):
     """latest.json names step-4, whose folder was deleted by hand: the Runs list, the model a
     Continue's estimate reads, the kept metrics and samples all follow the snapshot a resume
