@@ -180,7 +180,8 @@ class TrainWorker(QObject):
                 if not any(r.get("step") == run.step for r in engine.read_samples(run.folder)):
                     # (a finished run continued had its last epoch's sample twice in the Gallery)
                     self._preview(f"step {run.step}" if run.step else  # (blank or one
-                                  "step 0, untrained", 0)  # character over and over: broken?)
+                                  "step 0, untrained",  # character over and over: broken?)
+                                  tr.cursor.epoch)  # epochs done (a Continue's said 0)
                 result = run.train(on_step=self._on_step, on_epoch=self._on_epoch,
                                    control=self.control, on_save=self._on_save,
                                    on_notice=self.info.emit)

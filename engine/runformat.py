@@ -613,24 +613,41 @@ def snapshots(folder: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
+def _light_check(p: Path) -> bool:
+    """Whether snapshot ``p`` looks loadable without reading its weights: a folder (not a link)
+    whose manifest reads and names the files a snapshot needs, and whose trainer.json (small)
+    matches the manifest and holds a usable trainer state."""
+    if p.is_symlink() or not (p / SNAP_MANIFEST).is_file():
+        return False
+    try:
+        files = _read(p / SNAP_MANIFEST, "snapshot manifest")
+        if not isinstance(files, dict) or not SNAP_NEEDS.issubset(files):
+            return False
+        if ckpt.sha256_file(p / SNAP_TRAINER) != files.get(SNAP_TRAINER):
+            return False
+        return _trainer_problem(_read(p / SNAP_TRAINER, "trainer state")) is None
+    except (CheckpointError, OSError):
+        return False
+
+
 def expected_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, int, str] | None:
     """The snapshot a load of ``which`` will take, found without reading its weights (for the
     words before a load: "continues from step N", the export question, the Runs list): the one
-    ``read_pointer`` names when its folder holds a manifest, else the newest older one that
-    does (``find_snapshot``'s next choice; any, when the pointer is missing). Returns (its
-    folder, its step, a note when it is not the pointer's, e.g. "step-165 is missing"), or
-    None when the run has no such snapshot. A snapshot whose files do not match their manifest
-    is found only by the load itself (``find_snapshot``)."""
+    ``read_pointer`` names when it passes ``_light_check``, else the newest older one that does
+    (``find_snapshot``'s next choice; any, when the pointer is missing). Returns (its folder,
+    its step, a note when it is not the pointer's, e.g. "step-165 is missing"), or None when
+    the run has no such snapshot. Weights whose bytes no longer match their manifest are found
+    only by the load itself (``find_snapshot``), which then takes an older snapshot."""
     ptr = read_pointer(folder, which)
     for step, p in reversed(snapshots(folder)):
         if ptr is not None and step > ptr["step"]:  # (one a resume passed over: damaged)
             continue
-        if p.is_symlink() or not (p / SNAP_MANIFEST).is_file():
+        if not _light_check(p):
             continue
         note = ""
         if ptr is not None and p.name != ptr["snapshot"]:
             gone = folder / SNAPSHOTS / ptr["snapshot"]
-            note = f"{ptr['snapshot']} is {'missing' if not gone.exists() else 'incomplete'}"
+            note = f"{ptr['snapshot']} is {'missing' if not gone.exists() else 'damaged'}"
         return p, step, note
     return None
 

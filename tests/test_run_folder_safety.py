@@ -1153,3 +1153,26 @@ def test_a_resume_past_a_damaged_snapshot_keeps_it(made_run, tmp_path, capsys):
     assert others_in_run(run) == []
     delete_run(run)
     assert not run.exists()
+
+
+def test_a_resume_drops_the_samples_of_the_lost_work_and_names_a_damaged_latest(made_run,
+                                                                              tmp_path, capsys):
+    """samples.jsonl kept the samples of steps a crash lost: once the resumed run passed them
+    they came back in the Gallery (metrics.csv was cut back, the samples were not). And a
+    latest snapshot whose trainer.json is damaged was said as the step Continue goes on from."""
+    from engine.samples import append_sample, read_samples
+
+    run = _copy(made_run, tmp_path)
+    for step in (2, 4, 5):  # step 5: after the last snapshot, lost
+        append_sample(run, {"step": step, "epoch": 0, "prompt": "a", "text": f"s{step}"})
+    with (run / "samples.jsonl").open("a") as f:
+        f.write("not a record\n")
+    assert main(["train", "--resume", str(run), "--max-steps", "6", "--sample-tokens", "0",
+                 "--no-tensorboard"]) == 0
+    capsys.readouterr()
+    assert [r["text"] for r in read_samples(run)] == ["s2", "s4"]
+    assert "not a record" in (run / "samples.jsonl").read_text()
+    assert not list(run.glob(".*.tmp"))
+    (run / rf.SNAPSHOTS / "step-6" / rf.SNAP_TRAINER).write_text('{"cursor": {"epoch": 2, x')
+    assert rf.expected_snapshot(run) == (run / rf.SNAPSHOTS / "step-4", 4, "step-6 is damaged")
+    assert [r.steps for r in rf.list_runs(run.parent)] == [4]

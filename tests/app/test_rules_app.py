@@ -4,6 +4,7 @@ run's last step is still made, and a remembered dialog folder that is gone is no
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -66,3 +67,18 @@ def test_a_remembered_dialog_folder_that_is_gone_is_not_offered(tmp_path):
     assert settings.last_folder("corpus", "D") == str(gone)  # a file's folder
     gone.rmdir()
     assert settings.last_folder("corpus", "D") == "D"
+
+
+def test_a_continues_first_sample_is_recorded_with_the_epochs_done(qtbot, tmp_path):
+    """The window's Continue recorded its resume sample as "epochs done 0" (the CLI: 1), so the
+    Gallery's epoch filter listed it under 0."""
+    with runapi.start(_spec(100), [SAMPLE], root=tmp_path / "runs") as run:
+        run.train()  # one whole epoch
+        folder, step = str(run.folder), run.step
+    job = TrainJob(_spec(100), [], str(tmp_path / "runs"), continue_folder=folder,
+                   overrides={"max_steps": step + 1, "epochs": 2})
+    w = TrainWorker(job, ["The "], replace(engine.GENERATION_DEFAULTS, max_new_tokens=2),
+                    every=0)
+    w.run()
+    first = engine.read_samples(folder)[0]
+    assert (first["step"], first["epoch"]) == (step, 1)
