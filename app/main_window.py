@@ -90,6 +90,7 @@ STEPS_FORMAT = "%v / %m steps"  # the step bar while a run trains
 PREPARING_FORMAT = "preparing…"  # ... and before its first step
 IDLE_FORMAT = "no run training"  # ... and while none trains
 CORPUS_KEY = "corpus/paths"  # the corpus of the last session (app settings)
+RECORDS_KEY = "corpus/records"  # ... and its Examples choice
 
 
 class MainWindow(QMainWindow):
@@ -256,6 +257,7 @@ class MainWindow(QMainWindow):
         self._gc = collect_on_gui_thread()  # never in the training thread: see app/gc_thread.py
         self._restore_corpus()
         self.corpus.changed.connect(self._remember_corpus)
+        self.corpus.records.currentIndexChanged.connect(self._remember_corpus)
         self._set_state("idle")
         self._update_next()
         geom = settings.load("window/geometry", None)
@@ -277,8 +279,13 @@ class MainWindow(QMainWindow):
         could not read to its end are said in the Log and on the status bar (both went
         unsaid: a learning rate of -5 became 1e-08)."""
         bad, aside = settings.take_ignored(), settings.set_aside_if_damaged()
-        lines = ([f"the settings file was damaged (kept as {aside}): the settings after the "
-                  "damage are back at their defaults"] if aside else [])
+        lines = ([f"the settings file was damaged (kept as {aside}): settings Qt could not "
+                  "read from it are back at their defaults"] if aside else [])
+        if aside:  # what was read is written to a clean file now (a kill -9 lost it)
+            self.train.remember()
+            self.preview.remember()
+            self.playground.remember()
+            self._remember_corpus()
         if bad:
             lines.append(f"saved settings not used (the defaults are): {'; '.join(bad)}")
         for line in lines:
@@ -297,6 +304,9 @@ class MainWindow(QMainWindow):
             self.corpus.load_sample()
         else:
             self.corpus.add_paths(here, quiet=True)  # (its skipped files were said last time)
+            mode = self.corpus.records.findData(settings.load(RECORDS_KEY, ""))
+            if mode >= 0:  # its Examples choice with it (a paragraphs corpus came back as
+                self.corpus.records.setCurrentIndex(mode)  # "each file is one document")
         if len(here) < len(saved):
             gone = [p for p in saved if p not in here]
             self.statusBar().showMessage(
@@ -308,6 +318,7 @@ class MainWindow(QMainWindow):
     def _remember_corpus(self) -> None:
         """The corpus as it stands, for the next launch (at each change: a kill keeps it too)."""
         settings.save(CORPUS_KEY, self.corpus.settings_paths())
+        settings.save(RECORDS_KEY, self.corpus.record_mode())
 
     # ---------------------------------------------------------------- menus
     def _menus(self) -> None:
@@ -883,9 +894,10 @@ class MainWindow(QMainWindow):
             self.new_model()
         if self.gallery.folder == folder:
             self.gallery.show_run(None)
-        if self.playground.source.currentText() == folder:
-            self.playground.set_source("")
-        self.playground.refresh_runs()
+        if self.playground.gen_thread is None:  # (mid-generation its locked Model box was
+            if self.playground.source.currentText() == folder:  # swapped to another run while
+                self.playground.set_source("")  # the deleted one's text streamed on)
+            self.playground.refresh_runs()
         if self.last_end and self.last_end.startswith(f"{Path(folder).name} "):
             self.last_end = f"{Path(folder).name} (deleted)"  # not "finished at step N"
             if self.state == "idle":

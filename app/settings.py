@@ -79,7 +79,7 @@ def restore(box: QWidget, key: str) -> None:
         if not math.isfinite(v) or (is_int and not v.is_integer()):
             why = "not a number" if not is_int else "not a whole number"
         elif not lo <= v <= hi:
-            why = f"outside {lo:g} to {hi:g}"
+            why = f"outside {lo:,} to {hi:,}" if is_int else f"outside {lo:g} to {hi:g}"
         else:
             box.setValue(int(v) if is_int else v)  # type: ignore[attr-defined]
     if why:
@@ -94,16 +94,17 @@ def take_ignored() -> list[str]:
 
 
 def set_aside_if_damaged() -> str | None:
-    """When Qt could not parse the settings file to its end (it reads only what comes before the
-    damage, and wrote the rest back glued into one value), the file is renamed to
-    ``<name>.damaged`` (replacing an older one), so the next save writes a clean one; returns
-    that new name, else None."""
+    """When Qt reported the settings file damaged (it skips what it cannot parse), the file is
+    renamed to ``<name>.damaged`` (``.damaged-2`` ... beside an older one), so the next save
+    writes a clean one; returns that new name, else None."""
     name = settings().fileName()
     if name not in _damaged:
         return None
     _damaged.discard(name)
     path = Path(name)
-    aside = path.with_name(path.name + ".damaged")
+    aside, n = path.with_name(path.name + ".damaged"), 2
+    while aside.exists():  # (a second damaged file replaced the first one set aside)
+        aside, n = path.with_name(f"{path.name}.damaged-{n}"), n + 1
     try:
         path.replace(aside)
     except OSError:

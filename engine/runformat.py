@@ -704,11 +704,13 @@ def check_own_folders(folder: Path) -> None:
     for name in OWN_FOLDERS:
         p = folder / name
         if p.is_symlink() or (p.exists() and not p.is_dir()):
+            link = p.is_symlink()
             raise CheckpointError(
-                f"{p}: {'a link' if p.is_symlink() else 'not a folder'} where the run keeps its "
-                f"{name} folder; training writes and deletes files in it, so it must be the "
-                "run's own: put the folder itself there (move what the link points to back in), "
-                "then resume (generate, eval and export read the run as it is)")
+                f"{p}: {'a link' if link else 'a file'} where the run keeps its {name} folder; "
+                "training writes and deletes files in it, so it must be the run's own: "
+                + ("put the folder itself there (move what the link points to back in)" if link
+                   else "move the file away and put the run's folder back")
+                + ", then resume (generate, eval and export read the run as it is)")
 
 
 def set_aside_passed_over(folder: Path, used: Path) -> list[str]:

@@ -1131,6 +1131,11 @@ def test_a_linked_snapshots_folder_is_refused_not_written_or_pruned_through(made
         rf.write_snapshot(run, 9, lambda p: {}, {}, {}, None)  # a link put there mid-run
     rf.prune(run, keep=1)
     assert rf.clean_stale(run) == [] and sorted(p.name for p in target.iterdir()) == before
+    (run / rf.SNAPSHOTS).unlink()
+    (run / rf.SNAPSHOTS).write_text("x")  # a file in its place: said as a file, not a link
+    with pytest.raises(CheckpointError, match="a file where the run keeps its snapshots folder; "
+                       ".*move the file away"):
+        rf.check_own_folders(run)
 
 
 def test_a_resume_past_a_damaged_snapshot_keeps_it(made_run, tmp_path, capsys):

@@ -234,6 +234,10 @@ class PlaygroundPanel(QWidget):
         self.stop_btn.setEnabled(False)
         self.source.setEnabled(True)
         self.browse.setEnabled(True)
+        if not Path(self._made_with or ".").exists():  # its run was deleted while generating:
+            self.source.blockSignals(True)  # the box is emptied (the summary above stays), not
+            self.source.setCurrentText("")  # swapped to another run the next Generate would use
+            self.source.blockSignals(False)
         self.finished.emit(summary)
 
     def stop(self) -> None:

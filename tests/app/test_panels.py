@@ -1605,3 +1605,27 @@ def test_continue_and_export_name_the_snapshot_a_missing_latest_leaves(win, qtbo
     win.statusBar().showMessage("writing the merged export to x…", 10000)
     win._error("cannot write x")  # the status bar said "writing" 10 s after the error
     assert win.statusBar().currentMessage() == ""
+
+
+def test_deleting_the_run_the_playground_generates_from_leaves_its_model_box(win, qtbot,
+                                                                            tiny_run, tmp_path):
+    """Delete mid-generation swapped the locked Model box to another run (the deleted one's text
+    streamed on; the next Generate used the other run); after the generation the box is empty."""
+    import shutil
+
+    run = tmp_path / "runs" / "doomed"
+    shutil.copytree(tiny_run, run)
+    pg = win.playground
+    pg.set_source(str(run))
+    pg.max_tokens.setValue(100000)
+    pg.stop_at_end.setChecked(False)
+    pg.backend.setCurrentText("cpu")
+    pg.generate()
+    qtbot.waitUntil(lambda: pg._made_with == str(run), timeout=RUN_TIMEOUT)
+    shutil.rmtree(run)
+    win._run_deleted(str(run))
+    assert pg.source.currentText() == str(run)
+    with qtbot.waitSignal(pg.finished, timeout=RUN_TIMEOUT) as done:
+        pg.stop()
+    assert "doomed" in done.args[0] and pg.source.currentText() == ""
+    assert pg.status.text() == done.args[0]

@@ -48,6 +48,7 @@ def test_the_corpus_of_the_last_session_comes_back(qtbot, tmp_path):
     qtbot.waitUntil(lambda: w.corpus.pending == 0)
     w.corpus.files.clear()
     w.corpus.add_paths([str(data)], sync=True)
+    w.corpus.records.setCurrentIndex(w.corpus.records.findData("blank-line"))
     close_window(qtbot, w)
     (data / "c.py").write_text("x = 1\n" * 30)
     (data / "photo.jpg").write_bytes(b"\xff\xd8\xff")  # skipped: listed, not announced again
@@ -56,6 +57,7 @@ def test_the_corpus_of_the_last_session_comes_back(qtbot, tmp_path):
     assert sorted(Path(p).name for p in w.corpus.paths()) == ["a.py", "b.py", "c.py"]
     assert [Path(p).name for p, _ in w.corpus.skipped] == ["photo.jpg"]
     assert not w.corpus.notice.isVisible() and w.statusBar().currentMessage() == ""
+    assert w.corpus.record_mode() == "blank-line"  # its Examples choice too (it fell back)
     close_window(qtbot, w)
     shutil.rmtree(data)
     w = small_window(qtbot, tmp_path / "runs")
@@ -902,6 +904,13 @@ def test_a_damaged_settings_file_keeps_the_defaults_and_says_so(qtbot, tmp_path)
     qtbot.addWidget(w2)
     assert w2.train.epochs.value() == 4  # what came before the damage is read
     assert "the settings file was damaged (kept as " in w2.log.toPlainText()
-    assert path.with_name(path.name + ".damaged").exists() and not path.exists()
+    assert path.with_name(path.name + ".damaged").exists()
+    assert "epochs=4" in path.read_text()  # what was read, saved again at once (a kill lost it)
     w2.close()
     assert settings.settings().status() == settings.QSettings.Status.NoError
+    path.write_text("[train]\nepochs=5\n[train\n")  # damaged again: the first kept too
+    w3 = MainWindow(runs_root=str(tmp_path / "runs"))
+    qtbot.addWidget(w3)
+    assert path.with_name(path.name + ".damaged-2").exists()
+    assert "epochs=4" in path.with_name(path.name + ".damaged").read_text()
+    w3.close()
