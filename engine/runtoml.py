@@ -287,8 +287,14 @@ def load_settings(path: str | Path) -> RunSettings:
     except MambaStudioError as exc:
         raise MambaStudioError(f"{exc}; check the --config path") from None
     try:
-        doc = tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:  # (it said "'utf-8' codec can't decode byte 0xd0")
+        what = "looks binary" if b"\x00" in data[:4096] else "is not UTF-8 text"
+        raise MambaStudioError(f"{path}: {what} (byte {exc.start:,}), not a settings file; give "
+                               "a .toml file saved by the app or written as text") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise MambaStudioError(f"{path}: not valid TOML ({exc}); fix the file or save it again "
                                "from the app") from None
     except RecursionError:

@@ -402,3 +402,16 @@ def test_a_bpe_choice_does_not_double_an_init_runs_rate(tmp_path, capsys, where)
                  "--out", str(tmp_path / "o")]) == 0
     spec = json.loads((tmp_path / "o" / "run.json").read_text())["spec"]
     assert spec["tokenizer"] == "bytes" and spec["train"]["lr"] == 0.003, spec
+
+
+@pytest.mark.parametrize("data,words", [(b"\x7fELF\x02\x01\x00\x00\xd0\x00", "looks binary (byte 8)"),
+                                        (b"lr = 1\n\xff\xfe", "is not UTF-8 text (byte 7)")])
+def test_a_settings_file_that_is_no_text_is_said_so(tmp_path, data, words):
+    """A binary file opened as settings said "not valid TOML ('utf-8' codec can't decode byte
+    0xd0 in position 24: invalid continuation byte)"."""
+    p = tmp_path / "s.toml"
+    p.write_bytes(data)
+    with pytest.raises(MambaStudioError) as err:
+        load_settings(p)
+    assert str(err.value) == (f"{p}: {words}, not a settings file; give a .toml file saved by "
+                              "the app or written as text")
