@@ -269,7 +269,8 @@ class MainWindow(QMainWindow):
             state = settings.load(key, None)
             if state is not None:
                 splitter.restoreState(state)
-        newest = next((r for r in self.runs.runs if r.status != "broken"), None)
+        newest = max((r for r in self.runs.runs if r.status != "broken"),  # (the table's
+                     key=lambda r: (r.created, r.name), default=None)  # saved sort aside)
         if newest is not None:  # the Gallery says "no run selected" until a run was opened,
             self.gallery.show_run(str(newest.path))  # where the Playground took the newest
         self._say_settings_problems()

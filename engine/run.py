@@ -825,11 +825,6 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{snap}: unusable trainer state ({exc})") from None
         run.saved_step = run.step
-        aside = rf.set_aside_passed_over(folder, snap) if refused else []
-        if aside:  # their weights may be intact: kept, never pruned nor saved over
-            run.warnings.append(f"kept {listing(aside)} in {folder / rf.SNAPSHOTS} as "
-                                f"{'it was' if len(aside) == 1 else 'they were'} (the run goes "
-                                f"on from {snap.name}; nothing was deleted)")
         tr = run.trainer
         if ("epochs" in train_kw or "max_steps" in train_kw) and tr.total_steps < run.step:
             need = run.step // tr.steps_per_epoch + 1  # (it was kept, and said "step 60 of
@@ -844,6 +839,11 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         totals = "epochs" in train_kw or "max_steps" in train_kw
         if totals and "lr" not in train_kw and (rate := tr.rate_notice(before)) is not None:
             run.notices.append(rate)
+        aside = rf.set_aside_passed_over(folder, snap) if refused else []  # (once every
+        if aside:  # check has passed: a refused resume renamed them without a word)
+            run.warnings.append(f"kept {listing(aside)} in {folder / rf.SNAPSHOTS} as "
+                                f"{'it was' if len(aside) == 1 else 'they were'}: its weights "
+                                f"may be intact (the run goes on from {snap.name})")
         best = rf.best_pointer(folder)
         run.best_val = best.get("val_loss") if best else None
         bad = meta.get("early_bad", 0)  # (a snapshot from before: 0)
@@ -890,10 +890,10 @@ def read_epoch_rows(folder: str | Path) -> int:
     data = rf.read_data(folder)
     if data.records == "stream":
         return len(make_rows(np.asarray(data.train_ids), seq_len)[0])  # as Trainer cuts them
-    latest = rf.read_pointer(folder, rf.LATEST)
-    if not latest:
+    kept = rf.expected_snapshot(folder)  # (latest.json's may be gone)
+    if kept is None:
         raise CheckpointError(f"{folder}: no snapshot to read the tokenizer from")
-    rows = _train_rows(data, seq_len, load_tokenizer(folder / rf.SNAPSHOTS / str(latest["snapshot"])))
+    rows = _train_rows(data, seq_len, load_tokenizer(kept[0]))
     assert rows is not None
     return len(rows)
 

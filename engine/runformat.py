@@ -169,8 +169,9 @@ def _run_made(p: Path) -> list[str]:
         bad = []
         for q in p.iterdir():
             if not (_real_dir(q) and (_snapshot_step(q.name) is not None
-                                      or _snapshot_step(re.sub(rf"{DAMAGED}(-[0-9]+)?$", "",
-                                                               q.name)) is not None
+                                      or _snapshot_step(re.sub(rf"{re.escape(DAMAGED)}"
+                                                               r"(-[0-9]+)?$", "", q.name))
+                                      is not None
                                       or q.name.startswith(TMP_PREFIX))):
                 bad.append(f"{name}/{q.name}")
                 continue
@@ -516,8 +517,8 @@ def best_if_not_latest(folder: Path, now: int | None = None) -> tuple[Path, dict
     """The snapshot with the lowest held-out loss (``best.json``) when it is not the latest
     weights (the latest snapshot's, or ``now``: the step a run training now is at) and is still
     on disk: its folder and its pointer ({"snapshot", "step", "val_loss"})."""
-    best, latest = best_pointer(folder), read_pointer(folder, LATEST)
-    last = now if now is not None else latest["step"] if latest is not None else None
+    best, kept = best_pointer(folder), expected_snapshot(folder)  # (latest.json's step may
+    last = now if now is not None else kept[1] if kept is not None else None  # be gone)
     if best is None or last is None or best["step"] == last:
         return None
     snap = folder / SNAPSHOTS / best["snapshot"]
@@ -526,12 +527,13 @@ def best_if_not_latest(folder: Path, now: int | None = None) -> tuple[Path, dict
 
 
 def best_pointer(folder: Path) -> dict[str, Any] | None:
-    """``best.json``; when it is missing or damaged, the snapshot with the lowest held-out loss
-    its own trainer.json records (a damaged best.json let the next save prune the best
-    snapshot, step 273 at 1.9234, and point best.json at a worse one without a word)."""
+    """``best.json``; when it is missing, damaged or names a snapshot that is gone, the snapshot
+    with the lowest held-out loss its own trainer.json records (a damaged best.json let the next
+    save prune the best snapshot, step 273 at 1.9234, and point best.json at a worse one
+    without a word)."""
     best = read_pointer(folder, BEST)
-    if best is not None:
-        return best
+    if best is not None and _real_dir(folder / SNAPSHOTS / best["snapshot"]):
+        return best  # (one whose snapshot is gone showed its loss in the Runs list)
     found: dict[str, Any] | None = None
     for step, snap in snapshots(folder):
         try:
@@ -623,6 +625,8 @@ def _light_check(p: Path) -> bool:
         files = _read(p / SNAP_MANIFEST, "snapshot manifest")
         if not isinstance(files, dict) or not SNAP_NEEDS.issubset(files):
             return False
+        if not all(isinstance(n, str) and (p / n).is_file() for n in files):
+            return False  # a file it names is gone (a deleted model.safetensors)
         if ckpt.sha256_file(p / SNAP_TRAINER) != files.get(SNAP_TRAINER):
             return False
         return _trainer_problem(_read(p / SNAP_TRAINER, "trainer state")) is None
@@ -646,8 +650,11 @@ def expected_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, int, str
             continue
         note = ""
         if ptr is not None and p.name != ptr["snapshot"]:
-            gone = folder / SNAPSHOTS / ptr["snapshot"]
-            note = f"{ptr['snapshot']} is {'missing' if not gone.exists() else 'damaged'}"
+            name = ptr["snapshot"]
+            gone = folder / SNAPSHOTS / name
+            aside = gone.with_name(name + DAMAGED)  # (set aside by a resume: not "missing")
+            note = (f"{name} is damaged (kept as {aside.name})" if aside.is_dir() and not
+                    gone.exists() else f"{name} is {'missing' if not gone.exists() else 'damaged'}")
         return p, step, note
     return None
 
@@ -732,6 +739,10 @@ def set_aside_passed_over(folder: Path, used: Path) -> list[str]:
         out.append(target.name)
     if out:
         fsync_dir(folder / SNAPSHOTS)
+        best = read_pointer(folder, BEST)
+        if best is not None and best["snapshot"] not in {n.name for _, n in snapshots(folder)}:
+            (folder / BEST).unlink()  # it named one set aside: the run saves its own step N
+            # there, and Best would have exported those weights under the old loss
     return out
 
 

@@ -63,12 +63,13 @@ def read_samples(folder: str | Path) -> list[dict[str, Any]]:
     for line in raw.decode("utf-8", errors="replace").splitlines():
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # (a line nested 100,000 deep)
             continue
         if isinstance(row, dict) and isinstance(row.get("text"), str) and all(
                 isinstance(row.get(k, 0), int) and not isinstance(row.get(k, 0), bool)
-                for k in ("step", "epoch")):  # ("epoch": "two" left the window half-switched)
-            out.append(row)
+                for k in ("step", "epoch")) and isinstance(row.get("prompt", ""), str):
+            out.append(row)  # ("epoch": "two" left the window half-switched; a list as the
+            # prompt stopped it from opening)
     return out
 
 
@@ -78,6 +79,8 @@ def truncate_samples(folder: str | Path, step: int) -> int:
     Gallery once the run had passed it). Streamed into a temporary file, then an atomic
     replace; lines that are no record are kept as they are. Returns how many were dropped."""
     path = Path(folder) / SAMPLES
+    if path.is_symlink():
+        return 0  # not the run's own file (appending refuses it): left as it is
     try:
         f = open_regular(path, SAMPLES)
     except UnsafeFileError:
@@ -89,7 +92,7 @@ def truncate_samples(folder: str | Path, step: int) -> int:
         for line in iter(lambda: f.readline(1 << 24), b""):  # (a longer line: in pieces, kept)
             try:
                 row = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 row = None
             s = row.get("step") if isinstance(row, dict) else None
             if isinstance(s, int) and not isinstance(s, bool) and s > step:
@@ -101,6 +104,11 @@ def truncate_samples(folder: str | Path, step: int) -> int:
             os.fsync(out.fileno())
     if dropped:
         os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the rename itself survives a power loss
+        finally:
+            os.close(fd)
     else:
         tmp.unlink()
     return dropped

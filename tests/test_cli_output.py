@@ -18,8 +18,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _engine(*args: str, **kw) -> subprocess.Popen:  # type: ignore[no-untyped-def]
+    more = kw.pop("preexec_fn", None)
+
+    def before() -> None:  # the signals a terminal gives, then the caller's own
+        default_signals()
+        if more is not None:
+            more()
+
     return subprocess.Popen([sys.executable, "-m", "engine", *args], cwd=ROOT,
-                            preexec_fn=default_signals, **kw)
+                            preexec_fn=before, **kw)
 
 
 @pytest.fixture(scope="module")

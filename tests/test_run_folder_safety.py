@@ -1150,8 +1150,8 @@ def test_a_resume_past_a_damaged_snapshot_keeps_it(made_run, tmp_path, capsys):
     rc, err = _resume(run, capsys, "--autosave-steps", "1")
     assert rc == 0, err
     assert "using step-2 instead" in err
-    assert f"kept step-4.damaged in {run / rf.SNAPSHOTS} as it was (the run goes on from " \
-           "step-2; nothing was deleted)" in err
+    assert f"kept step-4.damaged in {run / rf.SNAPSHOTS} as it was: its weights may be intact " \
+           "(the run goes on from step-2)" in err
     kept = run / rf.SNAPSHOTS / "step-4.damaged"
     assert (kept / "model.safetensors").read_bytes() == weights
     assert rf.read_pointer(run)["step"] == 6 and (run / rf.SNAPSHOTS / "step-4").is_dir()
@@ -1181,3 +1181,36 @@ def test_a_resume_drops_the_samples_of_the_lost_work_and_names_a_damaged_latest(
     (run / rf.SNAPSHOTS / "step-6" / rf.SNAP_TRAINER).write_text('{"cursor": {"epoch": 2, x')
     assert rf.expected_snapshot(run) == (run / rf.SNAPSHOTS / "step-4", 4, "step-6 is damaged")
     assert [r.steps for r in rf.list_runs(run.parent)] == [4]
+
+
+def test_odd_sample_lines_and_a_set_aside_best_snapshot(made_run, tmp_path, capsys):
+    """A review of the change: a sample whose prompt was a list made the Gallery (and the
+    window's launch) raise TypeError; a line nested 100,000 deep made a resume's truncation
+    raise RecursionError; a refused resume renamed step-4 without a word; best.json kept naming
+    step-4 once it was set aside (the run's own new step-4 would be exported as the old best);
+    a folder named step-4-damaged counted as the run's own; a snapshot whose weights file was
+    deleted was said as the one Continue takes."""
+    from engine.run import others_in_run, resume
+    from engine.samples import append_sample
+
+    run = _copy(made_run, tmp_path)
+    append_sample(run, {"step": 2, "epoch": 0, "prompt": ["a"], "text": "x"})
+    with (run / "samples.jsonl").open("a") as f:
+        f.write("[" * 100_000 + "\n")
+    assert rf.read_kept_samples(run) == []
+    (run / rf.SNAPSHOTS / "step-4" / rf.SNAP_TRAINER).write_text("{")
+    (run / rf.BEST).write_text(json.dumps({"snapshot": "step-4", "step": 4, "val_loss": 0.5}))
+    with pytest.raises(ValueError, match="past the"):
+        resume(run, max_steps=1)  # refused: nothing renamed
+    assert (run / rf.SNAPSHOTS / "step-4").is_dir()
+    with resume(run) as r:
+        assert (run / rf.SNAPSHOTS / "step-4.damaged").is_dir()
+        assert any("kept step-4.damaged" in w for w in r.warnings)
+    assert not (run / rf.BEST).exists() or rf.read_pointer(run, rf.BEST)["snapshot"] != "step-4"
+    assert not list(run.glob(".*.tmp"))
+    assert rf.expected_snapshot(run) == (run / rf.SNAPSHOTS / "step-2", 2,
+                                         "step-4 is damaged (kept as step-4.damaged)")
+    (run / rf.SNAPSHOTS / "step-4-damaged").mkdir()
+    assert others_in_run(run) == ["snapshots/step-4-damaged"]
+    (run / rf.SNAPSHOTS / "step-2" / "model.safetensors").unlink()
+    assert rf.expected_snapshot(run)[:2] == (run / rf.SNAPSHOTS / "step-0", 0)

@@ -131,6 +131,7 @@ class PlaygroundPanel(QWidget):
         lay.addWidget(self.output, 1)
         self.gen_thread: QThread | None = None
         self.worker: GenerateWorker | None = None
+        self._next_source: str | None = None  # a model chosen while generating, for after
         self.source.currentTextChanged.connect(self._source_changed)
         self.refresh_runs()
 
@@ -146,6 +147,9 @@ class PlaygroundPanel(QWidget):
         self._source_changed(self.source.currentText())  # the combo may have picked a run
 
     def set_source(self, folder: str) -> None:
+        if self.gen_thread is not None:  # (Open or a run's end changed the locked box while
+            self._next_source = folder  # another model's text streamed on): after it
+            return
         self.source.setCurrentText(folder)
         self._source_changed(folder)
 
@@ -234,10 +238,16 @@ class PlaygroundPanel(QWidget):
         self.stop_btn.setEnabled(False)
         self.source.setEnabled(True)
         self.browse.setEnabled(True)
-        if not Path(self._made_with or ".").exists():  # its run was deleted while generating:
-            self.source.blockSignals(True)  # the box is emptied (the summary above stays), not
-            self.source.setCurrentText("")  # swapped to another run the next Generate would use
+        said = self.status.text()
+        if self._next_source is not None:  # chosen while it generated
+            self.set_source(self._next_source)
+            self._next_source = None
+        elif not Path(self._made_with or ".").exists():  # its run was deleted while generating:
+            self.refresh_runs()  # the list loses it, and the box is emptied, not swapped to
+            self.source.blockSignals(True)  # another run the next Generate would use
+            self.source.setCurrentText("")
             self.source.blockSignals(False)
+        self.status.setText(said)  # the summary stays
         self.finished.emit(summary)
 
     def stop(self) -> None:

@@ -1629,3 +1629,13 @@ def test_deleting_the_run_the_playground_generates_from_leaves_its_model_box(win
         pg.stop()
     assert "doomed" in done.args[0] and pg.source.currentText() == ""
     assert pg.status.text() == done.args[0]
+    assert str(run) not in [pg.source.itemText(i) for i in range(pg.source.count())]
+    other = tmp_path / "runs" / "other"
+    shutil.copytree(tiny_run, other)
+    pg.set_source(tiny_run)
+    pg.generate()  # ... and a run opened while generating is taken after it, not before
+    pg.set_source(str(other))
+    assert pg.source.currentText() == tiny_run
+    with qtbot.waitSignal(pg.finished, timeout=RUN_TIMEOUT):
+        pg.stop()
+    assert pg.source.currentText() == str(other)
