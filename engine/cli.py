@@ -144,11 +144,12 @@ def _progress(report) -> None:
     _progress_write(_PROGRESS_LINE[0])
 
 
-def _evaluating() -> None:
+def _evaluating(step: int) -> None:
     """The progress line while the held-out set is scored (seconds on a big one: the bar stood
-    at its last step with nothing said)."""
+    at its last step with nothing said). It scores the weights after ``step``, which the bar
+    shows once the scoring is done (it read as the bar's step being scored)."""
     if _PROGRESS_OPEN[0]:
-        _progress_write(f"{_PROGRESS_LINE[0]} | scoring the held-out set...")
+        _progress_write(f"{_PROGRESS_LINE[0]} | scoring the held-out set at step {step:,}...")
 
 
 # train flags that map onto RunSpec / TrainConfig fields (their defaults come from RunSpec())
@@ -439,7 +440,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
             show_sample(f"after epoch {rep.epoch + 1}")
 
         show_sample(f"at step {tr.cursor.step}, resuming" if tr.cursor.step else "before training")
-        tr.on_evaluate = _evaluating
+        tr.on_evaluate = lambda: _evaluating(tr.cursor.step)
         t0, first = time.perf_counter(), tr.cursor.step
         control = TrainControl()
         tb_on = a.tensorboard if a.tensorboard is not None else (

@@ -521,9 +521,11 @@ def test_the_progress_line_says_when_the_held_out_set_is_scored(tmp_path, capsys
                  "--out", str(out)]) == 0
     err = capsys.readouterr().err
     lines = err.split("\r")
-    scored = [i for i, t in enumerate(lines) if "scoring the held-out set..." in t]
+    scored = [i for i, t in enumerate(lines) if "scoring the held-out set at step" in t]
     assert len(scored) == 2, err  # step 2 (--eval-every 2) and step 3 (the run's last)
     assert " 1/3 " in lines[scored[0]] and " 2/3 " in lines[scored[1]], err  # the bar's steps
+    assert lines[scored[0]].endswith("at step 2...") and lines[scored[1]].endswith("at step 3...")
+    # (the bar moves after the scoring: "1/3 ... scoring" read as step 1 being scored)
     after = lines[scored[0] + 1]  # the next step's line covers the longer one before it
     assert len(after.split("\n")[0]) >= len(lines[scored[0]]), (lines[scored[0]], after)
     assert main(["export", "--merged", str(out), str(tmp_path / "m")]) == 0
