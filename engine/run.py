@@ -51,7 +51,6 @@ from .limits import (
 from .lm import MambaLM
 from .lora import count_trainable
 from .packing import PackedRows, pack_documents
-from .samples import truncate_samples
 from .signals import stop_on_signals
 from .tokenizer import MAX_BPE, BPETokenizer, ByteTokenizer, bpe_sample_every, check_fits
 from .trainer import EpochReport, StepReport, TrainConfig, Trainer, epoch_steps
@@ -848,7 +847,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         run.best_val = best.get("val_loss") if best else None
         bad = meta.get("early_bad", 0)  # (a snapshot from before: 0)
         run.early_bad = bad if type(bad) is int and bad >= 0 else 0
-        truncate_samples(folder, run.step)  # (the lost work's came back in the Gallery)
+        rf.truncate_samples(folder, run.step)  # (the lost work's came back in the Gallery)
         odd = rf.truncate_metrics(folder, run.step)
         if odd:
             run.notices.append(f"{folder / rf.METRICS}: {odd:,} line(s) that are not metric rows "

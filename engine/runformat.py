@@ -34,6 +34,7 @@ import csv
 import datetime as _dt
 import errno
 import fcntl
+import json
 import math
 import os
 import re
@@ -148,6 +149,12 @@ def is_temp(name: str) -> bool:
 DAMAGED = ".damaged"  # a snapshot a resume passed over, kept under step-N.damaged
 
 
+def _set_aside_step(name: str) -> int | None:
+    """N of a snapshot a resume set aside, ``step-N.damaged`` or ``step-N.damaged-K``."""
+    m = re.fullmatch(rf"(step-[0-9]+){re.escape(DAMAGED)}(-[0-9]+)?", name)
+    return _snapshot_step(m.group(1)) if m else None
+
+
 def _snapshot_step(name: str) -> int | None:
     """N of a published snapshot folder's name ``step-N``, else None."""
     m = re.fullmatch(r"step-([0-9]{1,18})", name)  # ("step-²".isdigit() is True; int() fails)
@@ -169,9 +176,7 @@ def _run_made(p: Path) -> list[str]:
         bad = []
         for q in p.iterdir():
             if not (_real_dir(q) and (_snapshot_step(q.name) is not None
-                                      or _snapshot_step(re.sub(rf"{re.escape(DAMAGED)}"
-                                                               r"(-[0-9]+)?$", "", q.name))
-                                      is not None
+                                      or _set_aside_step(q.name) is not None
                                       or q.name.startswith(TMP_PREFIX))):
                 bad.append(f"{name}/{q.name}")
                 continue
@@ -550,13 +555,15 @@ ANOTHER_SNAPSHOT = "use another snapshot of the run"
 
 
 def verify_files(folder: Path, digests: dict[str, Any], manifest: str,
-                 fix: str = ANOTHER_SNAPSHOT) -> None:
+                 fix: str = ANOTHER_SNAPSHOT, unhashed: frozenset[str] = frozenset()) -> None:
     """``checkpoint.verify_files`` with a run's fix (use another snapshot)."""
-    ckpt.verify_files(folder, digests, manifest, fix)
+    ckpt.verify_files(folder, digests, manifest, fix, unhashed)
 
 
-def verify_snapshot(path: Path) -> dict[str, Any]:
-    """Check every file of a snapshot against its manifest; return its trainer.json."""
+def verify_snapshot(path: Path, weights: bool = True) -> dict[str, Any]:
+    """Check every file of a snapshot against its manifest; return its trainer.json. With
+    ``weights`` False only trainer.json is hashed, the other files need only be there (a cheap
+    look before a load: ``expected_snapshot``)."""
     files = _read(path / SNAP_MANIFEST, "snapshot manifest")
     if not isinstance(files, dict) or not SNAP_NEEDS.issubset(files):
         raise CheckpointError(f"{path / SNAP_MANIFEST}: not a snapshot manifest")
@@ -564,7 +571,8 @@ def verify_snapshot(path: Path) -> dict[str, Any]:
     if unnamed:  # a manifest that left out a file the loader reads got it read unverified
         raise CheckpointError(f"{path / SNAP_MANIFEST}: does not name {', '.join(unnamed)}, "
                               f"which the snapshot holds; {ANOTHER_SNAPSHOT}")
-    verify_files(path, files, SNAP_MANIFEST)
+    verify_files(path, files, SNAP_MANIFEST,
+                 unhashed=frozenset() if weights else frozenset(files) - {SNAP_TRAINER})
     trainer = _read(path / SNAP_TRAINER, "trainer state")
     why = _trainer_problem(trainer)
     if why is not None:
@@ -616,22 +624,16 @@ def snapshots(folder: Path) -> list[tuple[int, Path]]:
 
 
 def _light_check(p: Path) -> bool:
-    """Whether snapshot ``p`` looks loadable without reading its weights: a folder (not a link)
-    whose manifest reads and names the files a snapshot needs, and whose trainer.json (small)
-    matches the manifest and holds a usable trainer state."""
-    if p.is_symlink() or not (p / SNAP_MANIFEST).is_file():
+    """Whether snapshot ``p`` looks loadable without reading its weights: not a link, and
+    ``verify_snapshot`` without hashing the weights passes (its manifest, the files it names,
+    trainer.json against it and as a trainer state)."""
+    if p.is_symlink():
         return False
     try:
-        files = _read(p / SNAP_MANIFEST, "snapshot manifest")
-        if not isinstance(files, dict) or not SNAP_NEEDS.issubset(files):
-            return False
-        if not all(isinstance(n, str) and (p / n).is_file() for n in files):
-            return False  # a file it names is gone (a deleted model.safetensors)
-        if ckpt.sha256_file(p / SNAP_TRAINER) != files.get(SNAP_TRAINER):
-            return False
-        return _trainer_problem(_read(p / SNAP_TRAINER, "trainer state")) is None
+        verify_snapshot(p, weights=False)
     except (CheckpointError, OSError):
         return False
+    return True
 
 
 def expected_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, int, str] | None:
@@ -1012,12 +1014,18 @@ def read_kept_metrics(folder: str | Path) -> list[dict[str, Any]]:
     after its latest snapshot, the work a crash lost (a resume truncates them; a window showed
     steps 1-28 of a run it said continues from step 16). A run in training keeps them all."""
     rows = read_metrics(folder)
-    if not rows or RunLock(Path(folder)).held_elsewhere():
-        return rows
-    kept = expected_snapshot(Path(folder))  # (latest.json's step, when its snapshot is gone,
-    if kept is None:  # kept the rows of the lost work after the one a resume takes)
-        return rows
-    return [r for r in rows if int(r.get("step", 0)) <= kept[1]]
+    last = _kept_step(Path(folder)) if rows else None
+    return rows if last is None else [r for r in rows if int(r.get("step", 0)) <= last]
+
+
+def _kept_step(folder: Path) -> int | None:
+    """The step a run no process holds goes on from (``expected_snapshot``'s: latest.json's,
+    when its snapshot is gone, kept the rows of the lost work after it), or None: a run in
+    training keeps all it wrote, a run with no snapshot all there is."""
+    if RunLock(folder).held_elsewhere():
+        return None
+    kept = expected_snapshot(folder)
+    return kept[1] if kept is not None else None
 
 
 def read_kept_samples(folder: str | Path) -> list[dict[str, Any]]:
@@ -1026,9 +1034,9 @@ def read_kept_samples(folder: str | Path) -> list[dict[str, Any]]:
     step with one prompt only the newest is kept (a resume from an older snapshot samples those
     steps again: the Gallery listed step 165 twice)."""
     rows = read_samples(folder)
-    kept = None if RunLock(Path(folder)).held_elsewhere() else expected_snapshot(Path(folder))
+    kept = _kept_step(Path(folder))
     if kept is not None:
-        rows = [r for r in rows if int(r.get("step", 0)) <= kept[1]]
+        rows = [r for r in rows if int(r.get("step", 0)) <= kept]
     last = {(r.get("step"), r.get("prompt")): i for i, r in enumerate(rows)}
     return [r for i, r in enumerate(rows) if last[(r.get("step"), r.get("prompt"))] == i]
 
@@ -1055,6 +1063,44 @@ def truncate_metrics(folder: Path, step: int) -> int:
             keep.append(",".join("" if row.get(k) is None else str(row[k]) for k in METRIC_FIELDS))
     ckpt.atomic_write_bytes(folder / METRICS, "\n".join([*keep, ""]).encode())
     return odd
+
+
+def truncate_samples(folder: Path, step: int) -> int:
+    """Drop the sample records after ``step``, samples of work a crash lost (a resume from
+    ``step`` trains those steps again and samples them anew: a lost step-39 sample came back in
+    the Gallery once the run had passed it), as ``truncate_metrics`` drops their rows. Streamed
+    into a temporary file (the file may be large), then an atomic replace; lines that are no
+    record are kept as they are. Returns how many were dropped."""
+    path = folder / SAMPLES
+    if path.is_symlink():
+        return 0  # not the run's own file (appending refuses it): left as it is
+    try:
+        f = open_regular(path, SAMPLES)
+    except MambaStudioError:
+        return 0  # none (or not a plain file: appending refuses it too)
+    dropped = 0
+    fd, tmp = ckpt.create_temp(path)  # (a crash leaves it: clean_stale removes it)
+    try:
+        with f, os.fdopen(fd, "wb") as out:
+            for line in iter(lambda: f.readline(1 << 24), b""):  # (a longer line: in pieces)
+                try:
+                    row = json.loads(line)
+                except (ValueError, RecursionError):
+                    row = None
+                s = row.get("step") if isinstance(row, dict) else None
+                if isinstance(s, int) and not isinstance(s, bool) and s > step:
+                    dropped += 1
+                    continue
+                out.write(line)
+            if dropped:
+                out.flush()
+                os.fsync(out.fileno())
+        if dropped:
+            os.replace(tmp, path)
+            fsync_dir(folder)
+    finally:
+        Path(tmp).unlink(missing_ok=True)  # (gone once it replaced the file)
+    return dropped
 
 
 def write_status(folder: Path, state: str, **fields: Any) -> None:

@@ -73,47 +73,6 @@ def read_samples(folder: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-def truncate_samples(folder: str | Path, step: int) -> int:
-    """Drop the records after ``step``, samples of work a crash lost (a resume from ``step``
-    trains those steps again and samples them anew: a lost step-39 sample came back in the
-    Gallery once the run had passed it). Streamed into a temporary file, then an atomic
-    replace; lines that are no record are kept as they are. Returns how many were dropped."""
-    path = Path(folder) / SAMPLES
-    if path.is_symlink():
-        return 0  # not the run's own file (appending refuses it): left as it is
-    try:
-        f = open_regular(path, SAMPLES)
-    except UnsafeFileError:
-        return 0  # none (or not a plain file: appending refuses it too)
-    tmp = path.with_name(f".{SAMPLES}.tmp")  # (a crash leaves it: clean_stale removes it)
-    dropped = 0
-    with f, os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
-                              0o644), "wb") as out:
-        for line in iter(lambda: f.readline(1 << 24), b""):  # (a longer line: in pieces, kept)
-            try:
-                row = json.loads(line)
-            except (ValueError, RecursionError):
-                row = None
-            s = row.get("step") if isinstance(row, dict) else None
-            if isinstance(s, int) and not isinstance(s, bool) and s > step:
-                dropped += 1
-                continue
-            out.write(line)
-        if dropped:
-            out.flush()
-            os.fsync(out.fileno())
-    if dropped:
-        os.replace(tmp, path)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # the rename itself survives a power loss
-        finally:
-            os.close(fd)
-    else:
-        tmp.unlink()
-    return dropped
-
-
 def samples_cut(folder: str | Path) -> bool:
     """Whether ``read_samples`` leaves the oldest records out (the file is over MAX_BYTES)."""
     try:
