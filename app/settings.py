@@ -86,6 +86,13 @@ def restore(box: QWidget, key: str) -> None:
         _ignored.append(f"{key} = {str(raw)[:40]!r} ({why})")
 
 
+def save_box(box: QWidget, key: str) -> None:
+    """Save a spin box's, combo box's or check box's value under ``key`` (``restore`` reads it)."""
+    value = (box.currentText() if isinstance(box, QComboBox) else box.isChecked()
+             if isinstance(box, QAbstractButton) else box.value())  # type: ignore[attr-defined]
+    save(key, value)
+
+
 def take_ignored() -> list[str]:
     """The values ``restore`` could not take since the last call, as "key = 'value' (why)"."""
     out = list(_ignored)

@@ -180,9 +180,7 @@ class PlaygroundPanel(QWidget):
         """The prompt and the sampling boxes, for the next launch."""
         settings.save("playground/prompt", self.prompt.toPlainText())
         for key, box in self._knobs().items():
-            value = (box.isChecked() if isinstance(box, QCheckBox) else box.currentText()
-                     if isinstance(box, QComboBox) else box.value())  # type: ignore[attr-defined]
-            settings.save(f"playground/{key}", value)
+            settings.save_box(box, f"playground/{key}")
 
     def sampling(self) -> engine.SamplingConfig:
         return replace(engine.GENERATION_DEFAULTS,
