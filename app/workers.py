@@ -170,7 +170,8 @@ class TrainWorker(QObject):
                        else "Max steps")
                 if (warmup_note := tr.warmup_notice(fix)) is not None:
                     self.saved.emit(f"note: {warmup_note}")
-                if tr.cursor.step >= tr.total_steps:  # Continue on a finished run: say what to do
+                if tr.cursor.step >= tr.total_steps and not run.unscored:  # Continue on a
+                    # finished run: say what to do (one stopped during its final evaluation: score it)
                     self.saved.emit(f"{run.folder.name} is already at step {tr.cursor.step} of "
                                     f"{tr.total_steps}: raise Epochs or Max steps (Model & training),"
                                     " then Start (it stays the run Start continues)")
@@ -199,7 +200,7 @@ class TrainWorker(QObject):
                                        f"{exc}")
                 notes = [f"{result.reason}; the best snapshot is kept"] if result.reason else []
                 if result.unscored:  # (it said "finished")
-                    notes.append(engine.UNSCORED)
+                    notes.append(f"{engine.UNSCORED}; Continue scores it")
                 if result.val_loss is not None:  # a run ending inside an epoch logged it nowhere
                     notes.append(f"held-out loss {result.val_loss:.4f}")
                 why = f" ({'; '.join(notes)})" if notes else ""

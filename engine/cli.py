@@ -405,13 +405,16 @@ def _train(a: argparse.Namespace, run, job) -> int:
             print(f"note: the run's max steps {tr.cfg.max_steps} end it before its {tr.cfg.epochs} "
                   f"epochs (step {by_epochs}); pass --max-steps 0 to train them all, or a larger "
                   "--max-steps", file=sys.stderr)
-        if tr.cursor.step >= tr.total_steps:
+        if tr.cursor.step >= tr.total_steps and not run.unscored:  # (unscored: scored below)
             more = ("--max-steps with a larger total (0: no limit)" if capped else
                     "--epochs with a larger total" if tr.cfg.max_steps != tr.total_steps else
                     "--epochs and --max-steps with larger totals (--max-steps 0: no limit)")
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
                   f"{more} to continue it", file=sys.stderr)
             return 0
+        if run.unscored:
+            print(f"{run.folder} stopped before its held-out loss at step {run.step} was measured: "
+                  "measuring it", file=sys.stderr)
         sampling = replace(GENERATION_DEFAULTS, max_new_tokens=a.sample_tokens, seed=tr.cfg.seed)
 
         schedule = SampleSchedule(a.sample_every, tr.cursor.step)  # (its last: the last shown)
@@ -478,7 +481,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
         if result.reason:  # (early stopping: the run keeps its best snapshot too)
             how += f" ({result.reason}; the best snapshot is kept: {run.folder / 'best.json'})"
         if result.unscored:  # (it said "finished")
-            how += f" ({UNSCORED}; `eval {run.folder}` scores it)"
+            how += f" ({UNSCORED}; `train --resume {run.folder}` scores it)"
         took = time.perf_counter() - t0
         val = (f" (held-out loss {result.val_loss:.4f})" if result.val_loss is not None
                else "")  # a run ending inside an epoch printed its last one nowhere

@@ -220,6 +220,7 @@ class Run:
                 "nothing is held out: the corpus is too small to split; its held-out loss is not "
                 "measured")
         self.saved_step = -1
+        self.saved_val: float | None = None  # the held-out loss kept with that save (its step's)
         self.best_val: float | None = None
         self.early_bad = 0  # held-out evaluations since the best (EarlyStopping.bad), saved
 
@@ -236,6 +237,19 @@ class Run:
     @property
     def step(self) -> int:
         return self.trainer.cursor.step
+
+    @property
+    def done(self) -> bool:
+        """At the run's last step (its total steps or its epochs)."""
+        tr = self.trainer
+        return self.step >= tr.total_steps or tr.cursor.epoch >= self.spec.train.epochs
+
+    @property
+    def unscored(self) -> bool:
+        """Done, holding out text, and its last save has no held-out loss of its step (stopped
+        during its final evaluation): ``train`` scores it and trains nothing."""
+        return (self.done and self.trainer.has_val
+                and (self.saved_step != self.step or self.saved_val is None))
 
     # ------------------------------------------------------------------ saving
     def save(self, val_loss: float | None = None) -> Path:
@@ -256,6 +270,7 @@ class Run:
             lambda d: ckpt.save_model_files(d, self.lm.config, self.lm.params, self.lm.tokenizer),
             tensors, meta, val_loss, self.spec.keep)
         self.saved_step = tr.cursor.step
+        self.saved_val = val_loss
         if val_loss is not None and (self.best_val is None or val_loss < self.best_val):
             self.best_val = val_loss
         return path
@@ -356,6 +371,8 @@ class Run:
                 on_save(path)
 
         last_eval: dict[int, float] = {}  # the latest held-out loss measured, by its step
+        if self.saved_val is not None and self.saved_step == self.step:  # (a resume's snapshot's)
+            last_eval[self.step] = self.saved_val
 
         def step_hook(r: StepReport) -> None:
             rf.append_metric(self.folder, {"kind": "step", **asdict(r)})
@@ -405,16 +422,23 @@ class Run:
         except BaseException:
             self._status_if_possible("stopped")
             raise
-        if self.step != self.saved_step:
+        done = self.done
+        unmeasured = done and self.trainer.has_val and self.step not in last_eval  # (a resume
+        # of a run stopped during its final evaluation trains nothing: it said "finished", unscored)
+        if self.step != self.saved_step or unmeasured:
             try:
                 # the run's last step was evaluated (an end mid-epoch): not again
                 if self.step not in last_eval and (val := self._val_loss(control)) is not None:
                     last_eval.clear()
                     last_eval[self.step] = val
-                save(last_eval.get(self.step))
+                    cur = self.trainer.cursor  # (its epoch's index, as the step's rows)
+                    rf.append_metric(self.folder, {"kind": "eval", "step": self.step,
+                                                   "epoch": cur.epoch - (cur.group == 0 < cur.step),
+                                                   "val_loss": val})
+                if self.step != self.saved_step or self.step in last_eval:
+                    save(last_eval.get(self.step))
             except (OSError, MambaStudioError) as exc:  # the last save: the run's end or a Stop
                 raise self._write_failed(exc) from exc  # (it said only "could not write <temp>")
-        done = self.step >= self.trainer.total_steps or self.trainer.cursor.epoch >= spec.train.epochs
         unscored = (done and local.stopped and self.trainer.has_val
                     and self.step not in last_eval)  # a stop during the final evaluation: the
         state = "finished" if done and not unscored else "stopped"  # run said "finished"
@@ -824,6 +848,9 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{snap}: unusable trainer state ({exc})") from None
         run.saved_step = run.step
+        val = meta.get("val_loss")
+        run.saved_val = (float(val) if isinstance(val, (int, float)) and not isinstance(val, bool)
+                         and math.isfinite(val) else None)
         tr = run.trainer
         if ("epochs" in train_kw or "max_steps" in train_kw) and tr.total_steps < run.step:
             need = run.step // tr.steps_per_epoch + 1  # (it was kept, and said "step 60 of

@@ -638,3 +638,33 @@ def test_release_freed_memory_trims_the_heap(monkeypatch):
 
     monkeypatch.setattr(ctypes, "CDLL", lambda _name: Libc())
     assert runtime.release_freed_memory() is True and calls == [0]
+
+
+def test_resume_of_a_run_stopped_during_its_final_evaluation_scores_it(tmp_path, capsys):
+    """It said "already at step 4 of 4; pass --max-steps ..." and left the run unscored."""
+    from engine.control import TrainControl
+    from engine.run import resume
+
+    out, corpus = tmp_path / "run", _corpus(tmp_path)
+    tiny = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0"]
+    assert main(["train", str(corpus), *tiny, "--max-steps", "3", "--out", str(out)]) == 0
+    c = TrainControl()
+    with resume(out, max_steps=4) as run:
+        scored = run.trainer.held_out
+
+        def stop_while_scoring(should_stop=None):
+            c.stop()
+            return scored(should_stop)
+
+        run.trainer.held_out = stop_while_scoring
+        assert run.train(control=c).unscored
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--sample-tokens", "0"]) == 0
+    err = capsys.readouterr().err
+    latest = json.loads((out / "latest.json").read_text())
+    assert latest["step"] == 4 and latest["val_loss"] is not None
+    assert "already at step" not in err and "before its held-out loss at step 4" in err
+    assert f"finished: saved {out / 'snapshots' / 'step-4'} at step 4" in err
+    assert f"(held-out loss {latest['val_loss']:.4f})" in err
+    assert main(["train", "--resume", str(out), "--sample-tokens", "0"]) == 0
+    assert "already at step 4 of 4" in capsys.readouterr().err  # scored: nothing left

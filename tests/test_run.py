@@ -935,3 +935,38 @@ def test_a_stop_during_the_final_held_out_evaluation_is_not_finished(tmp_path):
     with start(spec, [two_file_corpus(tmp_path)], root=tmp_path / "runs") as run2:
         res2 = run2.train(control=c2)  # no stop: finished, scored
     assert res2.state == "finished" and res2.val_loss is not None and not res2.unscored
+
+
+def test_continuing_a_run_stopped_during_its_final_evaluation_scores_it(tmp_path):
+    """A run stopped while its last held-out evaluation ran, then continued: nothing is left to
+    train, and the resume said "finished" with no held-out loss (status.json, latest.json and
+    metrics.csv had none; best.json named an earlier step). It scores the step and keeps it."""
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, epochs=1,
+                                                    max_steps=3), autosave_minutes=0)
+    c = TrainControl()
+    with start(spec, [two_file_corpus(tmp_path)], root=tmp_path / "runs") as run:
+        scored = run.trainer.held_out
+
+        def stop_while_scoring(should_stop=None):
+            c.stop()
+            return scored(should_stop)
+
+        run.trainer.held_out = stop_while_scoring
+        assert run.train(control=c).unscored
+    folder = run.folder
+    with resume(folder) as again:
+        assert again.step == 3
+        res = again.train()
+    assert (res.state, res.step, res.unscored) == ("finished", 3, False)
+    assert res.val_loss is not None and math.isfinite(res.val_loss)
+    assert rf.read_status(folder)["state"] == "finished"
+    assert rf.read_pointer(folder)["val_loss"] == res.val_loss
+    assert rf.read_pointer(folder, rf.BEST)["step"] == 3
+    evals = [r for r in rf.read_metrics(folder) if r["kind"] == "eval"]
+    steps = [r for r in rf.read_metrics(folder) if r["kind"] == "step"]
+    assert [(r["step"], r["epoch"], r["val_loss"]) for r in evals][-1] == (
+        3, steps[-1]["epoch"], res.val_loss)  # (the epoch of its step's row)
+    with resume(folder) as third:  # scored now: not again, and no second metrics row
+        res3 = third.train()
+    assert (res3.state, res3.val_loss) == ("finished", res.val_loss)
+    assert [r for r in rf.read_metrics(folder) if r["kind"] == "eval"] == evals

@@ -220,6 +220,32 @@ def test_continue_a_finished_run_says_how_to_train_it_further(win, qtbot):
     assert win.continue_dir is None and not win.errors, win.errors
 
 
+def test_continue_scores_a_run_stopped_during_its_final_evaluation(win, qtbot):
+    """A run stopped while its last held-out evaluation ran, then Continue: it said "already at
+    step 3 of 3: raise Epochs or Max steps", and the run stayed without its held-out loss."""
+    from engine.control import TrainControl
+
+    folder = train_until_idle(qtbot, win, max_steps=2)
+    c = TrainControl()
+    with runapi.resume(folder, max_steps=3) as run:
+        scored = run.trainer.held_out
+
+        def stop_while_scoring(should_stop=None):
+            c.stop()
+            return scored(should_stop)
+
+        run.trainer.held_out = stop_while_scoring
+        assert run.train(control=c).unscored
+    win.choose_continue(folder)
+    train_until_idle(qtbot, win, max_steps=3)
+    assert not win.errors, win.errors
+    latest = json.loads((Path(folder) / "latest.json").read_text())
+    assert latest["step"] == 3 and latest["val_loss"] is not None
+    assert json.loads((Path(folder) / "status.json").read_text())["state"] == "finished"
+    msg = win.statusBar().currentMessage()
+    assert "already at step" not in msg and f"held-out loss {latest['val_loss']:.4f}" in msg, msg
+
+
 def test_continuing_a_finished_run_adds_no_second_sample_of_its_last_step(win, qtbot):
     """The epoch-end sample of a finished run's last step was sampled again at Continue: two
     identical rows in the Gallery."""
