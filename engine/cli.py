@@ -337,7 +337,16 @@ def cmd_train(a: argparse.Namespace) -> int:
     if a.rank_timeout is not None and not a.distributed:  # it was taken without a word
         raise ValueError("--rank-timeout applies to --distributed runs only; drop it, or launch "
                          "with mpirun ... --distributed")
+    from .distributed import launched_as
+
     job = None
+    rank, ranks = launched_as()
+    if ranks > 1 and not a.distributed:  # (each trained on its own: the second was refused
+        if rank:  # by the run's lock, and nothing said what was missing); rank 0 says it and
+            return 0  # fails the job (a failing rank 1 could have it killed before it printed)
+        raise ValueError(f"started as one of {ranks} MPI processes without --distributed, so "
+                         "each would train on its own; add --distributed to train one run "
+                         "together, or run it without mpirun")
     if a.distributed:
         from .distributed_run import DistributedJob
 
@@ -379,8 +388,10 @@ def _train(a: argparse.Namespace, run, job) -> int:
         assert tr.trainable is not None
         if a.export_adapter:
             _check_adapter_export(tr.cfg.lora.targets if tr.cfg.lora is not None else None)
+        state = sum(job.state_bytes) if job is not None and job.state_bytes else (
+            tr.optimizer.state_bytes())  # (a distributed run's rank 0 said its own shard)
         print(f"model: {lm.n_params:,} parameters; {tr.trainable.describe()}; optimizer state "
-              f"{tr.optimizer.state_bytes():,} bytes; {tr.token_counts[0]:,} train / "
+              f"{state:,} bytes; {tr.token_counts[0]:,} train / "
               f"{tr.token_counts[1]:,} held-out tokens ({run.data.records})", file=sys.stderr)
         for warning in run.warnings:  # (a damaged snapshot passed over, as generate says it)
             print(f"warning: {warning}", file=sys.stderr)

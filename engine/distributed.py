@@ -9,6 +9,7 @@ Independent of the trainer and the run folder, it provides:
 * ``partition_rows``         a deterministic, seeded split of one global batch across the ranks
 * ``FlatBuffer``             one contiguous float32 buffer over named tensors (pack / views)
 * ``threads_per_rank``       threads so that ranks x threads = the cores of each host
+* ``launched_as``            (rank, size) an MPI launcher gave this process, from its environment
 * ``Comm``                   the collectives training needs, each waited on by a watchdog: a rank
                              that does not answer within ``timeout_s`` (dead, hung, partitioned)
                              makes the others print one clear line and end the whole job
@@ -50,6 +51,22 @@ def load_mpi() -> Any:
 
 
 # ---------------------------------------------------------------------------------- planning
+_LAUNCHER_ENV = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),  # Open MPI
+                 ("PMI_RANK", "PMI_SIZE"),  # MPICH (Hydra), Intel MPI
+                 ("PMIX_RANK", "PMIX_SIZE"))
+
+
+def launched_as(env: dict[str, str] | None = None) -> tuple[int, int]:
+    """(rank, size) an MPI launcher (mpirun, mpiexec) set in the environment, without importing
+    MPI; (0, 1) when none did or the values are not numbers."""
+    env = dict(os.environ) if env is None else env
+    for rank_key, size_key in _LAUNCHER_ENV:
+        rank, size = env.get(rank_key, ""), env.get(size_key, "")
+        if rank.isdigit() and size.isdigit():
+            return int(rank), int(size)
+    return 0, 1
+
+
 def balanced_owners(sizes: Iterable[int], count: int) -> tuple[int, ...]:
     """Owner rank of each tensor (by position), largest tensors first onto the least-loaded rank
     (ties: the lower rank). Deterministic: every rank computes the same answer."""

@@ -668,3 +668,27 @@ def test_resume_of_a_run_stopped_during_its_final_evaluation_scores_it(tmp_path,
     assert f"(held-out loss {latest['val_loss']:.4f})" in err
     assert main(["train", "--resume", str(out), "--sample-tokens", "0"]) == 0
     assert "already at step 4 of 4" in capsys.readouterr().err  # scored: nothing left
+
+
+def test_train_under_mpirun_without_distributed_is_refused(tmp_path, capsys, monkeypatch):
+    """`mpirun -np 2 python -m engine train ...` without --distributed: two trainings of the
+    same run, the second refused by the run's lock, and nothing said --distributed was missing.
+    Rank 0 says it and fails the job; the other ranks end without a word or a run."""
+    from engine.distributed import launched_as
+
+    assert launched_as({}) == (0, 1)
+    assert launched_as({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4"}) == (1, 4)
+    assert launched_as({"PMI_RANK": "0", "PMI_SIZE": "2"}) == (0, 2)
+    assert launched_as({"PMIX_RANK": "x", "PMIX_SIZE": "2"}) == (0, 1)
+    out = tmp_path / "run"
+    args = ["train", str(_corpus(tmp_path)), "--preset", "tiny", "--max-steps", "1", "--out",
+            str(out), "--sample-tokens", "0"]
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "0")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "started as one of 2 MPI processes without --distributed" in err, err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    assert main(args) == 0
+    assert capsys.readouterr().err == "" and not out.exists()

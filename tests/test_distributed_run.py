@@ -3,6 +3,7 @@ and a snapshot of 2 ranks resumes with 1 process and vice versa, continuing the 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,13 @@ def test_snapshot_resumes_with_another_number_of_ranks(first: int, second: int, 
     if first:
         assert "distributed: 2 ranks" in proc.stderr
         assert proc.stderr.count("run folder:") == 1  # rank 0 alone reports
+        # the model line's optimizer state is the whole run's (it said rank 0's shard)
+        whole_state = re.search(r"optimizer state ([\d,]+) bytes;", proc.stderr)
+        shards = re.search(r"optimizer state per rank ([\d, ]+) bytes", proc.stderr)
+        assert whole_state is not None and shards is not None, proc.stderr[-2000:]
+        parts = [int(p.replace(",", "")) for p in shards.group(1).split(", ")]
+        assert len(parts) == 2 and min(parts) > 0
+        assert int(whole_state.group(1).replace(",", "")) == sum(parts)
     cli(["--resume", str(out), "--max-steps", "8", "--sample-tokens", "0"], ranks=second)
     got = losses(out)
     assert len(got) == len(whole) == 8
