@@ -1094,7 +1094,9 @@ class MainWindow(QMainWindow):
             self._error(f"{path}: its corpus ({', '.join(Path(c).name for c in s.corpus[:3])}"
                         f"{', …' if len(s.corpus) > 3 else ''}) no longer exists; the corpus "
                         "shown stays")
-        if engine.defaulted(s) and s.named:
+        if not s.named:  # (an emptied file said "settings loaded")
+            self._say(f"{path} names no settings (empty, or comments only): nothing changed")
+        elif engine.defaulted(s):
             names = [k.split(".")[-1] for k in s.named]
             self._say(f"settings loaded from {path}: it sets "
                       f"{plural(len(names), 'setting')} ({', '.join(names[:6])}"

@@ -237,6 +237,9 @@ def _settings(a: argparse.Namespace):
         from .runtoml import load_settings
 
         a._settings = load_settings(a.config)
+        if not a._settings.named:  # (an emptied or all-comment file trained on defaults unsaid)
+            print(f"note: {a.config} names no settings (empty, or comments only): it changes "
+                  "nothing", file=sys.stderr)
     return a._settings
 
 

@@ -33,7 +33,7 @@ class EarlyStopping:
                                                  and math.isfinite(self.target_loss)
                                                  and self.target_loss > 0):
             out.append(f"early_stopping.target_loss = {self.target_loss!r:.40}; expected a "
-                       "number > 0")
+                       "number > 0 (0: off)")
         if not (number(self.min_delta) and math.isfinite(self.min_delta)
                 and self.min_delta >= 0):
             out.append(f"early_stopping.min_delta = {self.min_delta!r:.40}; expected a "

@@ -72,7 +72,8 @@ def settings_to_toml(s: RunSettings) -> str:
     doc: dict[str, Any] = {"run": run}
     if model:
         doc["model"] = dict(model)
-    doc["train"] = _drop_none(train)
+    doc["train"] = _drop_none({**train, "max_steps": train["max_steps"] or 0})  # 0: no limit
+    # (left out, a file laid over other settings could not lift their limit)
     es = s.early_stopping
     if es.enabled:
         doc["early_stopping"] = _drop_none({"patience": es.patience, "target_loss": es.target_loss,
@@ -286,8 +287,9 @@ def load_settings(path: str | Path) -> RunSettings:
         data = read_bytes(path, MAX_BYTES, "settings file")
     except MambaStudioError as exc:
         raise MambaStudioError(f"{exc}; check the --config path") from None
-    try:
-        text = data.decode("utf-8")
+    utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")  # a byte-order mark: Windows editors' "Unicode"
+    try:  # (and their "UTF-8 with BOM": it was "not valid TOML (at line 1, column 1)")
+        text = data.decode("utf-16" if utf16 else "utf-8-sig")
     except UnicodeDecodeError as exc:  # (it said "'utf-8' codec can't decode byte 0xd0")
         what = "looks binary" if b"\x00" in data[:4096] else "is not UTF-8 text"
         raise MambaStudioError(f"{path}: {what} (byte {exc.start:,}), not a settings file; give "
@@ -393,7 +395,10 @@ def _from_doc(doc: dict[str, Any], path: Path, where: str = "",
             adapter = None if lora is None else LoRAConfig(**lora)
         except Problems as exc:  # (each, then the others: the run is checked without it)
             problems += exc.problems
-        early = EarlyStopping(**doc.get("early_stopping", {}))
+        es_doc = dict(doc.get("early_stopping", {}))
+        if type(es_doc.get("target_loss")) in (int, float) and es_doc["target_loss"] == 0:
+            es_doc["target_loss"] = None  # 0: off, as --target-loss 0 (it was refused)
+        early = EarlyStopping(**es_doc)
         train = _train_config(run, train_doc, adapter)
         spec = RunSpec(model=doc.get("model"), train=train, early_stopping=early, **run)
         problems += spec.problems()  # the model's sizes too, now rather than at Start

@@ -1,6 +1,7 @@
 """``train --config run.toml``: every unknown key or wrongly typed value is one line on stderr
 naming the file and the table.key, exit code 2, before anything trains."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,18 @@ def test_a_valid_file_still_trains(folder, capsys):
     assert main(["train", "--config", str(toml), "--out", str(out), "--sample-tokens", "0"]) == 0
     err = capsys.readouterr().err
     assert "Traceback" not in err and (out / "latest.json").exists()
+
+
+def test_a_file_naming_no_settings_is_noted(folder, capsys):
+    """An emptied settings file trained on every default without a word."""
+    toml = folder / "empty.toml"
+    toml.write_text("# to fill in\n")
+    assert main(["train", str(folder / "a.txt"), "--config", str(toml), "--preset", "tiny",
+                 "--seq-len", "32", "--batch", "2", "--max-steps", "1", "--out",
+                 str(folder / "out"), "--sample-tokens", "0"]) == 0
+    err = capsys.readouterr().err
+    assert err.count(f"note: {toml} names no settings (empty, or comments only): it changes "
+                     "nothing") == 1, err
 
 
 def test_dt_rank_auto_is_accepted_as_in_hf_config(folder):
@@ -373,6 +386,50 @@ def test_max_steps_0_in_a_file_means_no_limit_as_on_the_command_line(tmp_path):
     assert "max steps = -5 is out of range" in msg and "(0: no limit)" in msg, msg
 
 
+def test_max_steps_0_laid_over_a_limit_lifts_it(tmp_path, capsys):
+    """A file's `max_steps = 0` was dropped when laid over other settings (the window's Open
+    settings, `train --resume RUN --config FILE`): the limit stayed ("already at step 4 of 4")."""
+    from engine import RunSettings, RunSpec, TrainConfig, overlay_settings
+
+    base = RunSettings(RunSpec(preset="tiny", train=TrainConfig(max_steps=40, epochs=5)))
+    f = tmp_path / "lift.toml"
+    f.write_text("[train]\nmax_steps = 0\n")
+    got = overlay_settings(base, load_settings(f))
+    assert got.spec.train.max_steps is None and got.spec.train.epochs == 5
+    saved = tmp_path / "saved.toml"  # a window with no limit writes it, and it is read back
+    from engine.runtoml import save_settings
+
+    save_settings(saved, got)
+    assert "max_steps = 0" in saved.read_text()
+    assert overlay_settings(base, load_settings(saved)).spec.train.max_steps is None
+    out, corpus = tmp_path / "run", tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat. " * 200)
+    tiny = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0"]
+    assert main(["train", str(corpus), *tiny, "--max-steps", "2", "--out", str(out)]) == 0
+    f.write_text("[train]\nmax_steps = 0\nepochs = 1\n")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--config", str(f), "--sample-tokens", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "already at step" not in err, err
+    assert json.loads((out / "latest.json").read_text())["step"] > 2
+
+
+def test_target_loss_0_in_a_file_is_off_as_on_the_command_line(tmp_path):
+    """`target_loss = 0` was refused ("expected a number > 0") while --target-loss 0 is off, so a
+    file could not switch off another's target."""
+    from engine import EarlyStopping, RunSettings, RunSpec, overlay_settings
+
+    f = tmp_path / "s.toml"
+    f.write_text("[early_stopping]\ntarget_loss = 0\n")
+    s = load_settings(f)
+    assert s.early_stopping.target_loss is None and "early_stopping.target_loss" in s.named
+    base = RunSettings(RunSpec(early_stopping=EarlyStopping(patience=2, target_loss=1.5)))
+    got = overlay_settings(base, s).early_stopping
+    assert (got.patience, got.target_loss) == (2, None)
+    msg = _refused(f, "[early_stopping]\ntarget_loss = -1\n")
+    assert "target_loss = -1.0; expected a number > 0 (0: off)" in msg, msg
+
+
 def test_a_model_size_of_0_is_named_as_the_file_names_it(tmp_path):
     """`[model] d_model = 0` said "MambaConfig.d_model must be a positive int", a class name
     the user never wrote."""
@@ -402,6 +459,20 @@ def test_a_bpe_choice_does_not_double_an_init_runs_rate(tmp_path, capsys, where)
                  "--out", str(tmp_path / "o")]) == 0
     spec = json.loads((tmp_path / "o" / "run.json").read_text())["spec"]
     assert spec["tokenizer"] == "bytes" and spec["train"]["lr"] == 0.003, spec
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-be"])
+def test_a_settings_file_with_a_byte_order_mark_is_read(tmp_path, encoding):
+    """Saved as "UTF-8 with BOM" it was "not valid TOML (Invalid statement (at line 1, column
+    1))"; as UTF-16 ("Unicode" in Windows editors) "looks binary (byte 0)"."""
+    p = tmp_path / "s.toml"
+    text = '[run]\nprompts = ["Grüße "]\n[train]\nepochs = 4\n'
+    data = text.encode(encoding)
+    if encoding == "utf-16-be":
+        data = b"\xfe\xff" + data
+    p.write_bytes(data)
+    s = load_settings(p)
+    assert s.spec.train.epochs == 4 and s.spec.prompts == ("Grüße ",)
 
 
 @pytest.mark.parametrize("data,words", [(b"\x7fELF\x02\x01\x00\x00\xd0\x00", "looks binary (byte 8)"),

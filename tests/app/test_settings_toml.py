@@ -67,6 +67,17 @@ def test_typed_values_out_of_range_are_not_taken(win, qtbot):
     assert win.train.seq_len.value() == 99999
 
 
+def test_a_settings_file_naming_nothing_says_so(win, tmp_path):
+    """An emptied (or all-comment) file said "settings loaded from ..." and changed nothing."""
+    before = win.current_settings()
+    path = tmp_path / "s.toml"
+    path.write_text("# nothing here yet\n")
+    win.load_settings_file(str(path))
+    line = win.log.toPlainText().splitlines()[-1]
+    assert f"{path} names no settings (empty, or comments only): nothing changed" in line, line
+    assert win.current_settings() == before
+
+
 def test_a_partial_settings_file_changes_only_what_it_names(win, tmp_path):
     """A file naming only lr reset the preset, epochs, the preview prompts and the rest to their
     defaults (Epochs 7 -> 3, tiny -> small, three prompts -> "The "); two walk-throughs expected
