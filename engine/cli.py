@@ -16,7 +16,7 @@ from typing import NoReturn
 from .cliout import forgiving_stderr, stdout_gone, text_out, write_text
 from .defaults import DEFAULT_PRESET, DEFAULT_PROMPT, PRESET_DEFAULTS
 from .documents import RECORDS
-from .errors import MambaStudioError
+from .errors import CorpusError, MambaStudioError
 from .reports import format_duration
 from .samples import BIDI_SHOWN, SAMPLE_EVERY
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
@@ -255,7 +255,12 @@ def _open_for_training(a: argparse.Namespace):
         if not corpus:  # (it trained on them without a word; eval says so too)
             say(f"note: no corpus given; training on the bundled sample corpus ({SAMPLE_CORPUS})")
             corpus = [SAMPLE_CORPUS]
-        run = start(spec, corpus, out=a.out, force=a.force, progress=say)
+        try:
+            run = start(spec, corpus, out=a.out, force=a.force, progress=say)
+        except CorpusError as exc:
+            if a.corpus or not a.config:
+                raise
+            raise CorpusError(f"{exc}, named by run.corpus in {a.config}") from None
         if run.spec.init and a.preset:  # its training settings apply, not its model sizes
             say(f"note: --preset {a.preset} sets the training settings only; the model's shape "
                 f"is {run.spec.init}'s (d_model {run.lm.config.d_model}, "

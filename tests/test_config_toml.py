@@ -141,6 +141,17 @@ def test_a_file_naming_no_settings_is_noted(folder, capsys):
                      "nothing") == 1, err
 
 
+def test_a_missing_corpus_of_a_file_names_the_file(folder, capsys):
+    """It said "no usable text in the corpus (.../nothere: no such file or folder)", not that
+    the path came from the settings file."""
+    toml = folder / "c.toml"
+    toml.write_text('[run]\ncorpus = ["nothere"]\n')
+    assert main(["train", "--config", str(toml), "--out", str(folder / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: no usable text in the corpus ({folder / 'nothere'}: no such file or "
+                   f"folder), named by run.corpus in {toml}"), err
+
+
 def test_dt_rank_auto_is_accepted_as_in_hf_config(folder):
     """``dt_rank = "auto"`` is MambaConfig's own spelling (and HF's time_step_rank)."""
     toml = folder / "run.toml"
