@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import tomllib
 import types
 import typing
@@ -297,14 +298,25 @@ def load_settings(path: str | Path) -> RunSettings:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise MambaStudioError(f"{path}: not valid TOML ({exc}); fix the file or save it again "
-                               "from the app") from None
+        raise MambaStudioError(f"{path}: not valid TOML ({exc}{_quoted_line(text, exc)}); fix "
+                               "the file or save it again from the app") from None
     except RecursionError:
         raise MambaStudioError(f"{path}: not valid TOML (nested too deeply); fix the file or save "
                                "it again from the app") from None
     problems: list[str] = []
     doc = _checked(doc, _schema(), problems)  # (the keys named here are left out of ``doc``)
     return _from_doc(doc, path, found=problems)  # with the ranges' problems: one message
+
+
+def _quoted_line(text: str, exc: tomllib.TOMLDecodeError) -> str:
+    """": `LINE`" for the line a TOML error names (tomllib says "Cannot overwrite a value (at
+    line 20, column 11)" for a key set twice, without the key), or ""."""
+    at = re.search(r"at line (\d+), column", str(exc))
+    lines = text.splitlines()
+    if at is None or not 1 <= int(at.group(1)) <= len(lines):
+        return ""
+    line = lines[int(at.group(1)) - 1].strip()
+    return f": `{line[:60]}{'…' if len(line) > 60 else ''}`" if line else ""
 
 
 def early_stopping_over(base: EarlyStopping, top: RunSettings) -> EarlyStopping:

@@ -472,6 +472,15 @@ def test_a_bpe_choice_does_not_double_an_init_runs_rate(tmp_path, capsys, where)
     assert spec["tokenizer"] == "bytes" and spec["train"]["lr"] == 0.003, spec
 
 
+def test_a_key_set_twice_quotes_its_line(tmp_path):
+    """tomllib says "Cannot overwrite a value (at line 3, column 7)" for a key set twice, not
+    which key: the line is quoted."""
+    msg = _refused(tmp_path / "s.toml", "[train]\nepochs = 4\nepochs = 5\n")
+    assert "Cannot overwrite a value (at line 3, column 11): `epochs = 5`)" in msg, msg
+    msg = _refused(tmp_path / "s.toml", "[train]\nlr = " + "9" * 80 + "x\n")
+    assert ": `lr = " + "9" * 55 + "…`)" in msg, msg
+
+
 @pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-be"])
 def test_a_settings_file_with_a_byte_order_mark_is_read(tmp_path, encoding):
     """Saved as "UTF-8 with BOM" it was "not valid TOML (Invalid statement (at line 1, column
