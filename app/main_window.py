@@ -1224,7 +1224,9 @@ class MainWindow(QMainWindow):
                             what: str = "") -> None:
         """Export as chosen in the dialog; ``earlier``: an export is there (asks ``what`` or,
         for GGUF, whether to replace it)."""
-        settings.remember_folder("export", path)  # the next export starts there
+        base = next((p for p in Path(path).parents if p.is_dir()), None)
+        if base is not None and os.access(base, os.W_OK | os.X_OK):  # the next export starts
+            settings.remember_folder("export", path)  # there (a read-only one: it started there)
         force = False
         if earlier:
             if not confirm(self, "Export", what or f"{path} exists. Replace the earlier export? "

@@ -31,6 +31,9 @@ def run() -> int:
         return 130
     try:
         return main()
+    except KeyboardInterrupt:  # Ctrl-C while the parser imports the run's modules (a traceback;
+        print("\ninterrupted (Ctrl-C)", file=sys.stderr)  # noqa: T201  # main() says the rest)
+        return 130
     finally:
         with contextlib.suppress(KeyboardInterrupt):  # a late Ctrl-C here: main() said it
             ignore_after_stop()

@@ -91,6 +91,18 @@ def test_a_python_without_the_dependencies_gets_one_line(monkeypatch, capsys):
         entry.run()
 
 
+def test_ctrl_c_while_the_parser_loads_is_one_line(monkeypatch, capsys):
+    """Ctrl-C in the first second of a command, while the parser imports the run's modules,
+    printed a 17-line traceback ending in KeyboardInterrupt."""
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("engine.cli.build_parser", interrupted)
+    monkeypatch.setattr("engine.runtime.configure", lambda **_kw: None)
+    assert entry.run() == 130
+    assert capsys.readouterr().err == "\ninterrupted (Ctrl-C)\n"
+
+
 def test_corpus_size_in_the_auto_tokenizer_line_is_never_zero():
     assert _megabytes(7_800) == "7,800 bytes"
     assert _megabytes(21_520) == "0.02 MB"

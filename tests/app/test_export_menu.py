@@ -591,3 +591,30 @@ def test_a_gguf_export_over_a_file_of_the_users_is_refused_in_the_windows_terms(
     assert "is not a GGUF file" in win.errors[-1] and "--force" not in win.errors[-1]
     assert "only an earlier GGUF export is ever replaced" in win.errors[-1]
     assert fake.read_text() == "my notes"
+
+
+def test_an_export_folder_that_cannot_be_written_is_not_where_the_next_starts(
+        win, qtbot, tmp_path, monkeypatch):
+    """After an export refused in a read-only folder ("cannot write in ..."), the next Export
+    dialog opened in that folder again."""
+    from app import main_window, settings
+
+    opened = _run(tmp_path / "other", 1)
+    win.open_run_view(opened)
+    good = tmp_path / "exports"
+    good.mkdir()
+    _fake_save(monkeypatch, good / "m0")
+    _action(win, "Export model (merged)…").trigger()
+    qtbot.waitUntil(lambda: bool(win.errors) or "merged written" in win.log.toPlainText(),
+                    timeout=RUN_TIMEOUT)
+    assert settings.last_folder("export", "") == str(good)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real = os.access
+    monkeypatch.setattr(main_window.os, "access",
+                        lambda p, mode: Path(p) != ro and real(p, mode))  # (root writes anyway)
+    _fake_save(monkeypatch, ro / "m1")
+    _action(win, "Export model (merged)…").trigger()
+    qtbot.waitUntil(lambda: bool(win.errors) or f"written to {ro / 'm1'}" in win.log.toPlainText(),
+                    timeout=RUN_TIMEOUT)  # (as root it is written: the rule is the folder's)
+    assert settings.last_folder("export", "") == str(good)
