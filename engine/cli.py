@@ -521,6 +521,28 @@ def _train(a: argparse.Namespace, run, job) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
+    before = _identity(Path(a.out))
+    try:
+        return _export(a)
+    except KeyboardInterrupt:  # Ctrl-C after the export was published: it said "interrupted",
+        if _identity(Path(a.out)) in (None, before):  # exit 130, over a complete export
+            raise
+        note_interrupted()
+        print(f"\nwrote {a.out} (the interrupt came once it was written)", file=sys.stderr)
+        return 0
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``, or None: an export is published by a rename, so a new one
+    has a new inode."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _export(a: argparse.Namespace) -> int:
     from .export import export_gguf, export_merged, export_peft
 
     if a.kind != "gguf" and Path(a.out).suffix.lower() == ".gguf" and not Path(a.out).is_dir():

@@ -692,3 +692,24 @@ def test_train_under_mpirun_without_distributed_is_refused(tmp_path, capsys, mon
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
     assert main(args) == 0
     assert capsys.readouterr().err == "" and not out.exists()
+
+
+@pytest.mark.parametrize("published", [True, False])
+def test_ctrl_c_after_an_export_is_published_says_it_was_written(tmp_path, capsys, monkeypatch,
+                                                                 published):
+    """Ctrl-C once the export's rename had happened said "interrupted (Ctrl-C)", exit 130, over a
+    complete export (a second export then needed --force)."""
+    out = tmp_path / "exp"
+
+    def export(run, dest, force=False, progress=None):
+        if published:
+            Path(dest).mkdir()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("engine.export.export_merged", export)
+    code = main(["export", "--merged", str(tmp_path), str(out)])
+    err = capsys.readouterr().err
+    if published:
+        assert code == 0 and f"wrote {out} (the interrupt came once it was written)" in err, err
+    else:
+        assert code == 130 and "interrupted (Ctrl-C)" in err and not out.exists(), err

@@ -741,3 +741,21 @@ def test_a_folder_export_may_replace_an_earlier_one_named_like_a_gguf_file(
     (tmp_path / "x").rename(out)
     assert main(["export", "--merged", str(lora_run), str(out), "--force"]) == 0
     assert (out / "config.json").is_file()
+
+
+def test_an_export_of_a_run_another_process_trains_names_its_snapshot(lora_run: Path,
+                                                                       tmp_path: Path) -> None:
+    """`export` of a run in training took its latest snapshot without a word (the window's list
+    said step 121, the export was of step 143)."""
+    from engine import runformat as rf
+
+    step = rf.read_pointer(lora_run)["step"]
+    assert not any("is training" in n for n in export_merged(lora_run, tmp_path / "a"))
+    lock = rf.RunLock(lora_run).acquire()  # (held as a training process holds it)
+    try:
+        for notes in (export_merged(lora_run, tmp_path / "b"),
+                      export_gguf(lora_run, tmp_path / "b.gguf")):
+            assert f"{lora_run} is training: this is its latest snapshot, step-{step}; the steps " \
+                "after it are not in the export" in notes, notes
+    finally:
+        lock.release()

@@ -309,11 +309,14 @@ def open_run(folder: str | Path) -> RunSource:
         lm = MambaLM.load(snap)
         lm.check_finite(snap)
         val, val_step = _last_val(meta.get("epochs", []))
+        notices = [f"{e}; using {snap.name} instead" for e in refused]
+        if rf.is_run(folder) and rf.RunLock(folder).held_elsewhere():  # (it was said nowhere)
+            notices.append(f"{folder} is training: this is its latest snapshot, {snap.name}; "
+                           "the steps after it are not in the export")
         return RunSource(folder, lm, _lora(lm, train.get("lora"), snap / rf.SNAP_STATE, "trainable."),
                          train, int(meta.get("step", 0)), val, val_step,
                          run_dir if rf.is_run(run_dir) else None, spec,
-                         _float_or_none(meta.get("val_loss")),
-                         [f"{e}; using {snap.name} instead" for e in refused])
+                         _float_or_none(meta.get("val_loss")), notices)
     if (folder / "trainer_state.json").exists():  # a checkpoint from before run folders
         state = read_trainer_state(folder)
         ckpt.verify_hashes(folder, state["files"])
