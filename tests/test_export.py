@@ -759,3 +759,20 @@ def test_an_export_of_a_run_another_process_trains_names_its_snapshot(lora_run: 
                 "after it are not in the export" in notes, notes
     finally:
         lock.release()
+
+
+def test_a_peft_export_exports_merged_and_as_gguf(lora_run: Path, tmp_path: Path) -> None:
+    """`export --gguf` / `--merged` of a PEFT export said "no config.json (not a model folder)",
+    though generate and eval read the same folder: its base with the adapter merged in."""
+    from engine import load_model
+
+    export_peft(lora_run, tmp_path / "peft")
+    want = load_model(tmp_path / "peft")
+    export_merged(tmp_path / "peft", tmp_path / "merged")
+    got = MambaLM.load(tmp_path / "merged")
+    for k, v in want.params.items():
+        np.testing.assert_array_equal(got.params[k], v)
+    base = MambaLM.load(tmp_path / "peft" / "base")  # the adapter is in: not the bare base
+    assert any(not np.array_equal(base.params[k], v) for k, v in got.params.items())
+    export_gguf(tmp_path / "peft", tmp_path / "m.gguf")
+    assert (tmp_path / "m.gguf").read_bytes()[:4] == b"GGUF"

@@ -1,5 +1,6 @@
 """Reading what to export: a run folder (its latest snapshot), one snapshot folder, a legacy
-training checkpoint (trainer_state.json) or a plain model folder. Yields the model as trained,
+training checkpoint (trainer_state.json), a plain model folder or a PEFT adapter export (its
+base with the adapter merged in, as ``generate`` reads it). Yields the model as trained,
 a training summary for the model card and, for a LoRA run, the adapters over the exact unmerged
 base. Every checksum the folder has is verified first (a half-written snapshot is never exported).
 """
@@ -326,7 +327,12 @@ def open_run(folder: str | Path) -> RunSource:
         val, val_step = _last_val(state.get("epochs", []))
         return RunSource(folder, lm, _lora(lm, train.get("lora"), folder / "optimizer.safetensors", ""),
                          train, int(state.get("step", 0)), val, val_step)
-    lm = MambaLM.load(folder)
+    if (folder / "adapter_config.json").is_file() and not (folder / "config.json").exists():
+        from ..run import load_model  # a PEFT export: its base with the adapter merged in, as
+
+        lm = load_model(folder)  # generate and eval read it (it was "no config.json")
+    else:
+        lm = MambaLM.load(folder)
     lm.check_finite(folder)
     return RunSource(folder, lm, None)
 
