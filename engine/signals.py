@@ -65,10 +65,36 @@ class Interrupted(KeyboardInterrupt):
     is removed, an export's staging folder too); it killed the process with nothing said."""
 
 
+_CALLBACKS = ("llvmlite/binding/executionengine.py", "_raw_")  # (file, function prefix)
+REDELIVER_S = 0.05
+
+
+def in_c_callback(frame: Any) -> bool:
+    """``frame`` runs inside a ctypes callback (llvmlite's object cache, which LLVM calls while
+    Numba compiles), where an exception is printed as "Exception ignored on calling ctypes
+    callback function" and dropped: a stop raised there was lost, the command went on."""
+    while frame is not None:
+        code = frame.f_code
+        if (code.co_filename.replace("\\", "/").endswith(_CALLBACKS[0])
+                and code.co_name.startswith(_CALLBACKS[1])):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _again_soon(signum: int) -> None:
+    """Send ``signum`` to this process again in ``REDELIVER_S`` (out of the callback by then)."""
+    timer = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()
+
+
 @contextmanager
 def interrupt_on_signals() -> Iterator[None]:
-    """While active (main thread only), SIGTERM and SIGHUP raise ``Interrupted`` as Ctrl-C
-    raises KeyboardInterrupt; ``stop_on_signals`` takes them over during training."""
+    """While active (main thread only), SIGTERM and SIGHUP raise ``Interrupted`` and Ctrl-C
+    KeyboardInterrupt; one that lands inside a ctypes callback (``in_c_callback``: it would be
+    dropped there) is sent again a moment later. ``stop_on_signals`` takes them over during
+    training."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -76,9 +102,14 @@ def interrupt_on_signals() -> Iterator[None]:
     def handler(signum: int, frame: Any) -> None:
         if signum == HANGUP:
             detach_output()
+        if in_c_callback(frame):  # (Ctrl-C while the kernels compiled left a half-made run
+            _again_soon(signum)  # folder, a traceback, and a process that went on)
+            return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Interrupted(signal.Signals(signum).name)
 
-    old = {s: signal.signal(s, handler) for s in _handled(STOP_SIGNALS) if s != signal.SIGINT}
+    old = {s: signal.signal(s, handler) for s in _handled(STOP_SIGNALS)}
     try:
         yield
     finally:
