@@ -175,7 +175,8 @@ class Comm:
 
     def abort(self, message: str, code: int = 3) -> None:
         sys.stdout.flush()
-        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.write(f"\nerror: {message}\n")  # (on a line of its own: it was glued to the
+        # end of the progress line)
         sys.stderr.flush()
         self.comm.Abort(code)
 

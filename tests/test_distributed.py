@@ -131,7 +131,7 @@ def test_hung_rank_makes_the_others_exit_with_a_clear_message(tmp_path: Path) ->
     proc, took = run_mpi(["full", str(tmp_path / "x.npz"), "--hang-at", "3", "--timeout", "5"],
                          timeout=300)
     assert proc.returncode != 0
-    assert "rank 0: no answer from the other ranks for 5 s" in proc.stderr, proc.stderr[-2000:]
+    assert "\nerror: rank 0: no answer from the other ranks for 5 s" in proc.stderr, proc.stderr[-2000:]
     assert took < 240
 
 
