@@ -1003,7 +1003,9 @@ class MainWindow(QMainWindow):
             for w in warnings:
                 self._notice(f"warning: {w}")
             src, run = Path(folder), engine.snapshot_run(folder)
-            what = f"run {run.name}, snapshot {src.name}" if run else f"run {src.name}"
+            kept = engine.expected_snapshot(src) if run is None else None  # (a run's latest:
+            what = (f"run {run.name}, snapshot {src.name}" if run else  # its step was unsaid)
+                    f"run {src.name}" + (f", step {kept[1]}" if kept else ""))
             self._say(f"{kind} written to {path} (from {what})")
 
         run_in_thread(lambda: export_run(folder, kind, path, force), done, self._failed,

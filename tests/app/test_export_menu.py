@@ -608,6 +608,9 @@ def test_an_export_folder_that_cannot_be_written_is_not_where_the_next_starts(
     qtbot.waitUntil(lambda: bool(win.errors) or "merged written" in win.log.toPlainText(),
                     timeout=RUN_TIMEOUT)
     assert settings.last_folder("export", "") == str(good)
+    step = engine.read_pointer(Path(opened))["step"]  # the step written is said (it was not)
+    assert f"merged written to {good / 'm0'} (from run {Path(opened).name}, step {step})" in \
+        win.log.toPlainText()
     ro = tmp_path / "ro"
     ro.mkdir()
     real = os.access
