@@ -431,10 +431,10 @@ class Run:
                 if self.step not in last_eval and (val := self._val_loss(control)) is not None:
                     last_eval.clear()
                     last_eval[self.step] = val
-                    cur = self.trainer.cursor  # (its epoch's index, as the step's rows)
+                    cur = self.trainer.cursor  # the epoch its step is in, as the step's row
+                    epoch = cur.epoch - 1 if cur.group == 0 and cur.step > 0 else cur.epoch
                     rf.append_metric(self.folder, {"kind": "eval", "step": self.step,
-                                                   "epoch": cur.epoch - (cur.group == 0 < cur.step),
-                                                   "val_loss": val})
+                                                   "epoch": epoch, "val_loss": val})
                 if self.step != self.saved_step or self.step in last_eval:
                     save(last_eval.get(self.step))
             except (OSError, MambaStudioError) as exc:  # the last save: the run's end or a Stop
