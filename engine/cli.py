@@ -991,8 +991,12 @@ def _run(args: argparse.Namespace) -> int:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # reading the corpus,
             sys.stdout.flush()  # training the tokenizer, loading; a new run
         name = str(exc) if isinstance(exc, Interrupted) else "Ctrl-C"  # leaves nothing
+        from .distributed import launched_as
+
+        follower = getattr(args, "distributed", False) and launched_as()[0] != 0
         with contextlib.suppress(OSError, ValueError):
-            print(f"\ninterrupted ({name})", file=sys.stderr)
+            if not follower:  # (every rank of a distributed job said it: rank 0 speaks for all)
+                print(f"\ninterrupted ({name})", file=sys.stderr)
         return 128 + (signal.Signals[name].value if isinstance(exc, Interrupted) else 2)
 
 

@@ -713,3 +713,24 @@ def test_ctrl_c_after_an_export_is_published_says_it_was_written(tmp_path, capsy
         assert code == 0 and f"wrote {out} (the interrupt came once it was written)" in err, err
     else:
         assert code == 130 and "interrupted (Ctrl-C)" in err and not out.exists(), err
+
+
+def test_an_interrupted_distributed_job_says_it_once(tmp_path, capsys, monkeypatch):
+    """`mpirun ... --distributed` interrupted while preparing: "interrupted (SIGTERM)" came
+    once per rank; rank 0 speaks for the job."""
+    import engine.cli as cli
+
+    def interrupted(a):
+        raise cli.Interrupted("SIGTERM")
+
+    monkeypatch.setattr(cli, "cmd_train", interrupted)
+    args = cli.build_parser().parse_args(["train", "--distributed"])
+    args.fn = interrupted
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    for rank, said in (("1", ""), ("0", "\ninterrupted (SIGTERM)\n")):
+        monkeypatch.setenv("OMPI_COMM_WORLD_RANK", rank)
+        assert cli._run(args) == 143
+        assert capsys.readouterr().err == said
+    args.distributed = False  # (not a distributed job: every process says it)
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    assert cli._run(args) == 143 and "interrupted (SIGTERM)" in capsys.readouterr().err
