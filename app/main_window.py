@@ -36,6 +36,7 @@ import engine
 
 from . import default_runs_root, settings
 from .confirm import confirm
+from .follow import RunFollower
 from .gc_thread import collect_on_gui_thread, release
 from .panels.corpus_panel import CorpusPanel, skip_line, skip_lines
 from .panels.gallery_panel import GalleryPanel
@@ -251,6 +252,9 @@ class MainWindow(QMainWindow):
         self._settle_timer.setSingleShot(True)
         self._settle_timer.setInterval(MEASURE_AFTER_MS)
         self._settle_timer.timeout.connect(self._settled_now)
+        self.follower = RunFollower(self)  # a shown run another process trains: kept up to date
+        self.follower.grew.connect(self._followed_grew)
+        self.follower.ended.connect(self._followed_ended)
         self._settling: object = None  # the settings key the settle timer waits on
         self._settled: object = None  # the last key left alone for MEASURE_AFTER_MS
         self.setAcceptDrops(True)  # files dropped anywhere on the window join the corpus
@@ -673,6 +677,7 @@ class MainWindow(QMainWindow):
     def start_training(self) -> None:
         if self.state != "idle":
             return
+        self.follower.stop()  # (the plots are this run's from here)
         if not self.continue_dir and self.corpus.pending:
             self._error("The corpus is still being read; Start again when it is done.")
             return
@@ -886,13 +891,34 @@ class MainWindow(QMainWindow):
         self.playground.set_source(folder)
         self.tabs.setCurrentIndex(0)
         self._show_run(folder)
-        self._say(f"showing {folder}")
+        if self.follower.follow(folder):  # (a command-line run's curves stood still)
+            self._say(f"showing {folder}: it is training in another process; its curves and "
+                      "samples follow it")
+        else:
+            self._say(f"showing {folder}")
+
+    def _followed_grew(self, folder: str) -> None:
+        """The shown run another process trains wrote more steps or samples: redraw them."""
+        if self.worker is not None or folder != self.shown_run:
+            self.follower.stop()
+            return
+        self.plots.show_run(folder)
+        self._show_saved_preview(folder)
+        if self.gallery.folder == folder:
+            self.gallery.reload()
+
+    def _followed_ended(self, folder: str) -> None:
+        if folder == self.shown_run and self.worker is None:
+            self._say(f"{Path(folder).name} is no longer training in another process")
+            self.runs.refresh_soon()
 
     def _run_deleted(self, folder: str) -> None:
         """A deleted run leaves no view behind (its curves, samples, Gallery and Playground stayed
         on screen) and is no longer the next Start's Continue or starting weights."""
         if folder in (self.continue_dir, self.init_dir):
             self.new_model()
+        if self.follower.folder == folder:
+            self.follower.stop()
         if self.gallery.folder == folder:
             self.gallery.show_run(None)
         if self.playground.gen_thread is None:  # (mid-generation its locked Model box was

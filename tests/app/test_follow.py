@@ -1,0 +1,70 @@
+"""A run another process trains, shown in the window: its curves follow it (they stood still at
+the steps it had when it was opened, while the command-line run went on)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import engine
+from tests.helpers import default_signals
+
+from .helpers import RUN_TIMEOUT, close_window, small_window
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def win(qtbot, tmp_path):
+    w = small_window(qtbot, tmp_path / "runs")
+    yield w
+    close_window(qtbot, w)
+
+
+def _steps_drawn(w) -> int:
+    xs, _ = w.plots.step_loss.getData()
+    return 0 if xs is None else len(xs)
+
+
+def test_a_run_another_process_trains_is_followed_until_it_ends(win, qtbot, tmp_path):
+    out = tmp_path / "runs" / "cli-run"
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat and looked at the hat. " * 400)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine", "train", str(corpus), "--preset", "tiny", "--seq-len",
+         "32", "--batch", "2", "--max-steps", "400", "--sample-tokens", "0", "--out", str(out)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        preexec_fn=default_signals)
+    try:
+        qtbot.waitUntil(lambda: (out / "run.json").exists() and engine.RunLock(out).held_elsewhere()
+                        and len(engine.read_metrics(out)) >= 3, timeout=RUN_TIMEOUT)
+        win.follower.timer.setInterval(100)
+        win.open_run_view(str(out))
+        assert win.follower.folder == str(out)
+        assert "it is training in another process; its curves and samples follow it" in \
+            win.statusBar().currentMessage()
+        qtbot.waitUntil(lambda: _steps_drawn(win) >= 1)  # (drawn every 100 ms)
+        first = _steps_drawn(win)
+        qtbot.waitUntil(lambda: _steps_drawn(win) > first + 2, timeout=RUN_TIMEOUT)
+        proc.wait(timeout=RUN_TIMEOUT / 1000)
+        qtbot.waitUntil(lambda: win.follower.folder is None, timeout=RUN_TIMEOUT)
+    finally:
+        proc.kill()
+        proc.wait()
+    qtbot.waitUntil(lambda: _steps_drawn(win) == 400)  # every step, the last ones too
+    assert "cli-run is no longer training in another process" in win.statusBar().currentMessage()
+
+
+def test_a_run_no_process_trains_is_not_followed(win, tmp_path):
+    from engine import run as runapi
+    from engine.trainer import TrainConfig
+
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=1))
+    with runapi.start(spec, [ROOT / "assets" / "sample_corpus"], root=tmp_path / "runs") as run:
+        run.train()
+    win.open_run_view(str(run.folder))
+    assert win.follower.folder is None and not win.follower.timer.isActive()
+    assert win.statusBar().currentMessage() == f"showing {run.folder}"
