@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 import engine
 
 FOLLOW_MS = 2000  # how often the shown run's files are looked at (two stat calls)
+REDRAW_SHARE = 0.1  # at most this share of the GUI thread's time goes to redrawing the run
 
 
 class RunFollower(QObject):
@@ -23,6 +24,7 @@ class RunFollower(QObject):
 
     def __init__(self, parent: QObject | None = None, interval_ms: int = FOLLOW_MS) -> None:
         super().__init__(parent)
+        self.interval_ms = interval_ms
         self.folder: str | None = None
         self._mark: tuple[int, int] = (-1, -1)
         self.timer = QTimer(self)
@@ -36,8 +38,14 @@ class RunFollower(QObject):
             return False
         self.folder = folder
         self._mark = engine.progress_mark(folder)
-        self.timer.start()
+        self.timer.start(self.interval_ms)
         return True
+
+    def redrawn_in(self, seconds: float) -> None:
+        """A redraw after ``grew`` took ``seconds``: look again no sooner than that many over
+        ``REDRAW_SHARE`` (a run of 100,000 steps takes ~1 s to read and draw; every 2 s it
+        would have held the window half the time)."""
+        self.timer.setInterval(max(self.interval_ms, int(seconds * 1000 / REDRAW_SHARE)))
 
     def stop(self) -> None:
         self.folder = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from statistics import median
@@ -902,10 +903,12 @@ class MainWindow(QMainWindow):
         if self.worker is not None or folder != self.shown_run:
             self.follower.stop()
             return
+        t0 = time.perf_counter()
         self.plots.show_run(folder)
         self._show_saved_preview(folder)
         if self.gallery.folder == folder:
             self.gallery.reload()
+        self.follower.redrawn_in(time.perf_counter() - t0)
 
     def _followed_ended(self, folder: str) -> None:
         if folder == self.shown_run and self.worker is None:

@@ -41,7 +41,7 @@ def test_a_run_another_process_trains_is_followed_until_it_ends(win, qtbot, tmp_
     try:
         qtbot.waitUntil(lambda: (out / "run.json").exists() and engine.RunLock(out).held_elsewhere()
                         and len(engine.read_metrics(out)) >= 3, timeout=RUN_TIMEOUT)
-        win.follower.timer.setInterval(100)
+        win.follower.interval_ms = 100
         win.open_run_view(str(out))
         assert win.follower.folder == str(out)
         assert "it is training in another process; its curves and samples follow it" in \
@@ -68,3 +68,15 @@ def test_a_run_no_process_trains_is_not_followed(win, tmp_path):
     win.open_run_view(str(run.folder))
     assert win.follower.folder is None and not win.follower.timer.isActive()
     assert win.statusBar().currentMessage() == f"showing {run.folder}"
+
+
+def test_a_slow_redraw_makes_the_follower_look_less_often(qtbot):
+    """A run of 100,000 steps takes ~1 s to read and draw: every 2 s it held the window half the
+    time. The follower looks again no sooner than ten times the last redraw's time."""
+    from app.follow import FOLLOW_MS, RunFollower
+
+    f = RunFollower()
+    f.redrawn_in(1.0)
+    assert f.timer.interval() == 10_000
+    f.redrawn_in(0.01)
+    assert f.timer.interval() == FOLLOW_MS
