@@ -158,6 +158,19 @@ def test_export_adapter_is_off_for_a_run_without_lora(win, tmp_path):
     assert button.isEnabled()
 
 
+def test_export_adapter_stays_on_for_a_run_whose_run_json_cannot_be_read(win, tmp_path):
+    """A run whose run.json is damaged: Export adapter… was off, saying the run "trained all
+    its weights", where the export itself says what is wrong with the run."""
+    from app.panels.runs_panel import has_lora
+
+    folder = _run(tmp_path / "runs", 0, lora=True)
+    (Path(folder) / "run.json").write_text("{ not json")
+    win.runs.refresh()
+    win.runs.select(folder)
+    assert has_lora(folder)
+    button = win.runs.buttons["Export adapter…"]
+    assert button.isEnabled() and "no LoRA adapter" not in button.toolTip()
+
 def test_delete_of_a_training_run_is_refused_before_asking(win, tmp_path, monkeypatch):
     """Delete… on the running run asked to confirm, then refused."""
     folder = _run(tmp_path / "runs", 0)
@@ -236,6 +249,25 @@ def test_a_delete_that_fails_says_so_and_keeps_the_row(win, tmp_path, monkeypatc
     assert gone == [] and any(str(r.path) == folder for r in win.runs.runs)
 
 
+def test_a_delete_that_fails_half_way_lists_what_is_left(win, tmp_path, monkeypatch):
+    """The message says "what is left is listed again", but a run whose run.json was already
+    removed when the delete failed kept its old row (its status and steps, as before)."""
+    folder = _run(tmp_path / "runs", 1)
+    win.runs.refresh()
+    row = next(r for r in win.runs.runs if str(r.path) == folder)
+    assert row.status != "broken"
+
+    def half(path, keep_others=False):  # noqa: ANN001, ANN202
+        run_json = Path(path) / "run.json"
+        run_json.unlink()
+        raise PermissionError(13, "Permission denied", str(Path(path) / "snapshots"))
+
+    monkeypatch.setattr(engine, "delete_run", half)
+    assert not win.runs.delete_run(folder)
+    left = sorted((str(r.path), r.status) for r in engine.list_runs(tmp_path / "runs"))
+    assert (folder, row.status) not in left  # what is left is not the run it was
+    assert sorted((str(r.path), r.status) for r in win.runs.runs) == left
+
 def test_export_offers_the_best_snapshot_when_the_latest_weights_are_worse(
         win, qtbot, tmp_path, monkeypatch):
     """The walk-through exported the latest weights (held-out 4.75 at step 440) with no word of
@@ -265,6 +297,8 @@ def test_export_offers_the_best_snapshot_when_the_latest_weights_are_worse(
     assert "(best, step 1)" in calls[0][0] and Path(calls[0][1]).name == f"{folder.name}-step-1-merged"
     card = (tmp_path / "exports" / "best-merged" / "README.md").read_text()
     assert "1 optimizer steps" in card or "1 optimizer step" in card, card
+    assert f"(from run {folder.name}, snapshot {snaps[0]})" in win.log.toPlainText()  # (it
+    # said "from run step-1": which run, and that it was a snapshot, went unsaid)
     calls = _fake_save(monkeypatch, tmp_path / "exports" / "latest.gguf")
     monkeypatch.setattr(type(win), "_which_snapshot", lambda self, f, best, training=None: "latest")
     _action(win, GGUF_ITEM).trigger()
@@ -296,6 +330,13 @@ def test_export_of_the_training_run_asks_best_or_current_and_reads_the_snapshot_
     monkeypatch.setattr(type(win), "_which_snapshot",
                         lambda self, f, best, training=None: asked.append(training) or "best")
     _fake_save(monkeypatch, tmp_path / "best-merged")
+    from app import main_window
+
+    def off_thread(*a):  # noqa: ANN002, ANN202
+        raise AssertionError("the snapshot was read on the thread pool while the run trains")
+
+    monkeypatch.setattr(main_window, "export_run", off_thread)  # (an autosave could prune it
+    # mid-read): only the training worker, between two steps, may write this export
     _action(win, "Export model (merged)…").trigger()
     assert asked and asked[0] is not None and asked[0] == nows[0]  # the live step, asked about
     assert isinstance(nows[0], int) and nows[0] >= 2  # compared with the live step, not latest.json
@@ -360,6 +401,108 @@ def test_the_question_for_a_training_run_names_no_step_the_export_will_not_have(
     win._which_snapshot(folder, {"step": 1, "val_loss": 1.5})  # a closed run: its latest step
     assert "Latest (step 0)" in seen[1][1]
 
+
+def test_enter_in_the_best_or_latest_question_takes_the_best_snapshot(win, tmp_path):
+    """The question is there because the latest, overfit weights were exported without a
+    word; Enter pressed on reflex must not take them again."""
+    from PySide6.QtCore import Qt, QTimer
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    folder = _run(tmp_path / "runs", 0)
+    defaults: list[str] = []
+
+    def enter() -> None:
+        box = QApplication.activeModalWidget()
+        if box is None:  # not shown yet
+            QTimer.singleShot(20, enter)
+            return
+        defaults.append(box.defaultButton().text())
+        QTest.keyClick(box, Qt.Key.Key_Return)
+        if box.isVisible():  # (Enter did nothing: the test must not hang)
+            box.reject()
+
+    QTimer.singleShot(0, enter)
+    assert win._which_snapshot(folder, {"step": 1, "val_loss": 1.5}) == "best"
+    QTimer.singleShot(0, enter)
+    assert win._which_snapshot(folder, {"step": 1, "val_loss": 1.5}, training=193) == "best"
+    assert defaults == ["Best (step 1)", "Best (step 1)"]
+
+
+def test_save_on_an_earlier_exports_own_name_replaces_it_after_asking(
+        win, qtbot, tmp_path, monkeypatch):
+    """Picking an earlier export folder in the save dialog (Qt opens it and suggests its own
+    name, so the dialog answers X/X) wrote a second export nested inside the first, without a
+    word, and X looked unchanged."""
+    opened = _run(tmp_path / "other", 1)
+    win.open_run_view(opened)
+    first = tmp_path / "exports" / f"{Path(opened).name}-merged"
+    _fake_save(monkeypatch, first)
+    _action(win, "Export model (merged)…").trigger()
+    qtbot.waitUntil(lambda: bool(win.errors) or "merged written" in win.log.toPlainText(),
+                    timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    (first / "README.md").write_text("the earlier export's card")
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or
+                        QMessageBox.StandardButton.Yes)
+    _fake_save(monkeypatch, first / first.name)
+    _action(win, "Export model (merged)…").trigger()
+    qtbot.waitUntil(lambda: bool(win.errors) or win.log.toPlainText().count("merged written") == 2,
+                    timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    assert asked == [f"{first} holds an earlier export. Replace it?"]
+    assert not (first / first.name).exists()  # no export inside the export
+    assert (first / "README.md").read_text() != "the earlier export's card"  # replaced
+    assert f"merged written to {first} " in win.log.toPlainText()
+
+
+def test_deleting_the_run_chosen_for_the_next_start_forgets_it(win, tmp_path):
+    """A run chosen for Continue (or opened as the next run's starting weights) and then
+    deleted in the Runs tab stayed chosen: the Next Start line still said "continues run X",
+    and Start then failed on a folder that was gone."""
+    cont, init = _run(tmp_path / "runs", 0), _run(tmp_path / "runs", 0)
+    win.runs.refresh()
+    win.choose_continue(cont)
+    assert win.continue_dir == cont and "continues run" in win.next_label.full
+    assert win.runs.delete_run(cont)
+    assert win.continue_dir is None
+    assert "continues run" not in win.next_label.full
+    assert win.next_label.full.startswith("Next Start: a new run")
+    win.init_dir = init  # as File > Open model of that run does
+    win._update_next()
+    assert win.runs.delete_run(init)
+    assert win.init_dir is None
+    assert win.next_label.full.startswith("Next Start: a new run")
+
+
+def test_export_of_a_run_deleted_outside_the_window_is_refused_before_the_dialog(
+        win, tmp_path, monkeypatch):
+    """The run shown was deleted from outside (a shell, another window): Export still opened
+    the save dialog, and only after a destination was picked came an engine error."""
+    import shutil
+
+    folder = _run(tmp_path / "other", 0)
+    win.open_run_view(folder)
+    calls = _fake_save(monkeypatch, tmp_path / "exports" / "gone-merged")
+    shutil.rmtree(folder)
+    _action(win, "Export model (merged)…").trigger()
+    assert calls == []
+    assert win.errors[-1] == f"cannot export {folder}: it is gone"
+    assert not (tmp_path / "exports").exists()
+
+
+def test_an_exports_warnings_reach_the_log(win, qtbot, tmp_path, monkeypatch):
+    """What the exporter warns about (a model card with no held-out score, PEFT limits) never
+    reached the Log: the export looked clean."""
+    from app import main_window
+
+    folder = _run(tmp_path / "other", 0)
+    monkeypatch.setattr(main_window, "export_run",
+                        lambda *a: ["the held-out set was not scored"])
+    win.export("merged", str(tmp_path / "out"), folder)
+    qtbot.waitUntil(lambda: "merged written" in win.log.toPlainText(), timeout=RUN_TIMEOUT)
+    assert "warning: the held-out set was not scored" in win.log.toPlainText()
 
 def test_delete_keeps_a_users_files_in_the_run_folder_and_says_so(win, tmp_path, monkeypatch):
     """Delete removed the whole folder with shutil.rmtree, a user's notes in it too (what the

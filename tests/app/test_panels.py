@@ -181,6 +181,94 @@ def test_the_held_out_column_names_the_files_the_run_holds_out(win, qtbot, tmp_p
     assert held == predicted
 
 
+def test_the_held_out_column_is_the_engines_split_for_every_seed(win, tmp_path):
+    """The column predicts the engine's split of whole documents; it counted each file's
+    tokens without the end-of-document token the engine adds, so for some seeds and sizes it
+    named other files than the ones the run held out."""
+    import engine
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(10):  # small files a token apart: the end token decides which fit
+        (data / f"{i:02d}.txt").write_text("x" * (10 + i) + "\n")
+    c = win.corpus
+    c.clear()
+    c.add_paths([str(data)], sync=True)
+    c.set_record_mode("file")
+    corpus = engine.load_corpus([str(data)])
+    docs = engine.encode_documents(corpus, engine.ByteTokenizer(), "file")
+    starts = [int(s) for s in docs.offsets[:-1]]
+    paths = [str(f.path) for f in corpus.files]
+    for seed in range(30):
+        for min_tokens in (0, 17, 65):
+            c.set_split(0.1, seed, min_tokens)
+            _, val = engine.split_documents(docs, 0.1, seed, min_tokens)
+            held = {paths[starts.index(int(s))] for s, n in val if int(s) in starts
+                    and int(s) + int(n) in [*starts[1:], int(docs.offsets[-1])]}
+            predicted = {p for p, whole in c.held_out().items() if whole}
+            assert predicted == held, (seed, min_tokens)
+
+
+def test_a_new_sequence_length_alone_updates_the_held_out_column(win, tmp_path):
+    """The engine holds out at least a sequence's worth of tokens (seq len + 1); changing only
+    the sequence length left the column on the split of the old one."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(10):
+        (data / f"{i:02d}.txt").write_text(f"text number {i} " * (30 + 11 * i))
+    c = win.corpus
+    c.clear()
+    c.add_paths([str(data)], sync=True)
+    c.set_record_mode("file")
+
+    def column() -> list[str]:
+        return [c.table.item(r, 3).text() for r in range(c.table.rowCount())]
+
+    win.train.seq_len.setValue(16)
+    win._refresh_estimate()  # the split settings the table uses
+    assert c.min_tokens == 17
+    short = column()
+    win.train.seq_len.setValue(2048)  # a held-out set of at least 2,049 tokens (at most a fifth)
+    win._refresh_estimate()
+    assert c.min_tokens == 2049
+    assert column().count("held-out") > short.count("held-out"), (short, column())
+
+
+def test_the_estimate_follows_an_opened_models_token_counts(win, qtbot, tmp_path, monkeypatch):
+    """File > Open model recounts the corpus with the model's tokenizer in a worker; when the
+    counts came back nothing refreshed the estimate, so its memory and steps stayed on the old
+    byte counts until some other setting was changed."""
+    import engine
+
+    class Words:  # a tokenizer whose count differs from the byte count
+        kind = "words"
+
+        def encode(self, text):  # noqa: ANN001, ANN202
+            return text.split()
+
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for name in "abc":
+        (d / f"{name}.txt").write_text(f"text of {name}\n" * 50)  # 500 bytes, 150 words
+    c = win.corpus
+    qtbot.waitUntil(lambda: c.pending == 0, timeout=RUN_TIMEOUT)
+    seen: list[int] = []
+    real = engine.estimate_run
+
+    def spy(cfg, tc, corpus_tokens, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(corpus_tokens)
+        return real(cfg, tc, corpus_tokens, *a, **k)
+
+    monkeypatch.setattr(engine, "estimate_run", spy)
+    c.clear()
+    c.add_paths([str(d)], sync=True)
+    qtbot.waitUntil(lambda: 1500 in seen and win._counting is None,  # the estimate of the
+                    timeout=RUN_TIMEOUT)  # bytes, its steps per epoch counted
+    c.set_tokenizer(Words(), "words")
+    qtbot.waitUntil(lambda: c.pending == 0, timeout=RUN_TIMEOUT)
+    assert win._corpus_tokens() == 450
+    qtbot.waitUntil(lambda: 450 in seen, timeout=10_000)  # and then of the words
+
 def test_split_column_follows_the_examples_choice(win, qtbot):
     """Whole files are held out only with 'each file is one document'; with lines or paragraphs
     the engine holds out examples of every file, and the table must not name a held-out file."""
@@ -634,6 +722,75 @@ def test_token_count_skips_a_corpus_file_that_vanished(win, qtbot, tmp_path):
     assert win.corpus.summary.text().startswith("1 file, 500 bytes, 150 tokens (words)")
 
 
+def test_a_token_count_that_fails_leaves_the_corpus_ready(win, qtbot):
+    """An error other than a corpus error while counting an opened model's tokens (a bug in its
+    tokenizer) left the busy bar spinning, and every Start was refused with "The corpus is still
+    being read" until the app was restarted."""
+    class Broken:  # a tokenizer that fails on every text
+        kind = "words"
+
+        def encode(self, text):  # noqa: ANN001, ANN202
+            raise RuntimeError("the tokenizer broke")
+
+    corpus = win.corpus
+    qtbot.waitUntil(lambda: corpus.pending == 0, timeout=RUN_TIMEOUT)
+    notes: list[str] = []
+    corpus.rejected.connect(notes.append)
+    corpus.set_tokenizer(Broken(), "words")
+    assert corpus.pending == 1 and corpus.progress.isVisibleTo(corpus)
+    qtbot.waitUntil(lambda: len(notes) > 0, timeout=RUN_TIMEOUT)
+    assert "the tokenizer broke" in notes[-1]
+    assert corpus.pending == 0
+    assert not corpus.progress.isVisibleTo(corpus)
+
+
+def test_a_corpus_read_that_fails_leaves_the_corpus_ready(win, qtbot, tmp_path, monkeypatch):
+    """An error other than a corpus error while reading an add (a PermissionError out of the
+    engine) left the busy bar spinning, and every Start was refused with "The corpus is still
+    being read" until the app was restarted."""
+    from app.panels import corpus_panel
+
+    def broken(paths, tokenizer):  # noqa: ANN001, ANN202
+        raise RuntimeError("the read broke")
+
+    corpus = win.corpus
+    qtbot.waitUntil(lambda: corpus.pending == 0, timeout=RUN_TIMEOUT)
+    monkeypatch.setattr(corpus_panel, "_inspect", broken)
+    more = tmp_path / "more.txt"
+    more.write_text("more text\n" * 40)
+    notes: list[str] = []
+    corpus.rejected.connect(notes.append)
+    corpus.add_paths([str(more)])
+    assert corpus.pending == 1 and corpus.progress.isVisibleTo(corpus)
+    qtbot.waitUntil(lambda: len(notes) > 0, timeout=RUN_TIMEOUT)
+    assert "the read broke" in notes[-1]
+    assert corpus.pending == 0
+    assert not corpus.progress.isVisibleTo(corpus)
+
+def test_a_file_removed_while_tokens_are_counted_stays_out_of_the_total(win, qtbot, tmp_path):
+    """A file removed while an opened model's tokenizer counted the corpus got its count back
+    when the count came in: the summary added up more tokens than the corpus had."""
+    class Words:  # a tokenizer whose count differs from the byte count
+        kind = "words"
+
+        def encode(self, text):  # noqa: ANN001, ANN202
+            return text.split()
+
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for name in "abc":
+        (d / f"{name}.txt").write_text(f"text of {name}\n" * 50)  # 150 words each
+    c = win.corpus
+    qtbot.waitUntil(lambda: c.pending == 0, timeout=RUN_TIMEOUT)
+    c.clear()
+    c.add_paths([str(d)], sync=True)
+    c.set_tokenizer(Words(), "words")  # counted in a worker: its result waits in the event loop
+    c.table.selectRow(list(c.files).index(str(d / "b.txt")))
+    c._remove_selected()
+    qtbot.waitUntil(lambda: c.pending == 0, timeout=RUN_TIMEOUT)
+    assert set(c.tokens) == set(c.files) == {str(d / "a.txt"), str(d / "c.txt")}
+    assert c.summary.text().startswith("2 files, 1,000 bytes, 300 tokens (words)")
+
 def test_tokenizer_auto_says_what_a_new_run_gets(win, qtbot, monkeypatch):
     """Tokenizer auto (the default): the corpus summary names the tokenizer a new run gets, BPE
     once the corpus reaches engine.BPE_MIN_BYTES, and the estimate then waits for Start."""
@@ -946,6 +1103,22 @@ def test_small_window_chores(win, qtbot, tmp_path, tiny_run, monkeypatch):
     assert g.table.item(1, 3).text() == "[nothing generated]"
 
 
+def test_add_folder_starts_where_the_last_folder_was_picked(win, tmp_path, monkeypatch):
+    """Add folder… always opened in the home folder (or where the last file pick was), never
+    where the user had just picked a folder."""
+    from PySide6.QtWidgets import QFileDialog
+
+    data = tmp_path / "data" / "sub"
+    data.mkdir(parents=True)
+    (data / "a.txt").write_text("folder text " * 40)
+    starts: list[str] = []
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory",
+                        lambda parent, cap, folder, *a, **k: starts.append(folder) or str(data))
+    win.corpus._pick_dir()
+    win.corpus._pick_dir()
+    assert starts[0] != str(tmp_path / "data")
+    assert starts[1] == str(tmp_path / "data")  # the picked folder's parent
+
 def test_the_generation_rate_leaves_out_the_prompts_reading():
     """A 300 KB prompt: "200 tokens in 30.11 s (7/s)", the prompt's 30 s counted as generation."""
     from app.workers import generation_summary
@@ -1127,6 +1300,7 @@ def test_the_runs_list_sorts_by_a_clicked_column(qtbot, tmp_path):
                          pos=QPoint(x, header.height() // 2))
 
     assert names() == ["b-run", "c-run", "A-run"]  # newest first
+    assert [panel.table.item(r, 4).text() for r in range(3)] == ["1.5000", "0.9000", "—"]
     panel.select(str(tmp_path / "c-run"))
     click(3)
     assert names() == ["c-run", "b-run", "A-run"]  # steps, fewest first
@@ -1150,6 +1324,39 @@ def test_the_runs_list_sorts_by_a_clicked_column(qtbot, tmp_path):
     assert [again.table.item(r, 0).text() for r in range(3)] == ["A-run", "b-run", "c-run"]
     assert again.table.horizontalHeader().sortIndicatorSection() == 0
 
+
+def test_a_slow_background_read_of_the_runs_does_not_bring_back_a_deleted_run(qtbot, tmp_path,
+                                                                               monkeypatch):
+    """The Runs tab's timer read of the runs folder, started before a Delete and landing after
+    it, showed the deleted run's row again; acting on that row hit a folder that was gone."""
+    import threading
+
+    import engine
+    from app.panels import runs_panel
+    from app.panels.runs_panel import RunsPanel
+
+    root = tmp_path / "runs"
+    keep = root / "keep"
+    gone = root / "gone"
+    old = [engine.RunInfo(p, p.name, "2026-12-01T10:00:00", "tiny", 1, None, "finished")
+           for p in (keep, gone)]
+    release = threading.Event()
+
+    def listing(where):  # noqa: ANN001, ANN202
+        if threading.current_thread() is threading.main_thread():
+            return [r for r in old if r.path != gone]  # the read after the Delete
+        release.wait(60)
+        return old  # read before the Delete, landing after it
+
+    monkeypatch.setattr(runs_panel.engine, "list_runs", listing)
+    panel = RunsPanel(str(root))
+    qtbot.addWidget(panel)
+    panel.refresh_soon()  # the timer's read, on the thread pool
+    assert panel._reading
+    panel.refresh()  # as after a Delete
+    release.set()
+    qtbot.waitUntil(lambda: not panel._reading, timeout=RUN_TIMEOUT)
+    assert [r.name for r in panel.runs] == ["keep"]
 
 def test_bidirectional_controls_in_a_sample_are_shown_not_obeyed(qtbot, tmp_path):
     """A prompt holding U+202E (right-to-left override) was drawn reversed in the Gallery: the

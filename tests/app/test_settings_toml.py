@@ -225,3 +225,34 @@ def test_a_settings_file_whose_corpus_is_gone_keeps_the_corpus_shown(win, tmp_pa
     win.load_settings_file(str(f))
     assert sorted(win.corpus.files) == before and win.train.epochs.value() == 7
     assert win.errors and "its corpus (gone_corpus) no longer exists" in win.errors[-1]
+
+
+def test_a_settings_files_corpus_replaces_the_corpus_shown(win, qtbot, tmp_path):
+    """Open settings… added the file's corpus to the one shown (the sample texts beside the
+    file's own data), and the next Start trained on both."""
+    mine = tmp_path / "mine.txt"
+    mine.write_text("my own text\n" * 40)
+    shown = list(win.corpus.files)
+    assert shown and str(mine) not in shown
+    f = tmp_path / "s.toml"
+    f.write_text(f'[run]\ncorpus = ["{mine}"]\n')
+    win.load_settings_file(str(f))
+    qtbot.waitUntil(lambda: win.corpus.pending == 0 and str(mine) in win.corpus.files,
+                    timeout=10000)
+    assert win.corpus.paths() == [str(mine)]
+    assert win.corpus.table.rowCount() == 1
+
+
+def test_save_settings_as_a_name_without_toml_adds_it(win, tmp_path, monkeypatch):
+    """A name typed without .toml was saved as a file Open settings… (which lists *.toml
+    files) then did not show."""
+    from PySide6.QtWidgets import QFileDialog
+
+    import engine
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda *a, **k: (str(tmp_path / "mine"), "Settings (*.toml)"))
+    win._save_settings_dialog()
+    assert (tmp_path / "mine.toml").is_file() and not (tmp_path / "mine").exists()
+    assert engine.load_settings(tmp_path / "mine.toml").corpus == tuple(
+        win.corpus.settings_paths())

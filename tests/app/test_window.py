@@ -69,6 +69,42 @@ def test_the_corpus_of_the_last_session_comes_back(qtbot, tmp_path):
     close_window(qtbot, w)
 
 
+def test_files_removed_from_the_corpus_stay_out_at_the_next_launch(qtbot, tmp_path):
+    """Remove took a file out of the table, but the corpus remembered for the next launch still
+    held it: after a restart the removed file was back and the next run trained on it."""
+    keep, removed = tmp_path / "keep.txt", tmp_path / "removed.txt"
+    keep.write_text("kept text\n" * 40)
+    removed.write_text("removed text\n" * 40)
+    w = small_window(qtbot, tmp_path / "runs")
+    qtbot.waitUntil(lambda: w.corpus.pending == 0)
+    w.corpus.clear()
+    w.corpus.add_paths([str(keep), str(removed)], sync=True)
+    w.corpus.table.selectRow(list(w.corpus.files).index(str(removed)))
+    w.corpus._remove_selected()  # the Remove button
+    assert w.corpus.paths() == [str(keep)]
+    close_window(qtbot, w)
+    w = small_window(qtbot, tmp_path / "runs")
+    try:
+        qtbot.waitUntil(lambda: w.corpus.pending == 0 and len(w.corpus.files) > 0, timeout=10000)
+        assert w.corpus.paths() == [str(keep)]
+    finally:
+        close_window(qtbot, w)
+
+
+def test_start_while_the_corpus_is_still_being_read_is_refused(win, qtbot, tmp_path):
+    """A Start pressed right after a drop trained on the corpus without the files still being
+    read, and nothing said so: the run's data was not what the table showed a moment later."""
+    more = tmp_path / "more.txt"
+    more.write_text("more text to read\n" * 40)
+    win.train.max_steps.setValue(1)  # (if it did start: one step)
+    win.corpus.add_paths([str(more)])  # read in a worker: its result waits in the event loop
+    assert win.corpus.pending == 1
+    win.start_training()
+    assert win.worker is None and win.state == "idle"
+    assert win.errors[-1] == "The corpus is still being read; Start again when it is done."
+    qtbot.waitUntil(lambda: win.corpus.pending == 0, timeout=RUN_TIMEOUT)
+    assert str(more) in win.corpus.files
+
 def test_drop_good_and_bad_files(win, qtbot, tmp_path):
     good = tmp_path / "notes.md"
     good.write_text("some *markdown* text\n" * 20)
@@ -159,6 +195,26 @@ def test_a_drop_of_only_unusable_files_warns_with_name_reason_and_fix(win, qtbot
     assert len(lines) == 12 and lines[1].startswith("• empty00.txt: file is empty — add a file")
     assert lines[-1].startswith("… and 2 more")
 
+
+def test_a_second_drop_of_only_unusable_files_replaces_the_first_warning(win, qtbot, tmp_path,
+                                                                         monkeypatch):
+    """Two drops in a row of files that could not be added left two warnings stacked on
+    screen, the older one naming the files of the earlier drop."""
+    from PySide6.QtWidgets import QMessageBox
+
+    shown = _record_boxes(monkeypatch)
+    closed: list[QMessageBox] = []
+    real_close = QMessageBox.close
+    monkeypatch.setattr(QMessageBox, "close", lambda box: closed.append(box) or real_close(box))
+    (tmp_path / "one.bin").write_bytes(b"\x00\x01\x02binary")
+    (tmp_path / "two.bin").write_bytes(b"\x00\x03\x04binary")
+    drop(win, [tmp_path / "one.bin"])
+    qtbot.waitUntil(lambda: win.corpus.pending == 0 and len(shown) == 1, timeout=RUN_TIMEOUT)
+    drop(win, [tmp_path / "two.bin"])
+    qtbot.waitUntil(lambda: win.corpus.pending == 0 and len(shown) == 2, timeout=RUN_TIMEOUT)
+    assert "one.bin" in shown[0].text() and "two.bin" in shown[1].text()
+    assert closed == [shown[0]]  # the first warning went when the second came
+    assert win.skip_box is shown[1]
 
 def test_drop_anywhere_on_the_window(win, qtbot, tmp_path):
     f = tmp_path / "code.py"
@@ -494,6 +550,23 @@ def test_runs_panel_lists_compares_and_deletes(win, qtbot):
     assert win.runs.delete_run(b)  # the status line named it as finished after it was deleted
     assert win.status.full == f"idle · last run: {Path(b).name} (deleted)"
 
+
+def test_start_takes_a_compared_runs_grey_curves_off_the_plots(win, qtbot, tmp_path):
+    """A new run starts on empty plots: the grey curves of a run overlaid with Compare stayed
+    under the new run's live ones, and Compare still named the old run."""
+    from engine.trainer import TrainConfig
+
+    sample = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=4, seq_len=64, max_steps=2))
+    with runapi.start(spec, [sample], root=tmp_path / "other") as run:
+        run.train(control=engine.TrainControl())
+    other = str(run.folder)
+    win.compare_run(other)
+    assert win.compared_run == other and len(win.plots.cmp_loss.getData()[0]) == 2
+    train_until_idle(qtbot, win, max_steps=1)
+    assert win.compared_run is None and win.plots.compare_label.text() == ""
+    xs, _ = win.plots.cmp_loss.getData()
+    assert xs is None or len(xs) == 0
 
 def test_close_during_training_waits_and_saves(win, qtbot):
     win.train.epochs.setValue(200)
@@ -907,7 +980,8 @@ def test_a_damaged_settings_file_keeps_the_defaults_and_says_so(qtbot, tmp_path)
     s = settings.settings()
     for key, value in (("train/preset", "gigantic"), ("train/tokenizer_choice", "words"),
                        ("train/lr", -5), ("train/seq_len", "many"), ("preview/temperature", "nan"),
-                       ("train/epochs", 3), ("playground/top_k", 7), ("train/lora", "maybe")):
+                       ("train/epochs", 3), ("playground/top_k", 7), ("train/lora", "maybe"),
+                       ("train/batch", "2.5")):  # (taken as 2, unsaid)
         s.setValue(key, value)
     s.sync()
     w = MainWindow(runs_root=str(tmp_path / "runs"))
@@ -919,8 +993,10 @@ def test_a_damaged_settings_file_keeps_the_defaults_and_says_so(qtbot, tmp_path)
     log = w.log.toPlainText()
     for key in ("train/preset = 'gigantic' (not one of its choices)", "train/lr = '-5' (outside",
                 "train/seq_len = 'many' (not a whole number)",
-                "preview/temperature = 'nan' (not a number)", "train/lora = 'maybe'"):
+                "preview/temperature = 'nan' (not a number)", "train/lora = 'maybe'",
+                "train/batch = '2.5' (not a whole number)"):
         assert key in log, key
+    assert w.train.batch.value() == engine.PRESET_DEFAULTS["small"].batch_size
     assert "train/epochs" not in log and settings.take_ignored() == []
     w.close()
 
