@@ -893,6 +893,7 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentIndex(0)
         self._show_run(folder)
         if self.follower.follow(folder):  # (a command-line run's curves stood still)
+            self._followed_progress(folder)
             self._say(f"showing {folder}: it is training in another process; its curves and "
                       "samples follow it")
         else:
@@ -905,13 +906,26 @@ class MainWindow(QMainWindow):
             return
         t0 = time.perf_counter()
         self.plots.show_run(folder)
+        self._followed_progress(folder)
         self._show_saved_preview(folder)
         if self.gallery.folder == folder:
             self.gallery.reload()
         self.follower.redrawn_in(time.perf_counter() - t0)
 
+    def _followed_progress(self, folder: str) -> None:
+        """The step bar of a run another process trains: its last step drawn of its total (it
+        said "no run training")."""
+        step, total = int(max(self.plots.steps, default=0)), engine.read_status(folder).get(
+            "total_steps")
+        if isinstance(total, int) and total >= step:
+            self.progress.setRange(0, max(total, 1))
+            self.progress.setValue(step)
+            self.progress.setFormat(f"{Path(folder).name} trains in another process: step "
+                                    f"{step:,} of {total:,}")
+
     def _followed_ended(self, folder: str) -> None:
         if folder == self.shown_run and self.worker is None:
+            self._reset_progress()
             self._say(f"{Path(folder).name} is no longer training in another process")
             self.runs.refresh_soon()
 

@@ -1122,7 +1122,10 @@ def write_status(folder: Path, state: str, **fields: Any) -> None:
                                              "updated": now_iso(), **fields}, make_parents=False)
 
 
-def read_status(folder: Path) -> dict[str, Any]:
+def read_status(folder: str | Path) -> dict[str, Any]:
+    """status.json ({"state", "step", "total_steps", "best_val_loss", "pid", "updated"}; its
+    step is the latest saved one), or {} when it cannot be read."""
+    folder = Path(folder)
     try:
         d = _read(folder / STATUS, STATUS)
     except CheckpointError:

@@ -3,6 +3,7 @@ the steps it had when it was opened, while the command-line run went on)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import engine
+from app.main_window import IDLE_FORMAT
 from tests.helpers import default_signals
 
 from .helpers import RUN_TIMEOUT, close_window, small_window
@@ -35,7 +37,8 @@ def test_a_run_another_process_trains_is_followed_until_it_ends(win, qtbot, tmp_
     corpus.write_text("the cat sat on the mat and looked at the hat. " * 400)
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine", "train", str(corpus), "--preset", "tiny", "--seq-len",
-         "32", "--batch", "2", "--max-steps", "400", "--sample-tokens", "0", "--out", str(out)],
+         "32", "--batch", "2", "--epochs", "1000", "--max-steps", "100000", "--sample-tokens", "0",
+         "--out", str(out)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         preexec_fn=default_signals)
     try:
@@ -49,13 +52,19 @@ def test_a_run_another_process_trains_is_followed_until_it_ends(win, qtbot, tmp_
         qtbot.waitUntil(lambda: _steps_drawn(win) >= 1)  # (drawn every 100 ms)
         first = _steps_drawn(win)
         qtbot.waitUntil(lambda: _steps_drawn(win) > first + 2, timeout=RUN_TIMEOUT)
-        proc.wait(timeout=RUN_TIMEOUT / 1000)
+        bar = win.progress.format()  # (it said "no run training")
+        assert bar.startswith("cli-run trains in another process: step ") and \
+            bar.endswith(" of 100,000"), bar
+        proc.send_signal(signal.SIGTERM)  # it saves and ends
+        assert proc.wait(timeout=RUN_TIMEOUT / 1000) == 0
         qtbot.waitUntil(lambda: win.follower.folder is None, timeout=RUN_TIMEOUT)
     finally:
         proc.kill()
         proc.wait()
-    qtbot.waitUntil(lambda: _steps_drawn(win) == 400)  # every step, the last ones too
+    steps = len([r for r in engine.read_metrics(out) if r["kind"] == "step"])
+    qtbot.waitUntil(lambda: _steps_drawn(win) == steps)  # every step, the last ones too
     assert "cli-run is no longer training in another process" in win.statusBar().currentMessage()
+    assert win.progress.format() == IDLE_FORMAT
 
 
 def test_a_run_no_process_trains_is_not_followed(win, tmp_path):
