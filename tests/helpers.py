@@ -54,3 +54,19 @@ def default_signals() -> None:
     the tests then waited 120 s for a stop that never came)."""
     for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT):
         signal.signal(s, signal.SIG_DFL)
+
+
+def train_stopped_while_scoring(run) -> object:
+    """``run.train()`` with a stop that comes while its held-out evaluation runs (a Stop or
+    SIGTERM during the run's final evaluation); returns its TrainResult."""
+    from engine.control import TrainControl
+
+    control = TrainControl()
+    scored = run.trainer.held_out
+
+    def stop_while_scoring(should_stop=None):
+        control.stop()
+        return scored(should_stop)
+
+    run.trainer.held_out = stop_while_scoring
+    return run.train(control=control)

@@ -642,22 +642,14 @@ def test_release_freed_memory_trims_the_heap(monkeypatch):
 
 def test_resume_of_a_run_stopped_during_its_final_evaluation_scores_it(tmp_path, capsys):
     """It said "already at step 4 of 4; pass --max-steps ..." and left the run unscored."""
-    from engine.control import TrainControl
     from engine.run import resume
+    from tests.helpers import train_stopped_while_scoring
 
     out, corpus = tmp_path / "run", _corpus(tmp_path)
     tiny = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0"]
     assert main(["train", str(corpus), *tiny, "--max-steps", "3", "--out", str(out)]) == 0
-    c = TrainControl()
     with resume(out, max_steps=4) as run:
-        scored = run.trainer.held_out
-
-        def stop_while_scoring(should_stop=None):
-            c.stop()
-            return scored(should_stop)
-
-        run.trainer.held_out = stop_while_scoring
-        assert run.train(control=c).unscored
+        assert train_stopped_while_scoring(run).unscored
     capsys.readouterr()
     assert main(["train", "--resume", str(out), "--sample-tokens", "0"]) == 0
     err = capsys.readouterr().err

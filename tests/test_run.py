@@ -32,7 +32,7 @@ from engine.run import (
     start,
 )
 from engine.trainer import TrainConfig
-from tests.helpers import default_signals, two_file_corpus
+from tests.helpers import default_signals, train_stopped_while_scoring, two_file_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0"]
@@ -918,16 +918,8 @@ def test_a_stop_during_the_final_held_out_evaluation_is_not_finished(tmp_path):
     "finished", no held-out loss, and nothing said the evaluation was cut short."""
     spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, epochs=1,
                                                     max_steps=3), autosave_minutes=0)
-    c = TrainControl()
     with start(spec, [two_file_corpus(tmp_path)], root=tmp_path / "runs") as run:
-        scored = run.trainer.held_out
-
-        def stop_while_scoring(should_stop=None):
-            c.stop()  # the stop comes while the evaluation runs
-            return scored(should_stop)
-
-        run.trainer.held_out = stop_while_scoring
-        res = run.train(control=c)
+        res = train_stopped_while_scoring(run)  # the stop comes while the evaluation runs
     assert (res.state, res.step, res.val_loss, res.unscored) == ("stopped", 3, None, True)
     assert res.reason == ""  # (no early stopping)
     assert rf.read_status(run.folder)["state"] == "stopped"
@@ -943,16 +935,8 @@ def test_continuing_a_run_stopped_during_its_final_evaluation_scores_it(tmp_path
     metrics.csv had none; best.json named an earlier step). It scores the step and keeps it."""
     spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, epochs=1,
                                                     max_steps=3), autosave_minutes=0)
-    c = TrainControl()
     with start(spec, [two_file_corpus(tmp_path)], root=tmp_path / "runs") as run:
-        scored = run.trainer.held_out
-
-        def stop_while_scoring(should_stop=None):
-            c.stop()
-            return scored(should_stop)
-
-        run.trainer.held_out = stop_while_scoring
-        assert run.train(control=c).unscored
+        assert train_stopped_while_scoring(run).unscored
     folder = run.folder
     with resume(folder) as again:
         assert again.step == 3

@@ -18,6 +18,24 @@ from engine.tblog import TB_DIR
 from .helpers import RUN_TIMEOUT, close_window, small_window, train_until_idle
 
 
+class _Words:
+    """A tokenizer whose count differs from the byte count (one token per word)."""
+
+    kind = "words"
+
+    def encode(self, text):  # noqa: ANN001, ANN202
+        return text.split()
+
+
+def _three_files(tmp_path: Path) -> Path:
+    """tmp_path/corpus with a.txt, b.txt, c.txt: 500 bytes and 150 words each."""
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for name in "abc":
+        (d / f"{name}.txt").write_text(f"text of {name}\n" * 50)
+    return d
+
+
 @pytest.fixture
 def win(qtbot, tmp_path):
     w = small_window(qtbot, tmp_path / "runs")
@@ -240,16 +258,7 @@ def test_the_estimate_follows_an_opened_models_token_counts(win, qtbot, tmp_path
     byte counts until some other setting was changed."""
     import engine
 
-    class Words:  # a tokenizer whose count differs from the byte count
-        kind = "words"
-
-        def encode(self, text):  # noqa: ANN001, ANN202
-            return text.split()
-
-    d = tmp_path / "corpus"
-    d.mkdir()
-    for name in "abc":
-        (d / f"{name}.txt").write_text(f"text of {name}\n" * 50)  # 500 bytes, 150 words
+    d = _three_files(tmp_path)  # 500 bytes, 150 words each
     c = win.corpus
     qtbot.waitUntil(lambda: c.pending == 0, timeout=RUN_TIMEOUT)
     seen: list[int] = []
@@ -264,7 +273,7 @@ def test_the_estimate_follows_an_opened_models_token_counts(win, qtbot, tmp_path
     c.add_paths([str(d)], sync=True)
     qtbot.waitUntil(lambda: 1500 in seen and win._counting is None,  # the estimate of the
                     timeout=RUN_TIMEOUT)  # bytes, its steps per epoch counted
-    c.set_tokenizer(Words(), "words")
+    c.set_tokenizer(_Words(), "words")
     qtbot.waitUntil(lambda: c.pending == 0, timeout=RUN_TIMEOUT)
     assert win._corpus_tokens() == 450
     qtbot.waitUntil(lambda: 450 in seen, timeout=10_000)  # and then of the words
@@ -693,23 +702,14 @@ def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
 def test_token_count_skips_a_corpus_file_that_vanished(win, qtbot, tmp_path):
     """Counting tokens for an opened model's tokenizer goes on past a file deleted since it was
     added: the others are counted and the gone one is listed as skipped (it failed as a whole)."""
-    class Words:  # a tokenizer whose count differs from the byte count
-        kind = "words"
-
-        def encode(self, text):  # noqa: ANN001, ANN202
-            return text.split()
-
-    d = tmp_path / "corpus"
-    d.mkdir()
-    for name in "abc":
-        (d / f"{name}.txt").write_text(f"text of {name}\n" * 50)
+    d = _three_files(tmp_path)  # 500 bytes, 150 words each
     win.corpus.files.clear()
     win.corpus.tokens.clear()
     win.corpus.add_paths([str(d)], sync=True)
     (d / "b.txt").unlink()
     notes: list[str] = []
     win.corpus.rejected.connect(notes.append)
-    win.corpus.set_tokenizer(Words(), "words")
+    win.corpus.set_tokenizer(_Words(), "words")
     qtbot.waitUntil(lambda: win.corpus.pending == 0, timeout=RUN_TIMEOUT)
     assert win.corpus.tokens == {str(d / "a.txt"): 150, str(d / "c.txt"): 150}
     assert str(d / "b.txt") not in win.corpus.files
@@ -770,21 +770,12 @@ def test_a_corpus_read_that_fails_leaves_the_corpus_ready(win, qtbot, tmp_path, 
 def test_a_file_removed_while_tokens_are_counted_stays_out_of_the_total(win, qtbot, tmp_path):
     """A file removed while an opened model's tokenizer counted the corpus got its count back
     when the count came in: the summary added up more tokens than the corpus had."""
-    class Words:  # a tokenizer whose count differs from the byte count
-        kind = "words"
-
-        def encode(self, text):  # noqa: ANN001, ANN202
-            return text.split()
-
-    d = tmp_path / "corpus"
-    d.mkdir()
-    for name in "abc":
-        (d / f"{name}.txt").write_text(f"text of {name}\n" * 50)  # 150 words each
+    d = _three_files(tmp_path)  # 500 bytes, 150 words each
     c = win.corpus
     qtbot.waitUntil(lambda: c.pending == 0, timeout=RUN_TIMEOUT)
     c.clear()
     c.add_paths([str(d)], sync=True)
-    c.set_tokenizer(Words(), "words")  # counted in a worker: its result waits in the event loop
+    c.set_tokenizer(_Words(), "words")  # counted in a worker: its result waits in the event loop
     c.table.selectRow(list(c.files).index(str(d / "b.txt")))
     c._remove_selected()
     qtbot.waitUntil(lambda: c.pending == 0, timeout=RUN_TIMEOUT)

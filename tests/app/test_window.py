@@ -279,19 +279,11 @@ def test_continue_a_finished_run_says_how_to_train_it_further(win, qtbot):
 def test_continue_scores_a_run_stopped_during_its_final_evaluation(win, qtbot):
     """A run stopped while its last held-out evaluation ran, then Continue: it said "already at
     step 3 of 3: raise Epochs or Max steps", and the run stayed without its held-out loss."""
-    from engine.control import TrainControl
+    from tests.helpers import train_stopped_while_scoring
 
     folder = train_until_idle(qtbot, win, max_steps=2)
-    c = TrainControl()
     with runapi.resume(folder, max_steps=3) as run:
-        scored = run.trainer.held_out
-
-        def stop_while_scoring(should_stop=None):
-            c.stop()
-            return scored(should_stop)
-
-        run.trainer.held_out = stop_while_scoring
-        assert run.train(control=c).unscored
+        assert train_stopped_while_scoring(run).unscored
     win.choose_continue(folder)
     train_until_idle(qtbot, win, max_steps=3)
     assert not win.errors, win.errors
