@@ -202,7 +202,10 @@ def test_a_second_drop_of_only_unusable_files_replaces_the_first_warning(win, qt
     screen, the older one naming the files of the earlier drop."""
     from PySide6.QtWidgets import QMessageBox
 
-    shown = _record_boxes(monkeypatch)
+    shown: list[QMessageBox] = []
+    texts: list[str] = []  # read as each is shown (a closed box may be deleted by then)
+    monkeypatch.setattr(QMessageBox, "open", lambda box: (shown.append(box),
+                                                          texts.append(box.text())))
     closed: list[QMessageBox] = []
     real_close = QMessageBox.close
     monkeypatch.setattr(QMessageBox, "close", lambda box: closed.append(box) or real_close(box))
@@ -212,9 +215,10 @@ def test_a_second_drop_of_only_unusable_files_replaces_the_first_warning(win, qt
     qtbot.waitUntil(lambda: win.corpus.pending == 0 and len(shown) == 1, timeout=RUN_TIMEOUT)
     drop(win, [tmp_path / "two.bin"])
     qtbot.waitUntil(lambda: win.corpus.pending == 0 and len(shown) == 2, timeout=RUN_TIMEOUT)
-    assert "one.bin" in shown[0].text() and "two.bin" in shown[1].text()
-    assert closed == [shown[0]]  # the first warning went when the second came
+    assert "one.bin" in texts[0] and "two.bin" in texts[1]
+    assert len(closed) == 1 and closed[0] is shown[0]  # the first went when the second came
     assert win.skip_box is shown[1]
+
 
 def test_drop_anywhere_on_the_window(win, qtbot, tmp_path):
     f = tmp_path / "code.py"
