@@ -28,6 +28,7 @@ import engine
 from .. import settings
 from ..confirm import confirm
 from ..workers import run_in_thread
+from .table_fill import bulk_fill
 
 ADAPTER_TIP = "Write the LoRA adapter in PEFT format (LoRA runs only)"
 NO_ADAPTER_TIP = "This run trained all its weights, no LoRA adapter: use Export model…"
@@ -201,6 +202,15 @@ class RunsPanel(QWidget):
                     if str(r.path) == folder else r for r in runs]
         self.runs = sorted_runs(runs, *self.sort)
         self.where.setText(f"Runs in {self.root} ({len(self.runs)})")
+        with bulk_fill(self.table):  # (200 runs took 5.5 s at each refresh, every 3 s)
+            self._fill_table()
+        if keep is not None:  # the same run stays selected when rows move
+            self.table.clearSelection()
+            self.select(keep)
+        self.listed.emit()
+
+    def _fill_table(self) -> None:
+        """One row per run of ``self.runs``: name, created, preset, steps, best, status."""
         self.table.setRowCount(len(self.runs))
         for row, r in enumerate(self.runs):
             best = f"{r.best_val_loss:.4f}" if r.best_val_loss is not None else "—"
@@ -213,10 +223,6 @@ class RunsPanel(QWidget):
                 item.setToolTip(r.error or f"{r.path}\n{r.source}".strip())  # (a run from
                 # a model's weights named the model nowhere in the window)
                 self.table.setItem(row, col, item)
-        if keep is not None:  # the same run stays selected when rows move
-            self.table.clearSelection()
-            self.select(keep)
-        self.listed.emit()
 
     def sort_by(self, column: int) -> None:
         """A header click: sort by that column, ascending first, the other way on a second
