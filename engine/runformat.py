@@ -264,6 +264,10 @@ def read_run_json(folder: Path) -> dict[str, Any]:
         elif found := snapshots(here):
             hint = (f" (lost or deleted): its snapshots still load for generate/eval/export; to "
                     f"train on, start a new run with --init {found[-1][1]}")
+        elif (here / LOCK).exists() or (here / DATA).is_dir():  # (killed while preparing)
+            hint = (": a run ended while it was being prepared, before its first save; nothing "
+                    "of it can be resumed: start it again on its corpus with --out "
+                    f"{folder} --force")
         raise CheckpointError(f"{folder}: no {RUN_JSON}, not a run folder{hint}")
     d = _read(path, RUN_JSON)
     if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("version"), int):

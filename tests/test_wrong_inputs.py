@@ -228,3 +228,15 @@ def test_a_blown_up_A_log_prints_no_numpy_warning(recwarn):
 
     assert np.isinf(_A_transposed(np.array([[1e4, 0.0]], dtype=np.float32))).any()
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_resume_of_a_run_killed_while_it_was_prepared_says_what_to_do(tmp_path, capsys):
+    """kill -9 while a new run tokenized its corpus leaves its folder with only its lock (and
+    data/); --resume said "no run.json, not a run folder" and nothing of what to do."""
+    half = tmp_path / "half"
+    (half / "data").mkdir(parents=True)
+    (half / "lock").touch()
+    assert main(["train", "--resume", str(half)]) == 2
+    err = capsys.readouterr().err
+    assert f"{half}: no run.json, not a run folder: a run ended while it was being prepared" in err
+    assert f"start it again on its corpus with --out {half} --force" in err
