@@ -564,6 +564,8 @@ class CorpusPanel(QWidget):
                         if not any(p == g or Path(p).is_relative_to(g) for g in gone)
                         and not any(why.startswith(f"the same file as {r},") for r in removed)]
         self.table.clearSelection()  # the same rows stayed selected: a second Remove took others
+        if not self.files:  # ("Added 3 files; not added: ..." stayed over an empty corpus)
+            self.notice_box.setVisible(False)
         self._refresh()
         self.changed.emit()
 

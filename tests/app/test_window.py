@@ -169,6 +169,11 @@ def test_a_drop_that_skips_files_names_them_and_why(win, qtbot, tmp_path, monkey
 
     win.corpus.notice_box.findChild(QToolButton).click()
     assert not win.corpus.notice.isVisible()
+    drop(win, [tmp_path / "blob.txt", tmp_path / "latin.txt"])  # removing every file takes it
+    qtbot.waitUntil(lambda: win.corpus.pending == 0 and win.corpus.notice.isVisible())
+    win.corpus.table.selectAll()  # away ("Added ...; not added: ..." stayed over no corpus)
+    win.corpus._remove_selected()
+    assert not win.corpus.files and not win.corpus.notice.isVisible()
 
 
 def test_a_drop_of_only_unusable_files_warns_with_name_reason_and_fix(win, qtbot, tmp_path,
