@@ -650,7 +650,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from .documents import encode_documents
     from .limits import MemorySpec, check_fits
     from .packing import pack_documents
-    from .run import load_model, read_run_spec
+    from .run import _megabytes, load_model, read_run_spec
 
     is_run = rf.is_run(Path(a.model))
     path = Path(a.model)  # a run, or one of its snapshots: split CORPUS as that run did
@@ -679,6 +679,9 @@ def cmd_eval(a: argparse.Namespace) -> int:
     check_fits(MemorySpec(lm.config, batch_size=8, seq_len=seq_len, training=False,
                           corpus_tokens=corpus.n_bytes,
                           id_bytes=id_dtype(lm.tokenizer.vocab_size).itemsize))
+    print(f"tokenizing {_megabytes(corpus.n_bytes)} of text, then scoring "  # (a 150 MB corpus
+          f"{'all of it' if not a.max_tokens else f'up to {a.max_tokens:,} tokens'}...",  # said
+          file=sys.stderr)  # nothing for 47 s)
     if records == "stream":
         ids = encode_corpus(corpus, lm.tokenizer)
         if len(ids) < 2:  # it said only "evaluation text has fewer than 2 tokens"
