@@ -678,7 +678,6 @@ class MainWindow(QMainWindow):
     def start_training(self) -> None:
         if self.state != "idle":
             return
-        self.follower.stop()  # (the plots are this run's from here)
         if not self.continue_dir and self.corpus.pending:
             self._error("The corpus is still being read; Start again when it is done.")
             return
@@ -690,6 +689,7 @@ class MainWindow(QMainWindow):
         except ValueError as exc:
             self._error(str(exc))
             return
+        self.follower.stop()  # the plots are this run's from here (a refused Start keeps it)
         self.train.remember()
         self.preview.remember()
         self._reset_progress()

@@ -55,6 +55,9 @@ def test_a_run_another_process_trains_is_followed_until_it_ends(win, qtbot, tmp_
         bar = win.progress.format()  # (it said "no run training")
         assert bar.startswith("cli-run trains in another process: step ") and \
             bar.endswith(" of 100,000"), bar
+        win.corpus.clear()  # a Start refused ("add a file") leaves the run followed
+        win.start_training()
+        assert win.worker is None and win.follower.folder == str(out)
         proc.send_signal(signal.SIGTERM)  # it saves and ends
         assert proc.wait(timeout=RUN_TIMEOUT / 1000) == 0
         qtbot.waitUntil(lambda: win.follower.folder is None, timeout=RUN_TIMEOUT)
