@@ -47,7 +47,10 @@ class TBLogger:
             self._fail(f"{logdir} is a link; remove it to log here")  # wrote through one)
             return
         try:
-            self.writer = SummaryWriter(logdir=str(logdir), flush_secs=5)
+            self.writer = SummaryWriter(logdir=str(logdir), flush_secs=5,  # (its file is named
+                                        filename_suffix=f".{time.time_ns()}")  # by the second
+            # and host alone: a resume within the same second truncated the run's earlier
+            # events; the suffix keeps the files apart, in the order they were made)
         except OSError as exc:  # its first event is written at once
             self._fail(exc.strerror or str(exc))
             return

@@ -87,6 +87,22 @@ def test_tensorboard_events_read_back_by_tensorboard(tmp_path):
     assert acc.Scalars("bpb/heldout")[0].value == pytest.approx(2.5 / math.log(2))
 
 
+def test_a_resume_in_the_same_second_keeps_the_earlier_tensorboard_events(tmp_path):
+    """tensorboardX names its file by the second and the host alone: a second logger in the same
+    second (a run continued at once) opened the same file and truncated the first's steps."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    for steps in ((1, 2), (3, 4)):  # well within one second
+        log = TBLogger(tmp_path)
+        for step in steps:
+            log.step(step, 5.0 - step, 0.5, 1e-3, 100.0)
+        log.close()
+    assert len(list((tmp_path / TB_DIR).iterdir())) == 2
+    acc = EventAccumulator(str(tmp_path / TB_DIR))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("loss/train")] == [1, 2, 3, 4]
+
+
 def test_tensorboard_has_each_held_out_loss_once_and_every_saved_step_at_once(tmp_path):
     """An evaluation at an epoch's end reached the step's and the epoch's report and was logged
     twice; events buffered for up to 5 s were lost by a kill -9 after the save that holds their
