@@ -1,6 +1,8 @@
 import pytest
 from PySide6.QtCore import QSettings
 
+from .helpers import close_window, small_window
+
 
 @pytest.fixture(autouse=True)
 def isolated_settings(tmp_path, monkeypatch):
@@ -15,3 +17,11 @@ def isolated_settings(tmp_path, monkeypatch):
 
     gc_thread.release_all()  # a window a test left open must not keep the engine tests that
     # follow without automatic garbage collection
+
+
+@pytest.fixture
+def win(qtbot, tmp_path):
+    """The real main window (small, its runs under tmp_path/runs), closed after the test."""
+    w = small_window(qtbot, tmp_path / "runs")
+    yield w
+    close_window(qtbot, w)

@@ -20,13 +20,6 @@ SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
 GGUF_ITEM = "Export model (GGUF, for llama.cpp/Ollama/LM Studio)…"
 
 
-@pytest.fixture
-def win(qtbot, tmp_path):
-    w = small_window(qtbot, tmp_path / "runs")
-    yield w
-    close_window(qtbot, w)
-
-
 def _run(root: Path, steps: int, lora: bool = False) -> str:
     """A closed run trained for ``steps`` optimizer steps (0: a snapshot of the initial weights),
     with a LoRA adapter if ``lora``."""

@@ -8,22 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import engine
 from app.main_window import IDLE_FORMAT
 from tests.helpers import default_signals
 
-from .helpers import RUN_TIMEOUT, close_window, small_window
+from .helpers import RUN_TIMEOUT
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def win(qtbot, tmp_path):
-    w = small_window(qtbot, tmp_path / "runs")
-    yield w
-    close_window(qtbot, w)
 
 
 def _steps_drawn(w) -> int:

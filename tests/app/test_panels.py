@@ -36,13 +36,6 @@ def _three_files(tmp_path: Path) -> Path:
     return d
 
 
-@pytest.fixture
-def win(qtbot, tmp_path):
-    w = small_window(qtbot, tmp_path / "runs")
-    yield w
-    close_window(qtbot, w)
-
-
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A finished 3-step run made through engine.run (no window)."""

@@ -5,15 +5,6 @@ from dataclasses import replace
 
 import pytest
 
-from .helpers import close_window, small_window
-
-
-@pytest.fixture
-def win(qtbot, tmp_path):
-    w = small_window(qtbot, tmp_path / "runs")
-    yield w
-    close_window(qtbot, w)
-
 
 @pytest.mark.parametrize("text, key", [
     ('[model]\nd_model = "big"\n', "model.d_model"),

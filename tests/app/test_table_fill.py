@@ -13,16 +13,7 @@ from PySide6.QtWidgets import QHeaderView, QTableWidget
 import engine
 from app.panels.table_fill import bulk_fill
 
-from .helpers import close_window, small_window
-
 FIT, FIXED = QHeaderView.ResizeMode.ResizeToContents, QHeaderView.ResizeMode.Fixed
-
-
-@pytest.fixture
-def win(qtbot, tmp_path):
-    w = small_window(qtbot, tmp_path / "runs")
-    yield w
-    close_window(qtbot, w)
 
 
 def _modes(table: QTableWidget) -> list:

@@ -16,13 +16,6 @@ from .helpers import RUN_TIMEOUT, close_window, small_window, train_until_idle
 SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
 
 
-@pytest.fixture
-def win(qtbot, tmp_path):
-    w = small_window(qtbot, tmp_path / "runs")
-    yield w
-    close_window(qtbot, w)
-
-
 def _step0_run(root: Path) -> str:
     spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=4, seq_len=64, max_steps=2))
     with runapi.start(spec, [SAMPLE], root=root) as run:

@@ -15,13 +15,6 @@ from engine import run as runapi
 from .helpers import RUN_TIMEOUT, close_window, drop, small_window, train_until_idle
 
 
-@pytest.fixture
-def win(qtbot, tmp_path):
-    w = small_window(qtbot, tmp_path / "runs")
-    yield w
-    close_window(qtbot, w)
-
-
 def test_opens_fast_with_the_sample_corpus_loaded(qtbot, tmp_path):
     t0 = time.perf_counter()
     w = MainWindow(runs_root=str(tmp_path / "r"))
