@@ -144,8 +144,6 @@ def run_written_ns(folder: str | Path) -> int:
 def progress_mark(folder: str | Path) -> tuple[int, int]:
     """(bytes of metrics.csv, bytes of samples.jsonl), -1 where one cannot be read: it changes as
     a run trains, so a view of a run another process trains reads the run again when it does."""
-    from .samples import SAMPLES
-
     def size(name: str) -> int:
         try:
             return (Path(folder) / name).stat().st_size

@@ -89,6 +89,32 @@ def _again_soon(signum: int) -> None:
     timer.start()
 
 
+def answerable(work: Callable[[], None], poll_s: float = 0.1) -> None:
+    """Run ``work`` (native code that releases the GIL) so that the main thread still answers
+    Ctrl-C / SIGTERM: there, in a helper thread while the main thread waits on it in
+    ``poll_s`` slices (a signal handler runs only between the main thread's Python steps: BPE
+    training left Ctrl-C unanswered for 13-19 s); elsewhere (the window's worker), inline. An
+    interrupted wait leaves the helper to finish on its own (a daemon thread: the process does
+    not wait for it); its exception is raised here."""
+    if threading.current_thread() is not threading.main_thread():
+        work()
+        return
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # (raised in the main thread below)
+            failed.append(exc)
+
+    helper = threading.Thread(target=run, name="answerable", daemon=True)
+    helper.start()
+    while helper.is_alive():
+        helper.join(poll_s)
+    if failed:
+        raise failed[0]
+
+
 @contextmanager
 def interrupt_on_signals() -> Iterator[None]:
     """While active (main thread only), SIGTERM and SIGHUP raise ``Interrupted`` and Ctrl-C

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import codecs
 import json
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -18,6 +17,7 @@ import numpy as np
 from .errors import MambaStudioError, TokenizerError
 from .fastbpe import FastBPE, fast_encoder
 from .safeio import TOKENIZER_LIMIT, read_bytes, read_json
+from .signals import answerable
 
 EOS = "<|endoftext|>"
 MAX_BPE = 1 << 20
@@ -216,32 +216,6 @@ class ByteTokenizer:
                        self.eos_id)
 
 
-def answerable(work: Callable[[], None], poll_s: float = 0.1) -> None:
-    """Run ``work`` (native code that releases the GIL) so that the main thread still answers
-    Ctrl-C / SIGTERM: there, in a helper thread while the main thread waits on it in
-    ``poll_s`` slices (a signal handler runs only between the main thread's Python steps: BPE
-    training left Ctrl-C unanswered for 13-19 s); elsewhere (the window's worker), inline. An
-    interrupted wait leaves the helper to finish on its own (a daemon thread: the process does
-    not wait for it); its exception is raised here."""
-    if threading.current_thread() is not threading.main_thread():
-        work()
-        return
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # (raised in the main thread below)
-            failed.append(exc)
-
-    helper = threading.Thread(target=run, name="bpe-train", daemon=True)
-    helper.start()
-    while helper.is_alive():
-        helper.join(poll_s)
-    if failed:
-        raise failed[0]
-
-
 class BPETokenizer:
     """Byte-level BPE (GPT-2 style) trained with HF ``tokenizers``."""
 
@@ -285,7 +259,8 @@ class BPETokenizer:
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         )
-        answerable(lambda: tok.train_from_iterator(_chunks(texts), trainer=trainer))
+        answerable(lambda: tok.train_from_iterator(_chunks(texts), trainer=trainer))  # (native,
+        # without the GIL: Ctrl-C went unanswered while it trained)
         return cls(tok)
 
     def encode(self, text: str) -> np.ndarray:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.signals import Interrupted, in_c_callback, interrupt_on_signals
+from engine.signals import Interrupted, answerable, in_c_callback, interrupt_on_signals
 
 
 def _as_ctypes_callback(fn: Callable[[], str]) -> object:
@@ -50,7 +50,7 @@ def test_bpe_training_runs_where_the_main_thread_still_answers_signals():
     waits in slices; off the main thread (the window's worker) it runs where it is called."""
     import threading
 
-    from engine.tokenizer import BPETokenizer, answerable
+    from engine.tokenizer import BPETokenizer
 
     seen: list[threading.Thread] = []
 

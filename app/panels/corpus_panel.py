@@ -486,10 +486,10 @@ class CorpusPanel(QWidget):
         by_file = self.record_mode() == "file"
         kind = self.tokenizer_kind if self.tokenizer is not None else self.new_run_kind()
         unknown = self.tokenizer is None and kind == "bpe"
-        with bulk_fill(self.table):  # (2,193 files held the window ~2 min after a run)
-            self._fill_table(held, by_file, unknown)
-        total = self.n_bytes()
         unit = "lines" if self.record_mode() == "line" else "paragraphs"
+        with bulk_fill(self.table):  # (2,193 files held the window ~2 min after a run)
+            self._fill_table(held, by_file, unknown, unit)
+        total = self.n_bytes()
         auto = " (auto)" if self.tokenizer is None and self.tokenizer_kind == "auto" else ""
         ntok = (f"; tokenizer bpe{auto}: trained at Start" if unknown
                 else f", {plural(sum(self.tokens.values()), 'token')} ({kind}{auto})")
@@ -507,10 +507,10 @@ class CorpusPanel(QWidget):
         elif self.skipped_btn.isChecked():
             self._toggle_skipped(True)
 
-    def _fill_table(self, held: dict[str, bool], by_file: bool, unknown: bool) -> None:
-        """One row per corpus file: name, bytes, tokens, split (``held``: the held-out files)."""
+    def _fill_table(self, held: dict[str, bool], by_file: bool, unknown: bool, unit: str) -> None:
+        """One row per corpus file: name, bytes, tokens, split (``held``: the held-out files;
+        ``unit``: what an example is, lines or paragraphs)."""
         self.table.setRowCount(len(self.files))
-        unit = "lines" if self.record_mode() == "line" else "paragraphs"
         split_tip = (f"about {self.holdout:.0%} of the tokens, whole files chosen by the seed, are "
                      "held out to measure generalisation" if by_file else
                      f"about {self.holdout:.0%} of the examples (whole {unit} chosen by the seed, "

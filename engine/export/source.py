@@ -327,12 +327,9 @@ def open_run(folder: str | Path) -> RunSource:
         val, val_step = _last_val(state.get("epochs", []))
         return RunSource(folder, lm, _lora(lm, train.get("lora"), folder / "optimizer.safetensors", ""),
                          train, int(state.get("step", 0)), val, val_step)
-    if (folder / "adapter_config.json").is_file() and not (folder / "config.json").exists():
-        from ..run import load_model  # a PEFT export: its base with the adapter merged in, as
+    from ..run import load_model  # a model folder, or a PEFT export: its base with the adapter
 
-        lm = load_model(folder)  # generate and eval read it (it was "no config.json")
-    else:
-        lm = MambaLM.load(folder)
+    lm = load_model(folder)  # merged in, as generate and eval read it (it was "no config.json")
     lm.check_finite(folder)
     return RunSource(folder, lm, None)
 
