@@ -426,13 +426,9 @@ class Trainer:
                     paused = time.perf_counter() - tp
                     if control.stopped:
                         return finished
-                since, seen = self._gap_from
-                if continues() != seen:  # the process was stopped (Ctrl-Z) since the last step:
-                    paused = max(paused, time.perf_counter() - since)  # not "other" time either
-                self._off_s += paused  # paused time counts in neither rate nor ETA
                 if guard is not None:
                     guard.before(self)
-                report = self._step(order, t0)
+                report = self._step(order, t0, paused)
                 if guard is not None and guard.after(self, report):
                     continue  # rolled back: the cursor is where it was before the bad step
                 self._count(report)
@@ -452,11 +448,19 @@ class Trainer:
                 on_epoch(rep)
         return finished
 
-    def _step(self, order: np.ndarray, t0: float) -> StepReport:
-        """Run the next optimizer step of the epoch whose row order is ``order``; advance the cursor."""
+    def _step(self, order: np.ndarray, t0: float, paused: float = 0.0) -> StepReport:
+        """Run the next optimizer step of the epoch whose row order is ``order``; advance the
+        cursor. ``paused``: seconds the loop waited paused since the last step (not training).
+
+        A stop (Ctrl-Z, SIGSTOP) since the end of the last step is told by ``continues()``
+        having changed by the end of this step: the count is kept by a signal handler that
+        another thread may run a few milliseconds after the main thread has gone on (the check
+        before the step then missed it now and then on a busy machine). Such a step and the
+        time before it are left out, as neither step time nor elapsed time; its rate is the
+        typical step's (it showed ~0 tok/s)."""
         g = self.cursor.group
         rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
-        seen = continues()
+        since, seen = self._gap_from
         ts = time.perf_counter()
         lr = self.current_lr()
         with self.thread_tuner.step():  # BLAS threads chosen by measurement
@@ -466,8 +470,9 @@ class Trainer:
         rate_s = step_s
         if self._gap_from[1] == seen:
             self.eta.step(step_s)
-        else:  # stopped (Ctrl-Z) during the step: its time is neither a step time nor elapsed,
-            self._off_s += step_s  # and its rate is the typical step's (it showed ~0 tok/s)
+            self._off_s += paused  # paused time counts in neither rate nor ETA
+        else:  # stopped since the last step ended: before this step or during it
+            self._off_s += max(ts - since, paused) + step_s
             rate_s = self.eta.typical_step_s() or step_s
         self.cursor.group += 1
         self.cursor.step += 1
