@@ -23,7 +23,7 @@ from .data import make_rows
 from .defaults import DEFAULT_PRESET, PRESET_DEFAULTS
 from .errors import CorpusError, TrainingError
 from .eta import Eta
-from .evaluation import HELDOUT_SAMPLE_TOKENS, EvalReport, EvalStopped, evaluate
+from .evaluation import HELDOUT_SAMPLE_TOKENS, EvalReport, EvalStopped, eval_guess_s, evaluate
 from .lm import MambaLM
 from .model import loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, effective_warmup, lr_at
@@ -314,10 +314,31 @@ class Trainer:
             return None
         if self.on_evaluate is not None:
             self.on_evaluate()
+        t, seen = time.perf_counter(), continues()
         try:
-            return self.evaluate(should_stop or self._should_stop)
+            val = self.evaluate(should_stop or self._should_stop)
         except EvalStopped:
             return None
+        if continues() == seen:  # (not a time the process was stopped in)
+            self.eta.evaluated(time.perf_counter() - t)
+        return val
+
+    def evals_left(self) -> int:
+        """Held-out evaluations still to come in this run: at the steps after the current one
+        that are multiples of ``eval_every`` or end an epoch, at the last step, and the one of
+        the epoch's end that the current step starts (when it was not just evaluated)."""
+        if not self.has_val:
+            return 0
+        s, total, e, p = self.cursor.step, self.total_steps, self.eval_every, self.steps_per_epoch
+        ahead = total - s
+        if ahead < 0:
+            return 0
+        both = e * p // math.gcd(e, p)
+        n = (total // e - s // e) + (total // p - s // p) - (total // both - s // both)
+        n += total > s and total % e != 0 and total % p != 0  # the last step's
+        last = self._last_eval
+        n += self.at_epoch_end and (last is None or last[0] != s)
+        return int(n)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -484,11 +505,14 @@ class Trainer:
             val_loss = val.loss if val is not None else None
             self._last_eval = (self.cursor.step, val) if val is not None else None
         elapsed = time.perf_counter() - t0 - self._off_s
+        evals, guess = self.evals_left(), 0.0
+        if evals and not self.eta.evals:  # none measured yet: guessed from the step time
+            guess = eval_guess_s(self.token_counts[1], self.eta.typical_step_s() or step_s,
+                                 self.rows_per_step * self.cfg.seq_len)
+        eta = self.eta.seconds_left(self.total_steps - self.cursor.step, elapsed, evals, guess)
         return StepReport(
             self.cursor.step, self.cursor.epoch, self.total_steps, loss, norm, lr,
-            self._last_tokens / rate_s,
-            self.eta.seconds_left(self.total_steps - self.cursor.step, elapsed), elapsed, bad,
-            skipped, val_loss,
+            self._last_tokens / rate_s, eta, elapsed, bad, skipped, val_loss,
         )
 
     def _count(self, report: StepReport) -> None:

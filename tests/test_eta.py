@@ -179,3 +179,69 @@ print(json.dumps(etas))
     etas = json.loads(out.stdout.splitlines()[-1])
     before, after = etas[9], etas[11]  # 30 and 28 steps left: the stop spread would add ~7 s
     assert after < 1.5 * before + 0.5, (before, after)
+
+
+def _run_evaluating(monkeypatch, eval_s, steps=30, eval_every=7, n_ids=321):
+    """Steps of 0.1 s and held-out evaluations of ``eval_s`` seconds of the fake clock (None:
+    free); 10 steps an epoch (40 rows of 8 targets). Returns the reports, the clock at each,
+    the clock at each evaluation's start and the clock at the end."""
+    clock = _Clock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    ids = np.tile(np.arange(40), 60)
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=0)
+    tr = Trainer(lm, ids[:n_ids], ids[:200], TrainConfig(
+        batch_size=4, seq_len=8, epochs=500, max_steps=steps, shuffle=False,
+        eval_every=eval_every))
+    real, real_eval = tr.train_step, tr.evaluate
+    at: list[float] = []
+    evals_at: list[float] = []
+
+    def timed(r):  # noqa: ANN001
+        out = real(r)
+        clock.now += 0.1
+        return out
+
+    def evaluated(*a, **k):  # noqa: ANN002, ANN003
+        evals_at.append(clock.now)
+        out = real_eval(*a, **k)
+        clock.now += eval_s
+        return out
+
+    tr.train_step, tr.evaluate = timed, evaluated
+    tr.run(on_step=lambda r: at.append(clock.now))
+    return tr, tr.history, at, evals_at, clock.now
+
+
+@pytest.mark.parametrize(("steps", "eval_every"), [(30, 7), (25, 10), (23, 5), (20, 3)])
+def test_the_evaluations_left_are_the_ones_that_come(monkeypatch, steps, eval_every):
+    """After each step the trainer counts the held-out evaluations still to come: every
+    ``eval_every`` steps, at each epoch's end (10 steps), at the last step; one only where two
+    fall on a step (each 1 s, measured once the first has run)."""
+    tr, reports, at, evals_at, _ = _run_evaluating(monkeypatch, 1.0, steps, eval_every)
+    assert tr.steps_per_epoch == 10
+    for r, t in zip(reports, at, strict=True):
+        if t < evals_at[0]:
+            continue  # guessed (below)
+        coming = sum(e >= t for e in evals_at)
+        assert r.eta_s == pytest.approx((steps - r.step) * 0.1 + coming * 1.0, rel=0.02), r.step
+
+
+def test_the_last_evaluation_is_in_the_eta(monkeypatch):
+    """An evaluation as long as 20 steps at the run's end: the ETA before it counts it (it said
+    "ETA 00:00" and then scored for 32 s), and the time left matches what the run then took."""
+    _, reports, at, evals_at, end = _run_evaluating(monkeypatch, 2.0, 30, 1000)
+    assert len(evals_at) == 3  # the epoch ends at steps 10, 20 and 30
+    for i in (14, 24, 28):
+        assert reports[i].eta_s == pytest.approx(end - at[i], rel=0.02), i
+    assert reports[-1].eta_s == pytest.approx(2.0, rel=0.02)  # the last epoch end's evaluation
+
+
+def test_an_evaluation_not_yet_measured_is_guessed_from_the_step_time(monkeypatch):
+    """Before the first evaluation its time is a third of a step's per token, over the held-out
+    tokens (199 targets of 4 x 8 positions a step at 0.1 s: 0.207 s)."""
+    from engine.evaluation import EVAL_TOKEN_COST
+
+    _, reports, _, _, _ = _run_evaluating(monkeypatch, 0.0, 30, 1000)
+    guess = 199 * EVAL_TOKEN_COST * 0.1 / 32
+    assert reports[4].eta_s == pytest.approx(25 * 0.1 + 3 * guess, rel=0.02)
+    assert reports[14].eta_s == pytest.approx(15 * 0.1, rel=0.02)  # measured: free
