@@ -298,7 +298,9 @@ def test_missing_parent_folders_are_created_and_said(lora_run: Path, tmp_path: P
 def test_card_counts_the_held_out_targets_the_run_trains_against(tmp_path: Path,
                                                                  records: str) -> None:
     """The card's "(H held out)" is the count ``train`` prints: by-document splits used to read
-    0 (every token sits before n_train there) and stream runs one more than the targets."""
+    0 (every token sits before n_train there) and stream runs one more than the targets; its
+    total "T tokens" is train's train + held-out counts (it counted the leading end-of-text id
+    too)."""
     from engine.export.card import corpus_summary
     from engine.run import RunSpec, start
 
@@ -307,9 +309,9 @@ def test_card_counts_the_held_out_targets_the_run_trains_against(tmp_path: Path,
     spec = RunSpec(model={"d_model": 16, "n_layer": 2, "d_state": 4}, records=records,
                    train=TrainConfig(epochs=1, batch_size=2, seq_len=16, max_steps=1))
     with start(spec, [tmp_path / "corpus.txt"], out=tmp_path / "run") as run:
-        held = run.trainer.token_counts[1]
+        train, held = run.trainer.token_counts
     assert held > 0
-    assert f"({held:,} held out)" in corpus_summary(tmp_path / "run")
+    assert f"{train + held:,} tokens ({held:,} held out)" in corpus_summary(tmp_path / "run")
 
 
 def _eval_run_loss(run: Path, capsys) -> str:  # type: ignore[no-untyped-def]

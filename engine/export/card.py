@@ -143,22 +143,27 @@ def _scored(v: dict[str, Any]) -> str:
 
 
 def corpus_summary(folder: Path) -> str:
-    """"N files, B bytes, T tokens (H held out)" from a run folder's data manifest and held-out
-    spans ("" if none)."""
+    """"N files, B bytes, T tokens (H held out)" from a run folder's data manifest and its
+    training and held-out spans ("" if none): T and H are the targets ``train`` counts (the
+    token file also holds each document's leading end-of-text id, which predicts nothing)."""
     from .. import runformat as rf
     from ..safeio import open_regular, read_json
 
     path = Path(folder) / rf.DATA_MANIFEST
     try:
         m = read_json(path, what="data manifest")
-        n_ids = rf.npy_length(Path(folder) / rf.IDS)  # (a FIFO there hung the export)
-        with open_regular(Path(folder) / rf.DATA_FILES["val_spans"], "token file") as f:
-            val = np.load(f, allow_pickle=False)
+        rf.npy_length(Path(folder) / rf.IDS)  # a token file that is one (a FIFO hung the export)
+        spans = {}
+        for kind in ("train_spans", "val_spans"):  # (bounded reads)
+            with open_regular(Path(folder) / rf.DATA_FILES[kind], "token file") as f:
+                a = np.load(f, allow_pickle=False)
+            spans[kind] = int(a[:, 1].sum()) if a.size else 0
         sources = m.get("sources", [])
         n_bytes = rf.corpus_bytes(m)
-        # held-out targets: the spans' lengths, as ``train`` prints them, for every records mode
-        return (f"{len(sources)} file(s), {n_bytes:,} bytes, {n_ids:,} tokens "
-                f"({int(val[:, 1].sum()) if val.size else 0:,} held out)")
+        # targets: the spans' lengths, as ``train`` prints them, for every records mode
+        held = spans["val_spans"]
+        return (f"{len(sources)} file(s), {n_bytes:,} bytes, {spans['train_spans'] + held:,} "
+                f"tokens ({held:,} held out)")
     except (MambaStudioError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return ""
 
