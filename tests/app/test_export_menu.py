@@ -323,12 +323,12 @@ def test_export_of_the_training_run_asks_best_or_current_and_reads_the_snapshot_
     monkeypatch.setattr(type(win), "_which_snapshot",
                         lambda self, f, best, training=None: asked.append(training) or "best")
     _fake_save(monkeypatch, tmp_path / "best-merged")
-    from app import main_window
+    from app import export_flow
 
     def off_thread(*a):  # noqa: ANN002, ANN202
         raise AssertionError("the snapshot was read on the thread pool while the run trains")
 
-    monkeypatch.setattr(main_window, "export_run", off_thread)  # (an autosave could prune it
+    monkeypatch.setattr(export_flow, "export_run", off_thread)  # (an autosave could prune it
     # mid-read): only the training worker, between two steps, may write this export
     _action(win, "Export model (merged)…").trigger()
     assert asked and asked[0] is not None and asked[0] == nows[0]  # the live step, asked about
@@ -488,10 +488,10 @@ def test_export_of_a_run_deleted_outside_the_window_is_refused_before_the_dialog
 def test_an_exports_warnings_reach_the_log(win, qtbot, tmp_path, monkeypatch):
     """What the exporter warns about (a model card with no held-out score, PEFT limits) never
     reached the Log: the export looked clean."""
-    from app import main_window
+    from app import export_flow
 
     folder = _run(tmp_path / "other", 0)
-    monkeypatch.setattr(main_window, "export_run",
+    monkeypatch.setattr(export_flow, "export_run",
                         lambda *a: ["the held-out set was not scored"])
     win.export("merged", str(tmp_path / "out"), folder)
     qtbot.waitUntil(lambda: "merged written" in win.log.toPlainText(), timeout=RUN_TIMEOUT)
@@ -733,7 +733,7 @@ def test_an_export_folder_that_cannot_be_written_is_not_where_the_next_starts(
         win, qtbot, tmp_path, monkeypatch):
     """After an export refused in a read-only folder ("cannot write in ..."), the next Export
     dialog opened in that folder again."""
-    from app import main_window, settings
+    from app import export_flow, settings
 
     opened = _run(tmp_path / "other", 1)
     win.open_run_view(opened)
@@ -750,7 +750,7 @@ def test_an_export_folder_that_cannot_be_written_is_not_where_the_next_starts(
     ro = tmp_path / "ro"
     ro.mkdir()
     real = os.access
-    monkeypatch.setattr(main_window.os, "access",
+    monkeypatch.setattr(export_flow.os, "access",
                         lambda p, mode: Path(p) != ro and real(p, mode))  # (root writes anyway)
     _fake_save(monkeypatch, ro / "m1")
     _action(win, "Export model (merged)…").trigger()
