@@ -6,7 +6,7 @@ the lines from then on go to the null device and training goes on to its end and
 (it stopped at once, exit status 1, nothing trained). ``generate``'s text on stdout is its
 output: a reader that stops early (``| head -c 10``) ends it quietly, as with ``--no-stream``,
 and a closed or full stdout is a one-line error naming it (a traceback, or "No space left on
-device" without saying where).
+device" without saying where). Text the model wrote goes out through ``terminal_safe``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from .errors import MambaStudioError
+from .samples import BIDI_SHOWN
 
 
 class _Forgiving:
@@ -120,3 +121,17 @@ def _to_null(stream: Any) -> None:
             os.dup2(null, stream.fileno())
         finally:
             os.close(null)
+
+
+# C0 controls but tab, newline and carriage return; DEL; C1 controls (ESC starts a terminal escape);
+# and the bidirectional embeddings, overrides and isolates, shown by their code (U+202E drew the
+# rest of a sample reversed), as the window shows them
+_CONTROLS: dict[int, str] = {c: "\ufffd" for c in [*range(32), *range(127, 160)]
+                             if c not in (9, 10, 13)}
+_CONTROLS |= BIDI_SHOWN
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with control characters (ESC, NUL, backspace, ...) shown as U+FFFD: a barely
+    trained byte model samples them, and raw they move the cursor or restyle the terminal."""
+    return text.translate(_CONTROLS)

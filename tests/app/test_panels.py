@@ -1384,7 +1384,8 @@ def test_the_panels_training_settings_follow_the_preset_as_the_clis_do(win, pres
     preset; one set by hand stays."""
     from dataclasses import replace
 
-    from engine.cli import _spec, build_parser
+    from engine.cli import build_parser
+    from engine.cli_train import _spec
 
     win.train.preset.setCurrentText(preset)
     panel = win.train.run_spec(None, 0)
