@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from .lm import MambaLM
     from .lora import (
         LORA_TARGETS,
+        PEFT_PARTIAL,
         PEFT_REFUSES,
         LoRAConfig,
         LoRATrainable,
@@ -167,6 +168,7 @@ _EXPORTS: dict[str, str] = {
     "open_stepper": "gpu",
     "MambaLM": "lm",
     "LORA_TARGETS": "lora",
+    "PEFT_PARTIAL": "lora",
     "PEFT_REFUSES": "lora",
     "LoRAConfig": "lora",
     "LoRATrainable": "lora",
@@ -350,6 +352,7 @@ __all__ = [
     "pack_spans",
     "pack_documents",
     "PackedRows",
+    "PEFT_PARTIAL",
     "PEFT_REFUSES",
     "pick_backend",
     "plan_epoch",

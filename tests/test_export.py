@@ -73,12 +73,15 @@ def test_merged_export_is_the_trained_model_with_a_card(lora_run: Path, tmp_path
     for needed in ("LoRA r=2 on in_proj, x_proj, dt_proj", "4 optimizer steps", "Samples (greedy)",
                    "AutoModelForCausalLM.from_pretrained", "1 file(s), 2,700 bytes"):
         assert needed in card, needed
+    assert "Caveats" not in card  # (merged: exact in every tool)
 
 
 def test_peft_export_points_at_an_unmerged_base_the_adapter_completes(lora_run: Path,
                                                                       tmp_path: Path) -> None:
     notes = export_peft(lora_run, tmp_path / "p")
     assert notes == peft_notices(["dt_proj", "in_proj", "x_proj"]) and "dt_proj" in notes[0]
+    card = (tmp_path / "p" / "README.md").read_text()  # the caveat travels with the files
+    assert f"## Caveats\n\n- {notes[0]}" in card and card.index(notes[0]) < card.index("## Use")
     conf = json.loads((tmp_path / "p" / "adapter_config.json").read_text())
     assert conf["base_model_name_or_path"] == str((tmp_path / "p" / "base").resolve())
     assert (tmp_path / "p" / "tokenizer_config.json").exists()
@@ -104,6 +107,11 @@ def test_peft_notices_follow_the_measured_table() -> None:
     assert "transformers 5.x: bypassed" in line and "4.x: exact" in line
     assert set(PEFT_SUPPORT) == {"in_proj", "x_proj", "dt_proj", "out_proj", "conv1d", "A_log",
                                  "embeddings"}
+    from engine.lora import PEFT_PARTIAL, PEFT_REFUSES  # the window's warnings and tooltips
+
+    exact = {t: [v == "exact" for v in row.values()] for t, row in PEFT_SUPPORT.items()}
+    assert set(PEFT_PARTIAL) == {t for t, e in exact.items() if any(e) and not all(e)}
+    assert set(PEFT_REFUSES) == {t for t, e in exact.items() if not any(e)}
 
 
 def test_gguf_export_holds_llama_cpp_names_and_our_values(lora_run: Path, tmp_path: Path) -> None:

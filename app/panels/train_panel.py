@@ -81,7 +81,8 @@ OWN_TOKENIZER_TIP = {
 # A new key: versions before tokenizer "auto" saved "train/tokenizer" (bytes) on every Start, so
 # the new default would never have reached anyone who had trained once.
 TOKENIZER_KEY = "train/tokenizer_choice"
-DEFAULT_TARGETS = ("in_proj", "x_proj", "dt_proj")  # all accepted by PEFT on Mamba
+DEFAULT_TARGETS = ("in_proj", "x_proj")  # PEFT applies both exactly on every transformers
+# line (dt_proj, the default before, is bypassed by 5.x: an adapter wrong un-merged)
 # 10 passes, as run.sh's headless run: on the bundled corpus (11 steps an epoch) a first Start
 # then trains 110 steps, past the 100-step warmup, to word-like samples; 3 passes (the CLI's
 # default) gave 33 steps inside the warmup and noise
@@ -290,7 +291,9 @@ class TrainPanel(QWidget):
         for t, cb in self.targets.items():
             cb.setToolTip(f"Add a LoRA adapter to {t}"
                           + (" (PEFT cannot load this one on Mamba: export merged)"
-                             if t in engine.PEFT_REFUSES else ""))
+                             if t in engine.PEFT_REFUSES else
+                             " (PEFT on transformers 5.x skips this one un-merged: export "
+                             "merged for an exact model)" if t in engine.PEFT_PARTIAL else ""))
         self.model_source.setWordWrap(True)
         self.model_source.setToolTip("What the next Start does")
         for box in (*self.findChildren(QAbstractSpinBox), *self.findChildren(QComboBox)):
@@ -609,9 +612,13 @@ class TrainPanel(QWidget):
         total = engine.count_trainable(cfg)
         warn = ""
         refused = sorted(set(lc.targets) & set(engine.PEFT_REFUSES)) if lc is not None else []
+        partial = sorted(set(lc.targets) & set(engine.PEFT_PARTIAL)) if lc is not None else []
         if refused:
             warn = (f" — PEFT cannot apply {', '.join(refused)} un-merged on Mamba: export the "
                     "merged model")
+        elif partial:
+            warn = (f" — PEFT on transformers 5.x skips {', '.join(partial)} un-merged: export "
+                    "the merged model for an exact one")
         self.trainable.setText(f"trainable parameters: {n:,} of {total:,}{warn}")
         self.changed.emit()
 

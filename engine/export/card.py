@@ -220,9 +220,12 @@ def _base_card(run: RunSource, out: str) -> str:
          "```", ""])
 
 
-def card_text(run: RunSource, kind: str, out: str = ".", held: HeldOut | None = None) -> str:
+def card_text(run: RunSource, kind: str, out: str = ".", held: HeldOut | None = None,
+              caveats: list[str] | tuple[str, ...] = ()) -> str:
     """Markdown for ``kind`` in ("merged", "peft", "base"). ``held``: the held-out loss to state
-    (``measure_held_out``; measured here when None)."""
+    (``measure_held_out``; measured here when None). ``caveats``: lines the card says before
+    its Use section (a PEFT adapter's targets that not every transformers line applies: the
+    export said so, and the card, which travels with the files, did not)."""
     if kind == "base":
         return _base_card(run, out)
     tc = run.train
@@ -244,10 +247,13 @@ def card_text(run: RunSource, kind: str, out: str = ".", held: HeldOut | None = 
     lines += ["", "## Samples (greedy)", ""]
     for s in _samples(run):
         lines += ["```", s.replace("```", "'''"), "```"]
+    if caveats:
+        lines += ["", "## Caveats", "", *(f"- {c}" for c in caveats)]
     lines += _use_lines(kind, out)
     return "\n".join(lines)
 
 
-def write_card(out: str | Path, run: RunSource, kind: str, held: HeldOut | None = None) -> None:
+def write_card(out: str | Path, run: RunSource, kind: str, held: HeldOut | None = None,
+               caveats: list[str] | tuple[str, ...] = ()) -> None:
     ckpt.atomic_write_bytes(Path(out) / "README.md",
-                            card_text(run, kind, ".", held).encode("utf-8"))
+                            card_text(run, kind, ".", held, caveats).encode("utf-8"))

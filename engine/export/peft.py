@@ -78,5 +78,5 @@ def export_peft(src_folder: str | Path, out: str | Path, force: bool = False,
         run.lora.save_adapter(tmp, base_model=str(final_base))
         for name in ckpt.TOKENIZER_FILES:
             ckpt.atomic_write_bytes(tmp / name, (base / name).read_bytes())
-        write_card(tmp, run, kind="peft", held=held)
+        write_card(tmp, run, kind="peft", held=held, caveats=peft_notices(targets))
     return notes + run.notices + ([held.note] if held.note else []) + peft_notices(targets)

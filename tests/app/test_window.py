@@ -229,7 +229,12 @@ def test_lora_and_wsla_toggles_reach_the_run_spec(win, tmp_path):
     win.init_dir = str(tmp_path)  # as Open model does: LoRA adapts opened weights
     win._update_next()
     win.train.lora.setChecked(True)
-    assert win.make_job().spec.train.lora.targets == ("in_proj", "x_proj", "dt_proj")  # PEFT-safe
+    assert win.make_job().spec.train.lora.targets == ("in_proj", "x_proj")  # exact in PEFT
+    assert "trainable parameters" in win.train.trainable.text()
+    assert "PEFT" not in win.train.trainable.text()  # (every transformers line applies them)
+    win.train.targets["dt_proj"].setChecked(True)
+    assert "transformers 5.x skips dt_proj" in win.train.trainable.text()  # (its adapter was
+    win.train.targets["dt_proj"].setChecked(False)  # off by up to 0.9 in logits un-merged)
     for t, cb in win.train.targets.items():
         cb.setChecked(t in ("x_proj", "dt_proj", "embeddings"))
     win.train.rank.setValue(4)
