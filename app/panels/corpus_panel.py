@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QFrame,
+    QGridLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -240,6 +241,9 @@ class CorpusPanel(QWidget):
         self.notice_box.setVisible(False)
         self.status = self.summary  # one line of status (kept for callers)
         self.records = QComboBox()
+        self.records.setSizeAdjustPolicy(  # its longest choice set the panel's width
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.records.setMinimumContentsLength(14)
         for key, (label, tip) in RECORD_CHOICES.items():
             self.records.addItem(label, key)
             self.records.setItemData(self.records.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
@@ -249,18 +253,18 @@ class CorpusPanel(QWidget):
         records_row = QHBoxLayout()
         records_row.addWidget(QLabel("Examples:"))
         records_row.addWidget(self.records, 1)
-        buttons = QHBoxLayout()
-        for text, tip, slot in (
+        buttons = QGridLayout()  # two by two: in one row they held the window at 903 px wide
+        for i, (text, tip, slot) in enumerate((
                 ("Add files…", "Add text or code files", self._pick_files),
                 ("Add folder…", "Add every text/code file under a folder (hidden ones skipped)",
                  self._pick_dir),
                 ("Remove", "Remove the selected files from the corpus", self._remove_selected),
                 ("Sample corpus", "Replace the corpus with the bundled sample texts",
-                 self._ask_sample)):
+                 self._ask_sample))):
             b = QPushButton(text)
             b.setToolTip(tip)
             b.clicked.connect(slot)
-            buttons.addWidget(b)
+            buttons.addWidget(b, i // 2, i % 2)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
         split.addWidget(self.preview)

@@ -157,6 +157,9 @@ class PlotsPanel(QWidget):
             "grad norm": [(c["nstep"], "━", "step"), (c["nepoch"], "●", "epoch mean")]}
         self.key_label = QLabel("")
         self.key_label.setTextFormat(Qt.TextFormat.RichText)
+        self.key_label.setWordWrap(True)  # (one line, it made the window 1,011 px wide at its
+        self.key_label.setSizePolicy(QSizePolicy.Policy.Ignored,  # smallest height, where it
+                                     QSizePolicy.Policy.Preferred)  # shows: 640x480 asked)
         self._keys = {ll: ("loss", keys["loss"]), nl: ("grad norm", keys["grad norm"])}
         for legend in (ll, nl):
             legend.on_fit = self._show_keys
@@ -164,7 +167,7 @@ class PlotsPanel(QWidget):
         self.compare_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         # (a 200-character run name made the window 2,062 px wide, and it never shrank back)
         top = QHBoxLayout()
-        top.addWidget(self.key_label)
+        top.addWidget(self.key_label, 1)
         top.addWidget(self.compare_label, 1)
         top.addWidget(self.reset_btn)
         lay = QVBoxLayout(self)

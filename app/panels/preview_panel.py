@@ -134,9 +134,9 @@ class PreviewPanel(QWidget):
         lay.addLayout(knobs)
         lay.addLayout(row)
         head = QHBoxLayout()  # one line above the samples: what they are and what made them
-        head.addWidget(self.tag)
-        head.addSpacing(12)
-        head.addWidget(self.backend, 1)
+        head.addWidget(self.tag, 3)  # (without a stretch of its own the backend's line took
+        head.addSpacing(12)  # all the width: the tag was 0 px wide, no step ever said)
+        head.addWidget(self.backend, 2)
         lay.addLayout(head)
         lay.addWidget(self.output, 1)
 
@@ -157,6 +157,7 @@ class PreviewPanel(QWidget):
 
     def show_preview(self, tag: str, text: str, backend: str) -> None:
         self.tag.setText(f"sample — {tag}")
+        self.tag.setToolTip(self.tag.text())  # (clipped where the line is narrow)
         self.output.setPlainText(visible_blanks(text))
         self.backend.set_full(f"backend: {backend}")
 
