@@ -129,7 +129,7 @@ class MainWindow(ExportFlow, QMainWindow):
         self.resume_btn = QPushButton("Resume")
         self.resume_btn.setToolTip("Resume a paused run (Space)")
         self.stop_btn = QPushButton("Stop")
-        self.stop_btn.setToolTip("Stop after the current step and save a snapshot")
+        self.stop_btn.setToolTip("Stop after the current step and save a snapshot (Ctrl+.)")
         self.start_btn.clicked.connect(self.start_training)
         self.pause_btn.clicked.connect(self.pause)
         self.resume_btn.clicked.connect(self.resume)
@@ -185,6 +185,7 @@ class MainWindow(ExportFlow, QMainWindow):
 
         bar = QHBoxLayout()
         for w in (self.start_btn, self.pause_btn, self.resume_btn, self.stop_btn):
+            w.setAutoDefault(True)  # Return presses the focused one (it did nothing)
             bar.addWidget(w)
         bar.addWidget(QLabel("preview"))
         bar.addWidget(self.backend)
@@ -334,7 +335,8 @@ class MainWindow(ExportFlow, QMainWindow):
 
     def _shortcuts(self) -> None:
         for key, slot in (("Ctrl+Return", self.start_training), ("Ctrl+Enter", self.start_training),
-                          ("Space", self.toggle_pause), ("Ctrl+G", self.playground.generate)):
+                          ("Space", self.toggle_pause), ("Ctrl+G", self.playground.generate),
+                          ("Ctrl+.", self.stop)):  # (no key stopped a run: Space on Stop paused)
             sc = QShortcut(QKeySequence(key), self)
             sc.activated.connect(slot)
             if key == "Space":  # pause / resume; when idle it took every Space from the
@@ -348,12 +350,15 @@ class MainWindow(ExportFlow, QMainWindow):
         self._space_on()
 
     def _space_on(self) -> None:
-        """Space pauses and resumes while a run trains; when idle it is the focused widget's,
-        except on Start, which takes the focus when a run ends: a Space meant to pause a run
-        that had just ended started a new one (Ctrl+Enter starts)."""
+        """Space pauses and resumes while a run trains (on a focused Stop it presses Stop); when
+        idle it is the focused widget's, except on Start, which takes the focus when a run
+        ends: a Space meant to pause a run that had just ended started a new one (Ctrl+Enter
+        starts)."""
         if hasattr(self, "_space"):
-            self._space.setEnabled(self.state in ("running", "paused")
-                                   or QApplication.focusWidget() is self.start_btn)
+            focus = QApplication.focusWidget()
+            self._space.setEnabled((self.state in ("running", "paused")
+                                    and focus is not self.stop_btn)  # (Space on Stop paused)
+                                   or focus is self.start_btn)
 
     def _set_state(self, state: str) -> None:
         self.state = state

@@ -1015,3 +1015,29 @@ def test_a_damaged_settings_file_keeps_the_defaults_and_says_so(qtbot, tmp_path)
     assert path.with_name(path.name + ".damaged-2").exists()
     assert "epochs=4" in path.with_name(path.name + ".damaged").read_text()
     w3.close()
+
+
+def test_a_run_stops_from_the_keyboard(win, qtbot):
+    """Space on a focused Stop paused the run, Return did nothing and no key stopped it: Space
+    and Return press the focused Stop, and Ctrl+. stops from anywhere."""
+    from PySide6.QtCore import Qt
+
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow)
+    win.train.epochs.setValue(30)
+    for key, mod in ((Qt.Key.Key_Space, None), (Qt.Key.Key_Return, None),
+                     (Qt.Key.Key_Period, Qt.KeyboardModifier.ControlModifier)):
+        win.start_training()
+        qtbot.waitUntil(lambda: len(win.plots.steps) >= 1, timeout=RUN_TIMEOUT)
+        assert win.state == "running"
+        target = win.stop_btn if mod is None else win.preview.output
+        target.setFocus()
+        qtbot.waitUntil(lambda t=target: QApplication.focusWidget() is t)
+        if mod is None:
+            qtbot.keyClick(target, key)
+        else:
+            qtbot.keyClick(target, key, mod)
+        assert win.state == "stopping", (key, win.state)
+        qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
+        win.plots.clear()
+    assert not win.errors, win.errors
