@@ -294,9 +294,9 @@ EXPORTERS = {"merged": "export_merged", "adapter": "export_peft", "gguf": "expor
 
 def export_from(run: engine.Run, kind: str, path: str, force: bool = False) -> list[str]:
     """Export an open (training) run: save a snapshot of its current state, then export that
-    snapshot like a closed run (``export_run``). Returns notices."""
-    run.save()
-    return export_run(str(run.folder), kind, path, force)
+    snapshot (``export_run``; read as the run folder, it was "training: the steps after it are
+    not in the export", said of the very step it had just saved). Returns notices."""
+    return export_run(str(run.save()), kind, path, force)
 
 
 def export_run(folder: str, kind: str, path: str, force: bool = False) -> list[str]:

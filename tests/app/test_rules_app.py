@@ -26,12 +26,13 @@ def _spec(steps: int) -> engine.RunSpec:
 
 def test_an_export_from_a_training_run_is_of_its_current_weights(tmp_path):
     """Without its save, Export while training wrote the last autosave (minutes older) under
-    the current step's label."""
+    the current step's label; and it warned that the steps after that save were not in it."""
     with runapi.start(_spec(2), [SAMPLE], root=tmp_path / "runs") as run:
         run.train()
         name = "backbone.norm_f.weight"
         run.lm.params[name] += 1.0  # the weights moved on since the last save
-        export_from(run, "merged", str(tmp_path / "out"))
+        notes = export_from(run, "merged", str(tmp_path / "out"))
+        assert not any("is training" in n for n in notes), notes
         exported = load_file(str(tmp_path / "out" / "model.safetensors"))
         np.testing.assert_array_equal(exported[name], run.lm.params[name])
         assert engine.read_pointer(run.folder)["step"] == run.step
