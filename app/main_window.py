@@ -156,7 +156,8 @@ class MainWindow(ExportFlow, QMainWindow):
         scroll = QScrollArea()
         scroll.setWidget(self.train)
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setHorizontalScrollBarPolicy(  # only in a window under ~830 px wide, where the
+            Qt.ScrollBarPolicy.ScrollBarAsNeeded)  # side pane is narrower than the panel
         self.train_scroll = scroll
         left.addTab(scroll, "Model && training")
         self.left_tabs = left
@@ -182,6 +183,7 @@ class MainWindow(ExportFlow, QMainWindow):
         self.tabs.addTab(self.runs, "Runs")
         self.tabs.addTab(self.playground, "Playground")
         self.tabs.addTab(self.gallery, "Gallery")
+        self.tabs.currentChanged.connect(self._tab_shown)
 
         bar = QHBoxLayout()
         for w in (self.start_btn, self.pause_btn, self.resume_btn, self.stop_btn):
@@ -346,6 +348,12 @@ class MainWindow(ExportFlow, QMainWindow):
             app.focusChanged.connect(self._focus_moved)  # (a bound slot: it goes with the window)
 
     # ---------------------------------------------------------------- state
+    def _tab_shown(self, index: int) -> None:
+        """The Playground's Model list is read again as it is shown (runs another process made
+        were missing from it: 7 listed of 14; it was read at a run's end or deletion)."""
+        if self.tabs.widget(index) is self.playground and self.playground.gen_thread is None:
+            self.playground.refresh_runs()
+
     def _focus_moved(self, _old: object, _new: object) -> None:
         self._space_on()
 

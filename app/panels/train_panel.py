@@ -225,7 +225,8 @@ class TrainPanel(QWidget):
         self.max_steps = _spin(0, 2**31 - 1, 0)
         self.max_steps.setSpecialValueText("no limit")
         self.eval_every = _spin(0, 2**31 - 1, 0)
-        self.eval_every.setSpecialValueText("auto (< 10% of time)")
+        self.eval_every.setSpecialValueText("auto")  # (its tooltip says what auto does: the
+        # longer text widened the panel past its scroll area at 1024x700)
         self.holdout = _dspin(0.0, 0.9, engine.RunSpec.holdout, 2, 0.05)  # the engine's range
         self.holdout.setSpecialValueText("none")
         self.checkpointing = QCheckBox("activation checkpointing")
