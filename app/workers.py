@@ -381,6 +381,9 @@ class GenerateWorker(QObject):
             end = time.perf_counter()
             why = ("stopped" if stopped else "ended at end of text"
                    if n < self.sampling.max_new_tokens else "reached the length")
+            if n == 0 and not stopped and self.sampling.max_new_tokens:  # (a bare "0 tokens")
+                why = ("ended at end of text at once: train it longer, give a prompt it can go "
+                       "on from, or untick \"stop at end of text\"")
             run = str(Path(self.source)) + "/"  # the note's paths inside the run, shortened
             used = (f" · {Path(lm.source).name}, not the snapshot latest.json names "
                     f"({passed_over[0].replace(run, '')})" if passed_over and lm.source else "")

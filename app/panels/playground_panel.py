@@ -251,3 +251,7 @@ class PlaygroundPanel(QWidget):
     def stop(self) -> None:
         if self.worker is not None:
             self.worker.stop()
+            if self.status.text().startswith(("loading the model", "reading the prompt")):
+                self.status.setText(f"{self.status.text().rstrip('…')}: it stops once that is "
+                                    "done")  # (a 200,000-token prompt reads for 7-12 s in one
+                # call: nothing said what Stop was waiting for)

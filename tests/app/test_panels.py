@@ -681,7 +681,7 @@ def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
 
         def generate_ids(self, ids, sampling, backend):
             n = 2 if sampling.stop_at_eos else sampling.max_new_tokens  # "end of text" after 2
-            yield from [104, 105, self.tokenizer.eos_id, 33, 33, 33][:n]
+            yield from [104, 105, self.tokenizer.eos_id, 33, 33, 33][:0 if ids.size else n]
 
     monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())
     monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, "CPU step"))
@@ -694,6 +694,11 @@ def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
         w.run()
         assert done[0].startswith(f"{why} in ") and text in done[0] and "CPU step" in done[0]
         assert "".join(pieces) == ("hi" if stop else "hi\n!!!")  # end of text shown, not lost
+    w = GenerateWorker("m", "", engine.SamplingConfig(max_new_tokens=6), "cpu")
+    w.prompt, done = "x", []  # (the fake ends at once on this prompt: a bare "0 tokens" before)
+    w.done.connect(done.append)
+    w.run()
+    assert "0 tokens in" in done[0] and 'untick "stop at end of text"' in done[0], done
 
 
 def test_playground_text_goes_to_the_window_in_batches(qtbot, monkeypatch):
@@ -1865,3 +1870,53 @@ def test_deleting_the_run_the_playground_generates_from_leaves_its_model_box(win
     with qtbot.waitSignal(pg.finished, timeout=RUN_TIMEOUT):
         pg.stop()
     assert pg.source.currentText() == str(other)
+
+
+def test_playground_stop_while_the_prompt_is_read_says_when_it_stops(win, qtbot, monkeypatch):
+    """A 200,000-token prompt is read in one call (7-12 s): Stop then changed nothing on screen
+    until it ended. It says what it waits for, and the generation then stops at once."""
+    import threading
+
+    import engine
+    from engine.tokenizer import ByteTokenizer
+
+    release = threading.Event()
+
+    class FakeLM:
+        tokenizer = ByteTokenizer()
+        source = None
+
+        def check_finite(self, source):
+            pass
+
+        def generate_ids(self, ids, sampling, backend):
+            release.wait(30)  # the prompt's reading
+            yield from [104] * sampling.max_new_tokens
+
+    monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())
+    monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, "CPU step"))
+    pg = win.playground
+    pg.set_source("m")
+    pg.prompt.setPlainText("a long prompt")
+    pg.generate()
+    qtbot.waitUntil(lambda: pg.status.text().startswith("reading the prompt"), timeout=10_000)
+    pg.stop()
+    assert pg.status.text() == "reading the prompt (13 tokens): it stops once that is done"
+    with qtbot.waitSignal(pg.finished, timeout=10_000):
+        release.set()
+    assert "1 token in" in pg.status.text() and "stopped" in pg.status.text()
+
+
+def test_the_playground_lists_runs_made_elsewhere_when_shown(win, qtbot, tiny_run):
+    """Runs another process made under the runs folder were missing from the Playground's Model
+    list (7 listed of 14) until a window run ended: it is read again as the tab is shown."""
+    import shutil
+
+    win.tabs.setCurrentIndex(0)
+    made = Path(win.playground.runs_root) / "made-by-the-cli"
+    shutil.copytree(tiny_run, made)
+    items = lambda: [win.playground.source.itemText(i)  # noqa: E731
+                     for i in range(win.playground.source.count())]
+    assert str(made) not in items()
+    win.tabs.setCurrentWidget(win.playground)
+    assert str(made) in items()
