@@ -734,7 +734,8 @@ class MainWindow(ExportFlow, QMainWindow):
         self.gallery.show_run(folder)
         self.runs.refresh()
         self.runs.select(folder)
-        self._say(f"{'continuing' if continued else 'new run'}: {folder}")
+        if not continued:  # (a Continue is said by the run: "continuing RUN from step N")
+            self._say(f"new run: {folder}")
 
     def _on_preview(self, tag: str, text: str, backend: str) -> None:
         self.preview.show_preview(tag, text, backend)

@@ -1149,16 +1149,19 @@ class RunInfo:
     source: str = ""  # where a run from a model started ("from RUN/snapshots/step-N (step N)")
 
 
-def opened_label(spec: dict) -> str:
-    """The Runs list's model column of a run from opened weights: what it trained of them
-    (LoRA and WSLA runs read alike as "opened weights")."""
-    train = spec.get("train")
+def model_label(spec: dict) -> str:
+    """The Runs list's model column: "custom", the preset, or "opened weights" for a run from
+    opened weights, then what it trained of them ("opened weights, LoRA r8", "small, WSLA":
+    LoRA and WSLA runs read alike as "opened weights", and on a new model as just "small")."""
+    base = ("custom" if spec.get("model") else "opened weights" if spec.get("init")
+            else str(spec.get("preset", "")))  # (a run of its own sizes or from opened weights
+    train = spec.get("train")  # records the default preset, unused: it was listed as "small")
     train = train if isinstance(train, dict) else {}
     lora = train.get("lora")
     if isinstance(lora, dict):
         rank = lora.get("rank")
-        return f"opened weights, LoRA r{rank}" if isinstance(rank, int) else "opened weights, LoRA"
-    return "opened weights, WSLA" if train.get("wsla") is True else "opened weights"
+        return f"{base}, LoRA r{rank}" if isinstance(rank, int) else f"{base}, LoRA"
+    return f"{base}, WSLA" if train.get("wsla") is True else base
 
 
 def list_runs(root: str | Path) -> list[RunInfo]:
@@ -1185,8 +1188,7 @@ def list_runs(root: str | Path) -> list[RunInfo]:
         kept = expected_snapshot(p)  # (latest.json's step said 165 of a run whose step-165
         best = best_pointer(p)  # was gone: Continue and Open took step 154)
         spec = d["spec"]  # a run of its own sizes, or from opened weights, records the default
-        model = ("custom" if spec.get("model") else opened_label(spec) if spec.get("init")
-                 else str(spec.get("preset", "")))  # preset, unused: it was listed as "small"
+        model = model_label(spec)
         out.append(RunInfo(
             p, p.name, str(d.get("created", "")), model,  # the folder's name (run.json's
             # stayed after a rename, and a copy showed two rows of one name)

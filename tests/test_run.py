@@ -198,7 +198,10 @@ def test_new_runs_get_unique_folders(tmp_path):
                         ({"init": base, "train": replace(_spec().train, wsla=True)},
                          "opened weights, WSLA"),
                         ({"init": base, "train": replace(_spec().train, lora=LoRAConfig(rank=4))},
-                         "opened weights, LoRA r4")):
+                         "opened weights, LoRA r4"),
+                        ({"train": replace(_spec().train, lora=LoRAConfig(rank=2))},  # a new
+                         "tiny, LoRA r2"),  # model: it was just "tiny"
+                        ({"train": replace(_spec().train, wsla=True)}, "tiny, WSLA")):
         start(replace(_spec(), **kind), [corpus], out=tmp_path / "runs" / label).close()
         assert next(r for r in list_runs(tmp_path / "runs") if r.path.name == label).preset == label
 

@@ -28,7 +28,7 @@ import engine
 
 from .. import settings
 from ..workers import GenerateWorker
-from .preview_panel import visible_controls
+from .preview_panel import SAMPLING_TIPS, visible_controls
 
 BACKEND_TIPS = {"auto": "a hardware GPU when there is one, else the CPU step",
                 "cpu": "the CPU recurrent step (Numba)",
@@ -57,18 +57,15 @@ class PlaygroundPanel(QWidget):
         self.temperature.setRange(0.0, 5.0)
         self.temperature.setSingleStep(0.1)
         self.temperature.setValue(gen.temperature)
-        self.temperature.setToolTip("Randomness: 0 always picks the most likely token; higher "
-                                    "flattens the distribution")
         self.top_k = QSpinBox()
         self.top_k.setRange(0, 100000)
         self.top_k.setValue(gen.top_k)
-        self.top_k.setToolTip("Sample only among the k most likely tokens (0 = all)")
         self.top_p = QDoubleSpinBox()
         self.top_p.setRange(0.01, 1.0)
         self.top_p.setSingleStep(0.05)
         self.top_p.setValue(gen.top_p)
-        self.top_p.setToolTip("Sample only among the most likely tokens whose probabilities add "
-                              "up to p (1 = all)")
+        for name, tip in SAMPLING_TIPS.items():
+            getattr(self, name).setToolTip(tip)
         self.rep = QDoubleSpinBox()
         self.rep.setRange(1.0, 5.0)
         self.rep.setSingleStep(0.05)

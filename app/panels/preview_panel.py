@@ -70,6 +70,14 @@ class ElidedLabel(QLabel):
                                                    max(self.width(), 40)))
 
 
+SAMPLING_TIPS = {  # the Preview's and the Playground's sampling boxes alike
+    "temperature": "Randomness: 0 always picks the most likely token; higher flattens the "
+                   "distribution",
+    "top_k": "Sample only among the k most likely tokens (0 = all)",
+    "top_p": "Sample only among the most likely tokens whose probabilities add up to p (1 = all)",
+}
+
+
 class PreviewPanel(QWidget):
     def __init__(self) -> None:
         super().__init__()
@@ -95,6 +103,10 @@ class PreviewPanel(QWidget):
         self.length.setRange(1, 4000)
         self.length.setValue(160)
         settings.restore(self.length, "preview/length")
+        for name, tip in SAMPLING_TIPS.items():  # (the Preview's boxes had none)
+            getattr(self, name).setToolTip(tip)
+        self.length.setToolTip("Tokens of each training sample")
+        self.prompts.setToolTip("What the training samples continue, one prompt per line")
         self.every = QSpinBox()  # (a 1.7 MB corpus showed its first sample after 741 steps)
         self.every.setRange(0, 1_000_000)
         self.every.setSingleStep(50)

@@ -1,6 +1,7 @@
-"""The window on a small screen: it fits 800x600 (its minimum was 903 px wide, and 1,011 once the
-plots' one-line key showed at its smallest height), and the Preview's line says which step a
-sample is from (that label was 0 px wide at every window size)."""
+"""The window's layout: on a small screen it fits 800x600 (its minimum was 903 px wide, and 1,011
+once the plots' one-line key showed at its smallest height), and the Preview's line says which
+step a sample is from (that label was 0 px wide at every window size); every control has a
+tooltip."""
 
 from PySide6.QtWidgets import QApplication
 
@@ -31,3 +32,16 @@ def test_the_preview_says_which_sample_it_shows(win, qtbot):
     tag = win.preview.tag
     assert tag.width() >= min(tag.sizeHint().width(), 300), (tag.width(), tag.sizeHint())
     assert tag.toolTip() == "sample — after epoch 3"
+
+
+def test_every_box_and_button_has_a_tooltip(win):
+    """The README says every control has a tooltip; the Preview's sampling boxes had none."""
+    from PySide6.QtWidgets import QAbstractButton, QAbstractSpinBox, QComboBox, QPlainTextEdit
+
+    kinds = (QAbstractSpinBox, QComboBox, QAbstractButton, QPlainTextEdit)
+    bare = [f"{type(w).__name__} {getattr(w, 'text', lambda: '')()!r} in "
+            f"{type(w.parentWidget()).__name__}"
+            for kind in kinds for w in win.findChildren(kind)
+            if not w.toolTip() and not w.isHidden() and not w.objectName().startswith("qt_")
+            and not (isinstance(w, QPlainTextEdit) and w.isReadOnly())]  # (outputs)
+    assert not bare, bare
