@@ -104,11 +104,16 @@ def walk(top: Path, max_entries: int | None = None) -> tuple[list[Path], list[tu
 
 def not_text_folder(folder: Path) -> str | None:
     """Why a folder is not read as text: a run folder (run.json beside snapshots/) or a model
-    folder (config.json beside weights: an export, a snapshot, a downloaded model); else None."""
-    if (folder / "run.json").is_file() and (folder / "snapshots").is_dir():
-        return RUN_FOLDER
-    if is_model_folder(folder):
-        return MODEL_FOLDER
+    folder (config.json beside weights: an export, a snapshot, a downloaded model); else None,
+    also for a folder that cannot be looked into (its listing then says why: an unreadable
+    subfolder stopped the whole corpus with "sub/run.json: Permission denied")."""
+    try:
+        if (folder / "run.json").is_file() and (folder / "snapshots").is_dir():
+            return RUN_FOLDER
+        if is_model_folder(folder):
+            return MODEL_FOLDER
+    except OSError:  # (Python 3.11's is_file raises EACCES where 3.12 says False)
+        return None
     return None
 
 

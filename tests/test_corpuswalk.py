@@ -183,3 +183,36 @@ def test_a_link_loop_given_by_name_says_it_loops_not_cannot_read(tmp_path):
     why = {p.name: r for p, r in c.rejected}
     assert why["la"].startswith("a link that loops back to itself") and "; point it at" in why["la"]
     assert why["gone"].startswith("a broken link (No such file or directory); point it at")
+
+
+def test_an_unreadable_subfolder_is_skipped_not_the_whole_corpus(tmp_path, monkeypatch):
+    """A chmod 000 subfolder stopped train and eval with "sub/run.json: Permission denied" (a file
+    that does not exist): Python 3.11's is_file raises EACCES there. The folder is skipped with
+    its reason; the rest is read. (The permission is faked: the tests may run as root.)"""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.txt").write_text("hidden")
+    (tmp_path / "a.txt").write_text("kept")
+    real_is_file, real_scandir = Path.is_file, os.scandir
+
+    def is_file(self):  # noqa: ANN001, ANN202
+        if self.parent.name == "sub":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_is_file(self)
+
+    def scandir(path):  # noqa: ANN001, ANN202
+        if Path(path).name == "sub":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    monkeypatch.setattr(os, "scandir", scandir)
+    files, rejected = walk(tmp_path)
+    assert files == [tmp_path / "a.txt"]
+    assert rejected == [(tmp_path / "sub", "cannot list the folder (Permission denied)")]
+    if os.geteuid() != 0:  # the real thing where it can be had
+        monkeypatch.undo()
+        (tmp_path / "sub").chmod(0)
+        try:
+            assert walk(tmp_path)[0] == [tmp_path / "a.txt"]
+        finally:
+            (tmp_path / "sub").chmod(0o755)
