@@ -825,6 +825,10 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
                 raise CheckpointError(f"{folder / name}: a folder where the run keeps a file; "
                                       "move it away, then resume")
         spec, snap, meta, refused = _open(folder)
+        if refused and (denied := rf.unreadable_newer(folder, snap)) is not None:
+            raise CheckpointError(f"{denied}: cannot read it (permission denied); fix its "
+                                  "permissions, then resume (nothing was changed: going on "
+                                  f"from {snap.name} would have lost the steps after it)")
         before = spec.train
         train_kw = {k: v for k, v in overrides.items() if v is not None and hasattr(spec.train, k)}
         if train_kw.get("max_steps") == NO_LIMIT:

@@ -712,6 +712,26 @@ def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, An
                           "run (--init takes any other model folder)")
 
 
+def unreadable_newer(folder: Path, chosen: Path) -> Path | None:
+    """A file or folder of a snapshot newer than ``chosen`` that this user may not read, or
+    None: such a snapshot was passed over as if it were damaged, and a resume went back to an
+    older one and set the newer aside (every step since lost to a ``chmod`` that can be fixed)."""
+    step = next((n for n, p in snapshots(folder) if p == chosen), -1)
+    for n, p in snapshots(folder):
+        if n <= step:
+            continue
+        if not os.access(p, os.R_OK | os.X_OK):
+            return p
+        try:
+            names = sorted(e.name for e in os.scandir(p))
+        except OSError:
+            return p
+        for name in names:
+            if not os.access(p / name, os.R_OK):
+                return p / name
+    return None
+
+
 def latest_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, Any]]:
     """``find_snapshot`` without the list of refused snapshots."""
     path, trainer, _ = find_snapshot(folder, which)

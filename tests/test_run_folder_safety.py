@@ -1160,6 +1160,37 @@ def test_a_resume_past_a_damaged_snapshot_keeps_it(made_run, tmp_path, capsys):
     assert not run.exists()
 
 
+def test_a_resume_refuses_to_go_back_past_a_snapshot_it_may_not_read(made_run, tmp_path, capsys,
+                                                                   monkeypatch):
+    """step-4's weights unreadable (a chmod, another user's files): the resume set step-4 aside
+    as damaged and trained again from step 2, losing every step since, for a permission a chmod
+    fixes. It refuses, names the file and changes nothing; readers (generate) still fall back.
+    (The permission is faked: the tests may run as root.)"""
+    import os
+
+    from engine import checkpoint as ckpt
+
+    run = _copy(made_run, tmp_path)
+    locked = run / rf.SNAPSHOTS / "step-4" / "model.safetensors"
+    real_access, real_sha = os.access, ckpt.sha256_file
+    monkeypatch.setattr(rf.os, "access", lambda p, m: Path(p) != locked and real_access(p, m))
+
+    def sha(path):  # noqa: ANN001, ANN202
+        if Path(path) == locked:
+            raise CheckpointError(f"{path}: cannot read (Permission denied)")
+        return real_sha(path)
+
+    monkeypatch.setattr(ckpt, "sha256_file", sha)
+    rc, err = _resume(run, capsys)
+    assert rc == 2
+    assert f"error: {locked}: cannot read it (permission denied); fix its permissions, then " \
+           "resume" in err
+    assert (run / rf.SNAPSHOTS / "step-4").is_dir() and rf.read_pointer(run)["step"] == 4
+    assert not (run / rf.SNAPSHOTS / "step-4.damaged").exists()
+    assert main(["generate", str(run), "--prompt", "a", "--max-new-tokens", "2"]) == 0
+    assert "using step-2 instead" in capsys.readouterr().err
+
+
 def test_a_resume_drops_the_samples_of_the_lost_work_and_names_a_damaged_latest(made_run,
                                                                               tmp_path, capsys):
     """samples.jsonl kept the samples of steps a crash lost: once the resumed run passed them
