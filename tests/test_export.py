@@ -786,3 +786,34 @@ def test_a_peft_export_exports_merged_and_as_gguf(lora_run: Path, tmp_path: Path
     assert any(not np.array_equal(base.params[k], v) for k, v in got.params.items())
     export_gguf(tmp_path / "peft", tmp_path / "m.gguf")
     assert (tmp_path / "m.gguf").read_bytes()[:4] == b"GGUF"
+
+
+def test_a_killed_gguf_export_leaves_no_temp_file_past_the_next_export(lora_run: Path,
+                                                                       tmp_path: Path) -> None:
+    """A GGUF export killed before its rename left its hidden .k.gguf.<hex>.tmp (up to the
+    model's size) through every later export, --force too. The next export removes it, and
+    leaves alone one a live export holds (its lock)."""
+    import fcntl
+    import os
+
+    from engine.export.source import locked_temp
+
+    out = tmp_path / "k.gguf"
+    stale = tmp_path / ".k.gguf.a59a77786be1.tmp"
+    stale.write_bytes(b"GGUF" + b"\0" * 20)  # as a kill -9 mid-write leaves it
+    other = tmp_path / ".other.gguf.0123456789ab.tmp"  # another output's: not ours to take
+    other.write_bytes(b"x")
+    with locked_temp(out) as live:  # an export writing to the same name right now
+        export_gguf(lora_run, out)
+        assert Path(live).exists() and not stale.exists() and other.exists()
+        fd = os.open(live, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                raise AssertionError("the live export's temp file was not locked")
+            except BlockingIOError:
+                pass
+        finally:
+            os.close(fd)
+        Path(live).unlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [other.name, "k.gguf"]

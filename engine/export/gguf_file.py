@@ -25,14 +25,14 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from .. import checkpoint as ckpt
 from ..errors import CheckpointError
 from ..params import EMBEDDINGS, LM_HEAD, NORM_F
 from ..tokenizer import BPETokenizer, byte_tokenizer_json
-from .source import RunSource, check_out, clear_out, open_run
+from .source import RunSource, check_out, clear_out, clear_stale_temps, locked_temp, open_run
 
 _MIXER = {"in_proj.weight": "ssm_in.weight", "conv1d.weight": "ssm_conv1d.weight",
           "conv1d.bias": "ssm_conv1d.bias", "x_proj.weight": "ssm_x.weight",
@@ -99,13 +99,19 @@ def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = Fals
         raise CheckpointError("the gguf package is not installed; pip install gguf") from None
     notes = check_out(src_folder, out_path, file=True, force=force)
     run = open_run(src_folder)
-    cfg = run.lm.config
     out_path = Path(out_path)
     if out_path.is_symlink():  # replace the file it points to, as writing through it would,
         out_path = out_path.resolve()  # not the link (check_out refused a dangling one)
     clear_out(out_path)
-    fd, tmp = ckpt.create_temp(out_path)
-    os.close(fd)
+    clear_stale_temps(out_path)
+    with locked_temp(out_path) as tmp:
+        _write(gguf, run, out_path, tmp)
+    return notes + run.notices
+
+
+def _write(gguf: Any, run: RunSource, out_path: Path, tmp: str) -> None:
+    """The GGUF file of ``run`` written to ``tmp``, then renamed to ``out_path``."""
+    cfg = run.lm.config
     try:
         w = gguf.GGUFWriter(tmp, "mamba")
         w.add_name(out_path.stem)
@@ -149,4 +155,3 @@ def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = Fals
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return notes + run.notices

@@ -261,6 +261,40 @@ def _clear_stale(out: Path) -> None:
                 os.close(fd)
 
 
+def clear_stale_temps(out: Path) -> None:
+    """Remove the hidden ``.<name>.<hex>.tmp`` files that GGUF exports to ``out`` killed before
+    their rename left beside it (each up to the model's size; every later export, ``--force``
+    too, left them). A live export holds a lock on its own (``locked_temp``) and is skipped."""
+    for p in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue  # a link or gone: left alone
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # being written now (BlockingIOError), or not ours to lock
+            continue
+        else:
+            with suppress(OSError):
+                p.unlink()
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def locked_temp(out: Path) -> Iterator[str]:
+    """A new hidden temporary file beside ``out`` (``checkpoint.create_temp``), locked while the
+    block writes it, so that ``clear_stale_temps`` of another export leaves it alone."""
+    fd, tmp = ckpt.create_temp(out)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield tmp
+    finally:
+        os.close(fd)
+
+
 def _publish(tmp: Path, out: Path, force: bool) -> None:
     old, held = None, None
     if force and out.is_dir() and any(out.iterdir()):  # an earlier export (check_out saw it)
