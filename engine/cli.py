@@ -134,16 +134,16 @@ def _export(a: argparse.Namespace) -> int:
     def say(line: str) -> None:  # (10 s of scoring for the card passed without a word)
         print(line, file=sys.stderr)
 
-    try:
+    best = _better_best(Path(a.run))  # the snapshot the export is about to read (read after
+    try:  # it, a run in training had saved on: it named step 140 of an export of step 112)
         if a.kind == "gguf":
             notes = export_gguf(a.run, a.out, force=a.force)
         else:
             fn = export_merged if a.kind == "merged" else export_peft
             notes = fn(a.run, a.out, force=a.force, progress=say)
     except OSError as exc:  # writing the output: named by it, not by a temp file beside it
-        where = Path(a.out).resolve().parent
-        if not (exc.filename and Path(exc.filename).resolve().is_relative_to(where)):
-            raise
+        if not (exc.filename and _is_output(Path(exc.filename), Path(a.out))):
+            raise  # (reading the run: it said the output "cannot write")
         raise MambaStudioError(f"{a.out}: cannot write ({exc.strerror or exc}); choose another "
                                "output path") from None
     for note in notes:
@@ -152,7 +152,6 @@ def _export(a: argparse.Namespace) -> int:
     if a.kind == "gguf" and suffix != ".gguf":  # llama.cpp reads it; Ollama / LM Studio list
         print(f"note: {a.out} is one GGUF file; name it *.gguf for the tools that look for "
               "that extension", file=sys.stderr)  # only *.gguf files
-    best = _better_best(Path(a.run))
     if best:
         print(f"note: {best}", file=sys.stderr)
     loads = {"merged": "AutoModelForCausalLM.from_pretrained (transformers 4.x/5.x)",
@@ -160,6 +159,14 @@ def _export(a: argparse.Namespace) -> int:
              "gguf": "llama.cpp (llama-cli -m OUT), Ollama, LM Studio"}[a.kind]
     print(f"wrote {a.out}: loads with {loads}", file=sys.stderr)
     return 0
+
+
+def _is_output(path: Path, out: Path) -> bool:
+    """``path`` is the export ``out``, inside it, its folder, or a hidden file or folder beside
+    it that the export writes first (``.NAME...``)."""
+    p, o = path.resolve(), out.resolve()
+    return (p == o or p.is_relative_to(o) or p == o.parent
+            or (p.parent == o.parent and p.name.startswith(f".{o.name}")))
 
 
 def _better_best(folder: Path) -> str:

@@ -278,9 +278,9 @@ def test_a_full_disk_while_training_says_what_was_kept_on_its_own_line(tmp_path,
     assert json.loads((out / "latest.json").read_text())["step"] == 4
 
 
-def test_export_of_a_run_names_a_better_best_snapshot(tmp_path, capsys):
+def test_export_of_a_run_names_a_better_best_snapshot(tmp_path, capsys, monkeypatch):
     """The CLI exported the latest weights without a word when best.json named a better
-    snapshot (the window asks which)."""
+    snapshot (the window asks which); the step it names is the one exported."""
     out = tmp_path / "run"
     assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32",
                  "--batch", "2", "--max-steps", "4", "--eval-every", "2", "--autosave-steps", "2",
@@ -294,6 +294,25 @@ def test_export_of_a_run_names_a_better_best_snapshot(tmp_path, capsys):
            f"snapshot folder, {out / 'snapshots' / 'step-2'}, in place of the run" in err
     assert main(["export", "--merged", str(out / "snapshots" / "step-2"), str(tmp_path / "b")]) == 0
     assert "best held-out" not in capsys.readouterr().err
+    import engine.export  # a run in training saves on while it is exported: the note said the
+    real = engine.export.export_merged  # step saved meanwhile, not the one exported
+
+    def saved_meanwhile(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        notes = real(*a, **k)
+        import shutil
+
+        snaps = out / "snapshots"
+        shutil.copytree(snaps / "step-4", snaps / "step-6")
+        state = json.loads((snaps / "step-6" / "trainer.json").read_text())
+        (snaps / "step-6" / "trainer.json").write_text(json.dumps({**state, "step": 6}))
+        latest = json.loads((out / "latest.json").read_text())
+        (out / "latest.json").write_text(json.dumps({**latest, "snapshot": "step-6", "step": 6}))
+        return notes
+
+    monkeypatch.setattr(engine.export, "export_merged", saved_meanwhile)
+    assert main(["export", "--merged", str(out), str(tmp_path / "c")]) == 0
+    err = capsys.readouterr().err
+    assert "note: this is the latest snapshot, step 4 (held-out " in err, err
 
 
 def test_a_too_long_preview_prompt_names_the_flag(capsys):

@@ -173,6 +173,21 @@ def test_cli_export_write_error_names_the_output_not_a_temp_file(tmp_path: Path,
     assert err == f"error: {out}: cannot write (Permission denied); choose another output path"
 
 
+def test_cli_export_read_error_of_the_run_is_not_blamed_on_the_output(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                                     monkeypatch) -> None:
+    """The run unreadable, beside a writable output: it said "OUT: cannot write (Permission
+    denied); choose another output path" (every error under the output's folder was its)."""
+    run = tmp_path / "run"
+    MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer()).save(run)
+
+    def denied(*_a: object, **_k: object) -> list[str]:
+        raise PermissionError(13, "Permission denied", str(run / "run.json"))
+
+    monkeypatch.setattr("engine.export.export_merged", denied)
+    assert main(["export", "--merged", str(run), str(tmp_path / "e1")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {run / 'run.json'}: Permission denied"
+
+
 def test_cli_export_needs_exactly_one_kind(capsys) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(SystemExit) as e:
         main(["export", "--merged", "--gguf", "a", "b"])
