@@ -329,7 +329,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
                   f"{more} to continue it", file=sys.stderr)
             return 0
-        if run.unscored:
+        if run.unscored or run.interrupted_eval:
             print(f"{run.folder} stopped before its held-out loss at step {run.step} was measured: "
                   "measuring it", file=sys.stderr)
         sampling = replace(GENERATION_DEFAULTS, max_new_tokens=a.sample_tokens, seed=tr.cfg.seed)

@@ -251,6 +251,17 @@ class Run:
         return (self.done and self.trainer.has_val
                 and (self.saved_step != self.step or self.saved_val is None))
 
+    @property
+    def interrupted_eval(self) -> bool:
+        """Not done, holding out text, and saved at a step whose held-out evaluation (every
+        ``eval_every`` steps or at an epoch's end) a stop interrupted: ``train`` measures it
+        first (it was dropped for good, a gap in the curve and one evaluation fewer for early
+        stopping than the run not stopped)."""
+        tr, s = self.trainer, self.step
+        return (not self.done and tr.has_val and s > 0 and self.saved_step == s
+                and self.saved_val is None
+                and (s % tr.eval_every == 0 or s % tr.steps_per_epoch == 0))
+
     # ------------------------------------------------------------------ saving
     def save(self, val_loss: float | None = None) -> Path:
         """Publish a snapshot of the current state (refused if any weight is NaN/Inf)."""
@@ -374,6 +385,19 @@ class Run:
         if self.saved_val is not None and self.saved_step == self.step:  # (a resume's snapshot's)
             last_eval[self.step] = self.saved_val
 
+        def eval_row(val: float) -> None:
+            """The held-out loss of the current step in metrics.csv, with its step's epoch."""
+            cur = self.trainer.cursor
+            epoch = cur.epoch - 1 if cur.group == 0 and cur.step > 0 else cur.epoch
+            rf.append_metric(self.folder, {"kind": "eval", "step": self.step, "epoch": epoch,
+                                           "val_loss": val})
+
+        if self.interrupted_eval and (val := self._val_loss(control)) is not None:
+            last_eval[self.step] = val
+            eval_row(val)
+            held_out(val)
+            save(val)
+
         def step_hook(r: StepReport) -> None:
             rf.append_metric(self.folder, {"kind": "step", **asdict(r)})
             if r.val_loss is not None:
@@ -431,10 +455,7 @@ class Run:
                 if self.step not in last_eval and (val := self._val_loss(control)) is not None:
                     last_eval.clear()
                     last_eval[self.step] = val
-                    cur = self.trainer.cursor  # the epoch its step is in, as the step's row
-                    epoch = cur.epoch - 1 if cur.group == 0 and cur.step > 0 else cur.epoch
-                    rf.append_metric(self.folder, {"kind": "eval", "step": self.step,
-                                                   "epoch": epoch, "val_loss": val})
+                    eval_row(val)  # (with the epoch its step is in, as the step's row)
                 if self.step != self.saved_step or self.step in last_eval:
                     save(last_eval.get(self.step))
             except (OSError, MambaStudioError) as exc:  # the last save: the run's end or a Stop

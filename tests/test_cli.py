@@ -683,6 +683,37 @@ def test_resume_of_a_run_stopped_during_its_final_evaluation_scores_it(tmp_path,
     assert "already at step 4 of 4" in capsys.readouterr().err  # scored: nothing left
 
 
+def test_resume_measures_a_held_out_evaluation_a_stop_interrupted_inside_the_run(tmp_path,
+                                                                                 capsys):
+    """A stop (SIGTERM, Stop) during the evaluation at step 2 of 6 (every 2 steps): the resume
+    went on without it, so metrics.csv had no eval row at step 2 and early stopping counted one
+    evaluation fewer than the run not stopped. The resume measures it first, once."""
+    from engine import runformat as rf
+    from engine.run import RunSpec, start
+    from engine.trainer import TrainConfig
+    from tests.helpers import train_stopped_while_scoring
+
+    spec = RunSpec(preset="tiny", autosave_minutes=0,
+                   train=TrainConfig(batch_size=2, seq_len=32, max_steps=6, eval_every=2))
+    corpus = _corpus(tmp_path)
+    with start(spec, [corpus], out=tmp_path / "plain") as run:
+        run.train()
+    with start(spec, [corpus], out=tmp_path / "stopped") as run:
+        result = train_stopped_while_scoring(run)
+        assert result.step == 2 and not result.unscored and run.interrupted_eval
+    assert [r["step"] for r in rf.read_metrics(tmp_path / "stopped") if r["kind"] == "eval"] == []
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "stopped"), "--sample-tokens", "0"]) == 0
+    assert "before its held-out loss at step 2 was measured: measuring it" in capsys.readouterr().err
+
+    def evals(folder):  # noqa: ANN001, ANN202
+        return [(r["step"], r["epoch"], r["val_loss"]) for r in rf.read_metrics(folder)
+                if r["kind"] == "eval"]
+
+    assert evals(tmp_path / "stopped") == evals(tmp_path / "plain")
+    assert [s for s, _, _ in evals(tmp_path / "plain")] == [2, 4, 6]
+
+
 def test_train_under_mpirun_without_distributed_is_refused(tmp_path, capsys, monkeypatch):
     """`mpirun -np 2 python -m engine train ...` without --distributed: two trainings of the
     same run, the second refused by the run's lock, and nothing said --distributed was missing.
