@@ -91,7 +91,7 @@ class DivergenceGuard:
             return "the weights became NaN/Inf"
         ratio = math.sqrt(num / den) if den > 0 else 0.0
         if den > 0 and ratio > self.max_update:
-            return f"one step changed the weights by {ratio:.3g} of their norm"
+            return f"one step changed the weights by {ratio:.3g} times their norm"
         return None
 
     def after(self, trainer: Trainer, report: StepReport) -> bool:

@@ -173,7 +173,8 @@ def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = N
         count[0] += 1
         control.stop()
         tell(signum, ": finishing the current step, then saving (please wait)" if count[0] == 1
-             else " again: still saving; the run will exit as soon as the snapshot is safe")
+             else " again: still finishing (the first step compiles the kernels, up to a "
+                  "minute) or saving; the run will exit as soon as the snapshot is safe")
 
     def late(signum: int, frame: Any) -> None:
         tell(signum, ": the run is saved; finishing (kill -9 ends the process at once)")
