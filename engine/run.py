@@ -860,6 +860,8 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         lm = MambaLM.load(snap)
         lm.check_finite(snap)  # a diverged snapshot would be "rolled back" to itself
         check_fits(lm.tokenizer, lm.config.vocab_size, snap / "tokenizer.json")
+        rf.check_resume_dir(folder, rf.snapshot_bytes(n_params(lm.config), count_trainable(
+            lm.config, spec.train.lora, spec.train.wsla)))
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.warnings = refused  # (said as "note:" on a resume, "warning:" everywhere else)
         tensors = ckpt.read_tensors(snap / rf.SNAP_STATE)

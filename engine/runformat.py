@@ -924,6 +924,28 @@ def check_out_dir(folder: Path, need_bytes: int) -> None:
             "(two snapshots and the token ids); free space or choose another --out")
 
 
+def check_resume_dir(folder: Path, need_bytes: int) -> None:
+    """Before a resume's step 1: the run folder is writable and its disk has room for one more
+    snapshot (``need_bytes``). A read-only folder failed later naming a hidden temporary file
+    (".samples.jsonl.<hex>.tmp: Permission denied"), a full disk as "could not write
+    metrics.csv", neither with a fix."""
+    probe = folder / f".write-test-{os.getpid()}.tmp"
+    try:
+        probe.write_bytes(b"x")
+        probe.unlink()
+    except OSError as exc:
+        raise CheckpointError(
+            f"{folder}: cannot write into the run folder ({exc.strerror or exc}); make it "
+            f"writable (chmod u+w), or copy it somewhere writable (cp -a "
+            f"{shlex.quote(str(folder))} NEW) and resume that") from None
+    free = shutil.disk_usage(folder).free
+    if free < need_bytes:
+        raise CheckpointError(
+            f"{folder}: only {free / 2**20:,.0f} MiB free, the next snapshot needs "
+            f"{need_bytes / 2**20:,.0f} MiB; free some space, then resume (nothing was lost: the "
+            "run is at its last snapshot)")
+
+
 RUN_NUMBERS = ".run-numbers.json"  # in a runs root: the last n given to each <date>-<label>
 
 

@@ -1245,3 +1245,30 @@ def test_odd_sample_lines_and_a_set_aside_best_snapshot(made_run, tmp_path, caps
     assert others_in_run(run) == ["snapshots/step-4-damaged"]
     (run / rf.SNAPSHOTS / "step-2" / "model.safetensors").unlink()
     assert rf.expected_snapshot(run)[:2] == (run / rf.SNAPSHOTS / "step-0", 0)
+
+
+def test_a_resume_into_a_read_only_folder_or_a_full_disk_says_so_before_training(
+        made_run, tmp_path, capsys, monkeypatch):
+    """A read-only run folder failed later naming a hidden temporary file
+    (".samples.jsonl.<hex>.tmp: Permission denied"), a full disk as "could not write
+    metrics.csv: No space left on device", neither with a fix. Both are said before step 1,
+    and nothing is changed. (Faked: the tests may run as root.)"""
+    run = _copy(made_run, tmp_path)
+    before = sorted(p.name for p in run.iterdir())
+    monkeypatch.setattr(rf.shutil, "disk_usage", lambda p: type("U", (), {"free": 1 << 10})())
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and f"error: {run}: only 0 MiB free, the next snapshot needs " in err, err
+    assert "free some space, then resume (nothing was lost" in err
+    monkeypatch.undo()
+    real = Path.write_bytes
+
+    def read_only(self, data):  # noqa: ANN001, ANN202
+        if self.parent == run:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", read_only)
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and f"error: {run}: cannot write into the run folder (Permission denied); " \
+                       "make it writable (chmod u+w)" in err, err
+    assert sorted(p.name for p in run.iterdir()) == before and rf.read_pointer(run)["step"] == 4
