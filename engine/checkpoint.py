@@ -315,6 +315,15 @@ def read_config(folder: Path) -> MambaConfig:
             raise CheckpointError(f"{folder}: the snapshots folder of a run; pass the run "
                                   f"({folder.parent}: its latest snapshot) or one snapshot, "
                                   f"e.g. {inner[-1]}")
+        if ((folder / "lock").is_file() or (folder / "data").is_dir()) and not (
+                folder / "run.json").exists():  # (killed while prepared: "not a model folder")
+            raise CheckpointError(
+                f"{folder}: a run ended while it was being prepared, before its first save; "
+                "there is no model in it: start it again on its corpus with --out "
+                f"{folder} --force")
+        if folder.is_dir() and not any(folder.iterdir()):
+            raise CheckpointError(f"{folder}: an empty folder, not a model folder; pass a run "
+                                  "folder, a snapshot or an exported model")
         raise CheckpointError(f"{folder}: no config.json (not a model folder)")
     from .limits import check_hf_config
     from .safeio import read_json

@@ -240,3 +240,23 @@ def test_resume_of_a_run_killed_while_it_was_prepared_says_what_to_do(tmp_path, 
     err = capsys.readouterr().err
     assert f"{half}: no run.json, not a run folder: a run ended while it was being prepared" in err
     assert f"start it again on its corpus with --out {half} --force" in err
+
+
+def test_generate_of_an_empty_folder_or_a_run_killed_while_prepared_says_what_it_is(tmp_path,
+                                                                                    capsys):
+    """Both said only "no config.json (not a model folder)"; train --resume explained the
+    second."""
+    from engine.cli import main
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    prepared = tmp_path / "prepared"  # what a kill -9 while tokenizing leaves
+    (prepared / "data").mkdir(parents=True)
+    (prepared / "lock").write_text("")
+    for folder, said in ((empty, "an empty folder, not a model folder"),
+                         (prepared, "a run ended while it was being prepared, before its first "
+                                    "save; there is no model in it")):
+        for cmd in (["generate", str(folder)], ["eval", str(folder), str(folder)]):
+            assert main(cmd) == 2
+            err = capsys.readouterr().err
+            assert err.startswith(f"error: {folder}: {said}") and err.count("\n") == 1, err
