@@ -143,7 +143,7 @@ def test_cli_export_writes_each_kind(lora_run: Path, tmp_path: Path, capsys) -> 
 @pytest.mark.parametrize("args,message", [
     (["--peft", "{run}", "{tmp}/p"], "not a LoRA run"),
     (["--merged", "{tmp}/missing", "{tmp}/m"], "missing: no such file or folder"),
-    (["--gguf", "{tmp}/empty", "{tmp}/x.gguf"], "no config.json"),
+    (["--gguf", "{tmp}/empty", "{tmp}/x.gguf"], "an empty folder, not a model folder"),
     (["--merged", "{run}", "{run}/out"], "of its own"),
     (["--gguf", "{run}", "{tmp}/afile/m.gguf"], "afile is a file, not a folder; choose another"),
     (["--merged", "{run}", "{tmp}/afile/hf"], "afile is a file, not a folder; choose another"),
