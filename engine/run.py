@@ -221,6 +221,7 @@ class Run:
                 "measured")
         self.saved_step = -1
         self.saved_val: float | None = None  # the held-out loss kept with that save (its step's)
+        self.saved_eval_stopped = False  # that save's step's evaluation was cut short by a stop
         self.best_val: float | None = None
         self.early_bad = 0  # held-out evaluations since the best (EarlyStopping.bad), saved
 
@@ -253,14 +254,13 @@ class Run:
 
     @property
     def interrupted_eval(self) -> bool:
-        """Not done, holding out text, and saved at a step whose held-out evaluation (every
-        ``eval_every`` steps or at an epoch's end) a stop interrupted: ``train`` measures it
-        first (it was dropped for good, a gap in the curve and one evaluation fewer for early
-        stopping than the run not stopped)."""
-        tr, s = self.trainer, self.step
-        return (not self.done and tr.has_val and s > 0 and self.saved_step == s
-                and self.saved_val is None
-                and (s % tr.eval_every == 0 or s % tr.steps_per_epoch == 0))
+        """Not done, and saved at a step whose held-out evaluation a stop cut short (the
+        snapshot says so: ``eval_stopped``): ``train`` measures it first (it was dropped for
+        good, a gap in the curve and one evaluation fewer for early stopping than the run not
+        stopped). Told by the snapshot, not guessed from the step: a save without a loss (the
+        window's Save) and a changed ``eval_every`` are no such stop."""
+        return (not self.done and self.trainer.has_val and self.step > 0
+                and self.saved_step == self.step and self.saved_eval_stopped)
 
     # ------------------------------------------------------------------ saving
     def save(self, val_loss: float | None = None) -> Path:
@@ -276,12 +276,16 @@ class Run:
         meta = {"cursor": state["cursor"], "lr_scale": state["lr_scale"], "epochs": state["epochs"],
                 "early_bad": self.early_bad,  # evaluations since the best (early stopping)
                 "optimizer_t": state["optimizer"]["t"]}
+        stopped = val_loss is None and tr.eval_stopped_at == tr.cursor.step
+        if stopped:  # the step's evaluation was cut short by a stop: the resume measures it
+            meta["eval_stopped"] = True
         path = rf.write_snapshot(
             self.folder, tr.cursor.step,
             lambda d: ckpt.save_model_files(d, self.lm.config, self.lm.params, self.lm.tokenizer),
             tensors, meta, val_loss, self.spec.keep)
         self.saved_step = tr.cursor.step
         self.saved_val = val_loss
+        self.saved_eval_stopped = stopped
         if val_loss is not None and (self.best_val is None or val_loss < self.best_val):
             self.best_val = val_loss
         return path
@@ -860,8 +864,6 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         lm = MambaLM.load(snap)
         lm.check_finite(snap)  # a diverged snapshot would be "rolled back" to itself
         check_fits(lm.tokenizer, lm.config.vocab_size, snap / "tokenizer.json")
-        rf.check_resume_dir(folder, rf.snapshot_bytes(n_params(lm.config), count_trainable(
-            lm.config, spec.train.lora, spec.train.wsla)))
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.warnings = refused  # (said as "note:" on a resume, "warning:" everywhere else)
         tensors = ckpt.read_tensors(snap / rf.SNAP_STATE)
@@ -876,6 +878,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
             raise CheckpointError(f"{snap}: unusable trainer state ({exc})") from None
         run.saved_step = run.step
         val = meta.get("val_loss")
+        run.saved_eval_stopped = meta.get("eval_stopped") is True
         run.saved_val = (float(val) if isinstance(val, (int, float)) and not isinstance(val, bool)
                          and math.isfinite(val) else None)
         tr = run.trainer
@@ -889,6 +892,9 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
                              f"of epochs {spec.train.epochs} and max steps "  # "3 epochs" at 10)
                              f"{spec.train.max_steps or 'no limit'}: give {' and '.join(fixes)} "
                              "to train on")
+        if run.step < tr.total_steps or run.unscored or run.interrupted_eval:  # (work to do:
+            rf.check_resume_dir(folder, rf.snapshot_bytes(  # a finished run says so instead)
+                n_params(lm.config), count_trainable(lm.config, spec.train.lora, spec.train.wsla)))
         totals = "epochs" in train_kw or "max_steps" in train_kw
         if totals and "lr" not in train_kw and (rate := tr.rate_notice(before)) is not None:
             run.notices.append(rate)

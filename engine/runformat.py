@@ -813,7 +813,10 @@ def clean_stale(folder: Path) -> list[str]:
             stale_dir = p.name.startswith(TMP_PREFIX) and p.is_dir()
             stale_file = p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file()
             if stale_dir or stale_file:
-                shutil.rmtree(p, ignore_errors=True) if stale_dir else p.unlink(missing_ok=True)
+                try:  # (a read-only folder: left, said by the writability check after this)
+                    shutil.rmtree(p, ignore_errors=True) if stale_dir else p.unlink(missing_ok=True)
+                except OSError:
+                    continue
                 removed.append(str(p.relative_to(folder)))
     return removed
 

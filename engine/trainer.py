@@ -193,6 +193,7 @@ class Trainer:
         self.thread_tuner = ThreadTuner()
         self.eta = Eta()  # seconds left, from the median of recent step times (engine/eta.py)
         self._should_stop: Callable[[], bool] | None = None  # the stop flag while ``run`` runs
+        self.eval_stopped_at: int | None = None  # the step whose evaluation a stop cut short
         self.on_evaluate: Callable[[], None] | None = None  # told as each evaluation starts
         # (seconds on a big held-out set, between two steps: the CLI says so on its progress line)
         self._gap_from = (0.0, 0)  # (perf_counter, continues()) at the end of the last step
@@ -318,6 +319,7 @@ class Trainer:
         try:
             val = self.evaluate(should_stop or self._should_stop)
         except EvalStopped:
+            self.eval_stopped_at = self.cursor.step
             return None
         if continues() == seen:  # (not a time the process was stopped in)
             self.eta.evaluated(time.perf_counter() - t)

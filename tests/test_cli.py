@@ -689,7 +689,7 @@ def test_resume_measures_a_held_out_evaluation_a_stop_interrupted_inside_the_run
     went on without it, so metrics.csv had no eval row at step 2 and early stopping counted one
     evaluation fewer than the run not stopped. The resume measures it first, once."""
     from engine import runformat as rf
-    from engine.run import RunSpec, start
+    from engine.run import RunSpec, resume, start
     from engine.trainer import TrainConfig
     from tests.helpers import train_stopped_while_scoring
 
@@ -712,6 +712,25 @@ def test_resume_measures_a_held_out_evaluation_a_stop_interrupted_inside_the_run
 
     assert evals(tmp_path / "stopped") == evals(tmp_path / "plain")
     assert [s for s, _, _ in evals(tmp_path / "plain")] == [2, 4, 6]
+    # a save without a loss at a measured step (the window's Save), then a kill: no such stop
+    # (it was measured again: a second eval row at step 2, and early stopping fed it twice)
+
+    class Killed(Exception):
+        pass
+
+    def save_then_die(r):  # noqa: ANN001, ANN202
+        if r.step == 2:
+            run.save()
+            raise Killed
+
+    with start(spec, [corpus], out=tmp_path / "saved") as run, pytest.raises(Killed):
+        run.train(on_step=save_then_die)
+    with resume(tmp_path / "saved") as run:
+        assert run.step == 2 and not run.interrupted_eval
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "saved"), "--sample-tokens", "0"]) == 0
+    assert "measuring it" not in capsys.readouterr().err
+    assert evals(tmp_path / "saved") == evals(tmp_path / "plain")
 
 
 def test_train_under_mpirun_without_distributed_is_refused(tmp_path, capsys, monkeypatch):

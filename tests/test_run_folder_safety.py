@@ -1254,20 +1254,31 @@ def test_a_resume_into_a_read_only_folder_or_a_full_disk_says_so_before_training
     metrics.csv: No space left on device", neither with a fix. Both are said before step 1,
     and nothing is changed. (Faked: the tests may run as root.)"""
     run = _copy(made_run, tmp_path)
+    (run / ".samples.jsonl.b7da5760727d.tmp").write_text("")  # a killed run's temp file
     before = sorted(p.name for p in run.iterdir())
     monkeypatch.setattr(rf.shutil, "disk_usage", lambda p: type("U", (), {"free": 1 << 10})())
+    assert main(["train", "--resume", str(run), "--sample-tokens", "0"]) == 0  # finished: it
+    assert "is already at step 4 of 4" in capsys.readouterr().err  # says so, as before
+    (run / ".samples.jsonl.b7da5760727d.tmp").write_text("")
     rc, err = _resume(run, capsys)
     assert rc == 2 and f"error: {run}: only 0 MiB free, the next snapshot needs " in err, err
     assert "free some space, then resume (nothing was lost" in err
     monkeypatch.undo()
-    real = Path.write_bytes
+    (run / ".samples.jsonl.b7da5760727d.tmp").write_text("")
+    real_write, real_unlink = Path.write_bytes, Path.unlink
 
     def read_only(self, data):  # noqa: ANN001, ANN202
         if self.parent == run:
             raise PermissionError(13, "Permission denied", str(self))
-        return real(self, data)
+        return real_write(self, data)
+
+    def no_unlink(self, missing_ok=False):  # noqa: ANN001, ANN202
+        if self.parent == run:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_unlink(self, missing_ok)
 
     monkeypatch.setattr(Path, "write_bytes", read_only)
+    monkeypatch.setattr(Path, "unlink", no_unlink)  # (the temp file's removal failed first)
     rc, err = _resume(run, capsys)
     assert rc == 2 and f"error: {run}: cannot write into the run folder (Permission denied); " \
                        "make it writable (chmod u+w)" in err, err
