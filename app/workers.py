@@ -347,6 +347,9 @@ class GenerateWorker(QObject):
             if " — " in desc and desc in GenerateWorker._said:  # the GPU note once a session
                 desc = desc.split(" — ")[0]  # (each summary repeated it over two lines)
             GenerateWorker._said.add(desc)
+            if self._stop.is_set():  # Stop while the model loaded: no prompt read (7-12 s for
+                self.done.emit("stopped before generating")  # 200,000 tokens) after it
+                return
             ids = lm.tokenizer.encode(self.prompt)
             if len(ids) > 1:  # a long prompt took ~30 s under "loading the model…"
                 self.progress.emit(f"reading the prompt ({plural(len(ids), 'token')})…")

@@ -141,7 +141,8 @@ class PlaygroundPanel(QWidget):
         if current:
             self.source.setCurrentText(current)
         self.source.blockSignals(False)
-        self._source_changed(self.source.currentText())  # the combo may have picked a run
+        if self.source.currentText() != current:  # the combo picked a run (the last
+            self._source_changed(self.source.currentText())  # generation's line stays else)
 
     def set_source(self, folder: str) -> None:
         if self.gen_thread is not None:  # (Open or a run's end changed the locked box while
@@ -248,7 +249,7 @@ class PlaygroundPanel(QWidget):
     def stop(self) -> None:
         if self.worker is not None:
             self.worker.stop()
-            if self.status.text().startswith(("loading the model", "reading the prompt")):
+            if self.status.text().startswith("reading the prompt"):
                 self.status.setText(f"{self.status.text().rstrip('…')}: it stops once that is "
                                     "done")  # (a 200,000-token prompt reads for 7-12 s in one
                 # call: nothing said what Stop was waiting for)

@@ -1918,5 +1918,38 @@ def test_the_playground_lists_runs_made_elsewhere_when_shown(win, qtbot, tiny_ru
     items = lambda: [win.playground.source.itemText(i)  # noqa: E731
                      for i in range(win.playground.source.count())]
     assert str(made) not in items()
+    win.playground.set_source(tiny_run)  # the model of the last generation, still chosen
+    win.playground.status.setText("12 tokens in 0.10 s (120/s), reached the length — CPU step")
     win.tabs.setCurrentWidget(win.playground)
     assert str(made) in items()
+    assert win.playground.status.text().startswith("12 tokens")  # the last generation's line
+
+
+def test_playground_stop_while_the_model_loads_reads_no_prompt(monkeypatch):
+    """Stop during "loading the model…" then read the whole prompt (7-12 s for 200,000
+    tokens) before it stopped."""
+    import engine
+    from app.workers import GenerateWorker
+    from engine.tokenizer import ByteTokenizer
+
+    read: list[int] = []
+
+    class FakeLM:
+        tokenizer = ByteTokenizer()
+        source = None
+
+        def check_finite(self, source):
+            pass
+
+        def generate_ids(self, ids, sampling, backend):
+            read.append(len(ids))
+            yield 104
+
+    monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())
+    monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, "CPU step"))
+    w = GenerateWorker("m", "a long prompt", engine.SamplingConfig(max_new_tokens=5), "cpu")
+    done: list[str] = []
+    w.done.connect(done.append)
+    w.stop()  # (pressed while the model loaded)
+    w.run()
+    assert done == ["stopped before generating"] and read == []
