@@ -198,6 +198,7 @@ class Trainer:
         # (seconds on a big held-out set, between two steps: the CLI says so on its progress line)
         self._gap_from = (0.0, 0)  # (perf_counter, continues()) at the end of the last step
         self._off_s = 0.0  # paused or stopped seconds of this stretch (``run``)
+        self._gap_eval_s = 0.0  # seconds of evaluations the ETA counted since the last step
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -322,7 +323,8 @@ class Trainer:
             self.eval_stopped_at = self.cursor.step
             return None
         if continues() == seen:  # (not a time the process was stopped in)
-            self.eta.evaluated(time.perf_counter() - t)
+            self.eta.evaluated(took := time.perf_counter() - t)
+            self._gap_eval_s += took
         return val
 
     def evals_left(self) -> int:
@@ -437,6 +439,7 @@ class Trainer:
         self.eta = Eta()  # this stretch's step times (the time before it is not comparable)
         self._gap_from = (t0, continues())  # where the time between steps began, and continues
         self._off_s = 0.0  # seconds since t0 paused or stopped: not training time
+        self._gap_eval_s = 0.0
         finished: list[EpochReport] = []
         bad_run = 0
         while self.cursor.step < self.total_steps and self.cursor.epoch < c.epochs:
@@ -494,9 +497,11 @@ class Trainer:
         if self._gap_from[1] == seen:
             self.eta.step(step_s)
             self._off_s += paused  # paused time counts in neither rate nor ETA
-        else:  # stopped since the last step ended: before this step or during it
-            self._off_s += max(ts - since, paused) + step_s
+        else:  # stopped since the last step ended: before this step or during it (an
+            # evaluation in between is the ETA's already: not left out twice)
+            self._off_s += max(ts - since - self._gap_eval_s, paused) + step_s
             rate_s = self.eta.typical_step_s() or step_s
+        self._gap_eval_s = 0.0  # (this step's own evaluation, below, is the next gap's)
         self.cursor.group += 1
         self.cursor.step += 1
         val_loss = None

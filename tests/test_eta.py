@@ -245,3 +245,42 @@ def test_an_evaluation_not_yet_measured_is_guessed_from_the_step_time(monkeypatc
     guess = 199 * EVAL_TOKEN_COST * 0.1 / 32
     assert reports[4].eta_s == pytest.approx(25 * 0.1 + 3 * guess, rel=0.02)
     assert reports[14].eta_s == pytest.approx(15 * 0.1, rel=0.02)  # measured: free
+
+
+def test_a_stop_after_an_evaluation_leaves_the_other_time_in(monkeypatch):
+    """Ctrl-Z just after a measured evaluation: the gap left out of the elapsed time held the
+    evaluation, which the ETA counts apart, so it was taken off twice and the other time
+    (samples, saves: 0.5 s an epoch here) fell out of the ETA."""
+    import engine.trainer
+
+    seen = [0]
+    monkeypatch.setattr(engine.trainer, "continues", lambda: seen[0])
+    clock = _Clock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    ids = np.tile(np.arange(40), 60)
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=0)
+    tr = Trainer(lm, ids[:321], ids[:200], TrainConfig(
+        batch_size=4, seq_len=8, epochs=500, max_steps=60, shuffle=False, eval_every=1000))
+    real, real_eval = tr.train_step, tr.evaluate
+
+    def timed(r):  # noqa: ANN001
+        out = real(r)
+        clock.now += 0.1
+        return out
+
+    def evaluated(*a, **k):  # noqa: ANN002, ANN003
+        out = real_eval(*a, **k)
+        clock.now += 3.0
+        return out
+
+    def epoch_end(rep):  # noqa: ANN001
+        clock.now += 0.5  # a save and samples
+        if rep.epoch == 2:  # stopped for 50 s just after the third epoch's evaluation
+            clock.now, seen[0] = clock.now + 50.0, seen[0] + 1
+
+    tr.train_step, tr.evaluate = timed, evaluated
+    tr.run(on_epoch=epoch_end)
+    r = tr.history[44]  # 45 steps done; 15 left, 2 evaluations (at 50, 60)
+    other = 3 * 0.5 / 44  # the epoch ends at 10, 20, 40 over the steps timed (the one at 30
+    assert r.eta_s == pytest.approx(15 * (0.1 + other) + 2 * 3.0, rel=0.01)  # went with the
+    # stop, as did step 31); the bug left the other time out: 7.5 s
