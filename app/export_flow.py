@@ -26,6 +26,7 @@ EXPORT_KINDS = {  # File menu item, what the save dialog's title calls it
 }
 NO_RUN_SHOWN = "No run is shown: Open one in the Runs tab, or train one, to export it."
 
+
 def _free(path: Path) -> Path:
     """``path``, or ``path-2``, ``path-3``... the first that does not exist (a save dialog given
     an existing folder opens inside it, with no name to save under)."""

@@ -51,7 +51,6 @@ from .words import in_window_terms, plural
 from .workers import TrainJob, TrainWorker, run_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE_CORPUS = ROOT / "assets" / "sample_corpus"
 ICON = ROOT / "assets" / "icon.svg"
 MEASURE_AFTER_MS = 1200  # settings left alone this long get their step timed for the estimate
 PREPARING = "preparing"  # the status line until step 1; engine progress lines follow it
@@ -111,7 +110,7 @@ class MainWindow(ExportFlow, QMainWindow):
         self._counting: tuple | None = None
         self.skip_box: QMessageBox | None = None  # the open "nothing was added" warning
 
-        self.corpus = CorpusPanel(SAMPLE_CORPUS)
+        self.corpus = CorpusPanel(engine.SAMPLE_CORPUS)
         self.train = TrainPanel()
         self.plots = PlotsPanel()
         self.preview = PreviewPanel()
@@ -187,8 +186,8 @@ class MainWindow(ExportFlow, QMainWindow):
 
         bar = QHBoxLayout()
         for w in (self.start_btn, self.pause_btn, self.resume_btn, self.stop_btn):
-            w.setAutoDefault(True)  # Return presses the focused one (it did nothing)
-            bar.addWidget(w)
+            w.setAutoDefault(w is not self.start_btn)  # Return presses the focused one (it did
+            bar.addWidget(w)  # nothing); not Start, focused as a run ends (Ctrl+Enter starts)
         bar.addWidget(QLabel("preview"))
         bar.addWidget(self.backend)
         bar.addWidget(self.progress, 1)

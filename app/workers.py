@@ -177,9 +177,8 @@ class TrainWorker(QObject):
                                     " then Start (it stays the run Start continues)")
                     self.nothing_left = True
                     return
-                if run.interrupted_eval:  # (measured first by run.train)
-                    self.info.emit(f"{run.folder.name} stopped before its held-out loss at step "
-                                   f"{run.step} was measured: measuring it")
+                if run.measuring_first:  # (measured first by run.train)
+                    self.info.emit(f"{run.folder.name} {run.measuring_first}")
                 self._schedule = schedule = engine.SampleSchedule(self.sample_every, run.step)
                 if not any(r.get("step") == run.step for r in engine.read_samples(run.folder)):
                     # (a finished run continued had its last epoch's sample twice in the Gallery)

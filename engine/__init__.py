@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         DEFAULT_PRESET,
         DEFAULT_PROMPT,
         PRESET_DEFAULTS,
+        SAMPLE_CORPUS,
         choose_tokenizer,
         follow_preset,
     )
@@ -205,6 +206,7 @@ _EXPORTS: dict[str, str] = {
     "Run": "run",
     "RESUME_OVERRIDES": "run",
     "DEFAULT_PROMPT": "defaults",
+    "SAMPLE_CORPUS": "defaults",
     "NO_LIMIT": "run",
     "UNSCORED": "run",
     "load_model": "run",
@@ -378,6 +380,7 @@ __all__ = [
     "read_tokens_per_byte",
     "RESUME_OVERRIDES",
     "DEFAULT_PROMPT",
+    "SAMPLE_CORPUS",
     "resume_run",
     "Run",
     "RunInfo",

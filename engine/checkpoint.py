@@ -303,7 +303,7 @@ def read_config(folder: Path) -> MambaConfig:
         folder = Path(folder)
         if (bad := not_a_folder(folder)) is not None:
             raise bad
-        from .runformat import snapshots  # (runformat imports this module)
+        from .runformat import prepared_only, snapshots  # (runformat imports this module)
 
         usable = [p for _, p in snapshots(folder) if (p / "config.json").is_file()]
         if usable:  # a run folder whose run.json is gone: it said "not a model folder" only
@@ -315,8 +315,7 @@ def read_config(folder: Path) -> MambaConfig:
             raise CheckpointError(f"{folder}: the snapshots folder of a run; pass the run "
                                   f"({folder.parent}: its latest snapshot) or one snapshot, "
                                   f"e.g. {inner[-1]}")
-        if ((folder / "lock").is_file() or (folder / "data").is_dir()) and not (
-                folder / "run.json").exists():  # (killed while prepared: "not a model folder")
+        if prepared_only(folder):  # (killed while prepared: "not a model folder" alone)
             raise CheckpointError(
                 f"{folder}: a run ended while it was being prepared, before its first save; "
                 "there is no model in it: start it again on its corpus with --out "

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NoReturn
 
-from .cli_train import _PROGRESS_OPEN, _PROGRESS_WIDTH, RANK_TIMEOUT_S, SAMPLE_CORPUS, cmd_train
-from .cliout import forgiving_stderr, stdout_gone, terminal_safe, text_out, write_text
-from .defaults import DEFAULT_PRESET, DEFAULT_PROMPT, PRESET_DEFAULTS
+from .cli_train import RANK_TIMEOUT_S, cmd_train
+from .cliout import PROGRESS, forgiving_stderr, stdout_gone, terminal_safe, text_out, write_text
+from .defaults import DEFAULT_PRESET, DEFAULT_PROMPT, PRESET_DEFAULTS, SAMPLE_CORPUS
 from .documents import RECORDS
 from .errors import CorpusError, MambaStudioError
 from .samples import SAMPLE_EVERY
@@ -555,8 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     ValueError, a diverged model's FloatingPointError) is one line ``error: ...`` and exit code 2;
     only real bugs show a traceback."""
     args = build_parser().parse_args(argv)
-    _PROGRESS_OPEN[0] = False
-    _PROGRESS_WIDTH[0] = 0
+    PROGRESS.reset()
     with forgiving_stderr():  # a stderr gone (a closed pipe): training goes on (engine.cliout)
         return _run(args)
 
@@ -573,7 +572,7 @@ def _run(args: argparse.Namespace) -> int:
     except (MambaStudioError, OSError, ValueError, FloatingPointError, MemoryError) as exc:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # (closed, or gone)
             sys.stdout.flush()
-        end = "\n" if _PROGRESS_OPEN[0] else ""  # not glued to the end of a progress line
+        end = "\n" if PROGRESS.open else ""  # not glued to the end of a progress line
         print(f"{end}error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C outside training (which saves and exits 0):

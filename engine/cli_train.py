@@ -9,46 +9,32 @@ import sys
 import time
 from pathlib import Path
 
-from .cliout import terminal_safe
-from .defaults import PRESET_DEFAULTS
+from .cliout import PROGRESS, terminal_safe
+from .defaults import PRESET_DEFAULTS, SAMPLE_CORPUS
 from .errors import CorpusError
 from .reports import format_duration
 from .words import plural
 
-SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"
 RANK_TIMEOUT_S = 300.0  # train --distributed: silence from another rank that ends the job
-
-
-_PROGRESS_OPEN = [False]  # a progress line is on stderr without its newline yet
-_PROGRESS_LINE = [""]  # its text, and the width it was last written at (padded over)
-_PROGRESS_WIDTH = [0]
-
-
-def _progress_write(line: str) -> None:
-    """Write ``line`` over the progress line, padded to cover a longer one before it."""
-    _PROGRESS_OPEN[0] = True
-    sys.stderr.write("\r" + line.ljust(_PROGRESS_WIDTH[0]))
-    sys.stderr.flush()
-    _PROGRESS_WIDTH[0] = len(line)
 
 
 def _progress(report) -> None:
     frac = report.step / max(report.total_steps, 1)
     bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
     flag = " NaN-skipped" if report.nonfinite else ""
-    _PROGRESS_LINE[0] = (
+    PROGRESS.text = (
         f"[{bar}] {report.step}/{report.total_steps} ep {report.epoch + 1} loss {report.loss:.4f} "
         f"gnorm {report.grad_norm:.3f} lr {report.lr:.2e} {report.tokens_per_s:,.0f} tok/s "
         f"ETA {format_duration(report.eta_s)}{flag}")
-    _progress_write(_PROGRESS_LINE[0])
+    PROGRESS.write(PROGRESS.text)
 
 
 def _evaluating(step: int) -> None:
     """The progress line while the held-out set is scored (seconds on a big one: the bar stood
     at its last step with nothing said). It scores the weights after ``step``, which the bar
     shows once the scoring is done (it read as the bar's step being scored)."""
-    if _PROGRESS_OPEN[0]:
-        _progress_write(f"{_PROGRESS_LINE[0]} | scoring the held-out set at step {step:,}...")
+    if PROGRESS.open:
+        PROGRESS.write(f"{PROGRESS.text} | scoring the held-out set at step {step:,}...")
 
 
 # train flags that map onto RunSpec / TrainConfig fields (their defaults come from RunSpec())
@@ -329,9 +315,8 @@ def _train(a: argparse.Namespace, run, job) -> int:
             print(f"{run.folder} is already at step {tr.cursor.step} of {tr.total_steps}; pass "
                   f"{more} to continue it", file=sys.stderr)
             return 0
-        if run.unscored or run.interrupted_eval:
-            print(f"{run.folder} stopped before its held-out loss at step {run.step} was measured: "
-                  "measuring it", file=sys.stderr)
+        if run.measuring_first:
+            print(f"{run.folder} {run.measuring_first}", file=sys.stderr)
         sampling = replace(GENERATION_DEFAULTS, max_new_tokens=a.sample_tokens, seed=tr.cfg.seed)
 
         schedule = SampleSchedule(a.sample_every, tr.cursor.step)  # (its last: the last shown)

@@ -135,3 +135,24 @@ def terminal_safe(text: str) -> str:
     """``text`` with control characters (ESC, NUL, backspace, ...) shown as U+FFFD: a barely
     trained byte model samples them, and raw they move the cursor or restyle the terminal."""
     return text.translate(_CONTROLS)
+
+
+class ProgressLine:
+    """The one progress line on stderr that ``train`` rewrites in place (``\r``): whether it is
+    open (no newline yet), its text, and the width it was last written at (padded over)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.open, self.text, self.width = False, "", 0
+
+    def write(self, line: str) -> None:
+        """Write ``line`` over the progress line, padded to cover a longer one before it."""
+        self.open = True
+        sys.stderr.write("\r" + line.ljust(self.width))
+        sys.stderr.flush()
+        self.width = len(line)
+
+
+PROGRESS = ProgressLine()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -37,6 +38,8 @@ class PresetDefaults:
 
 DEFAULT_PRESET = "small"
 DEFAULT_PROMPT = "The "  # a run's preview prompt, generate's and the window's until changed
+SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"  # (bundled:
+# train and eval without a corpus, and the window's first one)
 
 # Tokenizer "auto" (the default): bytes below this many corpus bytes, a 2,048-token BPE trained
 # on the corpus from here up. In 5-minute runs of `small` on Python sources BPE overfit below

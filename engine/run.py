@@ -262,6 +262,14 @@ class Run:
         return (not self.done and self.trainer.has_val and self.step > 0
                 and self.saved_step == self.step and self.saved_eval_stopped)
 
+    @property
+    def measuring_first(self) -> str | None:
+        """What a resume says before it measures a held-out loss a stop left unmeasured (at the
+        run's last step or inside it), after the run's name; None when there is none."""
+        if self.unscored or self.interrupted_eval:
+            return f"stopped before its held-out loss at step {self.step} was measured: measuring it"
+        return None
+
     # ------------------------------------------------------------------ saving
     def save(self, val_loss: float | None = None) -> Path:
         """Publish a snapshot of the current state (refused if any weight is NaN/Inf)."""
@@ -396,12 +404,6 @@ class Run:
             rf.append_metric(self.folder, {"kind": "eval", "step": self.step, "epoch": epoch,
                                            "val_loss": val})
 
-        if self.interrupted_eval and (val := self._val_loss(control)) is not None:
-            last_eval[self.step] = val
-            eval_row(val)
-            held_out(val)
-            save(val)
-
         def step_hook(r: StepReport) -> None:
             rf.append_metric(self.folder, {"kind": "step", **asdict(r)})
             if r.val_loss is not None:
@@ -437,6 +439,11 @@ class Run:
         guard = DivergenceGuard(on_rollback=on_notice)
         self._status("running")
         try:
+            if self.interrupted_eval and (val := self._val_loss(control)) is not None:
+                last_eval[self.step] = val  # (first: a stop had cut it short)
+                eval_row(val)
+                held_out(val)
+                save(val)
             self.trainer.run(step_hook, epoch_hook, PauseReporting(control, self._status), guard)
         except TrainingError as exc:
             if self.step != self.saved_step:

@@ -262,7 +262,7 @@ def read_run_json(folder: Path) -> dict[str, Any]:
         elif found := snapshots(here):
             hint = (f" (lost or deleted): its snapshots still load for generate/eval/export; to "
                     f"train on, start a new run with --init {found[-1][1]}")
-        elif (here / LOCK).exists() or (here / DATA).is_dir():  # (killed while preparing)
+        elif prepared_only(here):
             hint = (": a run ended while it was being prepared, before its first save; nothing "
                     "of it can be resumed: start it again on its corpus with --out "
                     f"{folder} --force")
@@ -903,6 +903,23 @@ class RunLock:
 
 
 # ------------------------------------------------------------------------------ output folder
+def prepared_only(folder: Path) -> bool:
+    """A run killed while it was being prepared (tokenizer training, encoding): its lock (and
+    perhaps data/), no run.json, nothing to load or resume."""
+    return (folder / LOCK).is_file() and not (folder / RUN_JSON).exists()
+
+
+def _not_writable(folder: Path) -> OSError | None:
+    """Why a file cannot be written in ``folder`` (a probe file written and removed), or None."""
+    probe = folder / f".write-test-{os.getpid()}.tmp"
+    try:
+        probe.write_bytes(b"x")
+        probe.unlink()
+    except OSError as exc:
+        return exc
+    return None
+
+
 def check_out_dir(folder: Path, need_bytes: int) -> None:
     """Before step 1: ``folder`` exists or can be created, is writable, and its disk has room for
     ``need_bytes``. Raises CheckpointError naming the folder and the fix."""
@@ -913,13 +930,9 @@ def check_out_dir(folder: Path, need_bytes: int) -> None:
                               "choose another --out") from None
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: not a folder; choose another --out")
-    probe = folder / f".write-test-{os.getpid()}.tmp"
-    try:
-        probe.write_bytes(b"x")
-        probe.unlink()
-    except OSError as exc:
-        raise CheckpointError(f"{folder}: not writable ({exc.strerror or exc}); choose another "
-                              "--out") from None
+    if (denied := _not_writable(folder)) is not None:
+        raise CheckpointError(f"{folder}: not writable ({denied.strerror or denied}); choose "
+                              "another --out")
     free = shutil.disk_usage(folder).free
     if free < need_bytes:
         raise CheckpointError(
@@ -932,15 +945,11 @@ def check_resume_dir(folder: Path, need_bytes: int) -> None:
     snapshot (``need_bytes``). A read-only folder failed later naming a hidden temporary file
     (".samples.jsonl.<hex>.tmp: Permission denied"), a full disk as "could not write
     metrics.csv", neither with a fix."""
-    probe = folder / f".write-test-{os.getpid()}.tmp"
-    try:
-        probe.write_bytes(b"x")
-        probe.unlink()
-    except OSError as exc:
+    if (denied := _not_writable(folder)) is not None:
         raise CheckpointError(
-            f"{folder}: cannot write into the run folder ({exc.strerror or exc}); make it "
+            f"{folder}: cannot write into the run folder ({denied.strerror or denied}); make it "
             f"writable (chmod u+w), or copy it somewhere writable (cp -a "
-            f"{shlex.quote(str(folder))} NEW) and resume that") from None
+            f"{shlex.quote(str(folder))} NEW) and resume that")
     free = shutil.disk_usage(folder).free
     if free < need_bytes:
         raise CheckpointError(

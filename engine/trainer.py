@@ -479,9 +479,9 @@ class Trainer:
         cursor. ``paused``: seconds the loop waited paused since the last step (not training).
 
         A stop (Ctrl-Z, SIGSTOP) since the end of the last step is told by ``continues()``
-        having changed by the end of this step: the count is kept by a signal handler that
-        another thread may run a few milliseconds after the main thread has gone on (the check
-        before the step then missed it now and then on a busy machine). Such a step and the
+        having changed by the end of this step: the count is kept by a signal handler that may
+        run late, after the main thread has gone on (the check before the step alone missed it
+        now and then on a busy machine). Such a step and the
         time before it are left out, as neither step time nor elapsed time; its rate is the
         typical step's (it showed ~0 tok/s)."""
         g = self.cursor.group

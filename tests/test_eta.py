@@ -212,7 +212,7 @@ def _run_evaluating(monkeypatch, eval_s, steps=30, eval_every=7, n_ids=321):
     return tr, tr.history, at, evals_at, clock.now
 
 
-@pytest.mark.parametrize(("steps", "eval_every"), [(30, 7), (25, 10), (23, 5), (20, 3)])
+@pytest.mark.parametrize(("steps", "eval_every"), [(30, 7), (25, 10), (23, 5), (20, 3), (28, 7)])
 def test_the_evaluations_left_are_the_ones_that_come(monkeypatch, steps, eval_every):
     """After each step the trainer counts the held-out evaluations still to come: every
     ``eval_every`` steps, at each epoch's end (10 steps), at the last step; one only where two

@@ -111,6 +111,9 @@ def test_peft_notices_follow_the_measured_table() -> None:
 
     exact = {t: [v == "exact" for v in row.values()] for t, row in PEFT_SUPPORT.items()}
     assert set(PEFT_PARTIAL) == {t for t, e in exact.items() if any(e) and not all(e)}
+    for t, lines in PEFT_PARTIAL.items():  # the lines the window names are the table's
+        assert lines == ", ".join(f"transformers {line}" for line, v in PEFT_SUPPORT[t].items()
+                                  if v != "exact")
     assert set(PEFT_REFUSES) == {t for t, e in exact.items() if not any(e)}
 
 

@@ -293,8 +293,9 @@ class TrainPanel(QWidget):
             cb.setToolTip(f"Add a LoRA adapter to {t}"
                           + (" (PEFT cannot load this one on Mamba: export merged)"
                              if t in engine.PEFT_REFUSES else
-                             " (PEFT on transformers 5.x skips this one un-merged: export "
-                             "merged for an exact model)" if t in engine.PEFT_PARTIAL else ""))
+                             f" (PEFT on {engine.PEFT_PARTIAL[t]} skips this one un-merged: "
+                             "export merged for an exact model)" if t in engine.PEFT_PARTIAL
+                             else ""))
         self.model_source.setWordWrap(True)
         self.model_source.setToolTip("What the next Start does")
         for box in (*self.findChildren(QAbstractSpinBox), *self.findChildren(QComboBox)):
@@ -618,7 +619,8 @@ class TrainPanel(QWidget):
             warn = (f" — PEFT cannot apply {', '.join(refused)} un-merged on Mamba: export the "
                     "merged model")
         elif partial:
-            warn = (f" — PEFT on transformers 5.x skips {', '.join(partial)} un-merged: export "
+            lines = sorted({engine.PEFT_PARTIAL[t] for t in partial})
+            warn = (f" — PEFT on {', '.join(lines)} skips {', '.join(partial)} un-merged: export "
                     "the merged model for an exact one")
         self.trainable.setText(f"trainable parameters: {n:,} of {total:,}{warn}")
         self.changed.emit()

@@ -265,8 +265,8 @@ def clear_stale_temps(out: Path) -> None:
     """Remove the hidden ``.<name>.<hex>.tmp`` files that GGUF exports to ``out`` killed before
     their rename left beside it (each up to the model's size; every later export, ``--force``
     too, left them). A live export holds a lock on its own (``locked_temp``) and is skipped."""
-    for p in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):
-        try:
+    for p in out.parent.glob(f".{glob.escape(out.name)}.{'[0-9a-f]' * 12}.tmp"):  # (its names:
+        try:  # a user's .k.gguf.backup.tmp is not one)
             fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             continue  # a link or gone: left alone
