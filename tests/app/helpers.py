@@ -59,3 +59,24 @@ def close_window(qtbot, w: MainWindow) -> None:
     if w.isVisible():
         w.close()
     w.deleteLater()
+
+
+def fake_model(monkeypatch, generate_ids, backend: str = "CPU step") -> None:  # noqa: ANN001
+    """``engine.load_model`` gives a byte-tokenizer model whose ``generate_ids(ids, sampling)``
+    is the one given, and ``engine.pick_backend`` the CPU step named ``backend``: a Playground
+    generation without a model or its kernels."""
+    import engine
+    from engine.tokenizer import ByteTokenizer
+
+    class FakeLM:
+        tokenizer = ByteTokenizer()
+        source = None
+
+        def check_finite(self, source):  # noqa: ANN001, ANN202
+            pass
+
+        def generate_ids(self, ids, sampling, backend):  # noqa: ANN001, ANN202
+            return generate_ids(ids, sampling)
+
+    monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())
+    monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, backend))

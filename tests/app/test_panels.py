@@ -16,7 +16,7 @@ from engine import run as runapi
 from engine.samples import read_samples
 from engine.tblog import TB_DIR
 
-from .helpers import RUN_TIMEOUT, close_window, small_window, train_until_idle
+from .helpers import RUN_TIMEOUT, close_window, fake_model, small_window, train_until_idle
 
 
 class _Words:
@@ -673,18 +673,12 @@ def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
     from app.workers import GenerateWorker
     from engine.tokenizer import ByteTokenizer
 
-    class FakeLM:
-        tokenizer = ByteTokenizer()
+    def generate_ids(ids, sampling):  # noqa: ANN001, ANN202
+        n = 2 if sampling.stop_at_eos else sampling.max_new_tokens  # "end of text" after 2
+        eos = ByteTokenizer().eos_id
+        yield from [104, 105, eos, 33, 33, 33][:0 if ids.size else n]
 
-        def check_finite(self, source):
-            pass
-
-        def generate_ids(self, ids, sampling, backend):
-            n = 2 if sampling.stop_at_eos else sampling.max_new_tokens  # "end of text" after 2
-            yield from [104, 105, self.tokenizer.eos_id, 33, 33, 33][:0 if ids.size else n]
-
-    monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())
-    monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, "CPU step"))
+    fake_model(monkeypatch, generate_ids)
     for stop, why, text in ((True, "2 tokens", "ended at end of text"),
                             (False, "6 tokens", "reached the length")):
         w = GenerateWorker("m", "", engine.SamplingConfig(max_new_tokens=6, stop_at_eos=stop), "cpu")
@@ -707,22 +701,14 @@ def test_playground_text_goes_to_the_window_in_batches(qtbot, monkeypatch):
     most every PIECE_EVERY_S, all of it, in order."""
     import engine
     from app import workers
-    from engine.tokenizer import ByteTokenizer
 
-    class FakeLM:
-        tokenizer = ByteTokenizer()
+    def generate_ids(ids, sampling):  # noqa: ANN001, ANN202
+        for i in range(sampling.max_new_tokens):
+            if i % 500 == 0:
+                time.sleep(0.06)  # a batch boundary every 500 tokens or so
+            yield 32 if i % 7 else 97
 
-        def check_finite(self, source):
-            pass
-
-        def generate_ids(self, ids, sampling, backend):
-            for i in range(sampling.max_new_tokens):
-                if i % 500 == 0:
-                    time.sleep(0.06)  # a batch boundary every 500 tokens or so
-                yield 32 if i % 7 else 97
-
-    monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())
-    monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, "CPU step"))
+    fake_model(monkeypatch, generate_ids)
     w = workers.GenerateWorker("m", "", engine.SamplingConfig(max_new_tokens=3000), "cpu")
     pieces: list[str] = []
     w.piece.connect(pieces.append)
@@ -1780,26 +1766,17 @@ def test_playground_knobs_are_kept_across_launches(qtbot, tmp_path):
 def test_playground_counts_tokens_while_generating_and_says_the_gpu_note_once(monkeypatch):
     import engine
     from app.workers import GenerateWorker
-    from engine.tokenizer import ByteTokenizer
 
-    class FakeLM:
-        tokenizer = ByteTokenizer()
-        source = None
-
-        def check_finite(self, source):
-            pass
-
-        def generate_ids(self, ids, sampling, backend):
-            for i in range(sampling.max_new_tokens):
-                if i == 64:
-                    clock[0] += 2.0  # two seconds into the generation
-                yield 104
+    def generate_ids(ids, sampling):  # noqa: ANN001, ANN202
+        for i in range(sampling.max_new_tokens):
+            if i == 64:
+                clock[0] += 2.0  # two seconds into the generation
+            yield 104
 
     clock = [100.0]
     monkeypatch.setattr("time.perf_counter", lambda: clock[0])
     note = "CPU step — GPU preview unavailable (software-only): slower than the CPU step"
-    monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())
-    monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, note))
+    fake_model(monkeypatch, generate_ids, note)
     monkeypatch.setattr(GenerateWorker, "_said", set())
     summaries = []
     for _ in range(2):
@@ -1880,24 +1857,13 @@ def test_playground_stop_while_the_prompt_is_read_says_when_it_stops(win, qtbot,
     until it ended. It says what it waits for, and the generation then stops at once."""
     import threading
 
-    import engine
-    from engine.tokenizer import ByteTokenizer
-
     release = threading.Event()
 
-    class FakeLM:
-        tokenizer = ByteTokenizer()
-        source = None
+    def generate_ids(ids, sampling):  # noqa: ANN001, ANN202
+        release.wait(30)  # the prompt's reading
+        yield from [104] * sampling.max_new_tokens
 
-        def check_finite(self, source):
-            pass
-
-        def generate_ids(self, ids, sampling, backend):
-            release.wait(30)  # the prompt's reading
-            yield from [104] * sampling.max_new_tokens
-
-    monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())
-    monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, "CPU step"))
+    fake_model(monkeypatch, generate_ids)
     pg = win.playground
     pg.set_source("m")
     pg.prompt.setPlainText("a long prompt")
@@ -1933,23 +1899,14 @@ def test_playground_stop_while_the_model_loads_reads_no_prompt(monkeypatch):
     tokens) before it stopped."""
     import engine
     from app.workers import GenerateWorker
-    from engine.tokenizer import ByteTokenizer
 
     read: list[int] = []
 
-    class FakeLM:
-        tokenizer = ByteTokenizer()
-        source = None
+    def generate_ids(ids, sampling):  # noqa: ANN001, ANN202
+        read.append(len(ids))
+        yield 104
 
-        def check_finite(self, source):
-            pass
-
-        def generate_ids(self, ids, sampling, backend):
-            read.append(len(ids))
-            yield 104
-
-    monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())
-    monkeypatch.setattr(engine, "pick_backend", lambda lm, b: (None, "CPU step"))
+    fake_model(monkeypatch, generate_ids)
     w = GenerateWorker("m", "a long prompt", engine.SamplingConfig(max_new_tokens=5), "cpu")
     done: list[str] = []
     w.done.connect(done.append)
