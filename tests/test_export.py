@@ -835,3 +835,7 @@ def test_a_killed_gguf_export_leaves_no_temp_file_past_the_next_export(lora_run:
             os.close(fd)
         Path(live).unlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == [other.name, "k.gguf"]
+    stale.write_bytes(b"GGUF")  # and an export refused (no --force over k.gguf) removes it too
+    with pytest.raises(CheckpointError, match="force"):
+        export_gguf(lora_run, out)
+    assert not stale.exists()

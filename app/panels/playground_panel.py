@@ -249,6 +249,7 @@ class PlaygroundPanel(QWidget):
     def stop(self) -> None:
         if self.worker is not None:
             self.worker.stop()
+            self.stop_btn.setEnabled(False)  # (pressed: it stayed on until the end)
             if self.status.text().startswith("reading the prompt"):
                 self.status.setText(f"{self.status.text().rstrip('…')}: it stops once that is "
                                     "done")  # (a 200,000-token prompt reads for 7-12 s in one

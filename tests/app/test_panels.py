@@ -1871,9 +1871,13 @@ def test_playground_stop_while_the_prompt_is_read_says_when_it_stops(win, qtbot,
     qtbot.waitUntil(lambda: pg.status.text().startswith("reading the prompt"), timeout=10_000)
     pg.stop()
     assert pg.status.text() == "reading the prompt (13 tokens): it stops once that is done"
+    assert not pg.stop_btn.isEnabled()  # (pressed: it stayed on)
+    qtbot.wait(600)  # a prompt read for 0.5 s or more is said
     with qtbot.waitSignal(pg.finished, timeout=10_000):
         release.set()
-    assert "1 token in" in pg.status.text() and "stopped" in pg.status.text()
+    said = pg.status.text()
+    assert said.startswith("1 token; the prompt (13 tokens) read in ") and "stopped" in said, said
+    assert "/s)" not in said  # (a rate of one token: "1 token in 11.00 s (0/s)")
 
 
 def test_the_playground_lists_runs_made_elsewhere_when_shown(win, qtbot, tiny_run):
