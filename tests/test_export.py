@@ -839,3 +839,21 @@ def test_a_killed_gguf_export_leaves_no_temp_file_past_the_next_export(lora_run:
     with pytest.raises(CheckpointError, match="force"):
         export_gguf(lora_run, out)
     assert not stale.exists()
+
+
+def test_the_card_samples_the_runs_own_prompts_and_says_a_blank_one() -> None:
+    """The card sampled "The " and a line break, whose greedy sample a small model often made
+    blank lines (a card showing an empty code block): it samples the run's preview prompts,
+    and a sample of only blank space says so."""
+    from types import SimpleNamespace
+
+    from engine.export.card import SAMPLE_PROMPTS, _samples
+
+    class LM:
+        def generate(self, prompt, cfg):  # noqa: ANN001, ANN202
+            assert cfg.temperature == 0.0  # greedy
+            yield "  \n " if prompt == "\n" else "xyz"
+
+    run = SimpleNamespace(spec={"prompts": ["Once", "\n", "def "]}, lm=LM())
+    assert _samples(run) == ["Oncexyz", "(only blank space after '\\n')"]  # the first two
+    assert _samples(SimpleNamespace(spec={}, lm=LM())) == [p + "xyz" for p in SAMPLE_PROMPTS]

@@ -16,8 +16,9 @@ from ..errors import MambaStudioError
 from ..sampling import SamplingConfig
 from .source import RunSource
 
-SAMPLE_PROMPTS = ("The ", "\n")
+SAMPLE_PROMPTS = ("The ",)  # a model folder's; a run's card uses the run's preview prompts
 SAMPLE_TOKENS = 48
+MAX_CARD_SAMPLES = 2
 # The exported weights are evaluated on the run's held-out split at export time, over the same
 # bounded sample as training and ``eval RUN`` (HELDOUT_SAMPLE_TOKENS): 0.15-0.4 s for the presets
 # on the bundled corpus; a large model on a large corpus can take longer, so the evaluation gives up
@@ -47,10 +48,17 @@ model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained("{out}/ba
 
 
 def _samples(run: RunSource) -> list[str]:
+    """Greedy samples for the card: of the run's own preview prompts (the first two), else of
+    SAMPLE_PROMPTS. Its second prompt was a line break, whose sample a small model often made
+    blank lines: a sample of only blank space says so."""
+    own = run.spec.get("prompts") if isinstance(run.spec, dict) else None
+    prompts = ([p for p in own if isinstance(p, str) and p][:MAX_CARD_SAMPLES]
+               if isinstance(own, list) else []) or list(SAMPLE_PROMPTS)
     out = []
-    for prompt in SAMPLE_PROMPTS:
+    for prompt in prompts:
         cfg = SamplingConfig(temperature=0.0, max_new_tokens=SAMPLE_TOKENS, seed=0)
-        out.append(prompt + "".join(run.lm.generate(prompt, cfg)))
+        text = prompt + "".join(run.lm.generate(prompt, cfg))
+        out.append(text if text.strip() else f"(only blank space after {prompt!r})")
     return out
 
 
