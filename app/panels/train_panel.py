@@ -289,13 +289,14 @@ class TrainPanel(QWidget):
         self._adapt_wanted = (False, False)
         for name, tip in TIPS.items():
             getattr(self, name).setToolTip(tip)
+        self._target_tips: dict[str, str] = {}
         for t, cb in self.targets.items():
-            cb.setToolTip(f"Add a LoRA adapter to {t}"
-                          + (" (PEFT cannot load this one on Mamba: export merged)"
-                             if t in engine.PEFT_REFUSES else
-                             f" (PEFT on {engine.PEFT_PARTIAL[t]} skips this one un-merged: "
-                             "export merged for an exact model)" if t in engine.PEFT_PARTIAL
-                             else ""))
+            note = (" (PEFT cannot load this one on Mamba: export merged)"
+                    if t in engine.PEFT_REFUSES else
+                    f" (PEFT on {engine.PEFT_PARTIAL[t]} skips this one un-merged: export "
+                    "merged for an exact model)" if t in engine.PEFT_PARTIAL else "")
+            self._target_tips[t] = f"Add a LoRA adapter to {t}{note}"
+            cb.setToolTip(self._target_tips[t])
         self.model_source.setWordWrap(True)
         self.model_source.setToolTip("What the next Start does")
         for box in (*self.findChildren(QAbstractSpinBox), *self.findChildren(QComboBox)):
@@ -605,7 +606,10 @@ class TrainPanel(QWidget):
         lora_on = self.lora.isChecked() and self.start == "opened"  # not isEnabled(): false
         # while training disables the whole panel, which left the knobs off after the run
         for t, cb in self.targets.items():
-            cb.setEnabled(lora_on and (not self.wsla.isChecked() or t == "x_proj"))
+            wsla_only = self.wsla.isChecked() and t != "x_proj"  # (still ticked: it trained
+            cb.setEnabled(lora_on and not wsla_only)  # x_proj alone without a word there)
+            cb.setToolTip(self._target_tips[t] + (" — not with WSLA: WSLA + LoRA trains x_proj "
+                                                  "only" if wsla_only else ""))
         for knob in (self.rank, self.alpha, self.lora_dropout):  # off with the adapter they shape
             knob.setEnabled(lora_on)
         cfg = self.model_config()

@@ -246,6 +246,10 @@ def test_lora_and_wsla_toggles_reach_the_run_spec(win, tmp_path):
     win.train.wsla.setChecked(True)
     cfg = win.make_job().spec.train
     assert cfg.wsla and cfg.lora.targets == ("x_proj",)
+    box = win.train.targets["dt_proj"]  # ticked, greyed: its tooltip says why it is not trained
+    assert box.isChecked() and not box.isEnabled()
+    assert box.toolTip().endswith("not with WSLA: WSLA + LoRA trains x_proj only")
+    assert "WSLA" not in win.train.targets["x_proj"].toolTip()
     assert win.train.trainable.text() != n_lora
     win.train.lora.setChecked(False)
     assert win.make_job().spec.train.lora is None
