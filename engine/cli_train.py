@@ -368,7 +368,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
                 tb.eval(run.step, rep.val.loss)
 
         try:
-            with stop_on_signals(control, lasting=True):
+            with stop_on_signals(control, lasting=True, stepped=lambda: bool(tr.history)):
                 result = run.train(on_step=on_step, on_epoch=on_epoch_end,
                                    control=job.control(control) if job else control,
                                    on_save=lambda _p: tb.flush() if tb is not None else None,

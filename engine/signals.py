@@ -149,14 +149,17 @@ class Stoppable(Protocol):
 
 @contextmanager
 def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = None,
-                    lasting: bool = False) -> Iterator[None]:
+                    lasting: bool = False,
+                    stepped: Callable[[], bool] | None = None) -> Iterator[None]:
     """While active, SIGINT, SIGTERM and SIGHUP call ``control.stop()`` instead of raising. Only the main
     thread can install handlers; elsewhere this does nothing. ``lasting`` (a process that exits
     after the run): once a signal has stopped the run, later ones are reported and ignored after
     the block too (SIGHUP detaching the output), instead of the default handlers coming back: a
     second Ctrl-C just after the save killed the process by SIGINT, exit status 130, with nothing
     said. The process then calls :func:`ignore_after_stop` as it exits (the interpreter resets
-    Python handlers to the default while it exits)."""
+    Python handlers to the default while it exits). ``stepped``: whether a step was done (a
+    second signal before one is said to wait for the first step, which compiles the kernels:
+    "still saving" read as a hang)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -172,9 +175,11 @@ def stop_on_signals(control: Stoppable, notify: Callable[[str], None] | None = N
     def handler(signum: int, frame: Any) -> None:
         count[0] += 1
         control.stop()
+        first = stepped is not None and not stepped()
         tell(signum, ": finishing the current step, then saving (please wait)" if count[0] == 1
-             else " again: still finishing (the first step compiles the kernels, up to a "
-                  "minute) or saving; the run will exit as soon as the snapshot is safe")
+             else " again: still finishing the first step (it compiles the kernels: up to a "
+                  "minute), then saving" if first
+             else " again: still saving; the run will exit as soon as the snapshot is safe")
 
     def late(signum: int, frame: Any) -> None:
         tell(signum, ": the run is saved; finishing (kill -9 ends the process at once)")

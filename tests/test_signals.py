@@ -77,3 +77,24 @@ def test_bpe_training_runs_where_the_main_thread_still_answers_signals():
         threading.Timer(0.2, signal.raise_signal, (signal.SIGINT,)).start()
         answerable(lambda: time.sleep(3) or got.append("done"), poll_s=0.05)
     assert got == []  # answered before the work ended
+
+
+def test_a_second_signal_before_the_first_step_says_it_waits_for_that_step():
+    """A second Ctrl-C while the first step compiled the kernels (14-26 s) said "still saving",
+    with nothing saved yet: it read as a hang."""
+    import os
+
+    from engine.control import TrainControl
+    from engine.signals import stop_on_signals
+
+    said: list[str] = []
+    stepped = [False]
+    with stop_on_signals(TrainControl(), notify=said.append, stepped=lambda: stepped[0]):
+        for done in (False, False, True):
+            stepped[0] = done
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # (the handler runs between bytecodes of this thread)
+    assert len(said) == 3, said
+    assert said[0].endswith("SIGTERM: finishing the current step, then saving (please wait)")
+    assert "again: still finishing the first step (it compiles the kernels" in said[1]
+    assert "again: still saving; the run will exit as soon as the snapshot is safe" in said[2]
