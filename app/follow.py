@@ -15,9 +15,9 @@ REDRAW_SHARE = 0.1  # at most this share of the GUI thread's time goes to redraw
 
 class RunFollower(QObject):
     """While ``folder`` is held by another process, ``grew`` when its metrics or samples file
-    changes size (``engine.progress_mark``), then ``ended`` once no process holds it (after a
-    last ``grew`` when its files changed meanwhile). ``follow`` a run not held elsewhere, or
-    ``stop``: nothing more is said."""
+    changes size (``engine.progress_mark``; ``changed`` says which of the two), then ``ended``
+    once no process holds it (after a last ``grew`` when its files changed meanwhile).
+    ``follow`` a run not held elsewhere, or ``stop``: nothing more is said."""
 
     grew = Signal(str)
     ended = Signal(str)
@@ -27,6 +27,7 @@ class RunFollower(QObject):
         self.interval_ms = interval_ms
         self.folder: str | None = None
         self._mark: tuple[int, int] = (-1, -1)
+        self.changed = (True, True)  # (metrics.csv, samples.jsonl) changed at the last ``grew``
         self.timer = QTimer(self)
         self.timer.setInterval(interval_ms)
         self.timer.timeout.connect(self._poll)
@@ -58,6 +59,7 @@ class RunFollower(QObject):
         training = engine.RunLock(Path(folder)).held_elsewhere()  # (before the files: its last
         mark = engine.progress_mark(folder)  # rows are written before the lock goes)
         if mark != self._mark:
+            self.changed = (mark[0] != self._mark[0], mark[1] != self._mark[1])
             self._mark = mark
             self.grew.emit(folder)
         if not training and self.folder == folder:

@@ -842,10 +842,11 @@ class MainWindow(ExportFlow, QMainWindow):
             self.close()
 
     # ---------------------------------------------------------------- runs
-    def _show_saved_preview(self, folder: str) -> None:
+    def _show_saved_preview(self, folder: str, kept: list[dict] | None = None) -> None:
         """The Preview pane shows ``folder``'s last saved samples (all prompts of its last
-        preview), not the previous run's live ones."""
-        samples = [r for r in engine.read_kept_samples(folder) if isinstance(r.get("text"), str)]
+        preview), not the previous run's live ones. ``kept``: its kept samples, when read."""
+        kept = engine.read_kept_samples(folder) if kept is None else kept
+        samples = [r for r in kept if isinstance(r.get("text"), str)]
         name = Path(folder).name
         if not samples:
             self.preview.show_preview(f"none saved for {name}", "", "—")
@@ -891,16 +892,21 @@ class MainWindow(ExportFlow, QMainWindow):
             self._say(f"showing {folder}")
 
     def _followed_grew(self, folder: str) -> None:
-        """The shown run another process trains wrote more steps or samples: redraw them."""
+        """The shown run another process trains wrote more steps or samples: redraw what grew
+        (each metrics row read samples.jsonl again, twice: the Preview's and the Gallery's)."""
         if self.worker is not None or folder != self.shown_run:
             self.follower.stop()
             return
         t0 = time.perf_counter()
-        self.plots.show_run(folder)
-        self._followed_progress(folder)
-        self._show_saved_preview(folder)
-        if self.gallery.folder == folder:
+        metrics, samples = self.follower.changed
+        if metrics:
+            self.plots.show_run(folder)
+            self._followed_progress(folder)
+        if samples and self.gallery.folder == folder:
             self.gallery.reload()
+            self._show_saved_preview(folder, self.gallery.samples)
+        elif samples:
+            self._show_saved_preview(folder)
         self.follower.redrawn_in(time.perf_counter() - t0)
 
     def _followed_progress(self, folder: str) -> None:

@@ -83,3 +83,32 @@ def test_a_slow_redraw_makes_the_follower_look_less_often(qtbot):
     assert f.timer.interval() == 10_000
     f.redrawn_in(0.01)
     assert f.timer.interval() == FOLLOW_MS
+
+
+def test_a_followed_run_reads_again_only_what_grew(win, tmp_path, monkeypatch):
+    """Each new metrics row of a followed run read its samples.jsonl again, twice (the
+    Preview's and the Gallery's): rows redraw the curves, samples the Preview and the Gallery
+    from one read."""
+    from engine import run as runapi
+    from engine.samples import append_sample
+    from engine.trainer import TrainConfig
+
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=1))
+    with runapi.start(spec, [ROOT / "assets" / "sample_corpus"], root=tmp_path / "runs") as run:
+        run.train()
+    folder = str(run.folder)
+    append_sample(run.folder, {"step": 1, "epoch": 0, "tag": "step 1", "prompt": "a",
+                               "text": "a sample"})
+    win.open_run_view(folder)
+    assert win.gallery.folder == folder
+    reads, draws = [], []
+    real_read, real_draw = engine.read_kept_samples, win.plots.show_run
+    monkeypatch.setattr(engine, "read_kept_samples", lambda f: reads.append(f) or real_read(f))
+    monkeypatch.setattr(win.plots, "show_run", lambda f: draws.append(f) or real_draw(f))
+    win.follower.changed = (True, False)  # metrics.csv grew
+    win._followed_grew(folder)
+    assert draws == [folder] and reads == []
+    win.follower.changed = (False, True)  # samples.jsonl grew
+    win._followed_grew(folder)
+    assert draws == [folder] and reads == [folder]  # one read for the Gallery and the Preview
+    assert win.preview.output.toPlainText() == "a sample" and win.gallery.samples

@@ -40,10 +40,14 @@ def test_the_follower_redraws_only_when_the_runs_files_grow(qtbot, tmp_path):
         f._poll()
         f._poll()  # the same size again: no second redraw
         assert grew == [str(folder)] and ended == []
+        assert f.changed == (True, False)  # the rows, not the samples: only the curves
+        (folder / "samples.jsonl").write_text("{}\n")
+        f._poll()
+        assert f.changed == (False, True) and len(grew) == 2
     finally:
         lock.release()
     f._poll()
-    assert ended == [str(folder)] and grew == [str(folder)]
+    assert ended == [str(folder)] and grew == [str(folder)] * 2
     assert f.folder is None and not f.timer.isActive()
 
 
