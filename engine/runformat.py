@@ -716,8 +716,9 @@ def unreadable_newer(folder: Path, chosen: Path) -> Path | None:
     """A file or folder of a snapshot newer than ``chosen`` that this user may not read, or
     None: such a snapshot was passed over as if it were damaged, and a resume went back to an
     older one and set the newer aside (every step since lost to a ``chmod`` that can be fixed)."""
-    step = next((n for n, p in snapshots(folder) if p == chosen), -1)
-    for n, p in snapshots(folder):
+    published = snapshots(folder)
+    step = next((n for n, p in published if p == chosen), -1)
+    for n, p in published:
         if n <= step:
             continue
         if not os.access(p, os.R_OK | os.X_OK):
@@ -811,7 +812,7 @@ def clean_stale(folder: Path) -> list[str]:
             continue  # not the run's: a user's .tmp files there were deleted)
         for p in base.iterdir():
             stale_dir = p.name.startswith(TMP_PREFIX) and p.is_dir()
-            stale_file = p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file()
+            stale_file = is_temp(p.name) and p.is_file()
             if stale_dir or stale_file:
                 try:  # (a read-only folder: left, said by the writability check after this)
                     shutil.rmtree(p, ignore_errors=True) if stale_dir else p.unlink(missing_ok=True)

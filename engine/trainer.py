@@ -334,8 +334,7 @@ class Trainer:
         if not self.has_val:
             return 0
         s, total, e, p = self.cursor.step, self.total_steps, self.eval_every, self.steps_per_epoch
-        ahead = total - s
-        if ahead < 0:
+        if s > total:
             return 0
         both = e * p // math.gcd(e, p)
         n = (total // e - s // e) + (total // p - s // p) - (total // both - s // both)
@@ -481,9 +480,9 @@ class Trainer:
         A stop (Ctrl-Z, SIGSTOP) since the end of the last step is told by ``continues()``
         having changed by the end of this step: the count is kept by a signal handler that may
         run late, after the main thread has gone on (the check before the step alone missed it
-        now and then on a busy machine). Such a step and the
-        time before it are left out, as neither step time nor elapsed time; its rate is the
-        typical step's (it showed ~0 tok/s)."""
+        now and then on a busy machine). Such a step and the time before it are left out, as
+        neither step time nor elapsed time; its rate is the typical step's (it showed ~0
+        tok/s)."""
         g = self.cursor.group
         rows = order[g * self.rows_per_step : (g + 1) * self.rows_per_step]
         since, seen = self._gap_from

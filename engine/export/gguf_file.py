@@ -97,14 +97,12 @@ def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = Fals
         import gguf
     except ImportError:
         raise CheckpointError("the gguf package is not installed; pip install gguf") from None
-    clear_stale_temps(Path(out_path))  # (before any refusal: an export refused for want of
-    notes = check_out(src_folder, out_path, file=True, force=force)  # --force kept 23 MB)
+    given = Path(out_path)  # a link: the file it points to is replaced, as writing through it
+    out_path = given.resolve() if given.is_symlink() else given  # would (check_out refuses a
+    clear_stale_temps(out_path)  # dangling one); temps first: an export refused for want of
+    notes = check_out(src_folder, given, file=True, force=force)  # --force kept 23 MB of them
     run = open_run(src_folder)
-    out_path = Path(out_path)
-    if out_path.is_symlink():  # replace the file it points to, as writing through it would,
-        out_path = out_path.resolve()  # not the link (check_out refused a dangling one)
     clear_out(out_path)
-    clear_stale_temps(out_path)  # (through a link: beside the file it points to)
     with locked_temp(out_path) as tmp:
         _write(gguf, run, out_path, tmp)
     return notes + run.notices
