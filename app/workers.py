@@ -380,9 +380,9 @@ class GenerateWorker(QObject):
                 if self._stop.is_set():
                     stopped = True
                     break
-            pending.append(stream.flush())
-            if "".join(pending):
-                self.piece.emit("".join(pending))
+            tail = "".join(pending) + stream.flush()
+            if tail:
+                self.piece.emit(tail)
             end = time.perf_counter()
             why = ("stopped" if stopped else "ended at end of text"
                    if n < self.sampling.max_new_tokens else "reached the length")
