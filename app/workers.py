@@ -350,9 +350,21 @@ class GenerateWorker(QObject):
                 self.done.emit("stopped before generating")  # 200,000 tokens) after it
                 return
             ids = lm.tokenizer.encode(self.prompt)
+            reading_what = f"reading the prompt ({plural(len(ids), 'token')})…"
             if len(ids) > 1:  # a long prompt took ~30 s under "loading the model…"
-                self.progress.emit(f"reading the prompt ({plural(len(ids), 'token')})…")
+                self.progress.emit(reading_what)
             t0 = time.perf_counter()
+            cut: list[int] = []  # the tokens read when Stop cut the prompt's reading
+            said_at = [t0]
+
+            def reading(read: int) -> bool:  # between pieces of a long prompt (engine's
+                if self._stop.is_set():  # PROMPT_PIECE tokens each: ~0.1 s)
+                    cut.append(read)
+                    return True
+                if (now := time.perf_counter()) - said_at[0] >= 0.5:
+                    said_at[0] = now
+                    self.progress.emit(f"{reading_what} {100 * read // len(ids)} %")
+                return False
             first = t0  # when the first new token came (the prompt read)
             n, stopped = 0, False
             stream = lm.tokenizer.stream()  # as lm.generate, counting tokens, not pieces
@@ -360,7 +372,7 @@ class GenerateWorker(QObject):
             shown = 0.0  # when the count of tokens was last said
             pending: list[str] = []  # text not yet sent to the window, and when it last was
             sent = 0.0
-            for tok in lm.generate_ids(ids, self.sampling, stepper):
+            for tok in lm.generate_ids(ids, self.sampling, stepper, reading):
                 n += 1
                 if n == 1:
                     first = time.perf_counter()
@@ -380,6 +392,10 @@ class GenerateWorker(QObject):
                 if self._stop.is_set():
                     stopped = True
                     break
+            if cut:
+                self.done.emit(f"stopped while reading the prompt ({cut[0]:,} of "
+                               f"{plural(len(ids), 'token')} read)")
+                return
             tail = "".join(pending) + stream.flush()
             if tail:
                 self.piece.emit(tail)

@@ -2,7 +2,8 @@
 
 State per layer: ``conv`` (b, e, k) -- the last k inputs of the conv branch (zero-padded), and
 ``ssm`` (b, e, n) -- the selective-scan state h. ``prefill`` runs the full parallel forward over
-the prompt and keeps the final states; ``step`` advances one token in O(1) time and memory by
+the prompt (or a piece of it, from the state the pieces before it left) and keeps the final
+states; ``step`` advances one token in O(1) time and memory by
 composing the ops' recurrent steps (``conv1d_step``, ``selective_scan_step``) and forwards.
 Reference: engine/reference.py (a step must equal the full forward at every position).
 """
@@ -38,19 +39,25 @@ class InferenceState:
         )
 
 
-def prefill(p: Params, tokens: np.ndarray, cfg: MambaConfig) -> tuple[np.ndarray, InferenceState]:
-    """tokens (b, l), l >= 1 -> (logits of the last position (b, v), state after the prompt)."""
+def prefill(p: Params, tokens: np.ndarray, cfg: MambaConfig, state: InferenceState | None = None,
+            ) -> tuple[np.ndarray, InferenceState]:
+    """tokens (b, l), l >= 1 -> (logits of the last position (b, v), state after them). With
+    ``state`` (the state after earlier tokens) the tokens continue from it, so a long prompt
+    read in pieces gives the logits and state of reading it whole; None: from the start."""
     b, length = tokens.shape
     k = cfg.d_conv
-    state = InferenceState.zeros(cfg, b, p[EMBEDDINGS].dtype)
+    dtype = p[EMBEDDINGS].dtype
+    out = InferenceState.zeros(cfg, b, dtype)
     h = embedding_forward(tokens, p[EMBEDDINGS])
     for i in range(cfg.n_layer):
-        h, c = layer_forward(p, i, h, cfg)
-        tail = c.xz[:, -k:, : cfg.d_inner].transpose(0, 2, 1)  # (b, e, min(l, k))
-        state.conv[i][:, :, k - tail.shape[2] :] = tail
-        state.ssm[i][...] = c.h_last
+        start = None if state is None else (state.conv[i], state.ssm[i])
+        h, c = layer_forward(p, i, h, cfg, start=start)
+        before = np.zeros((b, cfg.d_inner, k), dtype) if state is None else state.conv[i]
+        inputs = np.concatenate([before, c.xz[:, -k:, : cfg.d_inner].transpose(0, 2, 1)], axis=2)
+        out.conv[i][...] = inputs[:, :, -k:]  # the last k inputs, zeros before the first
+        out.ssm[i][...] = c.h_last
     hf, _ = rmsnorm_forward(np.ascontiguousarray(h[:, -1:, :]), p[NORM_F], cfg.norm_eps)
-    return hf[:, 0, :] @ p[head_name(p)].T, state
+    return hf[:, 0, :] @ p[head_name(p)].T, out
 
 
 def step(p: Params, token: np.ndarray, state: InferenceState, cfg: MambaConfig) -> np.ndarray:
@@ -88,6 +95,11 @@ class CpuStepper:
     def prefill(self, ids: np.ndarray) -> np.ndarray:
         """ids (l,) -> logits (v,) of the last position; resets the state."""
         logits, self.state = prefill(self.p, np.asarray(ids).reshape(1, -1), self.cfg)
+        return logits[0]
+
+    def feed(self, ids: np.ndarray) -> np.ndarray:
+        """ids (l,) read after what was read so far -> logits (v,) of the last position."""
+        logits, self.state = prefill(self.p, np.asarray(ids).reshape(1, -1), self.cfg, self.state)
         return logits[0]
 
     def step(self, token: int) -> np.ndarray:

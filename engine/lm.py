@@ -6,7 +6,7 @@ training loop live in ``engine.trainer``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -21,11 +21,17 @@ from .params import Params, count, init_params
 from .sampling import SamplingConfig, sample
 from .tokenizer import ByteTokenizer, Tokenizer, check_fits, load_tokenizer
 
+PROMPT_PIECE = 2048  # tokens of a prompt read in one call: between pieces a stop is seen (a
+# 200,000-token prompt read in one call took 7-12 s, and its activations grow with its length)
+
 
 class Stepper(Protocol):
-    """A recurrent decoding backend: CpuStepper or engine.gpu.GpuStepper."""
+    """A recurrent decoding backend: CpuStepper or engine.gpu.GpuStepper. ``prefill`` reads
+    ids (l,) from a zero state, ``feed`` reads them after what was read so far; both return the
+    last position's logits (v,)."""
 
     def prefill(self, ids: np.ndarray) -> np.ndarray: ...
+    def feed(self, ids: np.ndarray) -> np.ndarray: ...
     def step(self, token: int) -> np.ndarray: ...
 
 
@@ -54,17 +60,24 @@ class MambaLM:
         return logits_forward(self.params, np.atleast_2d(tokens), self.config)
 
     def generate_ids(
-        self, prompt_ids: np.ndarray, sampling: SamplingConfig, backend: Stepper | None = None
+        self, prompt_ids: np.ndarray, sampling: SamplingConfig, backend: Stepper | None = None,
+        reading: Callable[[int], bool] | None = None,
     ) -> Iterator[int]:
         """Yield new token ids one at a time with the recurrent step of ``backend`` (a
         ``GpuStepper``; the CPU step when None); ends early at a stop token (``SamplingConfig``).
-        An end-of-text id that does not stop it resets the state (each document trains from zero)."""
+        An end-of-text id that does not stop it resets the state (each document trains from zero).
+        The prompt is read ``PROMPT_PIECE`` tokens at a time; between pieces ``reading`` gets
+        the count read so far, and True from it ends the generation before any token."""
         stepper = backend if backend is not None else CpuStepper(self.params, self.config)
         rng = np.random.default_rng(sampling.seed)
         ids = np.asarray(prompt_ids, dtype=np.int64).reshape(-1)
         if ids.size == 0:
             ids = np.array([self.tokenizer.eos_id], dtype=np.int64)
-        logits = stepper.prefill(ids)
+        logits = stepper.prefill(ids[:PROMPT_PIECE])
+        for at in range(PROMPT_PIECE, ids.size, PROMPT_PIECE):
+            if reading is not None and reading(at):
+                return
+            logits = stepper.feed(ids[at : at + PROMPT_PIECE])
         history = list(ids[-sampling.repetition_window:])
         stops = {t for t in (sampling.stop_token,
                              self.tokenizer.eos_id if sampling.stop_at_eos else None) if t is not None}

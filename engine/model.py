@@ -83,10 +83,12 @@ def _weight_grad(grads: Params, hooks: LinearHooks | None, name: str, dy: np.nda
 
 def layer_forward(
     p: Params, i: int, h: np.ndarray, cfg: MambaConfig, hooks: LinearHooks | None = None,
-    reset: np.ndarray | None = None,
+    reset: np.ndarray | None = None, start: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, LayerCache]:
     """h (b, l, d) -> (h + mixer(norm(h)) (b, l, d), cache); ``reset`` (b, l) marks document
-    starts."""
+    starts. ``start``: the layer's recurrent state before position 0, (conv window (b, e, k),
+    SSM state (b, e, n)) as ``engine.inference`` keeps them, to go on from where an earlier call
+    stopped (a prompt read piece by piece; not with ``reset``); None: a zero state."""
     pre = layer_prefix(i)
     mx = pre + "mixer."
     b, length, d = h.shape
@@ -95,7 +97,16 @@ def layer_forward(
     xn, rstd = rmsnorm_forward(h, p[pre + "norm.weight"], cfg.norm_eps)
     xn = xn.reshape(-1, d)
     xz = _hook_fwd(hooks, mx + "in_proj.weight", xn, xn @ W_in.T).reshape(b, length, 2 * e)
-    u, xc = conv1d_forward(xz, p[mx + "conv1d.weight"], p[mx + "conv1d.bias"], reset)
+    if start is None:
+        u, xc = conv1d_forward(xz, p[mx + "conv1d.weight"], p[mx + "conv1d.bias"], reset)
+    else:
+        if reset is not None:
+            raise ValueError("layer_forward: start and reset are not combined")
+        k = cfg.d_conv  # the window's last k - 1 inputs come before position 0
+        x = np.ascontiguousarray(
+            np.concatenate([start[0][:, :, 1:].transpose(0, 2, 1), xz[:, :, :e]], axis=1))
+        u, xc = conv1d_forward(x, p[mx + "conv1d.weight"], p[mx + "conv1d.bias"])
+        u, xc = np.ascontiguousarray(u[:, k - 1 :]), np.ascontiguousarray(xc[:, k - 1 :])
     u2 = u.reshape(-1, e)
     x_dbl = _hook_fwd(hooks, mx + "x_proj.weight", u2, u2 @ p[mx + "x_proj.weight"].T)
     dt_low = x_dbl[:, :r]
@@ -105,7 +116,7 @@ def layer_forward(
     C = np.ascontiguousarray(x_dbl[:, r + n :]).reshape(b, length, n)
     y, h_last = selective_scan_forward(
         u, delta.reshape(b, length, e), p[mx + "A_log"], B, C, p[mx + "D"], xz, z_offset=e,
-        reset=reset,
+        reset=reset, h0=None if start is None else start[1],
     )
     y = y.reshape(-1, e)
     out = h + _hook_fwd(hooks, mx + "out_proj.weight", y, y @ p[mx + "out_proj.weight"].T

@@ -149,3 +149,23 @@ def test_adapter_probes_from_two_threads_leave_stderr_working(capfd):
     os.write(2, b"still here\n")
     err = capfd.readouterr().err
     assert "XDG" not in err and "still here" in err and all(f"kept {i}" in err for i in range(4))
+
+
+def test_gpu_reads_a_prompt_longer_than_its_token_buffer(gpu, monkeypatch):
+    """A prompt longer than the token buffer (MAX_TOKENS, 4,096) failed with "prompt must have
+    1..4096 tokens" (`generate --backend gpu`, the Playground on a GPU): it is now run a buffer
+    at a time, from the state the buffers before it left. The buffer is made 4 tokens here."""
+    import engine.gpu.stepper as gs
+
+    monkeypatch.setattr(gs, "MAX_TOKENS", 4)
+    lm = _lm(5)
+    st = gs.GpuStepper(lm, gpu)
+    ids = np.random.default_rng(5).integers(0, 256, size=11)
+    c, state = prefill(lm.params, ids[None, :], lm.config)
+    g = st.prefill(ids)
+    np.testing.assert_allclose(g, c[0], rtol=1e-4, atol=1e-4 * np.abs(c).max())
+    g = st.feed(ids[:6])  # and goes on from there
+    c, state = prefill(lm.params, ids[None, :6], lm.config, state)
+    np.testing.assert_allclose(g, c[0], rtol=1e-4, atol=1e-4 * np.abs(c).max())
+    np.testing.assert_allclose(st.step(7), step(lm.params, np.array([7]), state, lm.config)[0],
+                               rtol=1e-4, atol=1e-4 * np.abs(c).max())

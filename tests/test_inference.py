@@ -33,6 +33,56 @@ def test_prefill_then_step_equals_full_forward(prompt_len):
         np.testing.assert_allclose(logits, full[:, t], atol=1e-10)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pieces", [[1] * 12, [2, 1, 5, 4], [3, 9], [7, 5]])
+def test_prefill_in_pieces_equals_prefill_whole(dtype, pieces):
+    """A prompt read piece by piece, each piece from the state the pieces before it left (pieces
+    shorter than the conv window included), gives the logits and states of reading it whole,
+    and the steps after it the full forward's logits. float64 to rounding (the GEMMs see other
+    row counts), float32 within 1e-5."""
+    cfg = tiny_config()
+    p = random_params(cfg, seed=3, dtype=dtype)
+    tokens, _ = random_batch(cfg, b=2, length=16, seed=4)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    whole, whole_state = prefill(p, tokens[:, :12], cfg)
+    state, at = None, 0
+    for n in pieces:
+        logits, state = prefill(p, tokens[:, at : at + n], cfg, state)
+        at += n
+    assert at == 12 and state is not None
+    np.testing.assert_allclose(logits, whole, rtol=tol, atol=tol)
+    for mine, theirs in zip(state.conv + state.ssm, whole_state.conv + whole_state.ssm,
+                            strict=True):
+        np.testing.assert_allclose(mine, theirs, rtol=tol, atol=tol)
+    full = logits_forward(p, tokens, cfg)
+    for t in range(12, 16):
+        np.testing.assert_allclose(step(p, tokens[:, t], state, cfg), full[:, t], rtol=tol * 10,
+                                   atol=tol * 10)
+    cold, _ = prefill(p, tokens[:, 12 - pieces[-1] : 12], cfg)
+    assert not np.allclose(cold, whole, atol=1e-3), "the state carried nothing"
+
+
+def test_a_long_prompt_is_read_in_pieces_that_can_be_stopped(monkeypatch):
+    """generate_ids reads a prompt PROMPT_PIECE tokens at a time (one call took 7-12 s for
+    200,000 tokens, with no way to stop it): the same tokens as one read, ``reading`` hears
+    each piece's start, and True from it ends the generation before any token."""
+    import engine.lm
+
+    cfg = tiny_config()
+    lm = MambaLM(cfg, random_params(cfg, seed=5, dtype=np.float32), ByteTokenizer())
+    prompt = np.random.default_rng(6).integers(0, cfg.vocab_size, size=23)
+    s = SamplingConfig(temperature=0.0, max_new_tokens=12)
+    at_once = list(lm.generate_ids(prompt, s))
+    monkeypatch.setattr(engine.lm, "PROMPT_PIECE", 5)
+    heard: list[int] = []
+    assert list(lm.generate_ids(prompt, s, reading=lambda n: heard.append(n) is not None)) \
+        == at_once
+    assert heard == [5, 10, 15, 20]
+    heard.clear()
+    assert list(lm.generate_ids(prompt, s, reading=lambda n: heard.append(n) or n >= 10)) == []
+    assert heard == [5, 10]
+
+
 def test_sampling_modes():
     rng = np.random.default_rng(0)
     logits = np.array([0.0, 5.0, 1.0, 4.9])

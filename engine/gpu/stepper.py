@@ -179,18 +179,25 @@ class GpuStepper:
 
     def prefill(self, ids: np.ndarray) -> np.ndarray:
         """Reset, run the prompt ``ids`` (l,), return the last position's logits (v,)."""
-        ids = np.asarray(ids, dtype=np.uint32).reshape(-1)
-        if not 1 <= ids.size <= MAX_TOKENS:
-            raise ValueError(f"prompt must have 1..{MAX_TOKENS} tokens")
         self.reset()
-        self.dev.queue.write_buffer(self.tokens, 0, ids)
-        return self._run(ids.size)
+        return self.feed(ids)
+
+    def feed(self, ids: np.ndarray) -> np.ndarray:
+        """Run ``ids`` (l >= 1) after what was run so far, ``MAX_TOKENS`` a submission (the
+        token buffer's size); return the last position's logits (v,)."""
+        ids = np.asarray(ids, dtype=np.uint32).reshape(-1)
+        if ids.size == 0:
+            raise ValueError("feed needs at least one token")
+        for at in range(0, ids.size, MAX_TOKENS):
+            piece = ids[at : at + MAX_TOKENS]
+            self.dev.queue.write_buffer(self.tokens, 0, piece)
+            self.dev.queue.write_buffer(self.cursor, 0, np.zeros(1, np.uint32))
+            logits = self._run(piece.size)
+        return logits
 
     def step(self, token: int) -> np.ndarray:
         """Feed one token, return its logits (v,)."""
-        self.dev.queue.write_buffer(self.tokens, 0, np.array([token], np.uint32))
-        self.dev.queue.write_buffer(self.cursor, 0, np.zeros(1, np.uint32))
-        return self._run(1)
+        return self.feed(np.array([token]))
 
     @property
     def description(self) -> str:

@@ -54,18 +54,23 @@ _PF_OUT = 12
 
 
 @parallel_kernel
-def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, out, h_last):
+def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, h0, out, h_last):
     """u, delta (b, l, e); z (b, l, >= zoff + e), read at columns zoff..zoff+e; At (n, e) = A.T;
-    Bm, Cm (b, l, n); D (e,); reset (b, l) uint8 or (b, 0) for none -> out (b, l, e),
-    h_last (b, e, n)."""
+    Bm, Cm (b, l, n); D (e,); reset (b, l) uint8 or (b, 0) for none; h0 (b, e, n), the state
+    before position 0, or (b, 0, n) for zero -> out (b, l, e), h_last (b, e, n)."""
     nb, nl, ne = u.shape
     has_reset = reset.shape[1] > 0
+    has_h0 = h0.shape[1] > 0
     nn_ = At.shape[0]
     nch = ne // CHUNK
     for job in prange(nb * nch):
         b = job // nch
         c0 = (job % nch) * CHUNK
         h = np.zeros((nn_, CHUNK), u.dtype)
+        if has_h0:
+            for k in range(CHUNK):
+                for s in range(nn_):
+                    h[s, k] = h0[b, c0 + k, s]
         Aj = np.ascontiguousarray(At[:, c0 : c0 + CHUNK])
         Dj = D[c0 : c0 + CHUNK]
         dbu = np.empty(CHUNK, u.dtype)
@@ -346,22 +351,30 @@ def selective_scan_forward(
     z: np.ndarray,
     z_offset: int = 0,
     reset: np.ndarray | None = None,
+    h0: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """-> out (b, l, e), h_last (b, e, n). See the module docstring. ``z`` may be wider than e
     (e.g. in_proj's whole (b, l, 2e) output) and is read at columns z_offset..z_offset+e.
-    ``reset`` (b, l): True where a new document starts (the state is zeroed before it)."""
-    _check(u, delta, A_log, B, C, D, z, z_offset)
+    ``reset`` (b, l): True where a new document starts (the state is zeroed before it).
+    ``h0`` (b, e, n): the state before position 0 (a previous call's h_last, to go on reading
+    a sequence piece by piece); None: zero."""
+    dt = _check(u, delta, A_log, B, C, D, z, z_offset)
     nb, nl, ne = u.shape
     n = A_log.shape[1]
+    if h0 is not None:
+        check("h0", h0, (nb, ne, n), dt)
     rm = reset_mask(reset, nb, nl)
     At = _A_transposed(A_log)
     ep = _width(ne)
     if ep != ne:  # zero-padded channels: no state, no output
         u, delta, D, At = _pad(u, ep), _pad(delta, ep), _pad(D, ep), _pad(At, ep)
         z, z_offset = _pad(z, ep, z_offset, ne), 0
+        if h0 is not None:
+            h0 = np.concatenate([h0, np.zeros((nb, ep - ne, n), h0.dtype)], axis=1)
+    h0_k = np.zeros((nb, 0, n), u.dtype) if h0 is None else np.ascontiguousarray(h0)
     out = np.empty_like(u)
     h_last = np.empty((nb, ep, n), dtype=u.dtype)
-    _scan_forward_kernel(u, delta, At, B, C, D, z, z_offset, rm, out, h_last)
+    _scan_forward_kernel(u, delta, At, B, C, D, z, z_offset, rm, h0_k, out, h_last)
     if ep != ne:
         return np.ascontiguousarray(out[..., :ne]), np.ascontiguousarray(h_last[:, :ne])
     return out, h_last

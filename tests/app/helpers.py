@@ -75,7 +75,7 @@ def fake_model(monkeypatch, generate_ids, backend: str = "CPU step") -> None:  #
         def check_finite(self, source):  # noqa: ANN001, ANN202
             pass
 
-        def generate_ids(self, ids, sampling, backend):  # noqa: ANN001, ANN202
+        def generate_ids(self, ids, sampling, backend, reading=None):  # noqa: ANN001, ANN202
             return generate_ids(ids, sampling)
 
     monkeypatch.setattr(engine, "load_model", lambda src, notify=None: FakeLM())

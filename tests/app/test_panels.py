@@ -1852,9 +1852,10 @@ def test_deleting_the_run_the_playground_generates_from_leaves_its_model_box(win
     assert pg.source.currentText() == str(other)
 
 
-def test_playground_stop_while_the_prompt_is_read_says_when_it_stops(win, qtbot, monkeypatch):
-    """A 200,000-token prompt is read in one call (7-12 s): Stop then changed nothing on screen
-    until it ended. It says what it waits for, and the generation then stops at once."""
+def test_playground_stop_while_the_prompt_is_read_says_so(win, qtbot, monkeypatch):
+    """A 200,000-token prompt was read in one call (7-12 s): Stop then changed nothing on screen
+    until it ended. It says it is stopping, and the generation then stops at once (the prompt
+    is read in pieces, so a real one stops at the next piece: the test below)."""
     import threading
 
     release = threading.Event()
@@ -1870,7 +1871,7 @@ def test_playground_stop_while_the_prompt_is_read_says_when_it_stops(win, qtbot,
     pg.generate()
     qtbot.waitUntil(lambda: pg.status.text().startswith("reading the prompt"), timeout=10_000)
     pg.stop()
-    assert pg.status.text() == "reading the prompt (13 tokens): it stops once that is done"
+    assert pg.status.text() == "stopping…"
     assert not pg.stop_btn.isEnabled()  # (pressed: it stayed on)
     qtbot.wait(600)  # a prompt read for 0.5 s or more is said
     with qtbot.waitSignal(pg.finished, timeout=10_000):
@@ -1878,6 +1879,36 @@ def test_playground_stop_while_the_prompt_is_read_says_when_it_stops(win, qtbot,
     said = pg.status.text()
     assert said.startswith("1 token; the prompt (13 tokens) read in ") and "stopped" in said, said
     assert "/s)" not in said  # (a rate of one token: "1 token in 11.00 s (0/s)")
+
+
+def test_playground_stop_while_a_long_prompt_is_read_stops_at_the_next_piece(tiny_run,
+                                                                            monkeypatch):
+    """The prompt is read PROMPT_PIECE tokens at a time (8 here): a Stop during its reading
+    ends it at the next piece, with nothing generated, and says how much was read."""
+    from dataclasses import replace as _replace
+
+    import engine
+    import engine.lm
+    from app.workers import GenerateWorker
+    from engine.inference import CpuStepper
+
+    monkeypatch.setattr(engine.lm, "PROMPT_PIECE", 8)
+    cfg = _replace(engine.GENERATION_DEFAULTS, max_new_tokens=3, seed=1)
+    w = GenerateWorker(tiny_run, "hello world " * 20, cfg, "cpu")
+    feed = CpuStepper.feed
+
+    def feed_then_stop(self, ids):  # noqa: ANN001, ANN202
+        w.stop()  # (pressed while the second piece is read)
+        return feed(self, ids)
+
+    monkeypatch.setattr(CpuStepper, "feed", feed_then_stop)
+    done: list[str] = []
+    pieces: list[str] = []
+    w.done.connect(done.append)
+    w.piece.connect(pieces.append)
+    w.run()
+    assert done == ["stopped while reading the prompt (16 of 240 tokens read)"], done
+    assert pieces == []
 
 
 def test_the_playground_lists_runs_made_elsewhere_when_shown(win, qtbot, tiny_run):

@@ -159,3 +159,35 @@ def test_backward_without_dA_is_the_same_except_dA_log_is_none(dtype):
     assert part[2] is None and full[2] is not None
     for i in (0, 1, 3, 4, 5, 6):
         np.testing.assert_array_equal(full[i], part[i])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cut", [1, 4, 8])
+def test_forward_from_h0_goes_on_where_the_first_part_stopped(dtype, cut):
+    """A sequence scanned in two parts, the second from the first's h_last (``h0``), gives the
+    whole scan's outputs and final state bit for bit (the same update from the same state);
+    e=70 pads h0 to two 64-channel chunks. A zero or missing h0 would differ (the test checks)."""
+    u, delta, A_log, B, C, D, z = _inputs(dtype)
+    whole, h_whole = selective_scan_forward(u, delta, A_log, B, C, D, z)
+    part = [np.ascontiguousarray(a[:, :cut]) for a in (u, delta, B, C, z)]
+    rest = [np.ascontiguousarray(a[:, cut:]) for a in (u, delta, B, C, z)]
+    out1, h1 = selective_scan_forward(part[0], part[1], A_log, part[2], part[3], D, part[4])
+    out2, h2 = selective_scan_forward(rest[0], rest[1], A_log, rest[2], rest[3], D, rest[4],
+                                      h0=h1)
+    np.testing.assert_array_equal(np.concatenate([out1, out2], axis=1), whole)
+    np.testing.assert_array_equal(h2, h_whole)
+    cold, _ = selective_scan_forward(rest[0], rest[1], A_log, rest[2], rest[3], D, rest[4])
+    assert not np.allclose(cold, out2), "h0 had no effect"
+
+
+def test_forward_h0_is_cut_by_a_reset_at_position_0_and_checked():
+    u, delta, A_log, B, C, D, z = _inputs(np.float64)
+    h0 = np.random.default_rng(5).standard_normal((2, 70, 4))
+    reset = np.zeros((2, 9), bool)
+    reset[:, 0] = True
+    a = selective_scan_forward(u, delta, A_log, B, C, D, z, reset=reset, h0=h0)
+    b = selective_scan_forward(u, delta, A_log, B, C, D, z)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match=r"h0: expected shape \(2, 70, 4\)"):
+        selective_scan_forward(u, delta, A_log, B, C, D, z, h0=h0[:, :69])
