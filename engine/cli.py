@@ -188,10 +188,25 @@ def _better_best(folder: Path) -> str:
             f"its snapshot folder, {snap}, in place of the run")
 
 
+PROMPT_FILE_LIMIT = 256 << 20  # bytes of a --prompt-file (its text and ids are held whole)
+
+
+def read_prompt(path: str) -> str:
+    """``generate --prompt-file``: the file's text, checked as a corpus file is (binary,
+    compressed, UTF-16 or not UTF-8: one line naming the file and the fix)."""
+    from .data import iter_text
+    from .safeio import check_regular
+
+    check_regular(path, "prompt file", PROMPT_FILE_LIMIT)
+    return "".join(iter_text(Path(path)))
+
+
 def cmd_generate(a: argparse.Namespace) -> int:
     from . import SamplingConfig
     from .run import load_model
 
+    if a.prompt_file:  # (read first: a wrong file is said before a model is loaded)
+        a.prompt = read_prompt(a.prompt_file)
     lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     backend = None
@@ -461,8 +476,12 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate text from a model folder")
     g.add_argument("model", type=_path, help="run folder (latest snapshot), snapshot or model folder")
     gen = GENERATION_DEFAULTS  # the defaults the app's Playground and previews show too
-    g.add_argument("--prompt", type=_text, default=DEFAULT_PROMPT,
-                   help=f"text to continue (default {DEFAULT_PROMPT!r})")
+    said = g.add_mutually_exclusive_group()
+    said.add_argument("--prompt", type=_text, default=DEFAULT_PROMPT,
+                      help=f"text to continue (default {DEFAULT_PROMPT!r})")
+    said.add_argument("--prompt-file", type=_path,
+                      help="a UTF-8 text file to continue (a prompt too long for the command "
+                           "line; read 2,048 tokens at a time, so memory stays flat)")
     g.add_argument("--max-new-tokens", type=_int_in(0, 1_000_000), default=gen.max_new_tokens,
                    help=f"tokens to generate at most (default {gen.max_new_tokens})")
     g.add_argument("--temperature", type=_float_in(0.0, 1e6), default=gen.temperature,

@@ -490,6 +490,28 @@ def test_generate_says_why_nothing_followed_the_prompt(tiny_model, capsys, monke
     assert "note:" not in capsys.readouterr().err
 
 
+def test_generate_prompt_file_reads_the_prompt_from_a_file(tiny_model, tmp_path, capsys):
+    """A prompt too long for the command line ("Argument list too long" at ~128 KB) is read
+    with --prompt-file: the same text as --prompt gives; a wrong file is one line naming it
+    (and the two flags are not taken together)."""
+    text = "Der Fluß fließt.\n" * 40
+    (tmp_path / "p.txt").write_text(text, encoding="utf-8")
+    common = ["generate", str(tiny_model), "--max-new-tokens", "8", "--seed", "3"]
+    assert main([*common, "--prompt", text]) == 0
+    by_flag = capsys.readouterr().out
+    assert main([*common, "--prompt-file", str(tmp_path / "p.txt")]) == 0
+    assert capsys.readouterr().out == by_flag and by_flag.startswith(text)
+    (tmp_path / "u16.txt").write_bytes(text.encode("utf-16"))
+    assert main([*common, "--prompt-file", str(tmp_path / "u16.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / 'u16.txt'}: UTF-16 text") and err.count("\n") == 1
+    assert main([*common, "--prompt-file", str(tmp_path / "none.txt")]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'none.txt'}: no such prompt file\n"
+    with pytest.raises(SystemExit):
+        main([*common, "--prompt", "x", "--prompt-file", str(tmp_path / "p.txt")])
+    assert "not allowed with argument --prompt" in capsys.readouterr().err
+
+
 def test_samples_come_every_n_steps_inside_an_epoch(tmp_path, capsys):
     """A long epoch showed no sample between step 0 and its end (a 1.7 MB corpus: 741 steps):
     ``--sample-every N`` shows one once N steps have gone by, kept in the Gallery too; an
