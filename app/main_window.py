@@ -712,6 +712,7 @@ class MainWindow(ExportFlow, QMainWindow):
         self.last_report = None
         self.current_run = None  # until the worker opens its run (a Delete of the previous run
         self._set_state("running")  # while preparing was refused as "training")
+        self.statusBar().clearMessage()  # ("next Start continues RUN" stayed on after it had)
         self._update_next()
         self.status.set_full(f"{PREPARING} (corpus, tokenizer, model, kernels)…")
         self.train_thread.start()

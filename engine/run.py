@@ -892,13 +892,19 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         if ("epochs" in train_kw or "max_steps" in train_kw) and tr.total_steps < run.step:
             need = run.step // tr.steps_per_epoch + 1  # (it was kept, and said "step 60 of
             # 39"; at step 55 of 11-step epochs, 5 epochs end at 55: a sixth trains on)
-            fixes = ([f"at least {need} epochs"] if spec.train.epochs < need else []) + (
-                [f"max steps above {run.step} (or no limit)"]  # only what cuts it short (it
-                if spec.train.max_steps and spec.train.max_steps <= run.step else [])  # said
-            raise ValueError(f"{folder} is at step {run.step}, past the {tr.total_steps} steps "
-                             f"of epochs {spec.train.epochs} and max steps "  # "3 epochs" at 10)
-                             f"{spec.train.max_steps or 'no limit'}: give {' and '.join(fixes)} "
-                             "to train on")
+            kept = {k: "" if k in train_kw else " (kept from the run)"
+                    for k in ("epochs", "max_steps")}  # (a value given at an earlier resume
+            cuts, fixes = [], []  # read as this one's: "past the 45 steps of epochs 1")
+            if spec.train.epochs < need:  # only what cuts it short is named
+                cuts.append(f"{plural(spec.train.epochs, 'epoch')}{kept['epochs']} of "
+                            f"{plural(tr.steps_per_epoch, 'step')}")
+                fixes.append(f"at least {need} epochs")
+            if spec.train.max_steps and spec.train.max_steps <= run.step:
+                cuts.append(f"max steps {spec.train.max_steps:,}{kept['max_steps']}")
+                fixes.append(f"max steps above {run.step:,} (or no limit)")
+            raise ValueError(f"{folder} is already at step {run.step:,}, and {' and '.join(cuts)} "
+                             f"would end it at step {tr.total_steps:,}: give "
+                             f"{' and '.join(fixes)} to train on")
         if run.step < tr.total_steps or run.unscored or run.interrupted_eval:  # (work to do:
             rf.check_resume_dir(folder, rf.snapshot_bytes(  # a finished run says so instead)
                 n_params(lm.config), count_trainable(lm.config, spec.train.lora, spec.train.wsla)))

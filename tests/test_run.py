@@ -829,13 +829,16 @@ def test_resume_with_fewer_epochs_than_done_is_refused_and_changes_nothing(tmp_p
     before = (out / rf.RUN_JSON).read_text()
     assert main(["train", "--resume", str(out), "--epochs", "1"]) == 2
     err = capsys.readouterr().err
-    assert f"is at step {done}, past the {per_epoch} steps of epochs 1" in err, err
+    assert f"is already at step {done}, and 1 epoch of {per_epoch} steps would end it at step " \
+           f"{per_epoch}:" in err, err
     assert "give at least 3 epochs to train on" in err and err.count("\n") == 1, err  # 2 end
     # at its step; max steps (no limit) is not named: only what cuts the run short is
     assert (out / rf.RUN_JSON).read_text() == before
     assert main(["train", "--resume", str(out), "--max-steps", str(done - 1)]) == 2
     err = capsys.readouterr().err
-    assert f"is at step {done}" in err and err.count("\n") == 1, err
+    assert f"is already at step {done}, and 2 epochs (kept from the run) of {per_epoch} steps " \
+           f"and max steps {done - 1} would end it" in err and err.count("\n") == 1, err  # (an
+    # epochs value kept from the run read as if given now)
     assert (out / rf.RUN_JSON).read_text() == before
     with resume(out) as run:  # still resumable, unchanged
         assert run.step == done and run.spec.train.epochs == 2

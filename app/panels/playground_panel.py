@@ -148,6 +148,8 @@ class PlaygroundPanel(QWidget):
         if self.gen_thread is not None:  # (Open or a run's end changed the locked box while
             self._next_source = folder  # another model's text streamed on): after it
             return
+        if folder and folder == self.source.currentText():  # the same model: the line stays
+            return  # (the end of the run it generated from wiped its generation's summary)
         self.source.setCurrentText(folder)
         self._source_changed(folder)
 

@@ -287,6 +287,27 @@ def test_continue_a_finished_run_says_how_to_train_it_further(win, qtbot):
     assert win.continue_dir is None and not win.errors, win.errors
 
 
+def test_start_of_a_continue_clears_its_line_and_its_end_keeps_the_playground_s(win, qtbot):
+    """After Continue, Start left "next Start continues RUN" on the status bar while the run
+    trained (the Next Start line said a new run); the end of a run wiped the Playground's line
+    of a generation from that run ("200 tokens in 0.08 s ..." became "model: RUN")."""
+    folder = train_until_idle(qtbot, win, max_steps=2)
+    pg = win.playground
+    assert pg.source.currentText() == folder
+    said = "12 tokens in 0.10 s (120/s), reached the length — CPU step"
+    pg.status.setText(said)
+    win.choose_continue(folder)
+    assert win.statusBar().currentMessage() == f"next Start continues {folder}"
+    win.train.max_steps.setValue(3)
+    win.start_training()
+    assert "next Start continues" not in win.statusBar().currentMessage()
+    qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
+    assert json.loads((Path(folder) / "latest.json").read_text())["step"] == 3
+    assert pg.status.text() == said
+    pg.set_source(str(Path(folder).parent))  # another model: the line says what Generate uses
+    assert pg.status.text().startswith("model: ")
+
+
 def test_continue_scores_a_run_stopped_during_its_final_evaluation(win, qtbot):
     """A run stopped while its last held-out evaluation ran, then Continue: it said "already at
     step 3 of 3: raise Epochs or Max steps", and the run stayed without its held-out loss."""
@@ -509,7 +530,8 @@ def test_a_refused_continue_stays_chosen(win, qtbot):
     win.start_training()
     qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
     assert threads and all(t is QApplication.instance().thread() for t in threads), threads
-    assert win.errors and "is at step 4, past the 2 steps" in win.errors[-1], win.errors
+    assert win.errors and "is already at step 4, and max steps 2 would end it at step 2" \
+        in win.errors[-1], win.errors
     assert "give max steps above 4 (or no limit) to train on" in win.errors[-1]
     assert win.continue_dir == folder and "continues run" in win.next_label.full
     assert win.plots.steps and win.plots.steps[-1] == 4  # its history is shown again
