@@ -1011,7 +1011,8 @@ class MainWindow(ExportFlow, QMainWindow):
         if folder == self.shown_run:
             self._say(f"{Path(folder).name} is the run shown; Compare overlays another run")
             return
-        self.plots.set_compare(Path(folder).name, engine.read_kept_metrics(folder))
+        self.plots.set_compare(Path(folder).name, engine.read_kept_metrics(folder),
+                               engine.read_tokens_per_byte(Path(folder)))
         self.compared_run = folder
         self.tabs.setCurrentIndex(0)
 

@@ -1202,6 +1202,8 @@ class RunInfo:
     status: str  # running | paused | stopped | finished | diverged | interrupted | broken
     error: str | None = None
     source: str = ""  # where a run from a model started ("from RUN/snapshots/step-N (step N)")
+    bits_per_byte: float | None = None  # best_val_loss in bits per corpus byte, which compares
+    # runs of different tokenizers (nats/token do not); None when its data cannot be read
 
 
 def model_label(spec: dict) -> str:
@@ -1244,9 +1246,11 @@ def list_runs(root: str | Path) -> list[RunInfo]:
         best = best_pointer(p)  # was gone: Continue and Open took step 154)
         spec = d["spec"]  # a run of its own sizes, or from opened weights, records the default
         model = model_label(spec)
+        val = best.get("val_loss") if best else None
+        tpb = read_tokens_per_byte(p) if val is not None else None
         out.append(RunInfo(
             p, p.name, str(d.get("created", "")), model,  # the folder's name (run.json's
             # stayed after a rename, and a copy showed two rows of one name)
-            kept[1] if kept else 0, best.get("val_loss") if best else None, state,
-            source=init_described(d.get("init_from"))))
+            kept[1] if kept else 0, val, state, source=init_described(d.get("init_from")),
+            bits_per_byte=val * tpb / math.log(2) if val is not None and tpb else None))
     return sorted(out, key=lambda r: (r.created, r.name), reverse=True)

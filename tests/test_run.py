@@ -188,6 +188,8 @@ def test_new_runs_get_unique_folders(tmp_path):
     assert len(runs) == 2 and len({r.path for r in runs}) == 2
     assert all(r.status == "finished" and r.steps == 1 and r.preset == "tiny" for r in runs)
     assert runs[0].best_val_loss is not None and math.isfinite(runs[0].best_val_loss)
+    tpb = rf.read_tokens_per_byte(runs[0].path)  # bits per byte, which compares tokenizers
+    assert tpb and runs[0].bits_per_byte == runs[0].best_val_loss * tpb / math.log(2)
     # a run of its own sizes, and one from another's weights, recorded the default preset and
     # were listed as "small"
     from dataclasses import replace

@@ -116,6 +116,7 @@ class PlotsPanel(QWidget):
         self.loss_plot.setLabel("left", "loss", units="nats/token")
         self.loss_plot.showAxis("right")
         self.loss_plot.setLabel("right", "bits/byte")
+        self._compare: tuple[str, list[dict[str, Any]], float | None] = ("", [], None)
         self.set_tokens_per_byte(1.0)
         self.norm_plot.setXLink(self.loss_plot)
         self.reset_view()
@@ -221,6 +222,8 @@ class PlotsPanel(QWidget):
         """bits/byte = nats/token × tokens/byte ÷ ln 2 (1 token per byte for the byte tokenizer)."""
         self.tokens_per_byte = tpb
         self.loss_plot.getAxis("right").setScale(tpb / math.log(2))
+        if self._compare[0]:  # the grey run's losses are drawn on this run's scale
+            self._draw_compare()
 
     def reset_view(self) -> None:
         """Follow the data again; the y range ignores the top 3 % of values (the first steps of
@@ -320,19 +323,36 @@ class PlotsPanel(QWidget):
         self._history_epochs = done
         self._dirty = True
 
-    def set_compare(self, name: str, rows: list[dict[str, Any]]) -> None:
+    def set_compare(self, name: str, rows: list[dict[str, Any]],
+                    tokens_per_byte: float | None = None) -> None:
         """Overlay another run's train (dotted) and held-out (dashed) loss and its gradient norm
-        (dotted) in grey (the gradient norm was left out)."""
-        st = [(r["step"], r["loss"]) for r in rows if r["kind"] == "step"
+        (dotted) in grey (the gradient norm was left out). A run of another tokenizer
+        (``tokens_per_byte`` more than 1 % from the shown run's) has its losses drawn at equal
+        bits per byte on the shown run's scale: a byte run at 1.44 nats/token sat below a BPE
+        run at 1.96 that was 4x better per byte, and the right axis read it with the wrong
+        tokenizer."""
+        self._compare = (name, rows, tokens_per_byte)
+        self._draw_compare()
+
+    def _draw_compare(self) -> None:
+        name, rows, tpb = self._compare
+        scale = tpb / self.tokens_per_byte if tpb and self.tokens_per_byte else 1.0
+        rescaled = abs(scale - 1.0) > 0.01
+        if not rescaled:
+            scale = 1.0
+        st = [(r["step"], r["loss"] * scale) for r in rows if r["kind"] == "step"
               and r.get("loss") is not None and math.isfinite(r["loss"])]
-        ev = [(r["step"], r["val_loss"]) for r in rows if r["kind"] == "eval"
+        ev = [(r["step"], r["val_loss"] * scale) for r in rows if r["kind"] == "eval"
               and r.get("val_loss") is not None]
         gn = [(r["step"], r["grad_norm"]) for r in rows if r["kind"] == "step"
               and isinstance(r.get("grad_norm"), float) and math.isfinite(r["grad_norm"])]
         self.cmp_loss.setData([s for s, _ in st], [v for _, v in st])
         self.cmp_val.setData([s for s, _ in ev], [v for _, v in ev])
         self.cmp_norm.setData([s for s, _ in gn], [v for _, v in gn])
-        self.compare_label.setText(f"grey: {name} (dotted train, dashed held-out)" if name else "")
+        other = (f"; another tokenizer ({tpb:.3g} tokens a byte, this run {self.tokens_per_byte:.3g}"
+                 "): its loss drawn at equal bits/byte" if rescaled and tpb else "")
+        self.compare_label.setText(f"grey: {name} (dotted train, dashed held-out{other})"
+                                   if name else "")
 
     def add_step(self, r: engine.StepReport) -> None:
         if r.step <= self._history_step:  # read from metrics.csv already (a continued run)

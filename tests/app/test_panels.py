@@ -1590,6 +1590,43 @@ def test_review_gaps_in_the_window(win, qtbot, tmp_path):
     qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
 
 
+def test_runs_of_other_tokenizers_rank_and_compare_per_byte(qtbot, tmp_path):
+    """A byte run (1.44 nats/token) was listed and drawn below a BPE run (1.96 nats/token at
+    5.8 bytes a token) that was 4x better per byte, and Compare read the grey run off the shown
+    run's bits/byte axis. The Runs list shows and sorts by bits per byte; Compare draws another
+    tokenizer's losses at equal bits per byte on the shown run's scale, and says so."""
+    import engine
+    from app.panels.plots_panel import PlotsPanel
+    from app.panels.runs_panel import RunsPanel
+
+    def info(name, best, bpb):
+        return engine.RunInfo(tmp_path / name, name, "2026-12-01T10:00:00", "small", 9, best,
+                              "finished", bits_per_byte=bpb)
+
+    panel = RunsPanel(str(tmp_path / "none"))
+    qtbot.addWidget(panel)
+    panel._show([info("bytes", 1.44, 2.077), info("bpe", 1.96, 0.485),
+                 info("unread", 1.0, None), info("none", None, None)])
+    panel.sort_by(4)
+    rows = [(panel.table.item(r, 0).text(), panel.table.item(r, 4).text()) for r in range(4)]
+    assert rows == [("bpe", "1.9600 (0.485 bits/byte)"), ("unread", "1.0000"),
+                    ("bytes", "1.4400 (2.077 bits/byte)"), ("none", "—")], rows
+    plots = PlotsPanel()
+    qtbot.addWidget(plots)
+    plots.set_tokens_per_byte(1 / 5.8)  # the shown run: BPE
+    rows_b = [{"kind": "step", "step": 1, "loss": 1.44, "grad_norm": 1.0},
+              {"kind": "eval", "step": 1, "val_loss": 1.5}]
+    plots.set_compare("bytes", rows_b, 1.0)
+    assert plots.cmp_loss.getData()[1][0] == pytest.approx(1.44 * 5.8)
+    assert plots.cmp_val.getData()[1][0] == pytest.approx(1.5 * 5.8)
+    assert "another tokenizer" in plots.compare_label.text()
+    plots.set_tokens_per_byte(1.0)  # a byte run shown: the grey one on its own scale again
+    assert plots.cmp_loss.getData()[1][0] == pytest.approx(1.44)
+    assert "another tokenizer" not in plots.compare_label.text()
+    plots.set_compare("bytes", rows_b, 1.005)  # within 1 %: drawn as it is
+    assert plots.cmp_loss.getData()[1][0] == 1.44
+
+
 def test_compare_and_sort_gaps(win, tmp_path, qtbot):
     """Compare drew the rows a crash lost (after the latest snapshot) as the other run's
     history; a header click on a new column after a descending one starts ascending; a folder
