@@ -256,8 +256,10 @@ class MainWindow(ExportFlow, QMainWindow):
                 splitter.restoreState(state)
         newest = max((r for r in self.runs.runs if r.status != "broken"),  # (the table's
                      key=lambda r: (r.created, r.name), default=None)  # saved sort aside)
-        if newest is not None:  # the Gallery says "no run selected" until a run was opened,
-            self.gallery.show_run(str(newest.path))  # where the Playground took the newest
+        if newest is not None:  # the newest run is shown as Open shows it, as the Gallery and
+            self.open_run_view(str(newest.path))  # the Playground took it (the Train tab was
+            self.last_end = f"{newest.name} {newest.status} at step {newest.steps:,}"  # empty,
+            self._set_state("idle")  # "idle", after a close while it trained)
         self._say_settings_problems()
 
     def _say_settings_problems(self) -> None:

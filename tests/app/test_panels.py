@@ -1627,6 +1627,22 @@ def test_runs_of_other_tokenizers_rank_and_compare_per_byte(qtbot, tmp_path):
     assert plots.cmp_loss.getData()[1][0] == 1.44
 
 
+def test_a_window_opens_on_the_newest_run(qtbot, tiny_run):
+    """Reopened after a close during training, the window showed empty plots and "idle", with
+    no word of the run it had stopped (the Gallery of the same launch showed that run). It
+    opens on the newest run as Open does: its curves, and what became of it."""
+    from tests.app.helpers import close_window, small_window
+
+    w = small_window(qtbot, Path(tiny_run).parent)
+    try:
+        assert w.shown_run == tiny_run and w.plots.steps and w.plots.steps[-1] == 3
+        assert w.status.full == f"idle · last run: {Path(tiny_run).name} finished at step 3"
+        assert w.playground.source.currentText() == tiny_run
+        assert w.gallery.folder == tiny_run
+    finally:
+        close_window(qtbot, w)
+
+
 def test_compare_and_sort_gaps(win, tmp_path, qtbot):
     """Compare drew the rows a crash lost (after the latest snapshot) as the other run's
     history; a header click on a new column after a descending one starts ascending; a folder
