@@ -26,15 +26,16 @@ def _progress(report) -> None:
         f"[{bar}] {report.step}/{report.total_steps} ep {report.epoch + 1} loss {report.loss:.4f} "
         f"gnorm {report.grad_norm:.3f} lr {report.lr:.2e} {report.tokens_per_s:,.0f} tok/s "
         f"ETA {format_duration(report.eta_s)}{flag}")
-    PROGRESS.write(PROGRESS.text)
+    PROGRESS.write(PROGRESS.text, force=report.step >= report.total_steps)
 
 
 def _evaluating(step: int) -> None:
     """The progress line while the held-out set is scored (seconds on a big one: the bar stood
     at its last step with nothing said). It scores the weights after ``step``, which the bar
     shows once the scoring is done (it read as the bar's step being scored)."""
-    if PROGRESS.open:
-        PROGRESS.write(f"{PROGRESS.text} | scoring the held-out set at step {step:,}...")
+    if PROGRESS.text:
+        PROGRESS.write(f"{PROGRESS.text} | scoring the held-out set at step {step:,}...",
+                       force=True)
 
 
 # train flags that map onto RunSpec / TrainConfig fields (their defaults come from RunSpec())

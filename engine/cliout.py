@@ -12,8 +12,10 @@ device" without saying where). Text the model wrote goes out through ``terminal_
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
@@ -137,18 +139,36 @@ def terminal_safe(text: str) -> str:
     return text.translate(_CONTROLS)
 
 
+LOG_EVERY_S = 10.0  # stderr not a terminal (a log file, a pipe): a progress line this often
+
+
+def _terminal() -> bool:
+    return sys.stderr.isatty()
+
+
 class ProgressLine:
     """The one progress line on stderr that ``train`` rewrites in place (``\r``): whether it is
-    open (no newline yet), its text, and the width it was last written at (padded over)."""
+    open (no newline yet), its text, and the width it was last written at (padded over). When
+    stderr is no terminal, whole lines instead, one each ``LOG_EVERY_S`` and each ``force``d
+    one (a log got every redraw, joined by ``\r`` into a few very long lines)."""
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
         self.open, self.text, self.width = False, "", 0
+        self.logged = -math.inf  # when a line last went to a log
 
-    def write(self, line: str) -> None:
-        """Write ``line`` over the progress line, padded to cover a longer one before it."""
+    def write(self, line: str, force: bool = False) -> None:
+        """Write ``line`` over the progress line, padded to cover a longer one before it; to a
+        log, as a line of its own when it is ``force``d or ``LOG_EVERY_S`` have passed."""
+        if not _terminal():
+            now = time.monotonic()
+            if force or now - self.logged >= LOG_EVERY_S:
+                sys.stderr.write(line + "\n")
+                sys.stderr.flush()
+                self.logged = now
+            return
         self.open = True
         sys.stderr.write("\r" + line.ljust(self.width))
         sys.stderr.flush()

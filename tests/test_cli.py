@@ -490,6 +490,26 @@ def test_generate_says_why_nothing_followed_the_prompt(tiny_model, capsys, monke
     assert "note:" not in capsys.readouterr().err
 
 
+def test_progress_to_a_log_is_whole_lines_now_and_then(tmp_path, capsys, monkeypatch):
+    """With stderr a file (`train ... 2> log`), every redraw of the bar went into it, joined by
+    carriage returns into a few very long lines. A log gets whole lines: one each LOG_EVERY_S
+    (here: only the first), the scoring ones and the last step's."""
+    import engine.cliout
+
+    monkeypatch.setattr(engine.cliout, "LOG_EVERY_S", 1e9)
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32",
+                 "--batch", "2", "--max-steps", "5", "--eval-every", "2", "--sample-tokens", "0",
+                 "--out", str(tmp_path / "run")]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err, err
+    bars = [line for line in err.splitlines() if line.startswith("[")]
+    steps = [line.split()[1] for line in bars]
+    assert steps == ["1/5", "1/5", "3/5", "4/5", "5/5"], bars  # the first; the bar before
+    # each scoring (at 2, 4 and the last step, 5), and the last step's
+    assert [bars[i].endswith(f"at step {n}...") for i, n in ((1, 2), (2, 4), (3, 5))] == [True] * 3
+    assert "scoring" not in bars[4] and bars[4].endswith("ETA 00:00")
+
+
 def test_generate_prompt_file_reads_the_prompt_from_a_file(tiny_model, tmp_path, capsys):
     """A prompt too long for the command line ("Argument list too long" at ~128 KB) is read
     with --prompt-file: the same text as --prompt gives; a wrong file is one line naming it
@@ -555,9 +575,10 @@ def test_a_bpe_smaller_than_asked_says_its_size(tmp_path, capsys):
     assert int(m.group(1).replace(",", "")) == learned < 2048
 
 
-def test_the_progress_line_says_when_the_held_out_set_is_scored(tmp_path, capsys):
+def test_the_progress_line_says_when_the_held_out_set_is_scored(tmp_path, capsys, monkeypatch):
     """An evaluation took 13 s on a big held-out set with the bar standing at its last step and
     nothing said; a merged export's 10 s of scoring for its card said nothing either."""
+    monkeypatch.setattr("engine.cliout._terminal", lambda: True)  # the bar drawn in place
     out = tmp_path / "run"
     assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32",
                  "--batch", "2", "--max-steps", "3", "--eval-every", "2", "--sample-tokens", "0",
