@@ -418,14 +418,15 @@ class GenerateWorker(QObject):
 
 def generation_summary(n: int, prompt_s: float, rest_s: float, prompt_tokens: int, why: str,
                        backend: str) -> str:
-    """The Playground's line after a generation: the rate of the new tokens after the first
-    (whose time is the prompt's reading: with a 300 KB prompt "200 tokens in 30.11 s (7/s)"
-    was mostly the prompt), and the prompt's time when it is worth saying."""
+    """The Playground's line after a generation: with the prompt's time said (0.5 s or more),
+    the rate of the new tokens after the first (whose time is the prompt's reading: with a
+    300 KB prompt "200 tokens in 30.11 s (7/s)" was mostly the prompt); else the tokens over
+    the time said ("200 tokens in 0.08 s (2,787/s)" did not add up)."""
     read = (f"; the prompt ({plural(prompt_tokens, 'token')}) read in {prompt_s:.2f} s"
             if prompt_s >= 0.5 else "")
     if n <= 1 and read:  # (one token after a long prompt: "1 token in 11.00 s (0/s)" was noise)
         return f"{plural(n, 'token')}{read}, {why} — {backend}"
-    rate = ((n - 1) / rest_s if n > 1 and rest_s > 0
+    rate = ((n - 1) / rest_s if read and n > 1 and rest_s > 0
             else n / max(prompt_s + rest_s, 1e-9))
     return (f"{plural(n, 'token')} in {prompt_s + rest_s:.2f} s ({rate:,.0f}/s){read}, {why} "
             f"— {backend}")
