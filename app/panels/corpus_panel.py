@@ -126,13 +126,20 @@ def skipped_count(rejected: list[tuple[str, str]]) -> str:
     return " and ".join(parts)
 
 
+def told_apart(paths: list[str]) -> list[str]:
+    """Each path's file name, with its folder's name before it where two share the name
+    ("email/__init__.py": rows and lines of one name could not be told apart)."""
+    names = [Path(p).name for p in paths]
+    return [f"{Path(p).parent.name}/{n}" if names.count(n) > 1 else n
+            for p, n in zip(paths, names, strict=True)]
+
+
 def skip_lines(rejected: list[tuple[str, str]], most: int) -> list[str]:
-    """"• " lines for the first ``most`` skipped files; a name shown twice gets its folder
-    ("email/__init__.py": three "__init__.py: file is empty" lines could not be told apart)."""
+    """"• " lines for the first ``most`` skipped files (three "__init__.py: file is empty"
+    lines could not be told apart: ``told_apart``)."""
     shown = rejected[:most]
-    names = [Path(p).name for p, _ in shown]
-    return [f"• {skip_line(p, why, f'{Path(p).parent.name}/{n}' if names.count(n) > 1 else n)}"
-            for (p, why), n in zip(shown, names, strict=True)]
+    return [f"• {skip_line(p, why, n)}"
+            for (p, why), n in zip(shown, told_apart([p for p, _ in shown]), strict=True)]
 
 
 def _count(files: list[engine.CorpusFile], tokenizer: Any) -> Counted:
@@ -522,11 +529,12 @@ class CorpusPanel(QWidget):
         window_tip = (f"no whole file fits about {self.holdout:.0%} of the tokens, so a window of "
                       "that size, placed by the seed inside this file, is held out to measure "
                       "generalisation; the rest of the file trains")
+        names = told_apart(list(self.files))  # (two win.txt rows of two folders)
         for row, (path, f) in enumerate(self.files.items()):
             tok = "after Start" if unknown else f"{self.tokens.get(path, f.n_bytes):,}"
             split = ("train" if path not in held else "held-out" if held[path]
                      else "part held-out") if by_file else "by example"
-            cells = (Path(path).name, f"{f.n_bytes:,}", tok, split)
+            cells = (names[row], f"{f.n_bytes:,}", tok, split)
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if col in (1, 2):

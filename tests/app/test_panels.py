@@ -1540,6 +1540,8 @@ def test_skipped_files_of_one_name_are_told_apart_by_their_folder(win, tmp_path)
     for pkg in ("email", "http"):
         assert f"• {pkg}/__init__.py: file is empty" in text, text
     assert "• lone.png: " in text  # a name shown once stays short
+    rows = sorted(win.corpus.table.item(r, 0).text() for r in range(win.corpus.table.rowCount()))
+    assert rows == ["email/core.py", "http/core.py"], rows  # (two identical "core.py" rows)
 
 
 def test_the_next_start_line_stays_one_line_on_a_continue(win, qtbot, tiny_run):
