@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from PySide6.QtCore import QStandardPaths
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 import engine
@@ -35,12 +34,6 @@ def _free(path: Path) -> Path:
         n += 1
         free = path.with_name(f"{path.name}-{n}")
     return free
-
-
-def _documents() -> Path:
-    """Where a first export is suggested: the user's Documents folder, else their home."""
-    docs = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
-    return Path(docs) if docs and Path(docs).is_dir() else Path.home()
 
 
 class ExportFlow:
@@ -120,7 +113,7 @@ class ExportFlow:
                 source, step = str(best[0]), f"best, step {best[1]['step']}"
                 name = f"{name}-step-{best[1]['step']}"
         title = f"Export run {Path(folder).name} ({step}) as {EXPORT_KINDS[kind][1]}"
-        where = Path(settings.last_folder("export", str(_documents())))
+        where = Path(settings.last_folder("export", str(settings.documents())))
         if kind == "gguf":
             path, _ = QFileDialog.getSaveFileName(
                 self._widget, title, str(where / f"{name}.gguf"), "GGUF (*.gguf)",

@@ -1155,7 +1155,7 @@ class MainWindow(ExportFlow, QMainWindow):
 
     def _open_settings_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self, "Open settings", settings.last_folder("settings", self.runs_root),
+            self, "Open settings", settings.last_folder("settings", str(settings.documents())),
             "Settings (*.toml)")
         if path:
             settings.remember_folder("settings", path)
@@ -1163,7 +1163,7 @@ class MainWindow(ExportFlow, QMainWindow):
 
     def _save_settings_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save settings as", str(
-            Path(settings.last_folder("settings", self.runs_root)) / "run.toml"),
+            Path(settings.last_folder("settings", str(settings.documents()))) / "run.toml"),
             "Settings (*.toml)")
         if path:
             settings.remember_folder("settings", path)

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, QStandardPaths
 from PySide6.QtWidgets import QAbstractButton, QComboBox, QWidget
 
 ORG = "MambaStudio"
@@ -121,6 +121,13 @@ def set_aside_if_damaged() -> str | None:
 
 def save(key: str, value: Any) -> None:
     settings().setValue(key, value)
+
+
+def documents() -> Path:
+    """Where a first export or settings file is suggested: the user's Documents folder, else
+    their home (a settings file was offered a place among the run folders)."""
+    docs = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    return Path(docs) if docs and Path(docs).is_dir() else Path.home()
 
 
 def last_folder(kind: str, default: str) -> str:

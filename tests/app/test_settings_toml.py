@@ -237,13 +237,22 @@ def test_a_settings_files_corpus_replaces_the_corpus_shown(win, qtbot, tmp_path)
 def test_save_settings_as_a_name_without_toml_adds_it(win, tmp_path, monkeypatch):
     """A name typed without .toml was saved as a file Open settings… (which lists *.toml
     files) then did not show."""
+    from pathlib import Path
+
     from PySide6.QtWidgets import QFileDialog
 
     import engine
+    from app import settings
 
-    monkeypatch.setattr(QFileDialog, "getSaveFileName",
-                        lambda *a, **k: (str(tmp_path / "mine"), "Settings (*.toml)"))
+    offered: list[str] = []
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda _w, _t, where, *a, **k: (
+        offered.append(where), (str(tmp_path / "mine"), "Settings (*.toml)"))[1])
     win._save_settings_dialog()
     assert (tmp_path / "mine.toml").is_file() and not (tmp_path / "mine").exists()
+    assert not offered[0].startswith(win.runs_root), offered  # (a first one was offered a place
+    # among the run folders; now the Documents folder or home, then where the last one went)
+    assert Path(offered[0]).parent == settings.documents()
+    win._save_settings_dialog()
+    assert Path(offered[1]).parent == tmp_path
     assert engine.load_settings(tmp_path / "mine.toml").corpus == tuple(
         win.corpus.settings_paths())
