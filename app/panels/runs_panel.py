@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMenu,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -35,6 +36,8 @@ from .table_fill import bulk_fill
 
 ADAPTER_TIP = "Write the LoRA adapter in PEFT format (LoRA runs only)"
 NO_ADAPTER_TIP = "This run trained all its weights, no LoRA adapter: use Export model…"
+EXPORT_CHOICES = {"merged": "Model folder (transformers; any LoRA merged)…",
+                  "gguf": "GGUF file (llama.cpp, Ollama, LM Studio)…"}  # Export model…'s menu
 REFRESH_MS = 3000  # while the tab is visible: re-read every run's status this often (off-thread)
 COLUMNS = ("name", "date", "model", "steps", "best held-out", "status")
 # each column's sort key; a click sorts by it (again: the other way), runs without a held-out
@@ -88,7 +91,7 @@ class RunsPanel(QWidget):
     open_requested = Signal(str)
     continue_requested = Signal(str)
     compare_requested = Signal(str)
-    export_requested = Signal(str, str)  # folder, "merged" | "adapter"
+    export_requested = Signal(str, str)  # folder, "merged" | "gguf" | "adapter"
     message = Signal(str)
     deleted = Signal(str)  # a run folder deleted here
     listed = Signal()  # the rows were read again (steps and states may have moved)
@@ -128,8 +131,8 @@ class RunsPanel(QWidget):
              lambda: self._emit(self.continue_requested)),
             ("Compare", "Overlay this run's loss curves (grey) on the plots",
              lambda: self._emit(self.compare_requested)),
-            ("Export model…", "Write the model (any LoRA adapter merged) to a folder",
-             lambda: self._export("merged")),
+            ("Export model…", "Write the model (any LoRA adapter merged) to a folder for "
+             "transformers, or to a GGUF file for llama.cpp, Ollama and LM Studio", None),
             ("Export adapter…", ADAPTER_TIP, lambda: self._export("adapter")),
             ("Delete…", "Delete this run folder from disk (asks first)", self._delete_selected),
             ("Refresh", "Read the runs folder again", self.refresh),
@@ -138,9 +141,15 @@ class RunsPanel(QWidget):
         for text, tip, slot in specs:
             b = QPushButton(text)
             b.setToolTip(tip)
-            b.clicked.connect(slot)
+            if slot is not None:
+                b.clicked.connect(slot)
             buttons.addWidget(b)
             self.buttons[text] = b
+        self.export_menu = QMenu(self)  # (only a merged folder could be exported from here:
+        for kind, what in EXPORT_CHOICES.items():  # a GGUF file only from the File menu, for
+            self.export_menu.addAction(what).triggered.connect(  # the run shown, not the one
+                lambda _=False, k=kind: self._export(k))  # selected)
+        self.buttons["Export model…"].setMenu(self.export_menu)
         self.table.itemSelectionChanged.connect(self._selection_changed)
         lay = QVBoxLayout(self)
         lay.addWidget(self.where)

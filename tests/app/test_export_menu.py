@@ -151,6 +151,30 @@ def test_export_adapter_is_off_for_a_run_without_lora(win, tmp_path):
     assert button.isEnabled()
 
 
+def test_the_runs_tab_exports_the_selected_run_as_a_folder_or_a_gguf_file(win, tmp_path,
+                                                                         monkeypatch):
+    """The Runs tab's Export model… wrote only the merged folder: a GGUF file came only from the
+    File menu, for the run shown, not the one selected. Its menu offers both."""
+    titles = _fake_save(monkeypatch, "")  # each save dialog cancelled
+    folder = _run(tmp_path / "runs", 0)
+    win.runs.refresh()
+    win.runs.select(folder)
+    asked: list[tuple[str, str]] = []
+    win.runs.export_requested.connect(lambda f, k: asked.append((f, k)))
+    menu = win.runs.buttons["Export model…"].menu()
+    assert menu is not None
+    acts = menu.actions()
+    assert [a.text() for a in acts] == ["Model folder (transformers; any LoRA merged)…",
+                                        "GGUF file (llama.cpp, Ollama, LM Studio)…"]
+    for a in acts:
+        a.trigger()
+    assert asked == [(folder, "merged"), (folder, "gguf")]
+    name = Path(folder).name
+    assert [t[0] for t in titles] == [f"Export run {name} (step 0) as a merged model into a new "
+                                      f"folder", f"Export run {name} (step 0) as a GGUF file "
+                                      "(llama.cpp)"], titles
+
+
 def test_export_adapter_stays_on_for_a_run_whose_run_json_cannot_be_read(win, tmp_path):
     """A run whose run.json is damaged: Export adapter… was off, saying the run "trained all
     its weights", where the export itself says what is wrong with the run."""
