@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 import engine
 
 from ..words import plural
-from .preview_panel import visible_blanks, visible_controls
+from .preview_panel import blank_note, visible_blanks, visible_controls
 
 
 class GalleryPanel(QWidget):
@@ -89,7 +89,7 @@ class GalleryPanel(QWidget):
             prompt = str(s.get("prompt", ""))
             cont = text[len(prompt):]
             shown = (visible_blanks(cont).replace("\n", " ")[:200] if cont.strip() else
-                     f"[{len(cont)} blank characters]" if cont else "[nothing generated]")
+                     blank_note(cont) if cont else "[nothing generated]")
             cells = (str(s.get("step", "")), str(s.get("epoch", 0)), visible_controls(prompt),
                      shown)
             for col, c in enumerate(cells):

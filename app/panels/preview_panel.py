@@ -34,15 +34,18 @@ def visible_controls(text: str) -> str:
     return engine.show_bidi(text)
 
 
+def blank_note(run: str) -> str:
+    """"[160 spaces]", "[3 tabs]", "[12 blanks]": a run of blank characters said (the Preview
+    and the Gallery said one sample's as "[161 spaces]" and "[160 blank characters]")."""
+    what = "spaces" if set(run) == {" "} else "tabs" if set(run) == {"\t"} else "blanks"
+    return f"[{len(run)} {what}]"
+
+
 def visible_blanks(text: str) -> str:
     """``text`` with each run of 24 or more spaces/tabs followed by a note of its length (an
     early model's "The" and 160 spaces looked like an empty sample), and its bidirectional
     controls shown (``visible_controls``)."""
-    def note(m: re.Match[str]) -> str:
-        run = m.group(0)
-        what = "spaces" if set(run) == {" "} else "tabs" if set(run) == {"\t"} else "blanks"
-        return f"{run}[{len(run)} {what}]"
-    return LONG_BLANK.sub(note, visible_controls(text))
+    return LONG_BLANK.sub(lambda m: m.group(0) + blank_note(m.group(0)), visible_controls(text))
 
 
 class ElidedLabel(QLabel):

@@ -1109,10 +1109,12 @@ def test_small_window_chores(win, qtbot, tmp_path, tiny_run, monkeypatch):
     assert win.compared_run is None and "is the run shown" in win.statusBar().currentMessage()
     g = win.gallery
     g.samples = [{"step": 0, "epoch": 0, "prompt": "The", "text": "The" + " " * 161},
-                 {"step": 0, "epoch": 0, "prompt": "The", "text": "The"}]
+                 {"step": 0, "epoch": 0, "prompt": "The", "text": "The"},
+                 {"step": 0, "epoch": 0, "prompt": "The", "text": "The \t\n"}]
     g._fill()
-    assert g.table.item(0, 3).text() == "[161 blank characters]"
-    assert g.table.item(1, 3).text() == "[nothing generated]"
+    assert g.table.item(0, 3).text() == "[161 spaces]"  # in the Preview's words ("[161 blank
+    assert g.table.item(1, 3).text() == "[nothing generated]"  # characters]" there)
+    assert g.table.item(2, 3).text() == "[3 blanks]"
 
 
 def test_add_folder_starts_where_the_last_folder_was_picked(win, tmp_path, monkeypatch):
