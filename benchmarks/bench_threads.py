@@ -1,12 +1,17 @@
-"""Thread counts on a busy machine: one core kept busy by a spinning child process (pinned to CPU
-1 when the affinity call is available), training steps of the small preset timed with
-Numba/BLAS threads fixed at 1/1 and 2/2, and with engine.threads.ThreadTuner choosing (after its
-first trials, run untimed under the same load), interleaved.
+"""Thread counts on a busy machine: one core kept busy by a spinning child process (pinned to the
+last CPU this process may use, when the affinity call is available), training steps of the
+small preset timed with Numba/BLAS threads fixed at 1/1 and 2/2, and with
+engine.threads.ThreadTuner choosing (after its first trials, run untimed under the same load),
+interleaved. ``--work prompt``: the reading of a --prompt-tokens prompt by a small model instead
+(engine.lm's pieces), each variant a whole prompt, the tuner's first trials timed with it (a
+prompt pays for them).
 
     python benchmarks/bench_threads.py [--steps 30] [--quiet]   (--quiet: no busy child)
+    python benchmarks/bench_threads.py --work prompt --steps 5 [--prompt-tokens 65536]
 """
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -25,33 +30,30 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 from engine.bench import _trainer, cpu_model  # noqa: E402
 from engine.threads import ThreadTuner  # noqa: E402
 
-SPIN = ("import os\ntry:\n    os.sched_setaffinity(0, {1})\nexcept Exception:\n    pass\n"
-        "while True:\n    pass\n")
+SPIN = ("import os\ntry:\n    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})\n"
+        "except Exception:\n    pass\nwhile True:\n    pass\n")  # on the last of our CPUs
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--work", choices=["train", "prompt"], default="train")
+    ap.add_argument("--prompt-tokens", type=int, default=65536)
     a = ap.parse_args()
-    tr = _trainer("small", "full", 4 * (3 * a.steps + 20))
-    i = [0]
-
-    def step() -> float:
-        rows = np.arange(i[0] * 4, i[0] * 4 + 4)
-        i[0] += 1
-        t = time.perf_counter()
-        tr.train_step(rows)
-        return time.perf_counter() - t
+    if a.work == "prompt":
+        step, tuner = _prompt_reader(a.prompt_tokens)
+    else:
+        step, tuner = _train_step(a.steps)
 
     def fixed(n: int) -> float:
         numba.set_num_threads(n)
         with threadpool_limits(n, user_api="blas"):
             return step()
 
-    tuner = ThreadTuner(threads=2)  # the trainer's settings (probes every 100 steps)
-
     def tuned() -> float:
+        if a.work == "prompt":  # a new prompt: the stepper's own tuner, trials and all
+            return step(tuned=True)
         with tuner.step():
             return step()
 
@@ -63,7 +65,7 @@ def main() -> None:
     try:
         # the tuner's first trials (each choice first_trials times) under the same load, untimed: the
         # timed steps show the choice it settles on, with its periodic probes
-        for _ in range(tuner.first_trials * len(tuner.candidates)):
+        for _ in range(tuner.first_trials * len(tuner.candidates) if a.work == "train" else 0):
             tuned()
         times: dict[str, list[float]] = {k: [] for k in variants}
         for _ in range(a.steps):
@@ -76,12 +78,56 @@ def main() -> None:
     base = float(np.median(times["numba1_blas1"]))
     for k, ts in times.items():
         med = float(np.median(ts))
-        print(json.dumps({"bench": "threads", "busy_core": not a.quiet, "variant": k,
+        print(json.dumps({"bench": "threads", "work": a.work, "busy_core": not a.quiet,
+                          "variant": k,
                           "median_ms": round(med * 1e3, 1), "min_ms": round(min(ts) * 1e3, 1),
                           "speed_vs_1_thread": round(base / med, 2),
                           "tuner_blas_threads": tuner.blas if k == "tuner" else None,
                           "tuner_numba_threads": tuner.numba if k == "tuner" else None,
                           "cpu": cpu_model()}), flush=True)
+
+
+def _train_step(steps: int):  # noqa: ANN202
+    """One training step of the small preset (timed), and the trainer's own tuner settings."""
+    tr = _trainer("small", "full", 4 * (3 * steps + 20))
+    i = [0]
+
+    def step() -> float:
+        rows = np.arange(i[0] * 4, i[0] * 4 + 4)
+        i[0] += 1
+        t = time.perf_counter()
+        tr.train_step(rows)
+        return time.perf_counter() - t
+
+    return step, ThreadTuner(threads=2)  # (probes every 100 steps)
+
+
+def _prompt_reader(tokens: int):  # noqa: ANN202
+    """Reading a ``tokens``-long prompt with a small model (timed): under the thread counts set
+    outside, or (``tuned``) under the CPU stepper's own ``forward_tuner``."""
+    import engine.inference as inference
+    from engine import ByteTokenizer, MambaConfig, MambaLM, SamplingConfig
+    from engine.bench import BENCH_CONFIGS
+    from engine.threads import forward_tuner
+
+    c = BENCH_CONFIGS["small"]
+    lm = MambaLM.create(MambaConfig(vocab_size=260, d_model=c["d_model"], n_layer=c["n_layer"]),
+                        ByteTokenizer())
+    ids = np.random.default_rng(0).integers(0, 256, size=tokens)
+    none = SamplingConfig(max_new_tokens=0)
+
+    def untuned() -> ThreadTuner:  # leaves the counts set outside alone
+        t = ThreadTuner(threads=1)
+        t.step = lambda work=1.0: contextlib.nullcontext()  # type: ignore[method-assign]
+        return t
+
+    def step(tuned: bool = False) -> float:
+        inference.forward_tuner = forward_tuner if tuned else untuned  # type: ignore[assignment]
+        t = time.perf_counter()
+        list(lm.generate_ids(ids, none))
+        return time.perf_counter() - t
+
+    return step, forward_tuner()
 
 
 if __name__ == "__main__":

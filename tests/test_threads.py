@@ -88,3 +88,51 @@ def test_thread_counts_change_no_result_bit() -> None:
         out.append({k: np.asarray(v).copy() for k, v in tr.lm.params.items()})
     for k in out[0]:
         assert np.array_equal(out[0][k].view(np.uint8), out[1][k].view(np.uint8)), k
+
+
+@needs_two
+def test_pieces_of_other_sizes_are_compared_per_unit_of_work() -> None:
+    """A prompt's last piece, or a held-out set's last batch, is shorter than the rest: timed
+    whole it made the choice it ran at look fast. ``step(work=...)`` compares time per unit."""
+    clock = _Clock()
+    tuner = ThreadTuner(threads=2, first_trials=1, probe_every=20, clock=clock)
+    per_token = {(2, 2): 0.01, (2, 1): 0.02, (1, 1): 0.03}
+    for tokens in (2048, 2048, 2048, 10):  # (2, 2) compiles, then one trial each; (1, 1)'s
+        with tuner.step(work=tokens):  # piece is the short last one
+            clock.now += per_token[tuner.current] * tokens
+    assert tuner.choice == (2, 2), dict(tuner.history)
+
+
+def test_forward_passes_outside_training_pick_their_threads() -> None:
+    """Held-out scoring and a prompt's reading ran at 2 fixed threads, 1.4-2.5x slower than the
+    best choice with another process on one of 2 cores: each batch and piece now runs under a
+    tuner (one per run's evaluations, one per prompt), timed per token."""
+    import engine.lm
+    from engine import ByteTokenizer, MambaLM, SamplingConfig
+    from engine.evaluation import evaluate
+    from engine.inference import CpuStepper
+    from engine.threads import forward_tuner
+    from tests.helpers import random_params, tiny_config
+
+    cfg = tiny_config(vocab_size=260)
+    lm = MambaLM(cfg, random_params(cfg, dtype=np.float32), ByteTokenizer())
+    ids = np.random.default_rng(0).integers(0, 256, size=8 * 16 * 5 + 1)
+    tuner = forward_tuner()
+    evaluate(lm, ids, 16, batch_size=8, threads=tuner)
+    evaluate(lm, ids, 16, batch_size=8, threads=tuner)
+    assert tuner.steps == 10  # 5 batches of 8 rows, twice, on one tuner
+    from engine import TrainConfig, Trainer
+
+    tr = Trainer(lm, ids, ids, TrainConfig(batch_size=2, seq_len=16, max_steps=1))
+    tr.evaluate()
+    assert tr.eval_threads.steps > 0 and tr.thread_tuner.steps == 0  # (training's own apart)
+    stepper = CpuStepper(lm.params, cfg)
+    seen: list[int] = []
+    step = stepper.threads.step
+    stepper.threads.step = lambda work=1.0: (seen.append(int(work)), step(work))[1]  # type: ignore[method-assign]
+    old, engine.lm.PROMPT_PIECE = engine.lm.PROMPT_PIECE, 8
+    try:
+        list(lm.generate_ids(np.arange(1, 21), SamplingConfig(max_new_tokens=2), stepper))
+    finally:
+        engine.lm.PROMPT_PIECE = old
+    assert seen == [8, 8, 4], seen  # each piece of the 20-token prompt, by its tokens
