@@ -3,20 +3,20 @@ last CPU this process may use, when the affinity call is available), training st
 small preset timed with Numba/BLAS threads fixed at 1/1 and 2/2, and with
 engine.threads.ThreadTuner choosing (after its first trials, run untimed under the same load),
 interleaved. ``--work prompt``: the reading of a --prompt-tokens prompt by a small model instead
-(engine.lm's pieces), each variant a whole prompt, the tuner's first trials timed with it (a
-prompt pays for them).
+(engine.lm's pieces), each variant a whole prompt, at fixed counts only (a tuner for prompts
+was measured and not kept: docs/performance.md, round 13).
 
     python benchmarks/bench_threads.py [--steps 30] [--quiet]   (--quiet: no busy child)
     python benchmarks/bench_threads.py --work prompt --steps 5 [--prompt-tokens 65536]
 """
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from engine.runtime import configure  # noqa: E402
@@ -41,10 +41,8 @@ def main() -> None:
     ap.add_argument("--work", choices=["train", "prompt"], default="train")
     ap.add_argument("--prompt-tokens", type=int, default=65536)
     a = ap.parse_args()
-    if a.work == "prompt":
-        step, tuner = _prompt_reader(a.prompt_tokens)
-    else:
-        step, tuner = _train_step(a.steps)
+    step = _prompt_reader(a.prompt_tokens) if a.work == "prompt" else _train_step(a.steps)
+    tuner = ThreadTuner(threads=2)  # the trainer's settings (probes every 100 steps)
 
     def fixed(n: int) -> float:
         numba.set_num_threads(n)
@@ -52,13 +50,12 @@ def main() -> None:
             return step()
 
     def tuned() -> float:
-        if a.work == "prompt":  # a new prompt: the stepper's own tuner, trials and all
-            return step(tuned=True)
         with tuner.step():
             return step()
 
-    variants = {"numba1_blas1": lambda: fixed(1), "numba2_blas2": lambda: fixed(2),
-                "tuner": tuned}
+    variants = {"numba1_blas1": lambda: fixed(1), "numba2_blas2": lambda: fixed(2)}
+    if a.work == "train":
+        variants["tuner"] = tuned
     for fn in variants.values():
         fn()
     busy = None if a.quiet else subprocess.Popen([sys.executable, "-c", SPIN])
@@ -87,8 +84,8 @@ def main() -> None:
                           "cpu": cpu_model()}), flush=True)
 
 
-def _train_step(steps: int):  # noqa: ANN202
-    """One training step of the small preset (timed), and the trainer's own tuner settings."""
+def _train_step(steps: int) -> Callable[[], float]:
+    """One training step of the small preset, timed."""
     tr = _trainer("small", "full", 4 * (3 * steps + 20))
     i = [0]
 
@@ -99,16 +96,13 @@ def _train_step(steps: int):  # noqa: ANN202
         tr.train_step(rows)
         return time.perf_counter() - t
 
-    return step, ThreadTuner(threads=2)  # (probes every 100 steps)
+    return step
 
 
-def _prompt_reader(tokens: int):  # noqa: ANN202
-    """Reading a ``tokens``-long prompt with a small model (timed): under the thread counts set
-    outside, or (``tuned``) under the CPU stepper's own ``forward_tuner``."""
-    import engine.inference as inference
+def _prompt_reader(tokens: int) -> Callable[[], float]:
+    """Reading a ``tokens``-long prompt with a small model (byte vocabulary), timed."""
     from engine import ByteTokenizer, MambaConfig, MambaLM, SamplingConfig
     from engine.bench import BENCH_CONFIGS
-    from engine.threads import forward_tuner
 
     c = BENCH_CONFIGS["small"]
     lm = MambaLM.create(MambaConfig(vocab_size=260, d_model=c["d_model"], n_layer=c["n_layer"]),
@@ -116,18 +110,12 @@ def _prompt_reader(tokens: int):  # noqa: ANN202
     ids = np.random.default_rng(0).integers(0, 256, size=tokens)
     none = SamplingConfig(max_new_tokens=0)
 
-    def untuned() -> ThreadTuner:  # leaves the counts set outside alone
-        t = ThreadTuner(threads=1)
-        t.step = lambda work=1.0: contextlib.nullcontext()  # type: ignore[method-assign]
-        return t
-
-    def step(tuned: bool = False) -> float:
-        inference.forward_tuner = forward_tuner if tuned else untuned  # type: ignore[assignment]
+    def step() -> float:
         t = time.perf_counter()
         list(lm.generate_ids(ids, none))
         return time.perf_counter() - t
 
-    return step, forward_tuner()
+    return step
 
 
 if __name__ == "__main__":

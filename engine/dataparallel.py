@@ -31,7 +31,7 @@ from .control import TrainControl
 from .distributed import Comm, FlatBuffer, balanced_owners, partition_rows
 from .errors import MambaStudioError
 from .optim import AdamW, ShardSpec
-from .threads import ThreadTuner, forward_tuner
+from .threads import ThreadTuner
 from .trainer import Trainer
 
 _REQ, _DATA = 71, 72  # tags on the service communicator
@@ -46,7 +46,6 @@ class DataParallel:
         assert trainer.trainable is not None
         if threads is not None:  # the trainer's tuner would otherwise take every core per rank
             trainer.thread_tuner = ThreadTuner(threads)
-            trainer.eval_threads = forward_tuner(threads)
         self.trainer = trainer
         self.comm = comm
         self.rank, self.size = comm.rank, comm.size

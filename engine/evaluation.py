@@ -18,7 +18,6 @@ import numpy as np
 
 from .data import make_rows
 from .errors import CorpusError
-from .threads import ThreadTuner, forward_tuner
 from .words import plural
 
 HELDOUT_SAMPLE_TOKENS = 1 << 18  # 262,144 targets: a bounded evaluation (~5-30 s on 2 cores)
@@ -81,21 +80,16 @@ def sample_rows(n_rows: int, width: int, max_tokens: int | None) -> np.ndarray:
 
 
 def evaluate(lm: Any, ids: Any, seq_len: int, batch_size: int = 8, max_tokens: int | None = None,
-             should_stop: Callable[[], bool] | None = None,
-             threads: ThreadTuner | None = None) -> EvalReport:
+             should_stop: Callable[[], bool] | None = None) -> EvalReport:
     """Held-out metrics over the whole stream ``ids`` (T,) -- every token after the first scored
     once -- or over every target of packed rows (``ids`` a ``PackedRows``).
 
     ``max_tokens``: score only rows evenly spaced over the set holding at most that many target
     positions (``sample_rows``; None or 0: all). ``should_stop`` is asked between batches; when it
-    answers True, ``EvalStopped`` is raised (a stop request must not wait for a long evaluation).
-    ``threads`` picks each batch's thread counts by measurement (a run's evaluations share one);
-    None: a new ``forward_tuner`` (2 fixed threads were 1.4-2.5x slower than the best choice
-    with another process on one of 2 cores)."""
+    answers True, ``EvalStopped`` is raised (a stop request must not wait for a long evaluation)."""
     from .model import logits_forward  # here: the CLI's parser reads this module's constant
     from .ops.cross_entropy import cross_entropy_scores
 
-    threads = threads or forward_tuner()
     packed = hasattr(ids, "batch")
     if not packed and len(ids) < 2:
         raise CorpusError("evaluation text has fewer than 2 tokens")
@@ -117,12 +111,10 @@ def evaluate(lm: Any, ids: Any, seq_len: int, batch_size: int = 8, max_tokens: i
         if should_stop is not None and should_stop():
             raise EvalStopped()
         x, y, reset = get(s, min(s + batch_size, n_rows))
-        with threads.step(work=x.size):
-            logits = logits_forward(lm.params, x, lm.config, reset=reset)
-            losses, hits = cross_entropy_scores(logits.reshape(-1, logits.shape[-1]),
-                                                y.reshape(-1))
+        logits = logits_forward(lm.params, x, lm.config, reset=reset)
         keep = y >= 0
         tg = y[keep]
+        losses, hits = cross_entropy_scores(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         total += float(losses.sum())
         correct += int(hits.sum())
         n += int(keep.sum())

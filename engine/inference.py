@@ -23,7 +23,6 @@ from .ops.embedding import embedding_forward
 from .ops.rmsnorm import rmsnorm_forward
 from .ops.selective_scan import selective_scan_step
 from .params import EMBEDDINGS, NORM_F, Params, head_name, layer_prefix
-from .threads import forward_tuner
 
 
 @dataclass
@@ -92,20 +91,15 @@ class CpuStepper:
         self.p = p
         self.cfg = cfg
         self.state = InferenceState.zeros(cfg, 1, p[EMBEDDINGS].dtype)
-        self.threads = forward_tuner()  # a prompt's pieces: threads by measurement
 
     def prefill(self, ids: np.ndarray) -> np.ndarray:
         """ids (l,) -> logits (v,) of the last position; resets the state."""
-        return self._read(ids, None)
+        logits, self.state = prefill(self.p, np.asarray(ids).reshape(1, -1), self.cfg)
+        return logits[0]
 
     def feed(self, ids: np.ndarray) -> np.ndarray:
         """ids (l,) read after what was read so far -> logits (v,) of the last position."""
-        return self._read(ids, self.state)
-
-    def _read(self, ids: np.ndarray, state: InferenceState | None) -> np.ndarray:
-        ids = np.asarray(ids).reshape(1, -1)
-        with self.threads.step(work=ids.size):
-            logits, self.state = prefill(self.p, ids, self.cfg, state)
+        logits, self.state = prefill(self.p, np.asarray(ids).reshape(1, -1), self.cfg, self.state)
         return logits[0]
 
     def step(self, token: int) -> np.ndarray:

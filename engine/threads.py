@@ -89,10 +89,8 @@ class ThreadTuner:
             self.choice = min(meds, key=lambda c: meds[c])
 
     @contextmanager
-    def step(self, work: float = 1.0) -> Iterator[None]:
-        """Wrap one training step (or one piece of other work of ``work`` units, e.g. its
-        tokens, when pieces differ in size: their times are compared per unit): sets the thread
-        counts, times the step, updates the choice."""
+    def step(self) -> Iterator[None]:
+        """Wrap one training step: sets the thread counts, times the step, updates the choice."""
         import numba
         from threadpoolctl import ThreadpoolController
 
@@ -111,14 +109,6 @@ class ThreadTuner:
             numba.set_parallel_chunksize(chunk)
             numba.set_num_threads(numba_before)
         if self.steps > 0:
-            self.history[use].append((self.clock() - t) / max(work, 1e-12))
+            self.history[use].append(self.clock() - t)
             self._decide()
         self.steps += 1
-
-
-def forward_tuner(threads: int | None = None) -> ThreadTuner:
-    """A tuner for forward passes outside training (held-out batches, a prompt's pieces): one
-    trial of each choice, then a probe every 20 pieces. With another process on one of 2 cores,
-    a 2,048-token forward of the small preset took 108-128 ms at (2, 2) threads, 44-69 at
-    (2, 1) and 48-78 at (1, 1) (one run each, medians); quiet, (2, 2) is the fastest."""
-    return ThreadTuner(threads, first_trials=1, probe_every=20)

@@ -29,7 +29,7 @@ from .model import loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, effective_warmup, lr_at
 from .reports import EpochReport, StepReport, format_duration  # noqa: F401  (re-exported)
 from .signals import continues
-from .threads import ThreadTuner, forward_tuner
+from .threads import ThreadTuner
 from .trainable import Trainable, TrainableKind, make_trainable, trainable_kind
 from .words import plural
 
@@ -191,7 +191,6 @@ class Trainer:
         self._last_eval: tuple[int, EvalReport] | None = None  # (step, its held-out evaluation)
         self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
         self.thread_tuner = ThreadTuner()
-        self.eval_threads = forward_tuner()  # the held-out batches' own (one for the run)
         self.eta = Eta()  # seconds left, from the median of recent step times (engine/eta.py)
         self._should_stop: Callable[[], bool] | None = None  # the stop flag while ``run`` runs
         self.eval_stopped_at: int | None = None  # the step whose evaluation a stop cut short
@@ -308,7 +307,7 @@ class Trainer:
         Raises ``EvalStopped`` when ``should_stop()`` turns True between batches."""
         val = self.val_rows if self.val_rows is not None else self.val_ids
         return evaluate(self.lm, val, self.cfg.seq_len, max_tokens=max_tokens,
-                        should_stop=should_stop, threads=self.eval_threads)
+                        should_stop=should_stop)
 
     def held_out(self, should_stop: Callable[[], bool] | None = None) -> EvalReport | None:
         """``evaluate`` when there is a held-out set; None without one or when stopped part-way
