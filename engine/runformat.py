@@ -153,9 +153,14 @@ def progress_mark(folder: str | Path) -> tuple[int, int]:
     return size(METRICS), size(SAMPLES)
 
 
+_TEMP = re.compile(r"\.(.+\.[0-9a-f]{12}|write-test-[0-9]+)\.tmp")
+
+
 def is_temp(name: str) -> bool:
-    """A temporary file name of ``checkpoint.create_temp`` (".<name>.<hex>.tmp")."""
-    return name.startswith(".") and name.endswith(".tmp")  # ``checkpoint.create_temp``
+    """A temporary file name of ``checkpoint.create_temp`` (".<name>.<12 hex>.tmp") or of the
+    writability probe (".write-test-<pid>.tmp"): what the cleanups may delete (any hidden
+    ``*.tmp`` was, a user's ".notes.tmp" in a run folder too)."""
+    return _TEMP.fullmatch(name) is not None
 
 
 DAMAGED = ".damaged"  # a snapshot a resume passed over, kept under step-N.damaged

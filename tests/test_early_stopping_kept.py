@@ -230,3 +230,37 @@ def test_auto_eval_cadence_follows_the_held_out_size_and_the_step(tmp_path, corp
     explicit = replace(spec, train=replace(spec.train, eval_every=7))
     with start(explicit, [corpus], out=tmp_path / "e") as run:
         assert run.trainer.eval_every == 7
+
+
+def test_the_resumed_measurement_feeds_early_stopping_and_is_saved(tmp_path):
+    """The held-out loss a resume measures first (its run was stopped during that evaluation)
+    counts for early stopping as in the uninterrupted run, and is saved into its snapshot
+    (a second kill would have measured it again)."""
+    import json
+
+    from engine import runformat as rf
+    from engine.earlystop import EarlyStopping
+    from engine.run import RunSpec, resume, start
+    from tests.helpers import train_stopped_while_scoring
+    from tests.test_cli import _corpus
+
+    spec = RunSpec(preset="tiny", autosave_minutes=0,
+                   early_stopping=EarlyStopping(patience=100, min_delta=10.0),
+                   train=TrainConfig(batch_size=2, seq_len=32, max_steps=6, eval_every=2))
+    corpus = _corpus(tmp_path)
+    with start(spec, [corpus], out=tmp_path / "plain") as run:
+        run.train()
+    with start(spec, [corpus], out=tmp_path / "stopped") as run:
+        train_stopped_while_scoring(run)
+    with resume(tmp_path / "stopped") as run:
+        seen = []
+        run.train(on_step=lambda r: seen.append(
+            json.loads((tmp_path / "stopped" / rf.SNAPSHOTS / "step-2" / "trainer.json").read_text())
+            if r.step == 3 else None))
+
+    def bad(folder):
+        return json.loads((folder / rf.SNAPSHOTS / "step-6" / "trainer.json").read_text())["early_bad"]
+
+    assert bad(tmp_path / "stopped") == bad(tmp_path / "plain") == 1
+    meta = seen[0]  # step-2 re-saved with its measured loss, no longer marked
+    assert meta.get("val_loss") is not None and "eval_stopped" not in meta

@@ -284,3 +284,71 @@ def test_a_stop_after_an_evaluation_leaves_the_other_time_in(monkeypatch):
     other = 3 * 0.5 / 44  # the epoch ends at 10, 20, 40 over the steps timed (the one at 30
     assert r.eta_s == pytest.approx(15 * (0.1 + other) + 2 * 3.0, rel=0.01)  # went with the
     # stop, as did step 31); the bug left the other time out: 7.5 s
+
+
+def _timed_trainer(monkeypatch, steps=30, eval_every=7):
+    import engine.trainer
+    clock = _Clock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    seen = [0]
+    monkeypatch.setattr(engine.trainer, "continues", lambda: seen[0])
+    ids = np.tile(np.arange(40), 60)
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=0)
+    tr = Trainer(lm, ids[:321], ids[:200], TrainConfig(
+        batch_size=4, seq_len=8, epochs=500, max_steps=steps, shuffle=False,
+        eval_every=eval_every))
+    real = tr.train_step
+
+    def timed(r):
+        out = real(r)
+        clock.now += 0.1
+        return out
+
+    tr.train_step = timed
+    return tr, clock, seen
+
+
+def test_an_evaluation_the_process_was_stopped_in_is_not_its_time(monkeypatch):
+    """A Ctrl-Z of 50 s during an evaluation is not that evaluation's time (the ETA then
+    assumed ~26 s an evaluation where 1 s was right)."""
+    tr, clock, seen = _timed_trainer(monkeypatch)
+    real_eval = tr.evaluate
+    evals_at = []
+
+    def evaluated(*a, **k):
+        evals_at.append(clock.now)
+        out = real_eval(*a, **k)
+        clock.now += 1.0
+        if len(evals_at) == 1:  # Ctrl-Z for 50 s during the first evaluation
+            clock.now, seen[0] = clock.now + 50.0, seen[0] + 1
+        return out
+
+    tr.evaluate = evaluated
+    at = []
+    tr.run(on_step=lambda r: at.append(clock.now))
+    assert len(tr.eta.__dict__) and tr.eta.evals == len(evals_at) - 1
+    for r, t in zip(tr.history, at, strict=True):
+        if t < evals_at[1]:
+            continue
+        coming = sum(e >= t for e in evals_at)
+        assert r.eta_s == pytest.approx((30 - r.step) * 0.1 + coming * 1.0, rel=0.02), r.step
+
+
+def test_paused_time_is_not_other_time(monkeypatch):
+    """50 s of Pause before step 6 is neither other time per step in the ETA nor elapsed
+    training time."""
+    tr, clock, seen = _timed_trainer(monkeypatch, eval_every=1000)
+    tr.val_ids = tr.val_ids[:0]
+    tr.val_rows = None
+
+    class Paused:  # the Pause button held for 50 s before step 6
+        stopped = False
+
+        def wait_if_paused(self):  # noqa: ANN202
+            if tr.cursor.step == 5:
+                clock.now += 50.0
+
+    tr.run(control=Paused())
+    r = tr.history[9]  # 10 steps done, 20 left at 0.1 s
+    assert r.eta_s == pytest.approx(20 * 0.1, rel=0.1)
+    assert r.elapsed_s == pytest.approx(10 * 0.1, abs=0.05)

@@ -857,3 +857,15 @@ def test_the_card_samples_the_runs_own_prompts_and_says_a_blank_one() -> None:
     run = SimpleNamespace(spec={"prompts": ["Once", "\n", "def "]}, lm=LM())
     assert _samples(run) == ["Oncexyz", "(only blank space after '\\n')"]  # the first two
     assert _samples(SimpleNamespace(spec={}, lm=LM())) == [p + "xyz" for p in SAMPLE_PROMPTS]
+
+
+def test_gguf_temp_cleanup_takes_only_its_hex_names(tmp_path):
+    """A killed GGUF export's .k.gguf.<12 hex>.tmp is removed; a user's .k.gguf.backup.tmp stays."""
+    from engine.export.source import clear_stale_temps
+
+    mine = tmp_path / ".k.gguf.a59a77786be1.tmp"
+    users = tmp_path / ".k.gguf.backup.tmp"
+    for p in (mine, users):
+        p.write_bytes(b"x")
+    clear_stale_temps(tmp_path / "k.gguf")
+    assert not mine.exists() and users.exists()

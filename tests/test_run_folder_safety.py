@@ -1231,7 +1231,7 @@ def test_odd_sample_lines_and_a_set_aside_best_snapshot(made_run, tmp_path, caps
     assert rf.read_kept_samples(run) == []
     (run / rf.SNAPSHOTS / "step-4" / rf.SNAP_TRAINER).write_text("{")
     (run / rf.BEST).write_text(json.dumps({"snapshot": "step-4", "step": 4, "val_loss": 0.5}))
-    with pytest.raises(ValueError, match="past the"):
+    with pytest.raises(ValueError, match="is already at step 2, and max steps 1 would end it"):
         resume(run, max_steps=1)  # refused: nothing renamed
     assert (run / rf.SNAPSHOTS / "step-4").is_dir()
     with resume(run) as r:
@@ -1283,3 +1283,26 @@ def test_a_resume_into_a_read_only_folder_or_a_full_disk_says_so_before_training
     assert rc == 2 and f"error: {run}: cannot write into the run folder (Permission denied); " \
                        "make it writable (chmod u+w)" in err, err
     assert sorted(p.name for p in run.iterdir()) == before and rf.read_pointer(run)["step"] == 4
+
+
+def test_a_folder_with_only_a_data_subfolder_is_not_a_killed_run(tmp_path):
+    """A folder holding only data/ (no lock) is no run killed while it was prepared."""
+    from engine.checkpoint import read_config
+    from engine.errors import CheckpointError
+
+    (tmp_path / "x" / "data").mkdir(parents=True)
+    with pytest.raises(CheckpointError, match=r"no config.json \(not a model folder\)"):
+        read_config(tmp_path / "x")
+
+
+def test_clean_stale_leaves_a_users_tmp_files(tmp_path):
+    """The stale-file cleanup deletes the temporary files of our writes, not a user's
+    notes.tmp or .notes.tmp (any hidden *.tmp was deleted)."""
+    from engine import runformat as rf
+
+    (tmp_path / "notes.tmp").write_text("mine")
+    (tmp_path / ".metrics.csv.0123456789ab.tmp").write_text("x")
+    assert rf.clean_stale(tmp_path) == [".metrics.csv.0123456789ab.tmp"]
+    assert (tmp_path / "notes.tmp").exists()
+    (tmp_path / ".notes.tmp").write_text("mine, hidden")  # not ".<name>.<12 hex>.tmp" either
+    assert rf.clean_stale(tmp_path) == [] and (tmp_path / ".notes.tmp").exists()

@@ -2008,3 +2008,18 @@ def test_playground_stop_while_the_model_loads_reads_no_prompt(monkeypatch):
     w.stop()  # (pressed while the model loaded)
     w.run()
     assert done == ["stopped before generating"] and read == []
+
+
+def test_lora_target_tooltips(win, tmp_path):
+    """dt_proj's box says PEFT on transformers 5.x skips it un-merged; "not with WSLA" goes
+    once WSLA is unticked."""
+    win.init_dir = str(tmp_path)
+    win._update_next()
+    win.train.lora.setChecked(True)
+    box = win.train.targets["dt_proj"]
+    assert "PEFT on transformers 5.x skips this one un-merged" in box.toolTip()
+    assert "skips" not in win.train.targets["x_proj"].toolTip()
+    win.train.wsla.setChecked(True)
+    assert box.toolTip().endswith("not with WSLA: WSLA + LoRA trains x_proj only")
+    win.train.wsla.setChecked(False)
+    assert "WSLA" not in box.toolTip() and box.isEnabled()
