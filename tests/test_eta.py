@@ -352,3 +352,36 @@ def test_paused_time_is_not_other_time(monkeypatch):
     r = tr.history[9]  # 10 steps done, 20 left at 0.1 s
     assert r.eta_s == pytest.approx(20 * 0.1, rel=0.1)
     assert r.elapsed_s == pytest.approx(10 * 0.1, abs=0.05)
+
+
+def test_the_evaluation_guess_counts_at_most_the_held_out_sample():
+    """An evaluation scores at most HELDOUT_SAMPLE_TOKENS targets, so a bigger held-out set
+    adds nothing to the guess of its time."""
+    from engine.evaluation import HELDOUT_SAMPLE_TOKENS, eval_guess_s
+
+    assert eval_guess_s(10**9, 1.0, 1000) == eval_guess_s(HELDOUT_SAMPLE_TOKENS, 1.0, 1000)
+    assert eval_guess_s(1000, 1.0, 1000) < eval_guess_s(2000, 1.0, 1000)
+
+
+def test_the_evaluation_guess_takes_the_median_step_not_the_last(monkeypatch):
+    """One slow step (3 s among steps of 0.1 s) is not the step time the first evaluation's
+    guess scales: the median is."""
+    from engine.evaluation import EVAL_TOKEN_COST
+
+    clock = _Clock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    ids = np.tile(np.arange(40), 60)
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=0)
+    tr = Trainer(lm, ids[:321], ids[:200], TrainConfig(
+        batch_size=4, seq_len=8, epochs=500, max_steps=30, shuffle=False, eval_every=1000))
+    real = tr.train_step
+
+    def timed(r):  # noqa: ANN001
+        out = real(r)
+        clock.now += 3.0 if tr.cursor.step == 3 else 0.1  # the 4th step is slow
+        return out
+
+    tr.train_step = timed
+    tr.run()
+    guess = 199 * EVAL_TOKEN_COST * 0.1 / 32  # each epoch's end (10 steps) is evaluated
+    assert tr.history[3].eta_s == pytest.approx(26 * 0.1 + 3 * guess, rel=0.05), tr.history[3]

@@ -1306,3 +1306,21 @@ def test_clean_stale_leaves_a_users_tmp_files(tmp_path):
     assert (tmp_path / "notes.tmp").exists()
     (tmp_path / ".notes.tmp").write_text("mine, hidden")  # not ".<name>.<12 hex>.tmp" either
     assert rf.clean_stale(tmp_path) == [] and (tmp_path / ".notes.tmp").exists()
+
+
+def test_a_resume_with_only_a_measurement_to_do_checks_the_disk_first(made_run, tmp_path,
+                                                                      capsys, monkeypatch):
+    """A run stopped during its final evaluation has no step left to train, only its held-out
+    loss to measure (and save): a full disk is said before that, with the fix, as for a run
+    with steps to train."""
+    from engine.run import resume
+    from tests.helpers import train_stopped_while_scoring
+
+    run = _copy(made_run, tmp_path)
+    with resume(run, max_steps=5) as r:
+        assert train_stopped_while_scoring(r).unscored
+    monkeypatch.setattr(rf.shutil, "disk_usage", lambda p: type("U", (), {"free": 1 << 10})())
+    rc = main(["train", "--resume", str(run), "--sample-tokens", "0", "--no-tensorboard"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"error: {run}: only 0 MiB free, the next snapshot needs " in err, err
+    assert "could not write" not in err

@@ -324,6 +324,8 @@ def test_continue_scores_a_run_stopped_during_its_final_evaluation(win, qtbot):
     assert json.loads((Path(folder) / "status.json").read_text())["state"] == "finished"
     msg = win.statusBar().currentMessage()
     assert "already at step" not in msg and f"held-out loss {latest['val_loss']:.4f}" in msg, msg
+    assert (f"{Path(folder).name} stopped before its held-out loss at step 3 was measured: "
+            "measuring it") in win.log.toPlainText()  # (the Log said nothing of it)
 
 
 def test_continuing_a_finished_run_adds_no_second_sample_of_its_last_step(win, qtbot):
