@@ -58,3 +58,27 @@ def test_an_export_written_before_its_ctrl_c_ignores_a_second_one_on_the_way_out
     monkeypatch.setattr("engine.export.export_merged", export)
     assert main(["export", "--merged", str(tmp_path), str(out)]) == 0
     assert signals._STOPPED == [True]  # ignore_after_stop will ignore the stop signals
+
+
+def test_the_cli_tells_its_signal_handler_whether_a_step_has_ended(tmp_path, monkeypatch):
+    """A second Ctrl-C or SIGTERM before step 1 ends is said as "still finishing the first
+    step", not "still saving": ``train`` passes ``stepped`` (False before step 1, True after)."""
+    import contextlib
+
+    import engine.run
+
+    asked: list[bool] = []
+
+    @contextlib.contextmanager
+    def recording(control, lasting=False, stepped=None):  # noqa: ANN001, ANN202
+        assert stepped is not None
+        asked.append(stepped())
+        yield
+        asked.append(stepped())
+
+    monkeypatch.setattr(engine.run, "stop_on_signals", recording)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog\n" * 200)
+    assert main(["train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
+                 "--max-steps", "1", "--sample-tokens", "0", "--out", str(tmp_path / "r")]) == 0
+    assert asked == [False, True]
