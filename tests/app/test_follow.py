@@ -112,3 +112,31 @@ def test_a_followed_run_reads_again_only_what_grew(win, tmp_path, monkeypatch):
     win._followed_grew(folder)
     assert draws == [folder] and reads == [folder]  # one read for the Gallery and the Preview
     assert win.preview.output.toPlainText() == "a sample" and win.gallery.samples
+    other = tmp_path / "elsewhere"  # the Gallery turned to another run: the Preview follows still
+    other.mkdir()
+    win.gallery.show_run(str(other))
+    append_sample(run.folder, {"step": 1, "epoch": 0, "tag": "step 1", "prompt": "a",
+                               "text": "a second sample"})
+    win._followed_grew(folder)
+    assert win.preview.output.toPlainText() == "a second sample"
+    assert win.gallery.folder == str(other)
+
+
+def test_the_follower_says_which_file_grew(tmp_path, qtbot):
+    """``changed`` names (metrics.csv, samples.jsonl) in that order (swapped, a followed run's
+    samples redrew its curves: only a 190 s timeout caught it)."""
+    from app.follow import RunFollower
+    from engine import runformat as rf
+
+    f = RunFollower()
+    f.folder = str(tmp_path)
+    (tmp_path / rf.METRICS).write_text("")
+    (tmp_path / rf.SAMPLES).write_text("")
+    f._mark = engine.progress_mark(str(tmp_path))
+    (tmp_path / rf.SAMPLES).write_text("{}\n")
+    f._poll()
+    assert f.changed == (False, True)
+    f.folder = str(tmp_path)  # (no process holds it: each poll ends the following)
+    (tmp_path / rf.METRICS).write_text("kind\n")
+    f._poll()
+    assert f.changed == (True, False)
