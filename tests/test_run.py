@@ -344,10 +344,10 @@ def test_stale_temp_folders_are_cleaned_and_format_version_checked(tmp_path):
     stale = out / rf.SNAPSHOTS / f"{rf.TMP_PREFIX}step-9-12345"
     stale.mkdir()
     (stale / "model.safetensors").write_bytes(b"half")
-    (out / ".metrics.csv.abc.tmp").write_text("x")
+    (out / ".metrics.csv.0123456789ab.tmp").write_text("x")  # (create_temp's 12 hex)
     with resume(out):
         pass
-    assert not stale.exists() and not (out / ".metrics.csv.abc.tmp").exists()
+    assert not stale.exists() and not (out / ".metrics.csv.0123456789ab.tmp").exists()
     d = json.loads((out / rf.RUN_JSON).read_text())
     (out / rf.RUN_JSON).write_text(json.dumps({**d, "version": rf.VERSION + 1}))
     with pytest.raises(CheckpointError, match="newer Mamba Studio"):
