@@ -428,8 +428,9 @@ def generation_summary(n: int, prompt_s: float, rest_s: float, prompt_tokens: in
         return f"{plural(n, 'token')}{read}, {why} — {backend}"
     rate = ((n - 1) / rest_s if read and n > 1 and rest_s > 0
             else n / max(prompt_s + rest_s, 1e-9))
-    return (f"{plural(n, 'token')} in {prompt_s + rest_s:.2f} s ({rate:,.0f}/s){read}, {why} "
-            f"— {backend}")
+    took = prompt_s + rest_s  # (to the ms under a second: "0.06 s (2,820/s)" did not add up)
+    return (f"{plural(n, 'token')} in {took:.{3 if took < 1 else 2}f} s ({rate:,.0f}/s){read}, "
+            f"{why} — {backend}")
 
 
 class _JobSignals(QObject):

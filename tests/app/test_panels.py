@@ -1141,9 +1141,9 @@ def test_the_generation_rate_leaves_out_the_prompts_reading():
     assert line == ("200 tokens in 30.11 s (1,809/s); the prompt (100,000 tokens) read in "
                     "30.00 s, reached the length — cpu")
     short = generation_summary(40, 0.01, 0.39, 3, "ended at end of text", "cpu")
-    assert short == "40 tokens in 0.40 s (100/s), ended at end of text — cpu"
+    assert short == "40 tokens in 0.400 s (100/s), ended at end of text — cpu"
     quick = generation_summary(200, 0.009, 0.0714, 3, "reached the length", "cpu")
-    assert quick == "200 tokens in 0.08 s (2,488/s), reached the length — cpu"  # (it said
+    assert quick == "200 tokens in 0.080 s (2,488/s), reached the length — cpu"  # (it said
     # 2,787/s: the tokens after the first, over a time it did not say)
 
 
