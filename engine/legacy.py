@@ -31,7 +31,7 @@ def save_trainer(tr: Trainer, folder: Path) -> Path:
     hashes = tr.lm.save(folder)
     assert tr.trainable is not None
     extra = {**tr.optimizer.state_tensors(), **tr.trainable.state_tensors()}
-    ckpt.atomic_write_bytes(folder / "optimizer.safetensors", ckpt.tensors_to_bytes(extra))
+    ckpt.atomic_write_tensors(folder / "optimizer.safetensors", extra)
     hashes["optimizer.safetensors"] = ckpt.sha256_file(folder / "optimizer.safetensors")
     state = {
         "format": "mamba-studio-trainer/1",

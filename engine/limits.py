@@ -268,11 +268,12 @@ class MemoryEstimate:
     workspace: int
     corpus: int
     baseline: int = BASELINE
+    snapshot: int = 0  # a save's copy of the tensors it writes (between steps: no activations)
 
     @property
     def total(self) -> int:
-        return (self.params + self.grads + self.optimizer + self.activations + self.workspace
-                + self.corpus + self.baseline)
+        return (self.params + self.grads + self.optimizer + self.corpus + self.baseline
+                + max(self.activations + self.workspace, self.snapshot))
 
     def parts(self) -> dict[str, int]:
         return {"parameters": self.params, "gradients": self.grads, "optimizer": self.optimizer,
@@ -281,7 +282,9 @@ class MemoryEstimate:
 
     def human(self) -> str:
         shown = ", ".join(f"{k} {human_bytes(v)}" for k, v in self.parts().items() if v)
-        return f"about {human_bytes(self.total)} ({shown})"
+        save = (f"; a save copies {human_bytes(self.snapshot)} between steps"
+                if self.snapshot > self.activations + self.workspace else "")
+        return f"about {human_bytes(self.total)} ({shown}{save})"
 
 
 def human_bytes(n: float) -> str:
@@ -325,7 +328,8 @@ def estimate(spec: MemorySpec) -> MemoryEstimate:
         activations=acts + head,
         workspace=workspace,
         corpus=spec.corpus_tokens * spec.id_bytes,
-    )
+        snapshot=max(p, 3 * t) * F32,  # safetensors copies what a file holds: the weights,
+    )  # then the trained tensors and their two moments (a 51 M-parameter save: +0.6 GB)
 
 
 def available_memory() -> int:

@@ -260,7 +260,7 @@ class LoRATrainable:
             "use_dora": False,
         }
         ckpt.atomic_write_json(folder / "adapter_config.json", config)
-        ckpt.atomic_write_bytes(folder / "adapter_model.safetensors", ckpt.tensors_to_bytes(tensors))
+        ckpt.atomic_write_tensors(folder / "adapter_model.safetensors", tensors)
         return [m for m in self.notices if "PEFT" in m]
 
 

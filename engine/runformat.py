@@ -461,7 +461,7 @@ def write_snapshot(folder: Path, step: int, write_model: Callable[[Path], dict[s
         tmp.mkdir()
         files = dict(write_model(tmp))
         _slow_save()
-        ckpt.atomic_write_bytes(tmp / SNAP_STATE, ckpt.tensors_to_bytes(tensors))
+        ckpt.atomic_write_tensors(tmp / SNAP_STATE, tensors)
         _slow_save()
         ckpt.atomic_write_json(tmp / SNAP_TRAINER, {**trainer, "step": step, "val_loss": val_loss})
         for f in (SNAP_STATE, SNAP_TRAINER):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from engine import CheckpointError, MambaLM
-from engine.checkpoint import atomic_write_bytes, tensors_to_bytes
+from engine.checkpoint import atomic_write_bytes, atomic_write_tensors
 from engine.tokenizer import ByteTokenizer
 from tests.helpers import random_batch, tiny_config
 
@@ -32,7 +32,7 @@ def test_loads_hf_style_folder_with_tied_lm_head_present(tmp_path):
     lm = _lm()
     tensors = dict(lm.params)
     tensors["lm_head.weight"] = lm.params["backbone.embeddings.weight"]
-    (tmp_path / "model.safetensors").write_bytes(tensors_to_bytes(tensors))
+    atomic_write_tensors(tmp_path / "model.safetensors", tensors)
     hf = lm.config.to_hf_dict()
     del hf["tie_word_embeddings"]
     (tmp_path / "config.json").write_text(json.dumps(hf))
@@ -73,7 +73,7 @@ def test_missing_tensor_is_named(tmp_path):
     tensors = dict(lm.params)
     del tensors["backbone.layers.1.mixer.D"]
     lm.save(tmp_path)
-    (tmp_path / "model.safetensors").write_bytes(tensors_to_bytes(tensors))
+    atomic_write_tensors(tmp_path / "model.safetensors", tensors)
     with pytest.raises(CheckpointError, match=r"layers\.1\.mixer\.D is missing"):
         MambaLM.load(tmp_path)
 
@@ -130,3 +130,22 @@ def test_bfloat16_weights_load_as_float32(tmp_path):
     path.write_bytes(struct.pack("<Q", len(hdr)) + hdr + bf16)  # cut short: refused, one line
     with pytest.raises(CheckpointError, match="corrupt or truncated safetensors file"):
         read_tensors(path)
+
+
+def test_a_save_that_runs_out_of_memory_inside_safetensors_is_a_memory_error(tmp_path,
+                                                                          monkeypatch):
+    """An allocation failing inside safetensors' Rust code is a PanicException, a
+    BaseException: it printed a Rust backtrace and a traceback instead of "out of memory".
+    It is a MemoryError now, and no temporary file is left."""
+    import safetensors.numpy
+
+    class PanicException(BaseException):  # (pyo3's, by name)
+        pass
+
+    def panic(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise PanicException("PyObject pointer is null")
+
+    monkeypatch.setattr(safetensors.numpy, "save_file", panic)
+    with pytest.raises(MemoryError, match="writing model.safetensors"):
+        atomic_write_tensors(tmp_path / "model.safetensors", {"a": np.zeros(3, np.float32)})
+    assert list(tmp_path.iterdir()) == []

@@ -83,11 +83,11 @@ def test_tied_config_with_a_different_lm_head_is_refused(tmp_path: Path) -> None
     lm.save(tmp_path)
     tensors = ckpt.read_tensors(tmp_path / "model.safetensors")
     tensors[LM_HEAD] = tensors["backbone.embeddings.weight"] + 1
-    (tmp_path / "model.safetensors").write_bytes(ckpt.tensors_to_bytes(tensors))
+    ckpt.atomic_write_tensors(tmp_path / "model.safetensors", tensors)
     with pytest.raises(CheckpointError, match="tie_word_embeddings"):
         MambaLM.load(tmp_path)
     tensors[LM_HEAD] = tensors["backbone.embeddings.weight"].copy()  # HF writes an equal copy
-    (tmp_path / "model.safetensors").write_bytes(ckpt.tensors_to_bytes(tensors))
+    ckpt.atomic_write_tensors(tmp_path / "model.safetensors", tensors)
     MambaLM.load(tmp_path)
 
 

@@ -81,18 +81,18 @@ def test_full_disk_during_a_save_keeps_the_previous_snapshot(tmp_path, monkeypat
     run = start(_spec(), [_corpus(tmp_path)], out=tmp_path / "r")
     with run:
         run.train()  # finished: step-6 published
-        real = ckpt.atomic_write_bytes
+        real = ckpt.atomic_write_tensors
 
-        def enospc(path, data, *more):  # noqa: ANN001
+        def enospc(path, tensors, *more):  # noqa: ANN001
             if Path(path).name == rf.SNAP_STATE:
                 raise CheckpointError(f"could not write {path}: {os.strerror(errno.ENOSPC)}")
-            real(path, data, *more)
+            real(path, tensors, *more)
 
-        monkeypatch.setattr(ckpt, "atomic_write_bytes", enospc)
+        monkeypatch.setattr(ckpt, "atomic_write_tensors", enospc)
         run.trainer.cursor.step = 7  # pretend one more step ran
         with pytest.raises(CheckpointError, match="No space left"):
             run.save()
-        monkeypatch.setattr(ckpt, "atomic_write_bytes", real)
+        monkeypatch.setattr(ckpt, "atomic_write_tensors", real)
     snaps = tmp_path / "r" / rf.SNAPSHOTS
     assert not [p for p in snaps.iterdir() if p.name.startswith(rf.TMP_PREFIX)]
     assert rf.read_pointer(tmp_path / "r")["step"] == 6
