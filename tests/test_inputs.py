@@ -457,3 +457,45 @@ def test_a_file_that_grows_past_the_limit_while_read_is_refused(tmp_path, monkey
         safeio.read_bytes(f, 1000)
     assert asked and all(n >= 0 for n in asked) and sum(asked) <= 1001, asked
     assert safeio.read_bytes(f, 10_000) == b"x" * 5000  # grown, still within the limit: read on
+
+
+def test_the_memory_room_is_the_least_of_ram_ulimit_and_cgroup(tmp_path, monkeypatch):
+    """Only MemAvailable was read: runs estimated at 5.8 and 7.7 GB started under a 6 GB
+    ``ulimit -v`` and failed allocating; in a container the kernel kills such a run without a
+    word. The check takes the least room, and the refusal names which limit it is."""
+    import resource
+
+    from engine import limits
+
+    cgroup_left = limits._cgroup_left
+    monkeypatch.delenv("MAMBA_STUDIO_MEMORY", raising=False)
+    monkeypatch.setattr(limits, "_ram_available", lambda: 20 << 30)
+    monkeypatch.setattr(limits, "_cgroup_left", lambda: None)
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (6 << 30, resource.RLIM_INFINITY))
+    monkeypatch.setattr(limits, "_proc_status_bytes", lambda key: 1 << 30)  # VmSize now
+    assert limits.memory_room() == (5 << 30, "what ulimit -v leaves")
+    cfg = tiny_config(vocab_size=264, d_model=64, n_layer=8)
+    with pytest.raises(ConfigError, match=r"only 5.0 GB of memory is available \(what ulimit -v "
+                                          r"leaves\); lower the batch"):
+        check_fits(MemorySpec(cfg, batch_size=4, seq_len=1_000_000))
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (resource.RLIM_INFINITY,) * 2)
+    assert limits.memory_room() == (20 << 30, "")
+    # cgroup v2 (a container sees its own group as /) and v1
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "memory.max").write_text("4294967296\n")
+    (v2 / "memory.current").write_text("1073741824\n")
+    (tmp_path / "cg2").write_text("0::/\n")
+    assert cgroup_left(str(tmp_path / "cg2"), str(v2)) == 3 << 30
+    (v2 / "memory.max").write_text("max\n")
+    assert cgroup_left(str(tmp_path / "cg2"), str(v2)) is None
+    v1 = tmp_path / "v1" / "memory" / "docker" / "abc"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text(str(2 << 30))
+    (v1 / "memory.usage_in_bytes").write_text(str(1 << 30))
+    (tmp_path / "cg1").write_text("5:cpu:/\n4:memory:/docker/abc\n")
+    assert cgroup_left(str(tmp_path / "cg1"), str(tmp_path / "v1")) == 1 << 30
+    (v1 / "memory.limit_in_bytes").write_text("9223372036854771712")  # v1's "no limit"
+    assert cgroup_left(str(tmp_path / "cg1"), str(tmp_path / "v1")) is None
+    monkeypatch.setattr(limits, "_cgroup_left", lambda: 2 << 30)
+    assert limits.memory_room() == (2 << 30, "what the cgroup (container) memory limit leaves")
