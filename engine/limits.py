@@ -434,11 +434,12 @@ def check_fits(spec: MemorySpec, available: int | None = None) -> MemoryEstimate
     avail, what = memory_room() if available is None else (available, "")
     if est.total > avail:
         hint = ("lower the batch size or sequence length"
-                + ("" if spec.activation_checkpointing or not spec.training
-                   else ", or turn on activation checkpointing")
-                + ", or choose a smaller model")
+                + ("" if spec.activation_checkpointing else ", or turn on activation checkpointing")
+                + ", or choose a smaller model") if spec.training else (
+            "give a shorter --seq-len")  # (an evaluation: it has no batch size to lower)
         raise ConfigError(
-            f"this run needs {est.human()}, but only {human_bytes(avail)} of memory is available"
+            f"this {'run' if spec.training else 'evaluation'} needs {est.human()}, but only "
+            f"{human_bytes(avail)} of memory is available"
             + (f" ({what})" if what else "") + "; "
             + hint
         )

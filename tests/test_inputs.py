@@ -331,8 +331,11 @@ def test_memory_estimate_parts_and_refusal():
     assert big.activations > 500 * small.activations
     assert ckpt.activations < big.activations / 2
     assert "GB" in big.human() and "activations" in big.human()
-    with pytest.raises(ConfigError, match="needs about"):
+    with pytest.raises(ConfigError, match="this run needs about .* lower the batch size"):
         check_fits(MemorySpec(cfg, batch_size=1, seq_len=1_000_000), available=8 << 30)
+    with pytest.raises(ConfigError, match=r"this evaluation needs about .*; give a shorter "
+                                          r"--seq-len$"):  # (eval has no batch size to lower)
+        check_fits(MemorySpec(cfg, batch_size=8, seq_len=10**9, training=False), available=8 << 30)
     check_fits(MemorySpec(cfg, batch_size=1, seq_len=64), available=8 << 30)
 
 
