@@ -188,7 +188,8 @@ def _better_best(folder: Path) -> str:
             f"its snapshot folder, {snap}, in place of the run")
 
 
-PROMPT_FILE_LIMIT = 256 << 20  # bytes of a --prompt-file (its text and ids are held whole)
+PROMPT_FILE_LIMIT = 16 << 20  # bytes of a --prompt-file: its text and ids are held whole, ~17
+# bytes of memory a byte (a 63 MB file took over 1.3 GB and minutes to read; 256 MB was allowed)
 
 
 def read_prompt(path: str) -> str:
@@ -207,6 +208,9 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
     if a.prompt_file:  # (read first: a wrong file is said before a model is loaded)
         a.prompt = read_prompt(a.prompt_file)
+        if len(a.prompt) > 100_000:  # (a 2 MB prompt read for 6 s with nothing said)
+            print(f"note: reading a prompt of {len(a.prompt):,} characters first",
+                  file=sys.stderr)
     lm = load_model(a.model, notify=lambda m: print(f"warning: {m}", file=sys.stderr))
     lm.check_finite(a.model)
     backend = None
@@ -480,8 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     said.add_argument("--prompt", type=_text, default=DEFAULT_PROMPT,
                       help=f"text to continue (default {DEFAULT_PROMPT!r})")
     said.add_argument("--prompt-file", type=_path,
-                      help="a UTF-8 text file to continue (a prompt too long for the command "
-                           "line; read 2,048 tokens at a time, so memory stays flat)")
+                      help="a UTF-8 text file of up to 16 MB to continue (a prompt too long for "
+                           "the command line; the model reads it 2,048 tokens at a time)")
     g.add_argument("--max-new-tokens", type=_int_in(0, 1_000_000), default=gen.max_new_tokens,
                    help=f"tokens to generate at most (default {gen.max_new_tokens})")
     g.add_argument("--temperature", type=_float_in(0.0, 1e6), default=gen.temperature,

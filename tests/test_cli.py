@@ -510,7 +510,8 @@ def test_progress_to_a_log_is_whole_lines_now_and_then(tmp_path, capsys, monkeyp
     assert "scoring" not in bars[4] and bars[4].endswith("ETA 00:00")
 
 
-def test_generate_prompt_file_reads_the_prompt_from_a_file(tiny_model, tmp_path, capsys):
+def test_generate_prompt_file_reads_the_prompt_from_a_file(tiny_model, tmp_path, capsys,
+                                                            monkeypatch):
     """A prompt too long for the command line ("Argument list too long" at ~128 KB) is read
     with --prompt-file: the same text as --prompt gives; a wrong file is one line naming it
     (and the two flags are not taken together)."""
@@ -530,6 +531,11 @@ def test_generate_prompt_file_reads_the_prompt_from_a_file(tiny_model, tmp_path,
     with pytest.raises(SystemExit):
         main([*common, "--prompt", "x", "--prompt-file", str(tmp_path / "p.txt")])
     assert "not allowed with argument --prompt" in capsys.readouterr().err
+    import engine.cli
+
+    monkeypatch.setattr(engine.cli, "PROMPT_FILE_LIMIT", 100)  # (a 63 MB file took over
+    assert main([*common, "--prompt-file", str(tmp_path / "p.txt")]) == 2  # 1.3 GB; 16 MB now)
+    assert "760 bytes is larger than the 100 bytes allowed for a prompt file" in capsys.readouterr().err
 
 
 def test_samples_come_every_n_steps_inside_an_epoch(tmp_path, capsys):
