@@ -99,6 +99,13 @@ def _spec(a: argparse.Namespace):
                     if preset in PRESET_DEFAULTS else TrainConfig(**train), early_stopping=early)
     if file is None:
         return flags
+    if a.preset and file.spec.model:  # (the file's [model] sizes went without a word)
+        if a.preset == file.spec.preset:  # the file's own preset: nothing to change
+            named.remove("run.preset")
+        else:
+            sizes = ", ".join(f"{k} {v}" for k, v in file.spec.model.items())
+            print(f"note: --preset {a.preset} replaces the model sizes {a.config} gives "
+                  f"({sizes}) with {a.preset}'s", file=sys.stderr)
     spec = overlay_settings(file, RunSettings(flags, (), tuple(named)),
                             f"{a.config} with the flags given").spec
     return replace(spec, train=replace(spec.train, max_steps=None)) if no_limit else spec

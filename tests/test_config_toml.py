@@ -506,3 +506,25 @@ def test_a_settings_file_that_is_no_text_is_said_so(tmp_path, data, words):
         load_settings(p)
     assert str(err.value) == (f"{p}: {words}, not a settings file; give a .toml file saved by "
                               "the app or written as text")
+
+
+def test_a_preset_flag_over_a_files_model_sizes_keeps_them_or_says_so(tmp_path, capsys):
+    """--preset tiny over a file of preset tiny with [model] d_model 8 trained the plain tiny
+    model, without a word: the file's own preset keeps its sizes; another one says it
+    replaces them."""
+    import engine
+
+    (tmp_path / "c.txt").write_text("the cat sat on the mat. " * 200)
+    f = tmp_path / "s.toml"
+    f.write_text('[run]\ncorpus = ["c.txt"]\npreset = "tiny"\n[model]\nd_model = 8\n'
+                 "n_layer = 1\n[train]\nmax_steps = 1\nseq_len = 32\nbatch_size = 2\n")
+    common = ["train", "--config", str(f), "--sample-tokens", "0", "--no-tensorboard"]
+    assert main([*common, "--preset", "tiny", "--out", str(tmp_path / "same")]) == 0
+    assert "note: --preset" not in capsys.readouterr().err
+    cfg = engine.read_model_config(tmp_path / "same")
+    assert (cfg.d_model, cfg.n_layer) == (8, 1)
+    assert main([*common, "--preset", "small", "--out", str(tmp_path / "other")]) == 0
+    assert (f"note: --preset small replaces the model sizes {f} gives (d_model 8, n_layer 1) "
+            "with small's") in capsys.readouterr().err
+    small = engine.preset("small", 264)
+    assert engine.read_model_config(tmp_path / "other").d_model == small.d_model
