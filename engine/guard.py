@@ -7,7 +7,8 @@ step it calls the step diverged when
 * the loss exceeds ``2 ln(vocab) + 1`` (far worse than guessing uniformly) and twice the first
   step's loss (an init with large logits, e.g. N(0, 1) tied embeddings, starts above the former),
 * the loss exceeds twice the median of the last 20 good steps plus ``loss_margin`` nats,
-* the gradient norm exceeds ``norm_factor`` x the median of the last 20 good steps, or
+* the gradient norm exceeds ``norm_factor`` x the median of the last 20 good steps (after a
+  collapse, whose median is ~0: the first step's norm),
 * the update moved the trained weights by more than ``max_update`` of their norm
   (``||W_after - W_before|| / ||W_before||``: a finite step that wrecks the model, e.g. lr 1e3).
 
@@ -78,9 +79,14 @@ class DivergenceGuard:
                 return (f"the loss {report.loss:.3g} jumped above {limit:.3g} "
                         f"(2x its median + {self.loss_margin:g})")
         if len(self._norms) >= 5:
-            med = max(float(np.median(self._norms[-20:])), 1e-12)  # 0 once a model collapsed
-            if report.grad_norm > self.norm_factor * med:
-                return f"the gradient norm {report.grad_norm:.3g} is {report.grad_norm / med:.0f}x its median"
+            med = max(float(np.median(self._norms[-20:])), 1e-12)
+            g = report.grad_norm
+            if self._collapsed():  # waking up to the first step's norm is no spike: a norm of
+                if g > self._norms[0]:  # 1.09 was "1090579304178x its median", the run ended
+                    return (f"the gradient norm {g:.3g} is {g / self._norms[0]:.0f}x the first "
+                            "step's (its median is ~0: the model had collapsed)")  # "diverged"
+            elif g > self.norm_factor * med:
+                return f"the gradient norm {g:.3g} is {g / med:.0f}x its median"
         assert trainer.trainable is not None
         num = den = 0.0
         for n, a in trainer.trainable.tensors.items():
@@ -114,13 +120,17 @@ class DivergenceGuard:
             self.on_rollback(msg)
         return True
 
+    def _collapsed(self) -> bool:
+        """The gradient norm has been ~0 (a millionth of the first step's) for ``STALL_STEPS``
+        good steps in a row."""
+        recent = self._norms[-STALL_STEPS:]
+        return len(recent) >= STALL_STEPS and max(recent) <= 1e-6 * max(self._norms[0], 1e-12)
+
     def _say_if_stalled(self, report: StepReport) -> None:
         """Once: the gradient has been ~0 for ``STALL_STEPS`` steps in a row. Nothing diverged,
         but the model collapsed to one output for every input (lr 1.0 did it: held-out loss
         flat at 5.58, grad norm 0.000 each epoch) and will not learn again by itself."""
-        recent = self._norms[-STALL_STEPS:]
-        if (self._stall_said or len(recent) < STALL_STEPS
-                or max(recent) > 1e-6 * max(self._norms[0], 1e-12)):
+        if self._stall_said or not self._collapsed():
             return
         self._stall_said = True
         if self.on_rollback is not None:

@@ -1324,3 +1324,27 @@ def test_a_resume_with_only_a_measurement_to_do_checks_the_disk_first(made_run, 
     err = capsys.readouterr().err
     assert rc == 2 and f"error: {run}: only 0 MiB free, the next snapshot needs " in err, err
     assert "could not write" not in err
+
+
+def test_a_collapsed_models_waking_gradient_is_no_divergence():
+    """lr 1: the gradient norm ~1e-12 for 20 steps (the model collapsed), then 1.09: the guard
+    called it "1090579304178x its median", rolled back three times and ended the run
+    "diverged", keeping the collapsed weights. After a collapse a spike is above the first
+    step's norm; a real blow-up still is one, and a healthy run's rule is unchanged."""
+    from types import SimpleNamespace
+
+    from engine.guard import DivergenceGuard
+
+    trainer = SimpleNamespace(lm=SimpleNamespace(config=SimpleNamespace(vocab_size=256)),
+                              trainable=SimpleNamespace(tensors={}))
+    guard = DivergenceGuard()
+    guard._norms = [10.0] + [1e-12] * 25
+    guard._losses = [5.5] * 26
+    guard._first_loss = 5.6
+    assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=1.09)) is None
+    why = guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=5000.0))
+    assert why == ("the gradient norm 5e+03 is 500x the first step's (its median is ~0: the "
+                   "model had collapsed)")
+    guard._norms = [10.0] + [0.5] * 25  # a healthy run: 100x its median is the rule, as before
+    assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=49.0)) is None
+    assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=51.0)) is not None
