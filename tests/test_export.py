@@ -869,3 +869,20 @@ def test_gguf_temp_cleanup_takes_only_its_hex_names(tmp_path):
         p.write_bytes(b"x")
     clear_stale_temps(tmp_path / "k.gguf")
     assert not mine.exists() and users.exists()
+
+
+def test_a_name_too_long_for_the_hidden_staging_name_is_refused_with_the_limit(
+        lora_run: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Names of 240-254 bytes are legal, yet were refused with "cannot write (File name too
+    long)": the export is first written under a longer hidden name. The refusal now says the
+    longest name an export may have; that one works."""
+    from engine.export.source import check_dest
+
+    with pytest.raises(CheckpointError, match="a name of 240 bytes; an export's name may have "
+                                              "at most 238"):
+        export_merged(lora_run, tmp_path / ("z" * 240))
+    with pytest.raises(CheckpointError, match="at most 237"):
+        check_dest(tmp_path / ("g" * 236 + ".gguf"), file=True)
+    check_dest(tmp_path / ("g" * 232 + ".gguf"), file=True)
+    export_merged(lora_run, tmp_path / ("z" * 238))
+    assert (tmp_path / ("z" * 238) / "config.json").is_file()
