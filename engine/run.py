@@ -507,7 +507,7 @@ SMALL_HELD_OUT = 256  # held-out tokens below which a run says its held-out loss
 def _megabytes(n: int) -> str:
     """A corpus size in the unit of BPE_MIN_BYTES (decimal MB); bytes below 0.01 MB, which
     would print as 0.00 MB."""
-    return f"{n / 1e6:.2f} MB" if n >= 10_000 else f"{n:,} bytes"
+    return f"{n / 1e6:.2f} MB" if n >= 10_000 else plural(n, "byte")  # ("1 bytes")
 
 
 def held_out_set(data: rf.RunData, seq_len: int, tokenizer: Any) -> np.ndarray | PackedRows | None:

@@ -104,7 +104,7 @@ def test_ctrl_c_while_the_parser_loads_is_one_line(monkeypatch, capsys):
 
 
 def test_corpus_size_in_the_auto_tokenizer_line_is_never_zero():
-    assert _megabytes(7_800) == "7,800 bytes"
+    assert _megabytes(7_800) == "7,800 bytes" and _megabytes(1) == "1 byte"  # (not "1 bytes")
     assert _megabytes(21_520) == "0.02 MB"
     assert _megabytes(4_000_000) == "4.00 MB"
 
