@@ -105,6 +105,7 @@ def atomic_write_tensors(path: Path, tensors: dict[str, np.ndarray],
     one copy of the tensors; made into bytes first (``safetensors.numpy.save``) it held two,
     its copies and the whole file: a 212 M-parameter model's step-0 save peaked at 9.3 GB for a
     run estimated at 3.5 GB."""
+    from safetensors import SafetensorError
     from safetensors.numpy import save_file
 
     path = Path(path)
@@ -116,12 +117,16 @@ def atomic_write_tensors(path: Path, tensors: dict[str, np.ndarray],
     try:
         save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, tmp,
                   metadata={"format": "pt", **(metadata or {})})
-        with open(tmp, "rb") as f:
+        with open(tmp, "r+b") as f:  # (Windows fsyncs a handle opened for writing only)
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise CheckpointError(f"could not write {path}: {exc.strerror or exc}") from exc
+    except SafetensorError as exc:  # its I/O errors (a full disk: "Error while serializing:
+        Path(tmp).unlink(missing_ok=True)  # I/O error: No space left on device (os error 28)")
+        why = str(exc).rsplit("I/O error: ", 1)[-1].split(" (os error")[0]
+        raise CheckpointError(f"could not write {path}: {why}") from None
     except BaseException as exc:  # (an allocation failing inside safetensors is a Rust panic:
         Path(tmp).unlink(missing_ok=True)  # a BaseException, which printed a traceback)
         if type(exc).__name__ == "PanicException":

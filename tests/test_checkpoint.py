@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,4 +149,29 @@ def test_a_save_that_runs_out_of_memory_inside_safetensors_is_a_memory_error(tmp
     monkeypatch.setattr(safetensors.numpy, "save_file", panic)
     with pytest.raises(MemoryError, match="writing model.safetensors"):
         atomic_write_tensors(tmp_path / "model.safetensors", {"a": np.zeros(3, np.float32)})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_inside_safetensors_is_a_one_line_checkpoint_error(tmp_path):
+    """safetensors raises its own SafetensorError (not an OSError) when the disk fills or a
+    file limit is hit: it reached the user as a traceback. A child under `ulimit -f` hits it
+    for real; the error names the file and the reason, and no temporary file is left."""
+    import subprocess
+    import sys
+
+    code = ("import resource, signal, sys\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))\n"
+            "import numpy as np\n"
+            "from engine.checkpoint import atomic_write_tensors\n"
+            "from engine.errors import CheckpointError\n"
+            "try:\n"
+            f"    atomic_write_tensors('{tmp_path}/model.safetensors', "
+            "{'a': np.zeros(10**6, np.float32)})\n"
+            "except CheckpointError as exc:\n"
+            "    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == f"could not write {tmp_path}/model.safetensors: File too large", (
+        out.stdout, out.stderr)
     assert list(tmp_path.iterdir()) == []
