@@ -268,23 +268,21 @@ class MemoryEstimate:
     workspace: int
     corpus: int
     baseline: int = BASELINE
-    snapshot: int = 0  # a save's copy of the tensors it writes (between steps: no activations)
+    rollback: int = 0  # the divergence guard's copy of the trained tensors and their moments
 
     @property
     def total(self) -> int:
-        return (self.params + self.grads + self.optimizer + self.corpus + self.baseline
-                + max(self.activations + self.workspace, self.snapshot))
+        return (self.params + self.grads + self.optimizer + self.rollback + self.activations
+                + self.workspace + self.corpus + self.baseline)
 
     def parts(self) -> dict[str, int]:
         return {"parameters": self.params, "gradients": self.grads, "optimizer": self.optimizer,
-                "activations": self.activations, "workspace": self.workspace,
-                "corpus": self.corpus, "runtime": self.baseline}
+                "rollback copy": self.rollback, "activations": self.activations,
+                "workspace": self.workspace, "corpus": self.corpus, "runtime": self.baseline}
 
     def human(self) -> str:
         shown = ", ".join(f"{k} {human_bytes(v)}" for k, v in self.parts().items() if v)
-        save = (f"; a save copies {human_bytes(self.snapshot)} between steps"
-                if self.snapshot > self.activations + self.workspace else "")
-        return f"about {human_bytes(self.total)} ({shown}{save})"
+        return f"about {human_bytes(self.total)} ({shown})"
 
 
 def human_bytes(n: float) -> str:
@@ -328,8 +326,8 @@ def estimate(spec: MemorySpec) -> MemoryEstimate:
         activations=acts + head,
         workspace=workspace,
         corpus=spec.corpus_tokens * spec.id_bytes,
-        snapshot=max(p, 3 * t) * F32,  # safetensors copies what a file holds: the weights,
-    )  # then the trained tensors and their two moments (a 51 M-parameter save: +0.6 GB)
+        rollback=3 * t * F32,  # the state before each step, kept to undo a diverged one
+    )  # (uncounted, a 51 M-parameter model's run peaked 0.6 GB above the estimate)
 
 
 def available_memory() -> int:

@@ -1348,3 +1348,25 @@ def test_a_collapsed_models_waking_gradient_is_no_divergence():
     guard._norms = [10.0] + [0.5] * 25  # a healthy run: 100x its median is the rule, as before
     assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=49.0)) is None
     assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=51.0)) is not None
+
+
+def test_a_collapsed_model_waking_up_over_several_steps_trains_on():
+    """The collapse rule above held for the first step after the gradient woke only: the
+    median of the last 20 norms was still ~0 at the next one, a norm of 1.0 was
+    "1000000000000x its median", and the run ended "diverged" a step later. Steps through
+    ``after`` (the guard's own history) until the median is back."""
+    from types import SimpleNamespace
+
+    from engine.guard import DivergenceGuard
+
+    trainer = SimpleNamespace(lm=SimpleNamespace(config=SimpleNamespace(vocab_size=256)),
+                              trainable=SimpleNamespace(tensors={}))
+    guard = DivergenceGuard()
+    guard.restore = lambda _t: None  # type: ignore[method-assign]
+    norms = [10.0] + [1e-12] * 25 + [1.09, 1.0, 0.9, 1.1, 0.8] * 6
+    for step, g in enumerate(norms, 1):
+        guard._weights = {}
+        assert guard.after(trainer, SimpleNamespace(loss=5.5, grad_norm=g, step=step)) is False, (
+            step, g)
+    assert guard.rollbacks == 0
+    assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=5000.0)) is not None
