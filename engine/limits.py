@@ -394,35 +394,56 @@ def _address_space_left() -> int | None:
 
 
 def _cgroup_left(proc: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
-    """The memory limit of this process's cgroup (v2 ``memory.max``, v1
-    ``memory.limit_in_bytes``) less its usage; None without a limit or where none is read."""
+    """What the memory limits of this process's cgroup and of each group above it (v2
+    ``memory.max``, v1 ``memory.limit_in_bytes``; a Slurm job, a pod or a systemd slice sets
+    them on a parent) leave: the least limit less its usage, page cache the kernel can drop
+    (``inactive_file``) not counted as used; None without a limit or where none is read."""
     try:
         with open(proc, "rb") as f:
             lines = f.read(1 << 16).decode().splitlines()
     except OSError:
         return None
+    rooms: list[int] = []
     for line in lines:
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
         if parts[0] == "0" and parts[1] == "":
-            base, files = root, ("memory.max", "memory.current")
+            base, files = root, ("memory.max", "memory.current", "inactive_file")
         elif "memory" in parts[1].split(","):
-            base, files = root + "/memory", ("memory.limit_in_bytes", "memory.usage_in_bytes")
+            base, files = root + "/memory", ("memory.limit_in_bytes", "memory.usage_in_bytes",
+                                             "total_inactive_file")
         else:
             continue
-        for folder in (base + parts[2].rstrip("/"), base):  # (a container sees its own as /)
-            try:
-                with open(os.path.join(folder, files[0]), "rb") as f:
-                    limit_text = f.read(64).decode().strip()
-                with open(os.path.join(folder, files[1]), "rb") as f:
-                    used = int(f.read(64).decode().strip())
-            except (OSError, ValueError):
-                continue
-            if limit_text == "max" or not limit_text.isdigit() or int(limit_text) >= 1 << 60:
-                break  # no limit at this level (v1 writes a huge number)
-            return max(0, int(limit_text) - used)
-    return None
+        path = parts[2].strip("/")
+        levels = [path.split("/")[:n] for n in range(len(path.split("/")) if path else 0, -1, -1)]
+        for level in levels:  # this group, then each one above it (a container sees its own
+            room = _group_room(os.path.join(base, *level), files)  # as the root)
+            if room is not None:
+                rooms.append(room)
+    return min(rooms) if rooms else None
+
+
+def _group_room(folder: str, files: tuple[str, str, str]) -> int | None:
+    try:
+        with open(os.path.join(folder, files[0]), "rb") as f:
+            limit_text = f.read(64).decode().strip()
+        with open(os.path.join(folder, files[1]), "rb") as f:
+            used = int(f.read(64).decode().strip())
+    except (OSError, ValueError):
+        return None
+    if limit_text == "max" or not limit_text.isdigit() or int(limit_text) >= 1 << 60:
+        return None  # no limit here (v1 writes a huge number)
+    try:
+        with open(os.path.join(folder, "memory.stat"), "rb") as f:
+            for stat_line in f.read(1 << 16).decode().splitlines():
+                key, _, value = stat_line.partition(" ")
+                if key == files[2]:
+                    used -= int(value)
+                    break
+    except (OSError, ValueError):
+        pass
+    return max(0, int(limit_text) - used)
 
 
 def check_fits(spec: MemorySpec, available: int | None = None) -> MemoryEstimate:

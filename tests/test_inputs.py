@@ -491,5 +491,14 @@ def test_the_memory_room_is_the_least_of_ram_ulimit_and_cgroup(tmp_path, monkeyp
     assert cgroup_left(str(tmp_path / "cg1"), str(tmp_path / "v1")) == 1 << 30
     (v1 / "memory.limit_in_bytes").write_text("9223372036854771712")  # v1's "no limit"
     assert cgroup_left(str(tmp_path / "cg1"), str(tmp_path / "v1")) is None
+    parent = tmp_path / "v2p" / "kubepods"  # a limit on a parent group, and page cache
+    (parent / "pod1").mkdir(parents=True)
+    (parent / "memory.max").write_text(str(8 << 30))
+    (parent / "memory.current").write_text(str(7 << 30))
+    (parent / "memory.stat").write_text(f"anon 123\ninactive_file {4 << 30}\n")
+    (parent / "pod1" / "memory.max").write_text("max\n")
+    (parent / "pod1" / "memory.current").write_text(str(1 << 30))
+    (tmp_path / "cg3").write_text("0::/kubepods/pod1\n")
+    assert cgroup_left(str(tmp_path / "cg3"), str(tmp_path / "v2p")) == 5 << 30  # 8 - (7 - 4)
     monkeypatch.setattr(limits, "_cgroup_left", lambda: 2 << 30)
     assert limits.memory_room() == (2 << 30, "what the cgroup (container) memory limit leaves")
