@@ -7,6 +7,7 @@ in the collapsed list until the user opens it."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -127,11 +128,19 @@ def skipped_count(rejected: list[tuple[str, str]]) -> str:
 
 
 def told_apart(paths: list[str]) -> list[str]:
-    """Each path's file name, with its folder's name before it where two share the name
-    ("email/__init__.py": rows and lines of one name could not be told apart)."""
-    names = [Path(p).name for p in paths]
-    return [f"{Path(p).parent.name}/{n}" if names.count(n) > 1 else n
-            for p, n in zip(paths, names, strict=True)]
+    """Each path's file name, with as many of its folders' names before it as tell it from the
+    others of that name ("email/__init__.py", "a/x/core.py" and "b/x/core.py": rows and lines of
+    one name could not be told apart)."""
+    parts = [Path(p).parts[1:] if Path(p).anchor else Path(p).parts for p in paths]
+    depth = [1] * len(paths)
+    while True:
+        shown = ["/".join(ps[-d:]) for ps, d in zip(parts, depth, strict=True)]
+        seen = Counter(shown)  # (counted once: 20,000 files took 3.4 s counting each name)
+        again = [i for i, n in enumerate(shown) if seen[n] > 1 and depth[i] < len(parts[i])]
+        if not again:
+            return shown
+        for i in again:
+            depth[i] += 1
 
 
 def skip_lines(rejected: list[tuple[str, str]], most: int) -> list[str]:

@@ -1544,6 +1544,10 @@ def test_skipped_files_of_one_name_are_told_apart_by_their_folder(win, tmp_path)
     assert "• lone.png: " in text  # a name shown once stays short
     rows = sorted(win.corpus.table.item(r, 0).text() for r in range(win.corpus.table.rowCount()))
     assert rows == ["email/core.py", "http/core.py"], rows  # (two identical "core.py" rows)
+    from app.panels.corpus_panel import told_apart
+
+    assert told_apart(["/a/x/core.py", "/b/x/core.py", "/c/lone.py", "/c/lone.py"]) == [
+        "a/x/core.py", "b/x/core.py", "c/lone.py", "c/lone.py"]  # (both were "x/core.py")
 
 
 def test_the_next_start_line_stays_one_line_on_a_continue(win, qtbot, tiny_run):
