@@ -258,7 +258,9 @@ class MainWindow(ExportFlow, QMainWindow):
                      key=lambda r: (r.created, r.name), default=None)  # saved sort aside)
         if newest is not None:  # the newest run is shown as Open shows it, as the Gallery and
             self.open_run_view(str(newest.path))  # the Playground took it (the Train tab was
-            self.last_end = f"{newest.name} {newest.status} at step {newest.steps:,}"  # empty,
+            self.last_end = (f"{newest.name} trains in another process" if newest.status in (
+                "running", "paused") else f"{newest.name} {newest.status} at step "  # (empty,
+                f"{newest.steps:,}")
             self._set_state("idle")  # "idle", after a close while it trained)
         self._say_settings_problems()
 

@@ -6,7 +6,6 @@ re-read on the thread pool every ``REFRESH_MS``."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -51,10 +50,9 @@ DEFAULT_SORT = (1, Qt.SortOrder.DescendingOrder)
 def _per_byte(r: engine.RunInfo) -> float | None:
     """The best held-out column's sort key: bits per corpus byte, which ranks runs of different
     tokenizers fairly (nats/token put a byte run at 1.44 above a BPE run at 1.96 that was 4x
-    better per byte); a run whose data cannot be read counts one token per byte."""
-    if r.bits_per_byte is not None:
-        return r.bits_per_byte
-    return None if r.best_val_loss is None else r.best_val_loss / math.log(2)
+    better per byte); a run whose data cannot be read has none, and goes last with the runs
+    without a held-out loss (counted at one token per byte, a BPE run was misranked)."""
+    return r.bits_per_byte
 
 
 def sorted_runs(runs: list[engine.RunInfo], column: int,

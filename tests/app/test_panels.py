@@ -1620,8 +1620,8 @@ def test_runs_of_other_tokenizers_rank_and_compare_per_byte(qtbot, tmp_path):
                  info("unread", 1.0, None), info("none", None, None)])
     panel.sort_by(4)
     rows = [(panel.table.item(r, 0).text(), panel.table.item(r, 4).text()) for r in range(4)]
-    assert rows == [("bpe", "1.9600 (0.485 bits/byte)"), ("unread", "1.0000"),
-                    ("bytes", "1.4400 (2.077 bits/byte)"), ("none", "—")], rows
+    assert rows == [("bpe", "1.9600 (0.485 bits/byte)"), ("bytes", "1.4400 (2.077 bits/byte)"),
+                    ("unread", "1.0000"), ("none", "—")], rows  # (no bits/byte: last)
     plots = PlotsPanel()
     qtbot.addWidget(plots)
     plots.set_tokens_per_byte(1 / 5.8)  # the shown run: BPE
@@ -1638,7 +1638,7 @@ def test_runs_of_other_tokenizers_rank_and_compare_per_byte(qtbot, tmp_path):
     assert plots.cmp_loss.getData()[1][0] == 1.44
 
 
-def test_a_window_opens_on_the_newest_run(qtbot, tiny_run):
+def test_a_window_opens_on_the_newest_run(qtbot, tiny_run, monkeypatch):
     """Reopened after a close during training, the window showed empty plots and "idle", with
     no word of the run it had stopped (the Gallery of the same launch showed that run). It
     opens on the newest run as Open does: its curves, and what became of it."""
@@ -1650,6 +1650,18 @@ def test_a_window_opens_on_the_newest_run(qtbot, tiny_run):
         assert w.status.full == f"idle · last run: {Path(tiny_run).name} finished at step 3"
         assert w.playground.source.currentText() == tiny_run
         assert w.gallery.folder == tiny_run
+    finally:
+        close_window(qtbot, w)
+    from dataclasses import replace as _replace
+
+    import engine
+
+    listed = engine.list_runs(Path(tiny_run).parent)
+    monkeypatch.setattr(engine, "list_runs", lambda root: [  # another process trains it
+        _replace(r, status="running") for r in listed])
+    w = small_window(qtbot, Path(tiny_run).parent)
+    try:  # (it said "finished at step 3", or "running at step N", of a run in training)
+        assert w.status.full == f"idle · last run: {Path(tiny_run).name} trains in another process"
     finally:
         close_window(qtbot, w)
 
