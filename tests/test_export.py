@@ -879,9 +879,9 @@ def test_a_name_too_long_for_the_hidden_staging_name_is_refused_with_the_limit(
     from engine.export.source import check_dest
 
     with pytest.raises(CheckpointError, match="a name of 240 bytes; an export's name may have "
-                                              "at most 238"):
+                                              "at most 238 bytes"):
         export_merged(lora_run, tmp_path / ("z" * 240))
-    with pytest.raises(CheckpointError, match="at most 237"):
+    with pytest.raises(CheckpointError, match="at most 237 bytes"):
         check_dest(tmp_path / ("g" * 236 + ".gguf"), file=True)
     check_dest(tmp_path / ("g" * 232 + ".gguf"), file=True)
     export_merged(lora_run, tmp_path / ("z" * 238))

@@ -136,7 +136,7 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
     if hidden > NAME_MAX:  # ("cannot write (File name too long)" for 240-254 bytes)
         most = NAME_MAX - (hidden - len(out.name.encode()))
         raise CheckpointError(f"{out.name[:40]}…: a name of {len(out.name.encode())} bytes; an "
-                              f"export's name may have at most {most} (it is written under a "
+                              f"export's name may have at most {most} bytes (it is written under a "
                               "longer hidden name first); choose a shorter name")
     if not file and out.parent.is_dir():
         _clear_stale(out)
@@ -239,7 +239,7 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
         os.close(held)
 
 
-NAME_MAX = 255  # bytes of a file name (Linux, macOS, Windows' NTFS in UTF-16 units)
+NAME_MAX = 255  # bytes of a file name on Linux's file systems (and APFS: 255 UTF-8 bytes)
 STAGING = ".export-"  # ".<out>.export-XXXXXXXX": where an export is written before its rename
 SET_ASIDE = ".old-"  # ".<out>.old-XXXXXXXX": the export --force replaces, until the new is in
 
