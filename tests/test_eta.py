@@ -94,21 +94,12 @@ def _run_stopped(monkeypatch, at_step, where, steps=30):
     """Steps of 0.1 s; the process "stopped" for 50 s of the fake clock after step ``at_step``
     (``where`` "gap": in the step's hook; "step": inside the next step; "late": in the hook, with
     the SIGCONT counted only inside the next step, as when another thread runs the handler)."""
-    import engine.trainer
-
-    clock = _Clock()
-    monkeypatch.setattr(time, "perf_counter", clock)
-    seen = [0]
-    monkeypatch.setattr(engine.trainer, "continues", lambda: seen[0])
-    ids = np.tile(np.arange(40), 60)
-    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=0)
-    tr = Trainer(lm, ids, ids[:0], TrainConfig(batch_size=1, seq_len=8, epochs=500,
-                                               max_steps=steps, shuffle=False))
+    tr, clock, seen = _timed_trainer(monkeypatch, steps, eval_every=0, n_ids=2400, n_val=0,
+                                     batch_size=1)
     real = tr.train_step
 
     def timed(r):  # noqa: ANN001
         out = real(r)
-        clock.now += 0.1
         if where == "step" and tr.cursor.step == at_step:
             clock.now, seen[0] = clock.now + 50.0, seen[0] + 1
         if where == "late" and tr.cursor.step == at_step:
@@ -286,7 +277,11 @@ def test_a_stop_after_an_evaluation_leaves_the_other_time_in(monkeypatch):
     # stop, as did step 31); the bug left the other time out: 7.5 s
 
 
-def _timed_trainer(monkeypatch, steps=30, eval_every=7):
+def _timed_trainer(monkeypatch, steps=30, eval_every=7, step_s=lambda step: 0.1,  # noqa: ANN001, ANN202
+                   n_ids=321, n_val=200, batch_size=4):
+    """A trainer whose steps take ``step_s(step)`` seconds of a fake clock (``step``: the
+    cursor's, the steps done before this one), and whose process "continues" count (SIGCONTs)
+    the test moves: (trainer, clock, [count])."""
     import engine.trainer
     clock = _Clock()
     monkeypatch.setattr(time, "perf_counter", clock)
@@ -294,14 +289,14 @@ def _timed_trainer(monkeypatch, steps=30, eval_every=7):
     monkeypatch.setattr(engine.trainer, "continues", lambda: seen[0])
     ids = np.tile(np.arange(40), 60)
     lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=0)
-    tr = Trainer(lm, ids[:321], ids[:200], TrainConfig(
-        batch_size=4, seq_len=8, epochs=500, max_steps=steps, shuffle=False,
+    tr = Trainer(lm, ids[:n_ids], ids[:n_val], TrainConfig(
+        batch_size=batch_size, seq_len=8, epochs=500, max_steps=steps, shuffle=False,
         eval_every=eval_every))
     real = tr.train_step
 
     def timed(r):
         out = real(r)
-        clock.now += 0.1
+        clock.now += step_s(tr.cursor.step)
         return out
 
     tr.train_step = timed
@@ -368,20 +363,8 @@ def test_the_evaluation_guess_takes_the_median_step_not_the_last(monkeypatch):
     guess scales: the median is."""
     from engine.evaluation import EVAL_TOKEN_COST
 
-    clock = _Clock()
-    monkeypatch.setattr(time, "perf_counter", clock)
-    ids = np.tile(np.arange(40), 60)
-    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=0)
-    tr = Trainer(lm, ids[:321], ids[:200], TrainConfig(
-        batch_size=4, seq_len=8, epochs=500, max_steps=30, shuffle=False, eval_every=1000))
-    real = tr.train_step
-
-    def timed(r):  # noqa: ANN001
-        out = real(r)
-        clock.now += 3.0 if tr.cursor.step == 3 else 0.1  # the 4th step is slow
-        return out
-
-    tr.train_step = timed
+    tr, _, _ = _timed_trainer(monkeypatch, eval_every=1000,  # the 4th step is slow
+                              step_s=lambda step: 3.0 if step == 3 else 0.1)
     tr.run()
     guess = 199 * EVAL_TOKEN_COST * 0.1 / 32  # each epoch's end (10 steps) is evaluated
     assert tr.history[3].eta_s == pytest.approx(26 * 0.1 + 3 * guess, rel=0.05), tr.history[3]
