@@ -47,12 +47,14 @@ SORT_KEYS: tuple[Callable[[engine.RunInfo], Any], ...] = (
 DEFAULT_SORT = (1, Qt.SortOrder.DescendingOrder)
 
 
-def _per_byte(r: engine.RunInfo) -> float | None:
+def _per_byte(r: engine.RunInfo) -> tuple[bool, float] | None:
     """The best held-out column's sort key: bits per corpus byte, which ranks runs of different
     tokenizers fairly (nats/token put a byte run at 1.44 above a BPE run at 1.96 that was 4x
-    better per byte); a run whose data cannot be read has none, and goes last with the runs
-    without a held-out loss (counted at one token per byte, a BPE run was misranked)."""
-    return r.bits_per_byte
+    better per byte); the runs whose data cannot be read after them, by their loss (counted at
+    one token per byte, a BPE run was misranked among the others)."""
+    if r.best_val_loss is None:
+        return None
+    return (False, r.bits_per_byte) if r.bits_per_byte is not None else (True, r.best_val_loss)
 
 
 def sorted_runs(runs: list[engine.RunInfo], column: int,
