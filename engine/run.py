@@ -219,11 +219,28 @@ class Run:
                 "its loss to mean much; add text to the corpus" if held else
                 "nothing is held out: the corpus is too small to split; its held-out loss is not "
                 "measured")
+        self.notices += self._beyond_the_corpus(spec.train)
         self.saved_step = -1
         self.saved_val: float | None = None  # the held-out loss kept with that save (its step's)
         self.saved_eval_stopped = False  # that save's step's evaluation was cut short by a stop
         self.best_val: float | None = None
         self.early_bad = 0  # held-out evaluations since the best (EarlyStopping.bad), saved
+
+    def _beyond_the_corpus(self, tc: TrainConfig) -> list[str]:
+        """Notes for settings the training corpus cannot fill (they were cut without a word:
+        a sequence length of 100,000 trained rows of 17,815 tokens, and an accumulation of
+        1,000 x 4 rows trained each step on the 81 rows there were)."""
+        rows, notes = self.trainer.rows, []
+        width = int(getattr(rows, "width", tc.seq_len))
+        if width < tc.seq_len:
+            notes.append(f"the training text fills rows of {width:,} tokens, not the sequence "
+                         f"length of {tc.seq_len:,}: rows are that long")
+        if self.trainer.rows_per_step > len(rows):
+            notes.append(f"a step takes {self.trainer.rows_per_step:,} rows (batch "
+                         f"{tc.batch_size:,} x accumulation {tc.grad_accum:,}), but the training "
+                         f"text fills only {plural(len(rows), 'row')}: each step trains on all "
+                         "of it once")
+        return notes
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Run:

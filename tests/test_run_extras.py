@@ -317,3 +317,29 @@ def test_the_sample_schedule_counts_steps_from_the_last_sample():
     assert not any(never.due(t, ends_epoch=False) for t in range(1, 1000))
     with pytest.raises(ValueError, match="expected 0"):
         SampleSchedule(-1, 0)
+
+
+def test_settings_the_corpus_cannot_fill_are_said(tmp_path):
+    """A sequence length of 100,000 trained rows of the corpus's 17,815 tokens, and an
+    accumulation of 1,000 x 4 rows trained each step on the 81 rows there were: both without
+    a word (the memory estimate was sized for the shape asked for)."""
+    import engine
+    from engine.run import RunSpec, start
+    from engine.trainer import TrainConfig
+
+    said = {}
+    for seq, accum in ((100_000, 1), (256, 1000), (256, 1)):
+        spec = RunSpec(preset="tiny", train=TrainConfig(seq_len=seq, batch_size=4,
+                                                        grad_accum=accum, max_steps=1))
+        with start(spec, [engine.SAMPLE_CORPUS], root=tmp_path) as run:
+            said[(seq, accum)] = [n for n in run.notices if "training text fills" in n]
+            rows, width = len(run.trainer.rows), run.trainer.rows.width
+    assert said[(100_000, 1)] == [f"the training text fills rows of {17_815:,} tokens, not the "
+                                   "sequence length of 100,000: rows are that long",
+                                   "a step takes 4 rows (batch 4 x accumulation 1), but the "
+                                   "training text fills only 1 row: each step trains on all of "
+                                   "it once"]
+    assert said[(256, 1000)] == [f"a step takes 4,000 rows (batch 4 x accumulation 1,000), but "
+                                  f"the training text fills only {rows} rows: each step trains "
+                                  "on all of it once"]
+    assert said[(256, 1)] == [] and width == 256
