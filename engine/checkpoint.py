@@ -24,6 +24,8 @@ import json
 import os
 import secrets
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +54,11 @@ def create_temp(path: Path) -> tuple[int, str]:
     raise FileExistsError(f"could not create a temporary file beside {path}")
 
 
-def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> None:
-    """Write ``data`` to ``path`` atomically; on failure (disk full...) the old file is untouched.
+@contextmanager
+def _atomic(path: Path, make_parents: bool = True) -> Iterator[tuple[int, str]]:
+    """A new temporary file beside ``path`` (its fd and path) for the block to fill and fsync,
+    renamed onto ``path`` when the block ends and removed on any failure, so the old file is
+    untouched (a full disk...); an OSError is a CheckpointError naming ``path``.
     ``make_parents`` False: a missing folder is an error, not made (a run folder moved or
     deleted while training was made again, holding only a status.json)."""
     path = Path(path)
@@ -64,10 +69,7 @@ def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> No
     except OSError as exc:  # a disk out of files (inodes) fails here, naming the temp file
         raise CheckpointError(f"could not write {path}: {exc.strerror or exc}") from exc
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        yield fd, tmp
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
@@ -75,6 +77,14 @@ def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> No
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically (``_atomic``)."""
+    with _atomic(path, make_parents) as (fd, _), os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def atomic_write_json(path: Path, obj: Any, make_parents: bool = True) -> None:
@@ -108,30 +118,20 @@ def atomic_write_tensors(path: Path, tensors: dict[str, np.ndarray],
     from safetensors import SafetensorError
     from safetensors.numpy import save_file
 
-    path = Path(path)
-    try:
-        fd, tmp = create_temp(path)
-    except OSError as exc:
-        raise CheckpointError(f"could not write {path}: {exc.strerror or exc}") from exc
-    os.close(fd)
-    try:
-        save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, tmp,
-                  metadata={"format": "pt", **(metadata or {})})
+    with _atomic(path, make_parents=False) as (fd, tmp):
+        os.close(fd)
+        try:
+            save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, tmp,
+                      metadata={"format": "pt", **(metadata or {})})
+        except SafetensorError as exc:  # its I/O errors (a full disk: "Error while serializing:
+            why = str(exc).rsplit("I/O error: ", 1)[-1].split(" (os error")[0]  # I/O error: No
+            raise CheckpointError(f"could not write {path}: {why}") from None  # space left...")
+        except BaseException as exc:  # (an allocation failing inside safetensors is a Rust
+            if type(exc).__name__ == "PanicException":  # panic: a BaseException, which printed
+                raise MemoryError(f"writing {Path(path).name}: {exc}") from None  # a traceback)
+            raise
         with open(tmp, "r+b") as f:  # (Windows fsyncs a handle opened for writing only)
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise CheckpointError(f"could not write {path}: {exc.strerror or exc}") from exc
-    except SafetensorError as exc:  # its I/O errors (a full disk: "Error while serializing:
-        Path(tmp).unlink(missing_ok=True)  # I/O error: No space left on device (os error 28)")
-        why = str(exc).rsplit("I/O error: ", 1)[-1].split(" (os error")[0]
-        raise CheckpointError(f"could not write {path}: {why}") from None
-    except BaseException as exc:  # (an allocation failing inside safetensors is a Rust panic:
-        Path(tmp).unlink(missing_ok=True)  # a BaseException, which printed a traceback)
-        if type(exc).__name__ == "PanicException":
-            raise MemoryError(f"writing {path.name}: {exc}") from None
-        raise
 
 
 def read_tensors(path: Path) -> dict[str, np.ndarray]:
