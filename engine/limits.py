@@ -356,22 +356,20 @@ def memory_room() -> tuple[int, str]:
 
 
 def _ram_available() -> int:
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f.read(1 << 16).decode().splitlines():
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    available = _proc_kb("/proc/meminfo", "MemAvailable")
+    if available is not None:
+        return available
     try:
         return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):
         return 1 << 62
 
 
-def _proc_status_bytes(key: str) -> int | None:
+def _proc_kb(path: str, key: str) -> int | None:
+    """Bytes of a ``key:  N kB`` line of a /proc file (``/proc/meminfo``, ``/proc/self/status``);
+    None where it cannot be read."""
     try:
-        with open("/proc/self/status", "rb") as f:
+        with open(path, "rb") as f:
             for line in f.read(1 << 16).decode().splitlines():
                 if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
@@ -390,7 +388,7 @@ def _address_space_left() -> int | None:
         return None
     if limit == resource.RLIM_INFINITY or limit <= 0:
         return None
-    return max(0, limit - (_proc_status_bytes("VmSize") or 0))
+    return max(0, limit - (_proc_kb("/proc/self/status", "VmSize") or 0))
 
 
 def _cgroup_left(proc: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:

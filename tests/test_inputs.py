@@ -466,7 +466,7 @@ def test_the_memory_room_is_the_least_of_ram_ulimit_and_cgroup(tmp_path, monkeyp
     monkeypatch.setattr(limits, "_ram_available", lambda: 20 << 30)
     monkeypatch.setattr(limits, "_cgroup_left", lambda: None)
     monkeypatch.setattr(resource, "getrlimit", lambda _r: (6 << 30, resource.RLIM_INFINITY))
-    monkeypatch.setattr(limits, "_proc_status_bytes", lambda key: 1 << 30)  # VmSize now
+    monkeypatch.setattr(limits, "_proc_kb", lambda path, key: 1 << 30)  # VmSize now
     assert limits.memory_room() == (5 << 30, "what ulimit -v leaves")
     cfg = tiny_config(vocab_size=264, d_model=64, n_layer=8)
     with pytest.raises(ConfigError, match=r"only 5.0 GB of memory is available \(what ulimit -v "
