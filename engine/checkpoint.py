@@ -41,12 +41,18 @@ MAX_SHARD_BYTES = 2 << 30  # one file up to 2 GiB; HF writes 5 GB shards, any si
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
+def temp_name(name: str, token: str | None = None) -> str:
+    """``create_temp``'s name for a file ``name``: ".<name>.<token>.tmp", the token 12 random
+    hex digits unless given."""
+    return f".{name}.{secrets.token_hex(6) if token is None else token}.tmp"
+
+
 def create_temp(path: Path) -> tuple[int, str]:
-    """Open a new ``.<name>.<random>.tmp`` beside ``path`` for writing; returns (fd, temp path).
+    """Open a new ``temp_name`` beside ``path`` for writing; returns (fd, temp path).
     Created with mode 0666 so the kernel applies the process umask (mkstemp would make 0600),
     without ever changing the umask."""
     for _ in range(100):
-        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        tmp = str(path.parent / temp_name(path.name))
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
         except FileExistsError:

@@ -131,8 +131,8 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
     ``train --export-adapter``). First tidies what killed exports to ``out`` left beside it
     (``_clear_stale``: an export set aside by a killed --force comes back)."""
     out = Path(out)
-    hidden = len(f".{out.name}{STAGING}12345678".encode()) if not file else len(
-        f".{out.name}.0123456789ab.tmp".encode())  # the name written first, then renamed
+    hidden = len((f".{out.name}{STAGING}12345678" if not file  # the name written first,
+                  else ckpt.temp_name(out.name)).encode())  # then renamed
     if hidden > NAME_MAX:  # ("cannot write (File name too long)" for 240-254 bytes)
         most = NAME_MAX - (hidden - len(out.name.encode()))
         raise CheckpointError(f"{out.name[:40]}…: a name of {len(out.name.encode())} bytes; an "
