@@ -113,7 +113,7 @@ class ExportFlow:
                 source, step = str(best[0]), f"best, step {best[1]['step']}"
                 name = f"{name}-step-{best[1]['step']}"
         title = f"Export run {Path(folder).name} ({step}) as {EXPORT_KINDS[kind][1]}"
-        where = Path(settings.last_folder("export", str(settings.documents())))
+        where = Path(settings.last_folder("export"))
         if kind == "gguf":
             path, _ = QFileDialog.getSaveFileName(
                 self._widget, title, str(where / f"{name}.gguf"), "GGUF (*.gguf)",

@@ -1157,7 +1157,7 @@ class MainWindow(ExportFlow, QMainWindow):
 
     def _open_settings_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self, "Open settings", settings.last_folder("settings", str(settings.documents())),
+            self, "Open settings", settings.last_folder("settings"),
             "Settings (*.toml)")
         if path:
             settings.remember_folder("settings", path)
@@ -1165,7 +1165,7 @@ class MainWindow(ExportFlow, QMainWindow):
 
     def _save_settings_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save settings as", str(
-            Path(settings.last_folder("settings", str(settings.documents()))) / "run.toml"),
+            Path(settings.last_folder("settings")) / "run.toml"),
             "Settings (*.toml)")
         if path:
             settings.remember_folder("settings", path)

@@ -130,11 +130,13 @@ def documents() -> Path:
     return Path(docs) if docs and Path(docs).is_dir() else Path.home()
 
 
-def last_folder(kind: str, default: str) -> str:
+def last_folder(kind: str, default: str | None = None) -> str:
     """The folder a file dialog of ``kind`` ("corpus", "model", "settings", "export") last used,
-    if it still exists; else ``default`` (they all opened in the home or runs folder)."""
+    if it still exists; else ``default`` (None: ``documents()``; they all opened in the home or
+    runs folder)."""
     folder = str(load(f"dialogs/{kind}", ""))
-    return folder if folder and Path(folder).is_dir() else default
+    return folder if folder and Path(folder).is_dir() else (
+        str(documents()) if default is None else default)
 
 
 def remember_folder(kind: str, picked: str) -> None:
