@@ -14,7 +14,13 @@ from typing import NoReturn
 
 from .cli_train import RANK_TIMEOUT_S, cmd_train
 from .cliout import PROGRESS, forgiving_stderr, stdout_gone, terminal_safe, text_out, write_text
-from .defaults import DEFAULT_PRESET, DEFAULT_PROMPT, PRESET_DEFAULTS, SAMPLE_CORPUS
+from .defaults import (
+    DEFAULT_PRESET,
+    DEFAULT_PROMPT,
+    PRESET_DEFAULTS,
+    PROMPT_PIECE,
+    SAMPLE_CORPUS,
+)
 from .documents import RECORDS
 from .errors import CorpusError, MambaStudioError
 from .samples import SAMPLE_EVERY
@@ -484,8 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
     said.add_argument("--prompt", type=_text, default=DEFAULT_PROMPT,
                       help=f"text to continue (default {DEFAULT_PROMPT!r})")
     said.add_argument("--prompt-file", type=_path,
-                      help="a UTF-8 text file of up to 16 MB to continue (a prompt too long for "
-                           "the command line; the model reads it 2,048 tokens at a time)")
+                      help=f"a UTF-8 text file of up to {PROMPT_FILE_LIMIT >> 20} MB to continue "
+                           "(a prompt too long for the command line; the model reads it "
+                           f"{PROMPT_PIECE:,} tokens at a time)")
     g.add_argument("--max-new-tokens", type=_int_in(0, 1_000_000), default=gen.max_new_tokens,
                    help=f"tokens to generate at most (default {gen.max_new_tokens})")
     g.add_argument("--temperature", type=_float_in(0.0, 1e6), default=gen.temperature,

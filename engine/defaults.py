@@ -38,6 +38,8 @@ class PresetDefaults:
 
 DEFAULT_PRESET = "small"
 DEFAULT_PROMPT = "The "  # a run's preview prompt, generate's and the window's until changed
+PROMPT_PIECE = 2048  # tokens of a prompt read in one call: between pieces a stop is seen (a
+# 200,000-token prompt read in one call took 7-12 s, and its activations grow with its length)
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"  # (bundled:
 # train and eval without a corpus, and the window's first one)
 

@@ -15,14 +15,12 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from .config import MambaConfig
+from .defaults import PROMPT_PIECE
 from .inference import CpuStepper
 from .model import logits_forward
 from .params import Params, count, init_params
 from .sampling import SamplingConfig, sample
 from .tokenizer import ByteTokenizer, Tokenizer, check_fits, load_tokenizer
-
-PROMPT_PIECE = 2048  # tokens of a prompt read in one call: between pieces a stop is seen (a
-# 200,000-token prompt read in one call took 7-12 s, and its activations grow with its length)
 
 
 class Stepper(Protocol):
