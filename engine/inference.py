@@ -94,12 +94,14 @@ class CpuStepper:
 
     def prefill(self, ids: np.ndarray) -> np.ndarray:
         """ids (l,) -> logits (v,) of the last position; resets the state."""
-        logits, self.state = prefill(self.p, np.asarray(ids).reshape(1, -1), self.cfg)
-        return logits[0]
+        return self._read(ids, None)
 
     def feed(self, ids: np.ndarray) -> np.ndarray:
         """ids (l,) read after what was read so far -> logits (v,) of the last position."""
-        logits, self.state = prefill(self.p, np.asarray(ids).reshape(1, -1), self.cfg, self.state)
+        return self._read(ids, self.state)
+
+    def _read(self, ids: np.ndarray, state: InferenceState | None) -> np.ndarray:
+        logits, self.state = prefill(self.p, np.asarray(ids).reshape(1, -1), self.cfg, state)
         return logits[0]
 
     def step(self, token: int) -> np.ndarray:
