@@ -135,6 +135,7 @@ if TYPE_CHECKING:
         evaluate,
         format_duration,
     )
+    from .units import bits_per_byte
     from .words import listing, plural
 
 # public name -> the module under engine/ that defines it (imported on first access)
@@ -244,6 +245,7 @@ _EXPORTS: dict[str, str] = {
     "best_if_not_latest": "runformat",
     "is_run": "runformat",
     "read_tokens_per_byte": "runformat",
+    "bits_per_byte": "units",
     "read_epochs_done": "runformat",
     "EarlyStopping": "earlystop",
     "watch_continues": "signals",
@@ -378,6 +380,7 @@ __all__ = [
     "read_samples",
     "RECORDS",
     "read_tokens_per_byte",
+    "bits_per_byte",
     "RESUME_OVERRIDES",
     "DEFAULT_PROMPT",
     "SAMPLE_CORPUS",

@@ -18,6 +18,7 @@ import numpy as np
 
 from .data import make_rows
 from .errors import CorpusError
+from .units import bits_per_byte
 from .words import plural
 
 HELDOUT_SAMPLE_TOKENS = 1 << 18  # 262,144 targets: a bounded evaluation (~5-30 s on 2 cores)
@@ -129,7 +130,7 @@ def evaluate(lm: Any, ids: Any, seq_len: int, batch_size: int = 8, max_tokens: i
         loss=loss,
         perplexity=math.exp(min(loss, 700.0)),
         bits_per_token=loss / math.log(2),
-        bits_per_byte=total / math.log(2) / (n_bytes or 1),
+        bits_per_byte=bits_per_byte(loss, n / (n_bytes or 1)),
         accuracy=correct / n,
         tokens=n,
         of_tokens=of,

@@ -54,6 +54,7 @@ from .docstore import npy_bytes
 from .errors import CheckpointError, MambaStudioError
 from .safeio import open_append, open_regular, read_bytes, read_json
 from .samples import SAMPLES, read_samples
+from .units import bits_per_byte
 from .words import plural
 
 FORMAT = "mamba-studio-run"
@@ -1257,5 +1258,5 @@ def list_runs(root: str | Path) -> list[RunInfo]:
             p, p.name, str(d.get("created", "")), model,  # the folder's name (run.json's
             # stayed after a rename, and a copy showed two rows of one name)
             kept[1] if kept else 0, val, state, source=init_described(d.get("init_from")),
-            bits_per_byte=val * tpb / math.log(2) if val is not None and tpb else None))
+            bits_per_byte=bits_per_byte(val, tpb) if val is not None and tpb else None))
     return sorted(out, key=lambda r: (r.created, r.name), reverse=True)

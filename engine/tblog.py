@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .runformat import TB as TB_DIR
+from .units import bits_per_byte
 
 
 def keeps_tensorboard(folder: str | Path) -> bool:
@@ -59,7 +60,7 @@ class TBLogger:
         _watch(self)
 
     def _bpb(self, nats: float) -> float:
-        return nats * self.tokens_per_byte / math.log(2)
+        return bits_per_byte(nats, self.tokens_per_byte)
 
     def _ok(self) -> bool:
         if self.failed is None and self._worker is not None and not self._worker.is_alive():

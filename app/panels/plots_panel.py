@@ -219,9 +219,9 @@ class PlotsPanel(QWidget):
         self.loss_plot.showAxis("bottom")
 
     def set_tokens_per_byte(self, tpb: float) -> None:
-        """bits/byte = nats/token × tokens/byte ÷ ln 2 (1 token per byte for the byte tokenizer)."""
+        """The bits/byte axis at ``tpb`` tokens per corpus byte (``engine.bits_per_byte``)."""
         self.tokens_per_byte = tpb
-        self.loss_plot.getAxis("right").setScale(tpb / math.log(2))
+        self.loss_plot.getAxis("right").setScale(engine.bits_per_byte(1.0, tpb))
         if self._compare[0]:  # the grey run's losses are drawn on this run's scale
             self._draw_compare()
 
