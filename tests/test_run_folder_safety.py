@@ -1370,3 +1370,38 @@ def test_a_collapsed_model_waking_up_over_several_steps_trains_on():
             step, g)
     assert guard.rollbacks == 0
     assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=5000.0)) is not None
+
+
+def test_a_full_disk_during_a_resumes_first_measurement_keeps_the_run_resumable(tmp_path,
+                                                                                 monkeypatch):
+    """A resume first measures the held-out loss a stop cut short; a failed write there (its
+    metrics row on a full disk) must go through training's own handling: a one-line error that
+    names the folder and the fix, and status.json not left at "running" (which lists the run as
+    training in another process, and the window would not Continue it)."""
+    from engine.run import resume
+    from tests.helpers import train_stopped_while_scoring
+
+    spec = RunSpec(preset="tiny", autosave_minutes=0,
+                   train=TrainConfig(batch_size=2, seq_len=32, max_steps=6, eval_every=2))
+    with start(spec, [two_file_corpus(tmp_path)], out=tmp_path / "run") as run:
+        train_stopped_while_scoring(run)
+        assert run.interrupted_eval
+    real_append = rf.append_metric
+
+    def full_disk(folder, row):  # noqa: ANN001, ANN202
+        if row["kind"] == "eval":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder / rf.METRICS))
+        return real_append(folder, row)
+
+    monkeypatch.setattr(rf, "append_metric", full_disk)
+    with resume(tmp_path / "run") as run, pytest.raises(TrainingError) as info:
+        run.train()
+    msg = str(info.value)
+    assert os.strerror(errno.ENOSPC) in msg and "then resume" in msg and str(tmp_path / "run") in msg
+    assert "\n" not in msg, msg
+    assert rf.read_status(tmp_path / "run")["state"] == "stopped"
+    monkeypatch.setattr(rf, "append_metric", real_append)
+    with resume(tmp_path / "run") as run:  # the disk freed: it measures, then trains on
+        assert run.interrupted_eval
+        assert run.train().state == "finished"
+    assert [r["step"] for r in rf.read_metrics(tmp_path / "run") if r["kind"] == "eval"] == [2, 4, 6]

@@ -783,3 +783,14 @@ def test_an_export_folder_that_cannot_be_written_is_not_where_the_next_starts(
     qtbot.waitUntil(lambda: bool(win.errors) or f"written to {ro / 'm1'}" in win.log.toPlainText(),
                     timeout=RUN_TIMEOUT)  # (as root it is written: the rule is the folder's)
     assert settings.last_folder("export", "") == str(good)
+
+
+def test_the_suggested_export_name_passes_over_a_dangling_link(tmp_path):
+    """A link whose target is gone does not "exist" to Path.exists(); suggested as the export's
+    name, the export would be written through it (or refused as a link) instead of beside it."""
+    from app.export_flow import _free
+
+    (tmp_path / "run-merged").symlink_to(tmp_path / "gone")
+    (tmp_path / "run-merged-2").mkdir()
+    assert _free(tmp_path / "run-merged") == tmp_path / "run-merged-3"
+    assert _free(tmp_path / "run-gguf") == tmp_path / "run-gguf"
