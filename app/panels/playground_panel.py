@@ -11,7 +11,6 @@ from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QGridLayout,
@@ -19,7 +18,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QPushButton,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -28,6 +26,7 @@ import engine
 
 from .. import settings
 from ..workers import GenerateWorker
+from .number_boxes import FloatBox, IntBox, say_untaken
 from .preview_panel import SAMPLING_TIPS, visible_controls
 
 BACKEND_TIPS = {"auto": "a hardware GPU when there is one, else the CPU step",
@@ -53,30 +52,30 @@ class PlaygroundPanel(QWidget):
         self.prompt.setTabChangesFocus(True)  # Tab moves on (it typed tabs into the prompt)
         self.prompt.setToolTip("The text the model continues")
         gen = engine.GENERATION_DEFAULTS  # the training previews' (Gallery) defaults too
-        self.temperature = QDoubleSpinBox()
+        self.temperature = FloatBox()
         self.temperature.setRange(0.0, 5.0)
         self.temperature.setSingleStep(0.1)
         self.temperature.setValue(gen.temperature)
-        self.top_k = QSpinBox()
+        self.top_k = IntBox()
         self.top_k.setRange(0, 100000)
         self.top_k.setValue(gen.top_k)
-        self.top_p = QDoubleSpinBox()
+        self.top_p = FloatBox()
         self.top_p.setRange(0.01, 1.0)
         self.top_p.setSingleStep(0.05)
         self.top_p.setValue(gen.top_p)
         for name, tip in SAMPLING_TIPS.items():
             getattr(self, name).setToolTip(tip)
-        self.rep = QDoubleSpinBox()
+        self.rep = FloatBox()
         self.rep.setRange(1.0, 5.0)
         self.rep.setSingleStep(0.05)
         self.rep.setValue(gen.repetition_penalty)
         self.rep.setToolTip(f"Makes tokens seen in the last {gen.repetition_window} less likely "
                             "(1 = off); stops greedy output from looping")
-        self.max_tokens = QSpinBox()
+        self.max_tokens = IntBox()
         self.max_tokens.setRange(1, 100000)
         self.max_tokens.setValue(gen.max_new_tokens)
         self.max_tokens.setToolTip("How many tokens to generate")
-        self.seed = QSpinBox()
+        self.seed = IntBox()
         self.seed.setRange(0, 2**31 - 1)
         self.seed.setToolTip("Same seed + same settings = same text")
         self.stop_at_end = QCheckBox("stop at end of text")
@@ -126,6 +125,8 @@ class PlaygroundPanel(QWidget):
         lay.addLayout(knobs)
         lay.addLayout(actions)
         lay.addWidget(self.output, 1)
+        self._untaken = say_untaken(self.temperature, self.top_k, self.top_p, self.rep,
+                                    self.max_tokens, self.seed)
         self.gen_thread: QThread | None = None
         self.worker: GenerateWorker | None = None
         self._next_source: str | None = None  # a model chosen while generating, for after

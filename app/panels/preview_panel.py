@@ -9,13 +9,11 @@ from dataclasses import replace
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
-    QDoubleSpinBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QSizePolicy,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -23,6 +21,7 @@ from PySide6.QtWidgets import (
 import engine
 
 from .. import settings
+from .number_boxes import FloatBox, IntBox, say_untaken
 
 LONG_BLANK = re.compile(r"[ \t]{24,}")  # longer than any indentation
 
@@ -88,21 +87,21 @@ class PreviewPanel(QWidget):
         self.prompts.setMaximumHeight(48)  # two lines (more scroll): the plots above keep room
         self.prompts.setTabChangesFocus(True)  # Tab moves on (it typed tabs into saved prompts)
         gen = engine.GENERATION_DEFAULTS  # the Playground's defaults too
-        self.temperature = QDoubleSpinBox()
+        self.temperature = FloatBox()
         self.temperature.setRange(0.0, 5.0)
         self.temperature.setSingleStep(0.1)
         self.temperature.setValue(gen.temperature)
         settings.restore(self.temperature, "preview/temperature")
-        self.top_k = QSpinBox()
+        self.top_k = IntBox()
         self.top_k.setRange(0, 100000)
         self.top_k.setValue(gen.top_k)
         settings.restore(self.top_k, "preview/top_k")
-        self.top_p = QDoubleSpinBox()
+        self.top_p = FloatBox()
         self.top_p.setRange(0.01, 1.0)
         self.top_p.setSingleStep(0.05)
         self.top_p.setValue(gen.top_p)
         settings.restore(self.top_p, "preview/top_p")
-        self.length = QSpinBox()
+        self.length = IntBox()
         self.length.setRange(1, 4000)
         self.length.setValue(160)
         settings.restore(self.length, "preview/length")
@@ -110,7 +109,7 @@ class PreviewPanel(QWidget):
             getattr(self, name).setToolTip(tip)
         self.length.setToolTip("Tokens of each training sample")
         self.prompts.setToolTip("What the training samples continue, one prompt per line")
-        self.every = QSpinBox()  # (a 1.7 MB corpus showed its first sample after 741 steps)
+        self.every = IntBox()  # (a 1.7 MB corpus showed its first sample after 741 steps)
         self.every.setRange(0, 1_000_000)
         self.every.setSingleStep(50)
         self.every.setSuffix(" steps")
@@ -154,6 +153,7 @@ class PreviewPanel(QWidget):
         head.addWidget(self.backend, 2)
         lay.addLayout(head)
         lay.addWidget(self.output, 1)
+        self._untaken = say_untaken(self.temperature, self.top_k, self.top_p, self.length, self.every)
 
     def prompt_list(self) -> list[str]:
         lines = [p for p in self.prompts.toPlainText().split("\n") if p.strip()]

@@ -9,7 +9,6 @@ from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QCheckBox,
@@ -27,50 +26,7 @@ from PySide6.QtWidgets import (
 import engine
 
 from .. import settings
-
-
-def _spin(lo: int, hi: int, value: int, step: int = 1) -> QSpinBox:
-    s = QSpinBox()
-    s.setRange(lo, hi)
-    s.setSingleStep(step)
-    s.setValue(value)
-    return s
-
-
-def _dspin(lo: float, hi: float, value: float, decimals: int, step: float) -> QDoubleSpinBox:
-    s = QDoubleSpinBox()
-    s.setRange(lo, hi)
-    s.setDecimals(decimals)
-    s.setSingleStep(step)
-    s.setValue(value)
-    return s
-
-
-class _GSpin(QDoubleSpinBox):
-    """A number box that shows 1e-06 and 0.003 as such (fixed decimals showed 1e-06 as 0.00000)
-    and takes what ``float`` reads; text out of range is not taken (the value stays)."""
-
-    def __init__(self, lo: float, hi: float, value: float, step: float) -> None:
-        super().__init__()
-        self.setDecimals(12)  # the value is kept to 12 decimals, shown as %g
-        self.setRange(lo, hi)
-        self.setSingleStep(step)
-        self.setStepType(QDoubleSpinBox.StepType.AdaptiveDecimalStepType)
-        self.setValue(value)
-
-    def textFromValue(self, v: float) -> str:  # noqa: N802
-        return f"{v:g}"
-
-    def valueFromText(self, text: str) -> float:  # noqa: N802
-        return float(text)
-
-    def validate(self, text: str, pos: int) -> tuple[QValidator.State, str, int]:
-        try:
-            ok = self.minimum() <= float(text) <= self.maximum()
-        except ValueError:
-            ok = False  # still typing ("1e-"), or not a number: not taken
-        return (QValidator.State.Acceptable if ok else QValidator.State.Intermediate), text, pos
-
+from .number_boxes import GBox, float_box, int_box, say_untaken
 
 OWN_TOKENIZER_TIP = {
     "opened": "The opened model's own tokenizer is used (File > New model to choose one for a "
@@ -190,12 +146,12 @@ class TrainPanel(QWidget):
         for i, name in enumerate(engine.PRESET_DEFAULTS):  # what each preset learns, how fast
             self.preset.setItemData(i, engine.PRESET_DEFAULTS[name].learns,
                                     Qt.ItemDataRole.ToolTipRole)
-        self.d_model = _spin(16, 2048, 128, 16)
-        self.n_layer = _spin(1, 48, 4)
-        self.d_state = _spin(1, 64, 16)
+        self.d_model = int_box(16, 2048, 128, 16)
+        self.n_layer = int_box(1, 48, 4)
+        self.d_state = int_box(1, 64, 16)
         self.tokenizer = QComboBox()
         self.tokenizer.addItems(["auto", "bytes", "bpe"])
-        self.bpe_vocab = _spin(300, 32000, 2048, 256)
+        self.bpe_vocab = int_box(300, 32000, 2048, 256)
         self.init_scheme = QComboBox()
         for i, name in enumerate(engine.INITS):  # read now: the engine owns the list
             self.init_scheme.addItem(name)
@@ -214,25 +170,25 @@ class TrainPanel(QWidget):
         mf.addRow("Start from", self.model_source)
         # --- training
         d = engine.PRESET_DEFAULTS[engine.DEFAULT_PRESET]  # the engine's table, not a copy
-        self.epochs = _spin(1, 1_000_000, APP_DEFAULT_EPOCHS)
-        self.lr = _GSpin(1e-8, 10.0, d.lr, 1e-3)  # the engine takes (0, 10]
-        self.batch = _spin(1, 65536, d.batch_size)
-        self.seq_len = _spin(2, 1 << 24, d.seq_len, 32)
-        self.accum = _spin(1, 65536, 1)
-        self.weight_decay = _GSpin(0.0, 1000.0, d.weight_decay, 0.01)
-        self.clip = _dspin(0.0, 1e6, 1.0, 2, 0.1)
-        self.seed = _spin(0, 2**31 - 1, 0)
-        self.max_steps = _spin(0, 2**31 - 1, 0)
+        self.epochs = int_box(1, 1_000_000, APP_DEFAULT_EPOCHS)
+        self.lr = GBox(1e-8, 10.0, d.lr, 1e-3)  # the engine takes (0, 10]
+        self.batch = int_box(1, 65536, d.batch_size)
+        self.seq_len = int_box(2, 1 << 24, d.seq_len, 32)
+        self.accum = int_box(1, 65536, 1)
+        self.weight_decay = GBox(0.0, 1000.0, d.weight_decay, 0.01)
+        self.clip = float_box(0.0, 1e6, 1.0, 2, 0.1)
+        self.seed = int_box(0, 2**31 - 1, 0)
+        self.max_steps = int_box(0, 2**31 - 1, 0)
         self.max_steps.setSpecialValueText("no limit")
-        self.eval_every = _spin(0, 2**31 - 1, 0)
+        self.eval_every = int_box(0, 2**31 - 1, 0)
         self.eval_every.setSpecialValueText("auto")  # (its tooltip says what auto does: the
         # longer text widened the panel past its scroll area at 1024x700)
-        self.holdout = _dspin(0.0, 0.9, engine.RunSpec.holdout, 2, 0.05)  # the engine's range
+        self.holdout = float_box(0.0, 0.9, engine.RunSpec.holdout, 2, 0.05)  # the engine's range
         self.holdout.setSpecialValueText("none")
         self.checkpointing = QCheckBox("activation checkpointing")
-        self.patience = _spin(0, 1_000_000, 0)
+        self.patience = int_box(0, 1_000_000, 0)
         self.patience.setSpecialValueText("off")
-        self.target_loss = _dspin(0.0, 1000.0, 0.0, 3, 0.05)
+        self.target_loss = float_box(0.0, 1000.0, 0.0, 3, 0.05)
         self.target_loss.setSpecialValueText("none")
         train = QGroupBox("Training")
         tf = QFormLayout(train)
@@ -251,9 +207,9 @@ class TrainPanel(QWidget):
         self.targets = {t: QCheckBox(t) for t in engine.LORA_TARGETS}
         for t in DEFAULT_TARGETS:
             self.targets[t].setChecked(True)
-        self.rank = _spin(1, 4096, 8)
-        self.alpha = _dspin(0.01, 1e6, 8.0, 2, 1.0)
-        self.lora_dropout = _dspin(0.0, 0.999, 0.0, 3, 0.05)
+        self.rank = int_box(1, 4096, 8)
+        self.alpha = float_box(0.01, 1e6, 8.0, 2, 1.0)
+        self.lora_dropout = float_box(0.0, 0.999, 0.0, 3, 0.05)
         self.wsla = QCheckBox("WSLA fast-adapt (x_proj only)")
         self.trainable = QLabel()
         self.trainable.setWordWrap(True)  # a long warning wraps instead of widening the panel
@@ -302,6 +258,7 @@ class TrainPanel(QWidget):
         for box in (*self.findChildren(QAbstractSpinBox), *self.findChildren(QComboBox)):
             box.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # the wheel does not focus them ...
             box.installEventFilter(self)  # ... nor change them: see eventFilter
+        self._untaken = say_untaken(*self.findChildren(QAbstractSpinBox))
         self._restore()
         self._defaults_of = _training_preset(self.preset.currentText())
         self.extras: dict[str, Any] = {}  # NO_BOX_TRAIN / NO_BOX_RUN values from a settings file

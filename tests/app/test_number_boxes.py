@@ -1,0 +1,101 @@
+"""Typed text a number box cannot take: its value before the edit stays, and a tooltip at the box
+says why (Qt put back its last value without a word: "1e300" as the learning rate became 1, and
+"5000" in a box of 1 to 4,096 became 500)."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QLineEdit, QToolTip
+
+from app.panels.playground_panel import PlaygroundPanel
+from app.panels.preview_panel import PreviewPanel
+from app.panels.train_panel import TrainPanel
+
+
+@pytest.fixture()
+def said(monkeypatch) -> list[str]:
+    tips: list[str] = []
+    monkeypatch.setattr(QToolTip, "showText", lambda _pos, text, *a: tips.append(text))
+    return tips
+
+
+def _type(qtbot, panel, box, text: str) -> None:  # noqa: ANN001
+    """Click into ``box``, select all, type ``text`` with real keys, then Tab out of it."""
+    other = QLineEdit()
+    panel.layout().addWidget(other)
+    panel.activateWindow()
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    box.selectAll()
+    if text:
+        QTest.keyClicks(box, text)
+    else:
+        QTest.keyClick(box, Qt.Key.Key_Delete)
+    other.setFocus()
+    qtbot.waitUntil(other.hasFocus)
+
+
+@pytest.mark.parametrize(("name", "typed", "label"), [
+    ("lr", "1e300", "Learning rate takes a number from 1e-08 to 10: “1e300” is not one, so it "
+                    "stays 0.003"),  # (it became 1: the "1" typed on the way)
+    ("batch", "100000", "Batch takes a number from 1 to 65536: “100000” is not one, so it stays"),
+    ("rank", "5000", "rank takes a number from 1 to 4096: “5000” is not one, so it stays 8"),
+    ("holdout", "0.95", "Held-out fraction takes a number from 0.00 to 0.90: “0.95” is not one"),
+    ("seq_len", "", "Sequence length takes a number from 2 to 16777216: an empty box is not one"),
+])
+def test_the_train_panel_keeps_the_value_and_says_why(qtbot, said, name, typed, label):
+    panel = TrainPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.lora.setChecked(True)  # (rank is greyed without it)
+    box = getattr(panel, name)
+    before = box.value()
+    _type(qtbot, panel, box, typed)
+    assert box.value() == before
+    qtbot.waitUntil(lambda: bool(said))
+    assert len(said) == 1 and said[0].startswith(label), said
+
+
+def test_a_number_in_range_is_taken_without_a_word(qtbot, said):
+    panel = TrainPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    _type(qtbot, panel, panel.lr, "0.01")
+    _type(qtbot, panel, panel.batch, "5000")
+    assert (panel.lr.value(), panel.batch.value()) == (0.01, 5000)
+    qtbot.wait(400)
+    assert said == []
+    _type(qtbot, panel, panel.batch, "70000")  # the value before this edit stays, not the
+    assert panel.batch.value() == 5000  # panel's first
+    qtbot.waitUntil(lambda: bool(said))
+    assert said[-1].endswith("so it stays 5000")
+
+
+def test_the_playground_and_preview_boxes_say_it_too(qtbot, said, tmp_path):
+    play = PlaygroundPanel(str(tmp_path))
+    preview = PreviewPanel()
+    for panel in (play, preview):
+        qtbot.addWidget(panel)
+        panel.show()
+    seed = play.seed.value()
+    _type(qtbot, play, play.seed, "99999999999")
+    _type(qtbot, preview, preview.every, "2000000")
+    _type(qtbot, preview, preview.temperature, "7")
+    assert play.seed.value() == seed and preview.every.value() != 2_000_000
+    assert preview.temperature.value() <= 5.0
+    qtbot.waitUntil(lambda: len(said) == 3)
+    assert [s.split(":")[0] for s in said] == [
+        "seed takes a number from 0 to 2147483647", "a sample every takes a number from 0 to "
+        "1000000", "temperature takes a number from 0.00 to 5.00"], said
+
+
+def test_in_the_window_the_status_bar_says_it_too(win, qtbot, said):
+    """The tooltip goes at the next key; the status bar keeps the words a while."""
+    win.tabs.setCurrentIndex(0)
+    _type(qtbot, win, win.train.lr, "1e300")
+    assert win.train.lr.value() == 0.003
+    assert win.statusBar().currentMessage().startswith(
+        "Learning rate takes a number from 1e-08 to 10: “1e300” is not one, so it stays 0.003")
+    qtbot.waitUntil(lambda: bool(said))
