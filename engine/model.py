@@ -47,6 +47,8 @@ class LayerCache:
     y: np.ndarray  # (m, e) gated scan output (out_proj input)
     h_last: np.ndarray  # (b, e, n) SSM state after the last position
     reset: np.ndarray | None = None  # (b, l) document starts, or None
+    from_state: bool = False  # the forward went on from a recurrent state (``start``): the
+    # backward has no gradient for that state's part, so it refuses such a cache
 
 
 class LinearHooks(Protocol):
@@ -121,7 +123,8 @@ def layer_forward(
     y = y.reshape(-1, e)
     out = h + _hook_fwd(hooks, mx + "out_proj.weight", y, y @ p[mx + "out_proj.weight"].T
                         ).reshape(b, length, d)
-    return out, LayerCache(h, rstd, xn, xz, xc, u, x_dbl, dt_pre, delta, y, h_last, reset)
+    return out, LayerCache(h, rstd, xn, xz, xc, u, x_dbl, dt_pre, delta, y, h_last, reset,
+                           from_state=start is not None)
 
 
 def layer_backward(
@@ -130,7 +133,11 @@ def layer_backward(
 ) -> np.ndarray | None:
     """dout (b, l, d) -> dh_in (b, l, d); adds this layer's parameter gradients into ``grads``.
     With ``need_dx`` False (the first layer when the embeddings are frozen) the backward stops
-    after the last gradient it must produce and returns None."""
+    after the last gradient it must produce and returns None. Refuses the cache of a forward
+    that went on from a recurrent state (``layer_forward(start=...)``, reading only)."""
+    if c.from_state:
+        raise ValueError("layer_backward: the forward went on from a recurrent state (start=); "
+                         "only a forward from a zero state has a backward")
     pre = layer_prefix(i)
     mx = pre + "mixer."
     b, length, d = dout.shape

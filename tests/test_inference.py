@@ -62,6 +62,26 @@ def test_prefill_in_pieces_equals_prefill_whole(dtype, pieces):
     assert not np.allclose(cold, whole, atol=1e-3), "the state carried nothing"
 
 
+def test_a_forward_from_a_recurrent_state_has_no_backward():
+    """``layer_forward(start=...)`` reads on from a state; its cache has no gradient for that
+    state, so a backward from it would be silently wrong: refused."""
+    from engine.model import layer_backward, layer_forward
+    from engine.ops.embedding import embedding_forward
+    from engine.params import EMBEDDINGS
+
+    cfg = tiny_config()
+    p = random_params(cfg, seed=5)
+    tokens, _ = random_batch(cfg, b=1, length=6, seed=6)
+    _, state = prefill(p, tokens[:, :3], cfg)
+    h = embedding_forward(tokens[:, 3:], p[EMBEDDINGS])
+    _, cache = layer_forward(p, 0, h, cfg, start=(state.conv[0], state.ssm[0]))
+    with pytest.raises(ValueError, match="recurrent state"):
+        layer_backward(p, 0, cache, np.ones_like(h), {}, cfg)
+    _, cache = layer_forward(p, 0, h, cfg)  # from a zero state: it has one
+    assert layer_backward(p, 0, cache, np.ones_like(h), {k: np.zeros_like(v) for k, v in
+                                                         p.items()}, cfg) is not None
+
+
 def test_a_long_prompt_is_read_in_pieces_that_can_be_stopped(monkeypatch):
     """generate_ids reads a prompt PROMPT_PIECE tokens at a time (one call took 7-12 s for
     200,000 tokens, with no way to stop it): the same tokens as one read, ``reading`` hears
