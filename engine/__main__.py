@@ -8,6 +8,13 @@ import sys
 
 
 def run() -> int:
+    code = _run()
+    if (signals := sys.modules.get(f"{__package__ or 'engine'}.signals")) is not None:
+        signals.exit_past_native_work(code)  # (an interrupted tokenizer training)
+    return code
+
+
+def _run() -> int:
     try:
         from .errors import MambaStudioError
         from .runtime import configure

@@ -95,24 +95,48 @@ def answerable(work: Callable[[], None], poll_s: float = 0.1) -> None:
     ``poll_s`` slices (a signal handler runs only between the main thread's Python steps: BPE
     training left Ctrl-C unanswered for 13-19 s); elsewhere (the window's worker), inline. An
     interrupted wait leaves the helper to finish on its own (a daemon thread: the process does
-    not wait for it); its exception is raised here."""
+    not wait for it, ``exit_past_native_work``); its exception is raised here."""
     if threading.current_thread() is not threading.main_thread():
         work()
         return
     failed: list[BaseException] = []
+    finished = threading.Event()  # (not the thread's is_alive: after a join that an interrupt cut
+    # short, CPython may call the thread stopped while its work still runs)
 
     def run() -> None:
         try:
             work()
         except BaseException as exc:  # (raised in the main thread below)
             failed.append(exc)
+        finally:
+            finished.set()
 
-    helper = threading.Thread(target=run, name="answerable", daemon=True)
-    helper.start()
-    while helper.is_alive():
-        helper.join(poll_s)
+    threading.Thread(target=run, name="answerable", daemon=True).start()
+    try:
+        while not finished.wait(poll_s):
+            pass
+    except BaseException:
+        _LEFT_RUNNING.append(finished)  # see exit_past_native_work
+        raise
     if failed:
         raise failed[0]
+
+
+_LEFT_RUNNING: list[threading.Event] = []  # the work of answerable's interrupted waits
+
+
+def exit_past_native_work(code: int) -> None:
+    """End the process now, with ``code``, if an interrupt cut an ``answerable`` wait short. Its
+    native work may still run then: the tokenizers library trains in Rust threads that call back
+    into Python for the corpus's pieces, and at the interpreter's shutdown such a thread is ended
+    by force when it takes the GIL, which through Rust frames aborts the process ("FATAL:
+    exception not rethrown", exit 134 after "interrupted (Ctrl-C)"). What the process had to do
+    is done by then (the CLI said its last line and removed a half-made run folder)."""
+    if not all(done.is_set() for done in _LEFT_RUNNING):
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
 
 
 @contextmanager

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +100,42 @@ def test_a_second_signal_before_the_first_step_says_it_waits_for_that_step():
     assert said[0].endswith("SIGTERM: finishing the current step, then saving (please wait)")
     assert "again: still finishing the first step (it compiles the kernels" in said[1]
     assert "again: still saving; the run will exit as soon as the snapshot is safe" in said[2]
+
+
+DRIVER = """
+import os, signal, sys, threading, time
+import engine.tokenizer as tokenizer
+pieces = tokenizer._chunks
+def slow(texts):  # the tokenizers library's Rust threads call back for each piece, without end
+    yield from pieces(texts)
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()  # Ctrl-C while they do
+    while True:
+        time.sleep(0.002)
+        yield "the cat sat on the mat"
+tokenizer._chunks = slow
+sys.argv = ["engine", "train", sys.argv[1], "--tokenizer", "bpe", "--out", sys.argv[2]]
+from engine.__main__ import run
+raise SystemExit(run())
+"""
+
+
+def test_ctrl_c_while_the_bpe_tokenizer_trains_exits_130_not_an_abort(tmp_path):
+    """Ctrl-C while the BPE tokenizer trained said "interrupted", then the process aborted
+    ("FATAL: exception not rethrown", exit 134): at shutdown the library's thread, still
+    calling back into Python for the corpus's pieces, was ended by force through Rust frames."""
+    import random
+    import subprocess
+
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 7))) for _ in range(500)]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(" ".join(rng.choices(words, k=12)) for _ in range(2_000)))
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
+    proc = subprocess.run([sys.executable, "-c", DRIVER, str(corpus), str(out)], env=env,
+                          capture_output=True, text=True, timeout=240,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert "training a 2,048-token BPE tokenizer" in proc.stderr + proc.stdout, proc.stderr
+    assert proc.returncode == 130, (proc.returncode, proc.stderr[-2000:])
+    assert "FATAL" not in proc.stderr and "interrupted (Ctrl-C)" in proc.stderr
+    assert not out.exists()  # the half-made run folder is removed
