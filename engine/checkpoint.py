@@ -19,6 +19,7 @@ detected on load instead of being silently mixed with an older one.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -319,6 +320,12 @@ def not_a_folder(path: Path) -> CheckpointError | None:
         return CheckpointError(f"{path}: no such file or folder; {fix}")
     if path.is_dir():
         return None
+    if path.is_symlink() and not path.exists():  # (a loop was called "a file")
+        try:
+            os.stat(path)
+        except OSError as exc:
+            why = "loops back to itself" if exc.errno == errno.ELOOP else "points to nothing"
+            return CheckpointError(f"{path}: a link that {why} ({exc.strerror}); {fix}")
     from .safeio import UnsafeFileError, read_head
 
     try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import tomllib
 import types
@@ -393,11 +394,12 @@ def _from_doc(doc: dict[str, Any], path: Path, where: str = "",
         if any(not c.strip() for c in corpus):
             problems.append("run.corpus holds an empty path; name the files or folders to train "
                             "on")
-        corpus = tuple(str((path.parent / c).resolve()) if not Path(c).is_absolute() else c
-                       for c in corpus)
+        corpus = tuple(os.path.abspath(path.parent / c) if not Path(c).is_absolute() else c
+                       for c in corpus)  # (not resolve(): a link loop raised, a traceback; the
+        # corpus reader says what is wrong with such a path)
         if isinstance(run.get("init"), str) and run["init"].strip() \
                 and not Path(run["init"]).is_absolute():  # as the corpus: from the file's
-            run["init"] = str((path.parent / run["init"]).resolve())  # folder (it was the cwd)
+            run["init"] = os.path.abspath(path.parent / run["init"])  # folder (it was the cwd)
         train_doc = dict(doc.get("train", {}))
         if type(train_doc.get("max_steps")) is int and train_doc["max_steps"] == 0:
             train_doc["max_steps"] = None  # 0: no limit, as --max-steps 0 (it was refused)

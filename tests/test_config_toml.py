@@ -152,6 +152,24 @@ def test_a_missing_corpus_of_a_file_names_the_file(folder, capsys):
                    f"folder), named by run.corpus in {toml}"), err
 
 
+@pytest.mark.parametrize("key", ["corpus", "init"])
+def test_a_path_through_a_link_loop_is_one_line_naming_the_loop(folder, capsys, key):
+    """A relative corpus or init path through a link loop raised RuntimeError ("Symlink loop")
+    with a traceback while the file was read (the window's Open settings did nothing); --init
+    on such a link then called it "a file"."""
+    (folder / "loop").symlink_to("loop")
+    toml = folder / "c.toml"
+    toml.write_text(f'[run]\npreset = "tiny"\n{key} = {["loop"] if key == "corpus" else "loop"!r}\n'
+                    .replace("'", '"'))
+    assert main(["train", "--config", str(toml), "--out", str(folder / "out"), "--max-steps",
+                 "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"error: {folder / 'loop'}: a link that loops back to itself" if
+                          key == "init" else f"error: no usable text in the corpus ({folder / 'loop'}"
+                          ": a link that loops back to itself"), err
+    assert not (folder / "out").exists()
+
+
 def test_dt_rank_auto_is_accepted_as_in_hf_config(folder):
     """``dt_rank = "auto"`` is MambaConfig's own spelling (and HF's time_step_rank)."""
     toml = folder / "run.toml"
