@@ -513,6 +513,11 @@ class MainWindow(ExportFlow, QMainWindow):
         terms."""
         self._error(in_window_terms(msg))
 
+    def unexpected_error(self, exc: BaseException) -> None:
+        """An exception no handler expected (a bug that escaped a slot), in one line."""
+        self._error(f"Unexpected error: {type(exc).__name__}: {exc}. This is a bug: the details "
+                    "were printed in the terminal that started Mamba Studio; please report them.")
+
     def _error(self, msg: str) -> None:
         self.errors.append(msg)
         self._log(f"ERROR: {msg}")

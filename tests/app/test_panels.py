@@ -2039,3 +2039,25 @@ def test_lora_target_tooltips(win, tmp_path):
     assert box.toolTip().endswith("not with WSLA: WSLA + LoRA trains x_proj only")
     win.train.wsla.setChecked(False)
     assert "WSLA" not in box.toolTip() and box.isEnabled()
+
+
+def test_an_exception_that_escapes_a_slot_is_said_in_the_window(win, monkeypatch, capsys):
+    """A bug that raised in a slot (File > Open settings on a path through a link loop) went to
+    the terminal only: the window did nothing and said nothing."""
+    import sys
+
+    from PySide6.QtWidgets import QMessageBox
+
+    from app.__main__ import _say_unexpected_errors
+
+    monkeypatch.setattr(sys, "excepthook", lambda *a: print("terminal:", a[1], file=sys.stderr))
+    monkeypatch.setattr(QMessageBox, "open", lambda self: None)
+    _say_unexpected_errors(win)
+    sys.excepthook(RuntimeError, RuntimeError("Symlink loop from '/x/loop'"), None)
+    assert win.errors[-1] == ("Unexpected error: RuntimeError: Symlink loop from '/x/loop'. This "
+                              "is a bug: the details were printed in the terminal that started "
+                              "Mamba Studio; please report them.")
+    assert "terminal: Symlink loop" in capsys.readouterr().err
+    n = len(win.errors)
+    sys.excepthook(KeyboardInterrupt, KeyboardInterrupt(), None)  # Ctrl-C has its own handling
+    assert len(win.errors) == n
