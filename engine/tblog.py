@@ -33,7 +33,10 @@ class TBLogger:
     the next ``add_scalar`` for good)."""
 
     def __init__(self, folder: str | Path, tokens_per_byte: float = 1.0,
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None, step: int = 0) -> None:
+        """``step``: the run's step now (a resume's snapshot); the events of later steps that an
+        earlier process logged before it ended (a kill, a crash: their steps were not saved and
+        are trained again) are hidden from TensorBoard (its purge mark), not drawn twice."""
         from tensorboardX import SummaryWriter
 
         self.tokens_per_byte = tokens_per_byte
@@ -49,7 +52,8 @@ class TBLogger:
             return
         try:
             self.writer = SummaryWriter(logdir=str(logdir), flush_secs=5,  # (its file is named
-                                        filename_suffix=f".{time.time_ns()}")  # by the second
+                                        filename_suffix=f".{time.time_ns()}",  # by the second
+                                        purge_step=step + 1 if step > 0 else None)
             # and host alone: a resume within the same second truncated the run's earlier
             # events; the suffix keeps the files apart, in the order they were made)
         except OSError as exc:  # its first event is written at once

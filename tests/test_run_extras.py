@@ -103,6 +103,27 @@ def test_a_resume_in_the_same_second_keeps_the_earlier_tensorboard_events(tmp_pa
     assert [e.step for e in acc.Scalars("loss/train")] == [1, 2, 3, 4]
 
 
+def test_a_resume_hides_the_steps_a_crash_lost_from_tensorboard(tmp_path):
+    """Killed at step 6 after its save at step 4, a run is resumed at 4 and trains 5 and 6
+    again: TensorBoard drew both copies of them (28 duplicates in a walk-through; with a changed
+    total, a curve that doubled back)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log = TBLogger(tmp_path)
+    for step in range(1, 7):
+        log.step(step, 10.0 + step, 0.5, 1e-3, 100.0)
+    log.close()
+    log = TBLogger(tmp_path, step=4)  # the resume, from the snapshot of step 4
+    for step in range(5, 9):
+        log.step(step, 20.0 + step, 0.5, 1e-3, 100.0)
+    log.close()
+    acc = EventAccumulator(str(tmp_path / TB_DIR))
+    acc.Reload()
+    train = acc.Scalars("loss/train")
+    assert [e.step for e in train] == list(range(1, 9))
+    assert [e.value for e in train] == [11, 12, 13, 14, 25, 26, 27, 28]
+
+
 def test_tensorboard_has_each_held_out_loss_once_and_every_saved_step_at_once(tmp_path):
     """An evaluation at an epoch's end reached the step's and the epoch's report and was logged
     twice; events buffered for up to 5 s were lost by a kill -9 after the save that holds their
