@@ -110,6 +110,10 @@ class DataParallel:
         total = np.array([loss_sum], dtype=np.float64)
         self.comm.allreduce_sum(total, "the loss all-reduce")
         loss = float(total[0]) / n_valid
+        if tr.loss_check is not None:  # (the same loss on every rank: the same decision)
+            self.comm_s += self.comm.waited_s - w0
+            w0 = self.comm.waited_s
+            tr.loss_check(loss)
         if not math.isfinite(loss):
             self.comm_s += self.comm.waited_s - w0
             return loss, float("nan"), True, ()

@@ -21,6 +21,11 @@ class TrainingError(MambaStudioError):
     """Training cannot continue (for example the loss became NaN for too many steps)."""
 
 
+class StepVoid(Exception):  # noqa: N818  (control flow, not an error)
+    """Raised out of an optimizer step by the divergence guard, before the step's update, when
+    the weights it started from are bad: the trainer is already back at its last good state."""
+
+
 class Stopped(MambaStudioError):
     """A stop was asked while a new run was being prepared (reading and tokenising the corpus,
     training its tokenizer): nothing was trained, and the run's folder was removed."""

@@ -1,20 +1,28 @@
 """Divergence guard: a step that blows up is undone in memory, never saved.
 
-Before every optimizer step the guard copies the trainable tensors and the trainer state; after the
-step it calls the step diverged when
+A step's loss is that of the weights the step before it left (it is measured before this step's
+update), so the guard checks it there, between the gradients and the update
+(``check_loss``), and calls those weights bad when
 
 * the loss is NaN/Inf,
 * the loss exceeds ``2 ln(vocab) + 1`` (far worse than guessing uniformly) and twice the first
   step's loss (an init with large logits, e.g. N(0, 1) tied embeddings, starts above the former),
-* the loss exceeds twice the median of the last 20 good steps plus ``loss_margin`` nats,
+* the loss exceeds twice the median of the last 20 good steps plus ``loss_margin`` nats;
+
+bad weights roll the trainer back to the state kept before the previous step's update. Good ones
+are kept there (the rollback point: weights, optimizer moments, cursor), and after the update
+(``after``) the step itself is called diverged when
+
 * the gradient norm exceeds ``norm_factor`` x the median of the last 20 good steps (after a
   collapse, whose median is ~0: the first step's norm),
 * the update moved the trained weights by more than ``max_update`` of their norm
-  (``||W_after - W_before|| / ||W_before||``: a finite step that wrecks the model, e.g. lr 1e3).
+  (``||W_after - W_before|| / ||W_before||``: a finite step that wrecks the model, e.g. lr 1e3),
 
-A diverged step is rolled back exactly (weights, optimizer moments, cursor), the learning-rate
-scale is halved and ``on_rollback(message)`` is called; after ``max_rollbacks`` rollbacks the
-guard raises ``TrainingError`` with the trainer already back at its last good state.
+which rolls back that step alone. Each rollback is exact, halves the learning-rate scale and calls
+``on_rollback(message)``; after ``max_rollbacks`` rollbacks the guard raises ``TrainingError``
+with the trainer already back at its last good state. (The loss rules were checked after the
+update and rolled back only that update: the weights that gave the loss stayed, every retry saw
+the same loss, and the run kept a model "worse than guessing" as its last good state.)
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import TrainingError
+from .errors import StepVoid, TrainingError
 
 if TYPE_CHECKING:
     from .trainer import StepReport, Trainer
@@ -66,7 +74,24 @@ class DivergenceGuard:
     _first_loss: float | None = None
     _stall_said: bool = False
 
-    def before(self, trainer: Trainer) -> None:
+    def check_loss(self, trainer: Trainer, loss: float) -> None:
+        """``loss``: this step's loss, at the weights the step before it left (before this
+        step's update). Good: those weights become the rollback point. Bad: the trainer goes
+        back to the rollback point (before the previous step's update) and ``StepVoid`` is
+        raised, or ``TrainingError`` (after ``max_rollbacks``, or with no good state yet: the
+        weights the run started from give that loss)."""
+        reason = self.loss_problem(trainer, loss)
+        if reason is None:
+            self._keep(trainer)
+            return
+        step = trainer.cursor.step + 1
+        if self._state is None:
+            raise TrainingError(f"training diverged at step {step}: {reason}, at the weights it "
+                                "started from; lower the learning rate, or check the model")
+        self._roll_back(trainer, step, f"{reason}, at the weights step {step - 1} left")
+        raise StepVoid(reason)
+
+    def _keep(self, trainer: Trainer) -> None:
         assert trainer.trainable is not None
         for n, a in trainer.trainable.tensors.items():
             if n in self._weights:
@@ -75,20 +100,24 @@ class DivergenceGuard:
                 self._weights[n] = a.copy()
         self._state = _copy_state(trainer.state_dict(), self._state)
 
-    def why(self, trainer: Trainer, report: StepReport) -> str | None:
-        """The reason ``report``'s step diverged, or None."""
-        if not math.isfinite(report.loss):
+    def loss_problem(self, trainer: Trainer, loss: float) -> str | None:
+        """Why the weights that gave ``loss`` are bad, or None."""
+        if not math.isfinite(loss):
             return "the loss is NaN/Inf"
         if self._first_loss is None:
-            self._first_loss = report.loss
+            self._first_loss = loss
         limit = max(2 * math.log(trainer.lm.config.vocab_size) + 1, 2 * self._first_loss)
-        if report.loss > limit:
-            return f"the loss {report.loss:.3g} is above {limit:.3g} (worse than guessing)"
+        if loss > limit:
+            return f"the loss {loss:.3g} is above {limit:.3g} (worse than guessing)"
         if len(self._losses) >= 5:
             limit = 2 * float(np.median(self._losses[-20:])) + self.loss_margin
-            if report.loss > limit:
-                return (f"the loss {report.loss:.3g} jumped above {limit:.3g} "
+            if loss > limit:
+                return (f"the loss {loss:.3g} jumped above {limit:.3g} "
                         f"(2x its median + {self.loss_margin:g})")
+        return None
+
+    def update_problem(self, trainer: Trainer, report: StepReport) -> str | None:
+        """Why ``report``'s step (its gradient, its update) diverged, or None."""
         if len(self._norms) >= 5:
             med = max(float(np.median(self._norms[-20:])), 1e-12)
             g = report.grad_norm
@@ -112,25 +141,34 @@ class DivergenceGuard:
             return f"one step changed the weights by {ratio:.3g} times their norm"
         return None
 
+    def why(self, trainer: Trainer, report: StepReport) -> str | None:
+        """Every rule on one step's report: its loss's, then its update's."""
+        return self.loss_problem(trainer, report.loss) or self.update_problem(trainer, report)
+
     def after(self, trainer: Trainer, report: StepReport) -> bool:
-        reason = self.why(trainer, report)
+        """After the step's update (its loss passed ``check_loss``): True when the step diverged
+        and was rolled back."""
+        reason = self.update_problem(trainer, report)
         if reason is None:
             self._norms.append(report.grad_norm)
             self._losses.append(report.loss)
             self._say_if_stalled(report)
             return False
+        self._roll_back(trainer, report.step, reason)
+        return True
+
+    def _roll_back(self, trainer: Trainer, step: int, reason: str) -> None:
         self.restore(trainer)
         self.rollbacks += 1
         if self.rollbacks >= self.max_rollbacks:
             raise TrainingError(
-                f"training diverged {self.rollbacks} times (last at step {report.step}: {reason}); "
+                f"training diverged {self.rollbacks} times (last at step {step}: {reason}); "
                 "the model was rolled back to its last good state; lower the learning rate")
         trainer.lr_scale *= 0.5
-        msg = (f"step {report.step} diverged ({reason}); rolled back to step {trainer.cursor.step} "
+        msg = (f"step {step} diverged ({reason}); rolled back to step {trainer.cursor.step} "
                f"and halved the learning rate (scale {trainer.lr_scale:g})")
         if self.on_rollback is not None:
             self.on_rollback(msg)
-        return True
 
     def _collapsed(self) -> bool:
         """The gradient norm has been ~0 (a millionth of the first step's) for ``STALL_STEPS``
@@ -152,7 +190,7 @@ class DivergenceGuard:
                              "again: stop, and start a new run with a lower learning rate")
 
     def restore(self, trainer: Trainer) -> None:
-        """Put the trainer back to its state before the last step."""
+        """Put the trainer back to the rollback point (``check_loss`` kept it)."""
         assert trainer.trainable is not None and self._state is not None
         for n, a in trainer.trainable.tensors.items():
             np.copyto(a, self._weights[n])

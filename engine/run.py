@@ -361,6 +361,18 @@ class Run:
         return TrainingError(f"{_what_failed(exc)}; training stopped at step {self.step} and "
                              f"{kept}: fix that, then resume {self.folder}{goes_on}")
 
+    def _forget_diverged(self) -> None:
+        """After the guard rolled the run back to before its last save: that save's snapshot and
+        any after the step now hold weights it found bad (``rf.drop_after``), and their metric
+        rows and samples are of undone steps: all are dropped, as a resume drops a crash's."""
+        if self.saved_step <= self.step:
+            return
+        left = rf.drop_after(self.folder, self.step)
+        self.saved_step, self.saved_val = left if left is not None else (-1, None)
+        self.saved_eval_stopped = False
+        rf.truncate_metrics(self.folder, self.step)
+        rf.truncate_samples(self.folder, self.step)
+
     def _save_what_can_be_saved(self, save: Callable[[], None]) -> None:
         """After a failed write outside the step (a metrics row or the status file on a full disk),
         publish the steps trained since the last snapshot if they fit; a failed save leaves the
@@ -453,7 +465,12 @@ class Run:
                 held_out(val)  # the same loss counted as one without improvement, and a run
             save(val)  # still improving stopped at its first epoch's end with patience 1)
 
-        guard = DivergenceGuard(on_rollback=on_notice)
+        def rolled_back(message: str) -> None:
+            self._forget_diverged()
+            if on_notice is not None:
+                on_notice(message)
+
+        guard = DivergenceGuard(on_rollback=rolled_back)
         self._status("running")
         try:
             if self.interrupted_eval and (val := self._val_loss(control)) is not None:
@@ -463,6 +480,7 @@ class Run:
                 save(val)
             self.trainer.run(step_hook, epoch_hook, PauseReporting(control, self._status), guard)
         except TrainingError as exc:
+            self._forget_diverged()
             if self.step != self.saved_step:
                 save()
             self._status("diverged")

@@ -803,6 +803,39 @@ def prune(folder: Path, keep: int = KEEP) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
+def drop_after(folder: Path, step: int) -> tuple[int, float | None] | None:
+    """Delete the snapshots after ``step``, and re-point latest.json (and a best.json that named
+    one of them) at what is left: the divergence guard rolled the run back to ``step`` because
+    their weights are bad (a step's loss tells of the weights the step before it left, so a save
+    can come before its weights are found bad; such a snapshot was the newest, which generate,
+    eval, export and resume take). Deleted first, so that a crash in between leaves latest.json
+    naming a missing snapshot (an older one is taken), never a bad one. Returns the step and
+    held-out loss of the snapshot latest.json names now, or None when none is left."""
+    if not _real_dir(folder / SNAPSHOTS):  # never through a link (check_own_folders)
+        return None
+    for n, p in snapshots(folder):
+        if n > step:
+            shutil.rmtree(p, ignore_errors=True)
+    left = snapshots(folder)
+    if not left:
+        return None
+    n, p = left[-1]
+    try:
+        val = _read(p / SNAP_TRAINER, SNAP_TRAINER).get("val_loss")
+    except (CheckpointError, AttributeError):
+        val = None
+    val = float(val) if isinstance(val, (int, float)) and not isinstance(val, bool) else None
+    write_json(folder / LATEST, {"snapshot": p.name, "step": n, "val_loss": val})
+    best = _pointer_file(folder, BEST)
+    if best is not None and not _real_dir(folder / SNAPSHOTS / best["snapshot"]):
+        rebuilt = best_pointer(folder)
+        if rebuilt is not None:
+            write_json(folder / BEST, rebuilt)
+        else:
+            (folder / BEST).unlink(missing_ok=True)
+    return n, val
+
+
 def clean_stale(folder: Path) -> list[str]:
     """Remove temp folders/files left by a crashed save (call only while holding the lock)."""
     removed = []

@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,7 +21,7 @@ import numpy as np
 from .control import LoopControl
 from .data import make_rows
 from .defaults import DEFAULT_PRESET, PRESET_DEFAULTS
-from .errors import CorpusError, TrainingError
+from .errors import CorpusError, StepVoid, TrainingError
 from .eta import Eta
 from .evaluation import HELDOUT_SAMPLE_TOKENS, EvalReport, EvalStopped, eval_guess_s, evaluate
 from .lm import MambaLM
@@ -140,10 +140,11 @@ class _Cursor:
 
 
 class StepGuard(Protocol):
-    """Watches every optimizer step (``engine.guard.DivergenceGuard``): ``before`` runs ahead of
-    the step; ``after`` returns True when it rolled the trainer back (the report is then void)."""
+    """Watches every optimizer step (``engine.guard.DivergenceGuard``): ``check_loss`` sees the
+    step's loss before its update and may roll the trainer back and raise ``StepVoid``; ``after``
+    returns True when it rolled the trainer back (the report is then void)."""
 
-    def before(self, trainer: Trainer) -> None: ...
+    def check_loss(self, trainer: Trainer, loss: float) -> None: ...
     def after(self, trainer: Trainer, report: StepReport) -> bool: ...
 
 
@@ -193,6 +194,7 @@ class Trainer:
         self.thread_tuner = ThreadTuner()
         self.eta = Eta()  # seconds left, from the median of recent step times (engine/eta.py)
         self._should_stop: Callable[[], bool] | None = None  # the stop flag while ``run`` runs
+        self.loss_check: Callable[[float], None] | None = None  # the guard's, while ``run`` runs
         self.eval_stopped_at: int | None = None  # the step whose evaluation a stop cut short
         self.on_evaluate: Callable[[], None] | None = None  # told as each evaluation starts
         # (seconds on a big held-out set, between two steps: the CLI says so on its progress line)
@@ -407,6 +409,8 @@ class Trainer:
         loss_sum, n_valid = self.accumulate(rows)
         loss = loss_sum / n_valid
         grads = self.trainable.grads(self._grads)  # also consumes LoRA-dropout terms
+        if self.loss_check is not None:
+            self.loss_check(loss)  # (the guard: may roll back and raise StepVoid)
         if not math.isfinite(loss):
             return loss, float("nan"), True, ()
         stats = self.optimizer.step(self.trainable.tensors, grads, self.current_lr())
@@ -425,10 +429,12 @@ class Trainer:
         in this call. Stopping happens between optimizer steps, so the state is always consistent.
         ``guard`` (optional) sees every step and may roll it back (its report is then dropped)."""
         self._should_stop = (lambda: control.stopped) if control is not None else None
+        self.loss_check = None if guard is None else partial(guard.check_loss, self)
         try:  # held-out evaluations inside the loop give up as soon as a stop is asked
             return self._loop(on_step, on_epoch, control, guard)
         finally:
             self._should_stop = None
+            self.loss_check = None
 
     def _loop(self, on_step: Callable[[StepReport], None] | None,
               on_epoch: Callable[[EpochReport], None] | None, control: LoopControl | None,
@@ -451,9 +457,10 @@ class Trainer:
                     paused = time.perf_counter() - tp
                     if control.stopped:
                         return finished
-                if guard is not None:
-                    guard.before(self)
-                report = self._step(order, t0, paused)
+                try:
+                    report = self._step(order, t0, paused)
+                except StepVoid:  # the weights it started from were bad: rolled back further
+                    continue
                 if guard is not None and guard.after(self, report):
                     continue  # rolled back: the cursor is where it was before the bad step
                 self._count(report)

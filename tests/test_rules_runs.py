@@ -34,12 +34,12 @@ def test_a_run_that_diverges_for_good_keeps_its_good_steps(tmp_path, monkeypatch
     """The guard gives up after three rollbacks with the trainer back at step 3: the steps since
     the last save are saved, and the error names that snapshot (a mutation that skipped the save
     lost them and still named step-3)."""
-    real = DivergenceGuard.why
+    real = DivergenceGuard.update_problem
 
     def why(self, trainer, report):
         return "forced" if report.step > 3 else real(self, trainer, report)
 
-    monkeypatch.setattr(DivergenceGuard, "why", why)
+    monkeypatch.setattr(DivergenceGuard, "update_problem", why)
     out = tmp_path / "r"
     with (start(_spec(max_steps=10), [two_file_corpus(tmp_path, 30)], out=out) as run,
           pytest.raises(TrainingError, match="diverged 3 times") as err):
@@ -48,6 +48,50 @@ def test_a_run_that_diverges_for_good_keeps_its_good_steps(tmp_path, monkeypatch
     assert str(out / rf.SNAPSHOTS / "step-3") in str(err.value)
     assert (out / rf.SNAPSHOTS / "step-3" / rf.SNAP_MANIFEST).is_file()
     assert rf.read_status(out)["state"] == "diverged"
+
+
+def test_weights_a_step_ruined_are_rolled_back_not_kept_as_the_last_good_state(tmp_path,
+                                                                               monkeypatch):
+    """A step's loss is measured before its update, at the weights the step before it left: lr
+    0.5 on a resume made step 21's update ruin the model, and step 22's loss (12.3, above 12.2:
+    worse than guessing) rolled back step 22's update only. Every retry saw the same loss, and
+    after three the run kept step 21's weights as "its last good state" (held-out 12.21 against
+    3.28 at step 20), its latest snapshot. The weights that gave the loss are rolled back now."""
+    monkeypatch.setattr(DivergenceGuard, "update_problem", lambda *a: None)  # (the ruin stays
+    out = tmp_path / "r"  # under the update-size rule, as lr 0.5's did)
+    said: list[str] = []
+    spec = RunSpec(preset="tiny", autosave_steps=1, autosave_minutes=0,
+                   train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=10))
+    with start(spec, [two_file_corpus(tmp_path, 30)], out=out) as run:
+        tr = run.trainer
+        real = tr.optimizer.step
+
+        def ruin(tensors, grads, lr):  # noqa: ANN001, ANN202
+            stats = real(tensors, grads, lr)
+            if tr.cursor.step + 1 >= 4:  # step 4's update, and each retry of it
+                for a in tensors.values():
+                    a *= 40.0
+            return stats
+
+        monkeypatch.setattr(tr.optimizer, "step", ruin)
+        with pytest.raises(TrainingError, match="diverged 3 times") as err:
+            run.train(on_notice=said.append)
+        assert tr.cursor.step == 3
+    assert "last at step 5: the loss" in str(err.value)  # (NaN here: 40x overflows)
+    assert "at the weights step 4 left" in str(err.value)
+    assert said[0].startswith("step 5 diverged (the loss ") and said[0].endswith(
+        "at the weights step 4 left); rolled back to step 3 and halved the learning rate "
+        "(scale 0.5)"), said
+    assert rf.read_pointer(out)["step"] == 3  # (autosaved: step 4's ruined weights were saved
+    assert str(out / rf.SNAPSHOTS / "step-3") in str(err.value)  # before step 5 told them)
+    from engine.evaluation import evaluate
+    from engine.run import load_model
+
+    ids = np.frombuffer(b"the cat sat on the mat and looked at the hat. " * 20, np.uint8)
+    lm = load_model(out)  # what generate, eval and export take
+    assert lm.source is not None and lm.source.name == "step-3"
+    assert evaluate(lm, ids.astype(np.int64), 32, 2).loss < 2 * np.log(264) + 1  # (step 4's:
+    assert [r["step"] for r in rf.read_metrics(out) if r["kind"] == "step"] == [1, 2, 3]  # NaN)
 
 
 @pytest.mark.parametrize("name", [rf.METRICS, "samples.jsonl"])

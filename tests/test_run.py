@@ -303,14 +303,14 @@ def test_guard_rolls_back_a_nan_step_exactly(tmp_path):
         before = {k: v.copy() for k, v in run.lm.params.items()}
         m_before = {k: v.copy() for k, v in tr.optimizer.m.items()}
         guard = DivergenceGuard()
-        guard.before(tr)
+        guard.check_loss(tr, 3.0)  # step 4's loss, before its update: good, kept
         tr.optimizer.step(tr.trainable.tensors, {n: np.full_like(a, 1e6) for n, a in
                                                  tr.trainable.tensors.items()}, 100.0)
         tr.cursor.step += 1
-        from engine.trainer import StepReport
+        from engine.errors import StepVoid
 
-        bad = StepReport(4, 0, 6, float("nan"), 1.0, 1.0, 0, 0, 0, True)
-        assert guard.after(tr, bad) is True
+        with pytest.raises(StepVoid):  # step 5's loss, at the weights step 4 left: NaN
+            guard.check_loss(tr, float("nan"))
         assert tr.cursor.step == 3 and tr.lr_scale == 0.5
         for k in before:
             np.testing.assert_array_equal(run.lm.params[k], before[k])
