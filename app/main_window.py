@@ -731,7 +731,7 @@ class MainWindow(ExportFlow, QMainWindow):
         self._show_run(folder)
         self.runs.busy_folder = folder
         if continued:
-            self.plots.show_run(folder)  # the full history
+            self._draw_run(folder)  # the full history
         run = self.worker.run_obj if self.worker is not None else None
         if run is not None:
             self.progress.setFormat(STEPS_FORMAT)  # prepared: "preparing…" stayed through a
@@ -839,7 +839,7 @@ class MainWindow(ExportFlow, QMainWindow):
         if again and folder:
             self.choose_continue(folder, quiet=True)
         if refused and self.continue_dir:  # its history again (Start had cleared the plots)
-            self.plots.show_run(self.continue_dir)
+            self._draw_run(self.continue_dir)
         self.runs.refresh()
         self.playground.refresh_runs()
         if folder:
@@ -885,7 +885,7 @@ class MainWindow(ExportFlow, QMainWindow):
         except (OSError, ValueError, engine.MambaStudioError) as exc:
             self._error(f"cannot open {folder}: {exc}")
             return
-        self.plots.show_run(folder)  # its history and its own bits/byte scale
+        self._draw_run(folder)  # its history and its own bits/byte scale
         if folder == self.compared_run:  # not drawn over itself in grey
             self._clear_compare()
         self._reset_progress()
@@ -901,6 +901,16 @@ class MainWindow(ExportFlow, QMainWindow):
         else:
             self._say(f"showing {folder}")
 
+    def _draw_run(self, folder: str) -> None:
+        """The plots show ``folder``'s curves; a metrics.csv that cannot be read (a FIFO, a link
+        to a device) is said, with the plots cleared (a traceback, and the previous run's curves
+        stayed on screen)."""
+        try:
+            self.plots.show_run(folder)
+        except (OSError, engine.MambaStudioError) as exc:
+            self.plots.clear()
+            self._error(f"cannot draw the curves of {folder}: {exc}")
+
     def _followed_grew(self, folder: str) -> None:
         """The shown run another process trains wrote more steps or samples: redraw what grew
         (each metrics row read samples.jsonl again, twice: the Preview's and the Gallery's)."""
@@ -910,7 +920,7 @@ class MainWindow(ExportFlow, QMainWindow):
         t0 = time.perf_counter()
         metrics, samples = self.follower.changed
         if metrics:
-            self.plots.show_run(folder)
+            self._draw_run(folder)
             self._followed_progress(folder)
         if samples and self.gallery.folder == folder:
             self.gallery.reload()
@@ -1004,7 +1014,7 @@ class MainWindow(ExportFlow, QMainWindow):
         self.preview.set_prompts(spec.prompts)  # ... and its preview prompts (run.json)
         self.continue_shown = self.train.train_config()
         self.continue_early_shown = self.train.early_stopping()
-        self.plots.show_run(folder)
+        self._draw_run(folder)
         self._reset_progress()
         self._show_saved_preview(folder)
         self.gallery.show_run(folder)

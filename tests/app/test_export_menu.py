@@ -794,3 +794,20 @@ def test_the_suggested_export_name_passes_over_a_dangling_link(tmp_path):
     (tmp_path / "run-merged-2").mkdir()
     assert _free(tmp_path / "run-merged") == tmp_path / "run-merged-3"
     assert _free(tmp_path / "run-gguf") == tmp_path / "run-gguf"
+
+
+def test_opening_a_run_whose_metrics_cannot_be_read_says_so_and_clears_the_curves(win, tmp_path):
+    """A metrics.csv that is a FIFO (or a link to a device): Open raised out of the slot (a
+    traceback on the terminal only), and the previous run's curves stayed on screen."""
+    import os
+
+    good = _run(tmp_path / "good", 2)
+    bad = _run(tmp_path / "bad", 2)
+    win.open_run_view(good)
+    assert win.plots.steps
+    os.unlink(Path(bad) / "metrics.csv")
+    os.mkfifo(Path(bad) / "metrics.csv")
+    win.open_run_view(bad)
+    assert win.errors and win.errors[-1].startswith(f"cannot draw the curves of {bad}: ")
+    assert "metrics.csv" in win.errors[-1] and not win.plots.steps
+    assert win.shown_run == bad  # the rest of it is shown
