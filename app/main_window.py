@@ -737,7 +737,7 @@ class MainWindow(ExportFlow, QMainWindow):
             self.progress.setFormat(STEPS_FORMAT)  # prepared: "preparing…" stayed through a
             self.progress.setMaximum(max(run.trainer.total_steps, 1))  # pause before step 1
             self.progress.setValue(run.step)
-            tpb = run.data.tokens_per_byte
+            tpb = run.data.heldout_tokens_per_byte  # (as the run shown later: read_tokens_per_byte)
             if tpb:
                 self.plots.set_tokens_per_byte(tpb)
         self.gallery.show_run(folder)

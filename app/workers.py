@@ -156,7 +156,9 @@ class TrainWorker(QObject):
                 if not self.job.continue_folder or engine.keeps_tensorboard(run.folder):
                     self._tb = engine.TBLogger(run.folder,  # (a run started without: kept so)
                                                tokens_per_byte=data.tokens_per_byte or 1.0,
-                                               on_error=self.info.emit, step=run.step)
+                                               on_error=self.info.emit, step=run.step,
+                                               heldout_tokens_per_byte=(
+                                                   data.heldout_tokens_per_byte))
                 self.info.emit(
                     f"run {run.folder.name}: {tr.lm.n_params:,} parameters; "
                     f"{tr.trainable.describe() if tr.trainable else ''}; "

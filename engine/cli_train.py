@@ -359,7 +359,8 @@ def _train(a: argparse.Namespace, run, job) -> int:
         tb_on = a.tensorboard if a.tensorboard is not None else (
             not a.resume or keeps_tensorboard(run.folder))  # a resume keeps the run's choice
         tb = (TBLogger(run.folder, run.data.tokens_per_byte or 1.0,
-                       on_error=lambda m: print(f"\nwarning: {m}", file=sys.stderr), step=first)
+                       on_error=lambda m: print(f"\nwarning: {m}", file=sys.stderr), step=first,
+                       heldout_tokens_per_byte=run.data.heldout_tokens_per_byte)
               if tb_on else None)
         def on_step(r) -> None:
             _progress(r)

@@ -608,6 +608,32 @@ def plan_epoch(spec: RunSpec, corpus_paths: Sequence[str | Path], tokenizer: Any
     return EpochPlan(len(rows), rows.n_targets, held, tuple(corpus.gone))
 
 
+HELDOUT_RATIO_IDS = 1 << 22  # held-out ids decoded to measure its tokens per byte (~1-2 s)
+
+
+def _heldout_per_byte(tok: Any, arrays: dict[str, np.ndarray], n_train: int) -> float | None:
+    """Token ids per byte of the held-out text, what ``eval``'s bits/byte divides by (the whole
+    corpus's ratio put a BPE run's held-out bits/byte 36 % above eval's, its held-out file
+    being other text): a stream run's ids after ``n_train``, a documents run's ``val_spans``
+    ((start, length) in the ids). Decodes at most ``HELDOUT_RATIO_IDS`` of them, in pieces
+    spread over the set; None without a held-out set."""
+    ids, spans = arrays["ids"], arrays["val_spans"]
+    if not len(spans):
+        spans = np.array([[n_train, len(ids) - n_train]], np.int64)
+    spans = spans[spans[:, 1] > 0]
+    if not len(spans):
+        return None
+    total = int(spans[:, 1].sum())
+    every = max(1, -(-total // HELDOUT_RATIO_IDS))  # every k-th span, each cut to a share
+    cap = HELDOUT_RATIO_IDS if every == 1 else max(1, HELDOUT_RATIO_IDS // 64)
+    counted = n_bytes = 0
+    for start, length in spans[::every]:
+        piece = ids[int(start) : int(start) + min(int(length), cap)]
+        counted += len(piece)
+        n_bytes += len(tok.decode(piece).encode("utf-8"))
+    return counted / n_bytes if n_bytes else None
+
+
 def _encode(spec: RunSpec, corpus: Any, tok: Any) -> tuple[dict[str, np.ndarray], int]:
     """Token ids, document offsets and the held-out split of a new run (``runformat.DATA_FILES``)."""
     no_spans = np.zeros((0, 2), np.int64)
@@ -804,6 +830,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                       rf.file_sources([(f.path, f.n_bytes) for f in corpus.files]),
                       {"records": spec.records, "holdout": spec.holdout, "seed": spec.train.seed,
                        "seq_len_at_split": spec.train.seq_len, "tokenizer": lm.tokenizer.kind,
+                       "heldout_tokens_per_byte": _heldout_per_byte(lm.tokenizer, arrays,
+                                                                    n_train),
                        "skipped_after_scan": [{"path": str(p), "reason": r}
                                               for p, r in corpus.gone]})
         run = Run(folder, spec, lm, rf.read_data(folder), lock)

@@ -319,6 +319,12 @@ class RunData:
         """Token ids per corpus byte (the bits/byte scale); None without byte counts."""
         return _per_byte(self.manifest, len(self.ids))
 
+    @property
+    def heldout_tokens_per_byte(self) -> float | None:
+        """Token ids per byte of the held-out text (its losses' bits/byte scale, as ``eval``'s);
+        the corpus's for a run made before it was recorded."""
+        return _heldout_per_byte(self.manifest, len(self.ids))
+
 
 def corpus_bytes(manifest: Any) -> int:
     """Bytes of the corpus files a data manifest lists (its "sources"); 0 (unknown) when a
@@ -336,6 +342,14 @@ def _per_byte(manifest: Any, n_ids: int) -> float | None:
     return n_ids / n_bytes if n_bytes > 0 and n_ids > 0 else None
 
 
+def _heldout_per_byte(manifest: Any, n_ids: int) -> float | None:
+    """The held-out text's tokens per byte a data manifest records, else the corpus's."""
+    tpb = manifest.get("heldout_tokens_per_byte") if isinstance(manifest, dict) else None
+    if type(tpb) is float and math.isfinite(tpb) and tpb > 0:
+        return tpb
+    return _per_byte(manifest, n_ids)
+
+
 def npy_length(path: Path) -> int:
     """The length of a .npy array from its header alone; a FIFO or device in its place is
     refused (UnsafeFileError), never waited on; a file that is no .npy raises ValueError."""
@@ -350,16 +364,16 @@ def npy_length(path: Path) -> int:
 
 
 def read_tokens_per_byte(folder: Path) -> float | None:
-    """``RunData.tokens_per_byte`` of a run folder from its data manifest and ids.npy's header
-    only (``npy_length``; nothing verified or read whole): for showing a run. None when
-    unreadable."""
+    """``RunData.heldout_tokens_per_byte`` of a run folder (the scale of its held-out losses in
+    bits/byte) from its data manifest and ids.npy's header only (``npy_length``; nothing
+    verified or read whole): for showing a run. None when unreadable."""
     folder = Path(folder)
     try:
         manifest = read_json(folder / DATA_MANIFEST, what="data manifest")
         n_ids = npy_length(folder / IDS)
     except (MambaStudioError, OSError, ValueError, TypeError, AttributeError):
         return None
-    return _per_byte(manifest, n_ids)
+    return _heldout_per_byte(manifest, n_ids)
 
 
 def read_epochs_done(folder: Path) -> int:

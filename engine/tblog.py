@@ -33,13 +33,17 @@ class TBLogger:
     the next ``add_scalar`` for good)."""
 
     def __init__(self, folder: str | Path, tokens_per_byte: float = 1.0,
-                 on_error: Callable[[str], None] | None = None, step: int = 0) -> None:
+                 on_error: Callable[[str], None] | None = None, step: int = 0,
+                 heldout_tokens_per_byte: float | None = None) -> None:
         """``step``: the run's step now (a resume's snapshot); the events of later steps that an
         earlier process logged before it ended (a kill, a crash: their steps were not saved and
-        are trained again) are hidden from TensorBoard (its purge mark), not drawn twice."""
+        are trained again) are hidden from TensorBoard (its purge mark), not drawn twice.
+        ``heldout_tokens_per_byte``: the held-out text's (``RunData``), for its bits/byte
+        (default: ``tokens_per_byte``, the corpus's)."""
         from tensorboardX import SummaryWriter
 
         self.tokens_per_byte = tokens_per_byte
+        self.heldout_tokens_per_byte = heldout_tokens_per_byte or tokens_per_byte
         self.on_error = on_error
         self.failed: str | None = None
         self.writer: Any = None
@@ -63,9 +67,6 @@ class TBLogger:
         self._worker = getattr(self._events, "_worker", None)
         _watch(self)
 
-    def _bpb(self, nats: float) -> float:
-        return bits_per_byte(nats, self.tokens_per_byte)
-
     def _ok(self) -> bool:
         if self.failed is None and self._worker is not None and not self._worker.is_alive():
             self._fail("its writer thread stopped")
@@ -83,7 +84,7 @@ class TBLogger:
             return
         w = self.writer
         w.add_scalar("loss/train", loss, step)
-        w.add_scalar("bpb/train", self._bpb(loss), step)
+        w.add_scalar("bpb/train", bits_per_byte(loss, self.tokens_per_byte), step)
         w.add_scalar("grad_norm", grad_norm, step)
         w.add_scalar("lr", lr, step)
         w.add_scalar("tokens_per_s", tokens_per_s, step)
@@ -96,7 +97,8 @@ class TBLogger:
         if math.isfinite(val_loss) and self._ok():
             self._eval_step = step
             self.writer.add_scalar("loss/heldout", val_loss, step)
-            self.writer.add_scalar("bpb/heldout", self._bpb(val_loss), step)
+            self.writer.add_scalar("bpb/heldout",
+                                   bits_per_byte(val_loss, self.heldout_tokens_per_byte), step)
 
     def flush(self) -> None:
         """Write what is buffered: called at each save, so a kill -9 after it loses no event

@@ -962,3 +962,37 @@ def test_continuing_a_run_stopped_during_its_final_evaluation_scores_it(tmp_path
         res3 = third.train()
     assert (res3.state, res3.val_loss) == ("finished", res.val_loss)
     assert [r for r in rf.read_metrics(folder) if r["kind"] == "eval"] == evals
+
+
+def test_held_out_bits_per_byte_use_the_held_out_texts_own_tokens_per_byte(tmp_path):
+    """A BPE run whose held-out file was other text: eval said 1.2507 bits/byte, TensorBoard's
+    bpb/heldout and the Runs list 1.700 for the same loss (they took the whole corpus's tokens
+    per byte, the list's ranking and Compare's scale with it)."""
+    import random
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from engine.tblog import TB_DIR
+
+    rng = random.Random(1)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    prose = "the quick brown fox jumps over the lazy dog while the cat sleeps. "
+    for i in range(9):  # nine files of prose BPE learns well, one of hex it cannot
+        (corpus / f"a{i}.txt").write_text(prose * 60)
+    (corpus / "z.txt").write_text("".join(rng.choice("0123456789abcdef") for _ in range(4000)))
+    assert main(["train", str(corpus), "--preset", "tiny", "--tokenizer", "bpe", "--bpe-vocab",
+                 "400", "--batch", "2", "--seq-len", "32", "--max-steps", "2", "--sample-tokens",
+                 "0", "--out", str(tmp_path / "r")]) == 0
+    with resume(tmp_path / "r") as run:
+        data = run.data
+        r = run.trainer.evaluate(max_tokens=None)  # eval's own bits/byte: held-out bytes
+        corpus_tpb, heldout_tpb = data.tokens_per_byte, data.heldout_tokens_per_byte
+    assert corpus_tpb and heldout_tpb and abs(heldout_tpb / corpus_tpb - 1) > 0.1, (
+        corpus_tpb, heldout_tpb)  # (the case: held-out text unlike the rest)
+    listed = list_runs(tmp_path)[0]
+    assert listed.bits_per_byte == pytest.approx(r.bits_per_byte, rel=0.03), (
+        listed.bits_per_byte, r.bits_per_byte)
+    acc = EventAccumulator(str(tmp_path / "r" / TB_DIR))
+    acc.Reload()
+    assert acc.Scalars("bpb/heldout")[-1].value == pytest.approx(r.bits_per_byte, rel=0.03)
