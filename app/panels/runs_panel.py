@@ -60,11 +60,18 @@ def _per_byte(r: engine.RunInfo) -> tuple[bool, float] | None:
 def sorted_runs(runs: list[engine.RunInfo], column: int,
                 order: Qt.SortOrder) -> list[engine.RunInfo]:
     """``runs`` by a column's key (stable: equal keys keep the listing's newest-first order);
-    a run without a held-out loss goes last in both orders."""
+    a run without a held-out loss goes last in both orders, and a run whose bits/byte cannot be
+    told (``_per_byte``) before those (descending, they came first)."""
     key = SORT_KEYS[column]
-    have = [r for r in runs if key(r) is not None]
-    return sorted(have, key=key, reverse=order == Qt.SortOrder.DescendingOrder) + [
-        r for r in runs if key(r) is None]
+    have = sorted((r for r in runs if key(r) is not None), key=key,
+                  reverse=order == Qt.SortOrder.DescendingOrder)
+    have.sort(key=lambda r: _unreadable(key(r)))  # (stable: the order within each part stays)
+    return have + [r for r in runs if key(r) is None]
+
+
+def _unreadable(k: Any) -> bool:
+    """A ``_per_byte`` key of a run whose data cannot be read."""
+    return isinstance(k, tuple) and k[0] is True
 
 
 def _saved_sort() -> tuple[int, Qt.SortOrder]:

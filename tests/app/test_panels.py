@@ -1617,11 +1617,14 @@ def test_runs_of_other_tokenizers_rank_and_compare_per_byte(qtbot, tmp_path):
     panel = RunsPanel(str(tmp_path / "none"))
     qtbot.addWidget(panel)
     panel._show([info("bytes", 1.44, 2.077), info("bpe", 1.96, 0.485),
-                 info("unread", 1.0, None), info("none", None, None)])
+                 info("unread", 1.0, None), info("unread2", 0.5, None), info("none", None, None)])
     panel.sort_by(4)
-    rows = [(panel.table.item(r, 0).text(), panel.table.item(r, 4).text()) for r in range(4)]
+    rows = [(panel.table.item(r, 0).text(), panel.table.item(r, 4).text()) for r in range(5)]
     assert rows == [("bpe", "1.9600 (0.485 bits/byte)"), ("bytes", "1.4400 (2.077 bits/byte)"),
-                    ("unread", "1.0000"), ("none", "—")], rows  # (no bits/byte: last)
+                    ("unread2", "0.5000"), ("unread", "1.0000"), ("none", "—")], rows  # (no
+    panel.sort_by(4)  # descending: the unreadable still after the others (they came first)
+    assert [panel.table.item(r, 0).text() for r in range(5)] == [  # bits/byte: last)
+        "bytes", "bpe", "unread", "unread2", "none"]
     plots = PlotsPanel()
     qtbot.addWidget(plots)
     plots.set_tokens_per_byte(1 / 5.8)  # the shown run: BPE
@@ -1636,6 +1639,12 @@ def test_runs_of_other_tokenizers_rank_and_compare_per_byte(qtbot, tmp_path):
     assert "another tokenizer" not in plots.compare_label.text()
     plots.set_compare("bytes", rows_b, 1.005)  # within 1 %: drawn as it is
     assert plots.cmp_loss.getData()[1][0] == 1.44
+    plots.set_compare("bytes", rows_b, 1.05)  # 5 % apart: rescaled, and said
+    assert plots.cmp_loss.getData()[1][0] == pytest.approx(1.44 * 1.05)
+    assert "another tokenizer" in plots.compare_label.text()
+    plots.set_compare("bpe", rows_b, 1 / 5.8)  # fewer tokens a byte than the shown run's
+    assert plots.cmp_loss.getData()[1][0] == pytest.approx(1.44 / 5.8)
+    assert "another tokenizer" in plots.compare_label.text()
 
 
 def test_a_window_opens_on_the_newest_run(qtbot, tiny_run, monkeypatch):
