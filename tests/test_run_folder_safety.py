@@ -1372,6 +1372,66 @@ def test_a_collapsed_model_waking_up_over_several_steps_trains_on():
     assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=5000.0)) is not None
 
 
+def test_the_collapse_rule_is_relative_to_the_first_steps_norm():
+    """Mutations of the collapse rule that no test saw: the spike bound raised to 100x the
+    first step's norm, the "collapsed" test made absolute (1e-12), and the first norm taken as
+    the largest one."""
+    from types import SimpleNamespace
+
+    from engine.guard import DivergenceGuard
+
+    trainer = SimpleNamespace(lm=SimpleNamespace(config=SimpleNamespace(vocab_size=256)),
+                              trainable=SimpleNamespace(tensors={}))
+    guard = DivergenceGuard()
+    guard._losses = [5.5] * 27
+    report = SimpleNamespace(loss=5.5, grad_norm=0.0)
+    guard._norms = [10.0] + [1e-12] * 25
+    report.grad_norm = 50.0  # 5x the first step's: a spike out of a collapse
+    assert guard.why(trainer, report) is not None
+    guard._norms = [10.0] + [1e-8] * 25  # a millionth of the first and less: collapsed
+    report.grad_norm = 1.09
+    assert guard.why(trainer, report) is None
+    guard._norms = [1.0, 50.0] + [1e-12] * 25  # the first step's norm, not the largest
+    report.grad_norm = 20.0
+    assert guard.why(trainer, report) is not None
+
+
+def test_the_guards_rollback_point_reuses_its_arrays_and_restores_exactly(tmp_path):
+    """The rollback point is kept in the same arrays every step (new ones each step held two
+    copies of the moments at once); a rollback after several keeps restores the last one."""
+    from engine.errors import StepVoid
+    from engine.guard import DivergenceGuard
+
+    spec = RunSpec(preset="tiny", autosave_minutes=0,
+                   train=TrainConfig(batch_size=2, seq_len=32, max_steps=3))
+    with start(spec, [two_file_corpus(tmp_path)], out=tmp_path / "r") as run:
+        tr = run.trainer
+        tr.run()
+        guard = DivergenceGuard()
+        guard.check_loss(tr, 3.0)
+        first = dict(guard._weights)
+        moments = guard._state["optimizer"]["tensors"]
+        arrays = {k: id(v) for k, v in moments.items()}
+        tr.optimizer.step(tr.trainable.tensors, {n: np.full_like(a, 0.01) for n, a in
+                                                 tr.trainable.tensors.items()}, 1e-3)
+        tr.cursor.step += 1
+        guard.check_loss(tr, 3.0)  # the next step's: kept again, in the same arrays
+        assert all(guard._weights[n] is a for n, a in first.items())
+        assert {k: id(v) for k, v in guard._state["optimizer"]["tensors"].items()} == arrays
+        kept_w = {n: a.copy() for n, a in tr.trainable.tensors.items()}
+        kept_m = {n: a.copy() for n, a in tr.optimizer.m.items()}
+        tr.optimizer.step(tr.trainable.tensors, {n: np.full_like(a, 1e6) for n, a in
+                                                 tr.trainable.tensors.items()}, 100.0)
+        tr.cursor.step += 1
+        with pytest.raises(StepVoid):
+            guard.check_loss(tr, float("nan"))
+        assert tr.cursor.step == 4
+        for n, a in kept_w.items():
+            np.testing.assert_array_equal(tr.trainable.tensors[n], a)
+        for n, a in kept_m.items():
+            np.testing.assert_array_equal(tr.optimizer.m[n], a)
+
+
 def test_a_full_disk_during_a_resumes_first_measurement_keeps_the_run_resumable(tmp_path,
                                                                                  monkeypatch):
     """A resume first measures the held-out loss a stop cut short; a failed write there (its
