@@ -901,6 +901,9 @@ class RunLock:
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink / a FIFO without a writer
                 raise CheckpointError(bad) from None
+            if exc.errno == errno.EISDIR:  # (it said only "<run>/lock: Is a directory")
+                raise CheckpointError(f"{self.path}: a folder where the run keeps its lock file; "
+                                      "move it away, then try again") from None
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and flags & os.O_CREAT:
                 folder = self.path.parent  # it said only "<run>/lock: Read-only file system"
                 raise CheckpointError(

@@ -77,6 +77,16 @@ def test_a_lock_that_is_a_fifo_neither_hangs_listing_nor_resume(made_run, tmp_pa
     assert rc == 2 and "not a plain file" in err
 
 
+def test_a_lock_that_is_a_folder_says_what_to_do(made_run, tmp_path, capsys):
+    """It said only "<run>/lock: Is a directory" (the window: "[Errno 21] Is a directory")."""
+    run = _copy(made_run, tmp_path)
+    (run / rf.LOCK).unlink()
+    (run / rf.LOCK).mkdir()
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and err.strip() == (f"error: {run / rf.LOCK}: a folder where the run keeps its "
+                                       "lock file; move it away, then try again"), err
+
+
 @pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
 def test_metrics_that_are_a_fifo_or_dev_zero_are_refused(made_run, tmp_path, capsys, kind):
     run = _copy(made_run, tmp_path)
