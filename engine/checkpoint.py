@@ -99,13 +99,13 @@ def atomic_write_json(path: Path, obj: Any, make_parents: bool = True) -> None:
                        make_parents)
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: Path, what: str = "checkpoint file") -> str:
     """The file's sha256 (hex); a FIFO or device in its place is refused, never waited on."""
     from .safeio import UnsafeFileError, open_regular
 
     h = hashlib.sha256()
     try:
-        f = open_regular(path, "checkpoint file")
+        f = open_regular(path, what)
     except UnsafeFileError as exc:
         raise CheckpointError(str(exc)) from None
     with f:
@@ -433,7 +433,11 @@ def verify_files(folder: Path, digests: dict[str, Any], manifest: str, fix: str,
             raise CheckpointError(str(exc)) from None
         if name in unhashed:
             continue
-        if sha256_file(p) != digest:  # (it refuses a FIFO or device, never waits on one)
+        try:
+            got = sha256_file(p, "file")  # (it refuses a FIFO or device, never waits on one)
+        except CheckpointError as exc:  # (a FIFO as data/ids.npy said "give a regular
+            raise CheckpointError(f"{exc}; {fix}") from None  # checkpoint file")
+        if got != digest:
             raise CheckpointError(f"{p}: contents do not match {manifest} (corrupt or modified); "
                                   f"{fix}")
 

@@ -99,6 +99,19 @@ def test_metrics_that_are_a_fifo_or_dev_zero_are_refused(made_run, tmp_path, cap
     assert rc == 2 and "metrics.csv" in err and "delete or replace" in err, err
 
 
+def test_token_ids_that_are_a_fifo_say_the_runs_fix_not_a_checkpoints(made_run, tmp_path,
+                                                                       capsys):
+    """data/ids.npy a FIFO: "give a regular checkpoint file" (the run's token data is no
+    checkpoint, and the other damaged-data errors name what can still be done)."""
+    run = _copy(made_run, tmp_path)
+    (run / rf.IDS).unlink()
+    os.mkfifo(run / rf.IDS)
+    assert main(["eval", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "ids.npy: is a FIFO (named pipe); give a regular file; every snapshot shares these " \
+        "token ids" in err and "checkpoint" not in err and err.count("\n") == 1, err
+
+
 def _rewrite_trainer(snap: Path, change) -> None:  # noqa: ANN001
     """Edit a snapshot's trainer.json and fix its manifest's sha256, as a crafted file would."""
     t = json.loads((snap / rf.SNAP_TRAINER).read_text())
