@@ -727,9 +727,12 @@ def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, An
     if not errors:
         raise CheckpointError(f"{folder}: no snapshot in {folder / SNAPSHOTS}; the run was never "
                               "saved: start it again")
-    many = plural(len(errors), "snapshot")
-    raise CheckpointError(f"{folder}: none of its {many} is complete ({errors[0]}); start a new "
-                          "run (--init takes any other model folder)")
+    present = len(snapshots(folder))  # (not the errors: latest.json's missing one counted,
+    if present == 0:  # "none of its 1 snapshot" with none there)
+        raise CheckpointError(f"{folder}: no snapshot in {folder / SNAPSHOTS} ({errors[0]}); "
+                              "start a new run (--init takes any other model folder)")
+    raise CheckpointError(f"{folder}: none of its {plural(present, 'snapshot')} is complete "
+                          f"({errors[0]}); start a new run (--init takes any other model folder)")
 
 
 def unreadable_newer(folder: Path, chosen: Path) -> Path | None:
@@ -993,7 +996,7 @@ def check_out_dir(folder: Path, need_bytes: int) -> None:
     free = shutil.disk_usage(folder).free
     if free < need_bytes:
         raise CheckpointError(
-            f"{folder}: only {free / 2**20:,.0f} MiB free, a run needs {need_bytes / 2**20:,.0f} MiB "
+            f"{folder}: only {free / 2**20:,.1f} MiB free, a run needs {need_bytes / 2**20:,.1f} MiB "
             "(two snapshots and the token ids); free space or choose another --out")
 
 
@@ -1010,8 +1013,8 @@ def check_resume_dir(folder: Path, need_bytes: int) -> None:
     free = shutil.disk_usage(folder).free
     if free < need_bytes:
         raise CheckpointError(
-            f"{folder}: only {free / 2**20:,.0f} MiB free, the next snapshot needs "
-            f"{need_bytes / 2**20:,.0f} MiB; free some space, then resume (nothing was lost: the "
+            f"{folder}: only {free / 2**20:,.1f} MiB free, the next snapshot needs "
+            f"{need_bytes / 2**20:,.1f} MiB; free some space, then resume (nothing was lost: the "
             "run is at its last snapshot)")
 
 

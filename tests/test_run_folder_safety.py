@@ -435,6 +435,10 @@ def test_snapshot_fallbacks_do_not_advise_what_they_already_do(made_run, tmp_pat
     assert rc == 2 and "none of its 3 snapshots is complete" in err, err
     assert "start a new run (--init takes any other model folder)" in err, err
     assert "use another snapshot" not in err and err.count("\n") == 1, err
+    for _, snap in rf.snapshots(run):  # none left: it said "none of its 1 snapshot" (the one
+        shutil.rmtree(snap)  # latest.json names)
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and f"{run}: no snapshot in {run / rf.SNAPSHOTS} (" in err, err
 
 
 def test_crash_corners_of_a_run_folder(made_run, tmp_path, capsys):
@@ -1284,7 +1288,7 @@ def test_a_resume_into_a_read_only_folder_or_a_full_disk_says_so_before_training
     assert "is already at step 4 of 4" in capsys.readouterr().err  # says so, as before
     (run / ".samples.jsonl.b7da5760727d.tmp").write_text("")
     rc, err = _resume(run, capsys)
-    assert rc == 2 and f"error: {run}: only 0 MiB free, the next snapshot needs " in err, err
+    assert rc == 2 and f"error: {run}: only 0.0 MiB free, the next snapshot needs " in err, err
     assert "free some space, then resume (nothing was lost" in err
     monkeypatch.undo()
     (run / ".samples.jsonl.b7da5760727d.tmp").write_text("")
@@ -1345,7 +1349,7 @@ def test_a_resume_with_only_a_measurement_to_do_checks_the_disk_first(made_run, 
     monkeypatch.setattr(rf.shutil, "disk_usage", lambda p: type("U", (), {"free": 1 << 10})())
     rc = main(["train", "--resume", str(run), "--sample-tokens", "0", "--no-tensorboard"])
     err = capsys.readouterr().err
-    assert rc == 2 and f"error: {run}: only 0 MiB free, the next snapshot needs " in err, err
+    assert rc == 2 and f"error: {run}: only 0.0 MiB free, the next snapshot needs " in err, err
     assert "could not write" not in err
 
 

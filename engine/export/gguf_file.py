@@ -149,8 +149,12 @@ def _write(gguf: Any, run: RunSource, out_path: Path, tmp: str) -> None:
         Path(tmp).unlink(missing_ok=True)
         free = shutil.disk_usage(out_path.parent).free
         why = exc.strerror or str(exc)
+        need = sum(a.nbytes for a in run.lm.params.values())
+        fix = ("free some space or choose another folder" if free < 2 * need else "the disk has "
+               "room, so a file-size limit stopped it (ulimit -f, or the filesystem's largest "
+               "file): raise it or choose another folder")  # ("free some space" with 54 GB free)
         raise CheckpointError(f"{out_path}: cannot write the GGUF file ({why}); {free / 1e6:,.1f} MB "
-                              "free on its disk: free some space or choose another folder") from None
+                              f"free on its disk: {fix}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
