@@ -584,7 +584,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run a subcommand. Anything caused by user input (a MambaStudioError, an OSError, a
     ValueError, a diverged model's FloatingPointError) is one line ``error: ...`` and exit code 2;
     only real bugs show a traceback."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the command's own --help lists its flags (it pointed at the top level's)
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[args.cmd].error(f"unrecognized arguments: {' '.join(extra)}")
     PROGRESS.reset()
     with forgiving_stderr():  # a stderr gone (a closed pipe): training goes on (engine.cliout)
         return _run(args)

@@ -260,3 +260,13 @@ def test_generate_of_an_empty_folder_or_a_run_killed_while_prepared_says_what_it
             assert main(cmd) == 2
             err = capsys.readouterr().err
             assert err.startswith(f"error: {folder}: {said}") and err.count("\n") == 1, err
+
+
+def test_an_unknown_flag_points_at_its_commands_help(capsys):
+    """`generate RUN --bogus` pointed at `python -m engine --help`, which lists no flag of
+    generate's."""
+    with pytest.raises(SystemExit) as info:
+        main(["generate", "somewhere", "--bogus"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == ("error: unrecognized arguments: --bogus (see python -m "
+                                       "engine generate --help)\n")
