@@ -40,10 +40,11 @@ from .export_flow import EXPORT_KINDS, NO_RUN_SHOWN, ExportFlow
 from .follow import RunFollower
 from .gc_thread import collect_on_gui_thread, release
 from .panels.corpus_panel import CorpusPanel, skip_line, skip_lines
+from .panels.elided_label import ElidedLabel
 from .panels.gallery_panel import GalleryPanel
 from .panels.playground_panel import BACKEND_TIPS, PlaygroundPanel
 from .panels.plots_panel import PlotsPanel
-from .panels.preview_panel import ElidedLabel, PreviewPanel
+from .panels.preview_panel import PreviewPanel
 from .panels.runs_panel import NO_ADAPTER_TIP, RunsPanel, has_lora
 from .panels.train_panel import TrainPanel
 from .step_times import StepTimes, estimate_key

@@ -27,6 +27,8 @@ from PySide6.QtWidgets import (
 
 import engine
 
+from .elided_label import ElidedLabel
+
 MARGIN = 6  # pixels between a legend and its plot's top and right edges
 
 def run_tokens_per_byte(folder: str | Path) -> float | None:
@@ -164,9 +166,8 @@ class PlotsPanel(QWidget):
         self._keys = {ll: ("loss", keys["loss"]), nl: ("grad norm", keys["grad norm"])}
         for legend in (ll, nl):
             legend.on_fit = self._show_keys
-        self.compare_label = QLabel("")
-        self.compare_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        # (a 200-character run name made the window 2,062 px wide, and it never shrank back)
+        self.compare_label = ElidedLabel("")  # (a 200-character run name made the window
+        # 2,062 px wide, and it never shrank back; a long line was cut without a "…")
         top = QHBoxLayout()
         top.addWidget(self.key_label, 1)
         top.addWidget(self.compare_label, 1)
@@ -349,10 +350,11 @@ class PlotsPanel(QWidget):
         self.cmp_loss.setData([s for s, _ in st], [v for _, v in st])
         self.cmp_val.setData([s for s, _ in ev], [v for _, v in ev])
         self.cmp_norm.setData([s for s, _ in gn], [v for _, v in gn])
-        other = (f"; another tokenizer ({tpb:.3g} tokens a byte, this run {self.tokens_per_byte:.3g}"
-                 "): its loss drawn at equal bits/byte" if rescaled and tpb else "")
-        self.compare_label.setText(f"grey: {name} (dotted train, dashed held-out{other})"
-                                   if name else "")
+        other = (f"; another tokenizer ({1 / tpb:.1f} bytes a token, this run's "
+                 f"{1 / self.tokens_per_byte:.1f}): its loss drawn at equal bits/byte"
+                 if rescaled and tpb else "")  # ("1 tokens a byte")
+        self.compare_label.set_full(f"grey: {name} (dotted train, dashed held-out{other})"
+                                    if name else "")
 
     def add_step(self, r: engine.StepReport) -> None:
         if r.step <= self._history_step:  # read from metrics.csv already (a continued run)

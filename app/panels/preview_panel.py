@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
@@ -21,6 +19,7 @@ from PySide6.QtWidgets import (
 import engine
 
 from .. import settings
+from .elided_label import ElidedLabel
 from .number_boxes import FloatBox, IntBox, say_untaken
 
 LONG_BLANK = re.compile(r"[ \t]{24,}")  # longer than any indentation
@@ -45,31 +44,6 @@ def visible_blanks(text: str) -> str:
     early model's "The" and 160 spaces looked like an empty sample), and its bidirectional
     controls shown (``visible_controls``)."""
     return LONG_BLANK.sub(lambda m: m.group(0) + blank_note(m.group(0)), visible_controls(text))
-
-
-class ElidedLabel(QLabel):
-    """One line that ends in "…" when it does not fit (its full text is the tooltip): the
-    backend's reason wrapped over three lines and was drawn over the sample box at 900x600."""
-
-    def __init__(self, text: str = "", tip: str = "") -> None:
-        super().__init__()
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-        self.tip = tip  # what the line means: under its full text in the tooltip
-        self.full = ""
-        self.set_full(text)
-
-    def set_full(self, text: str) -> None:
-        self.full = text
-        self.setToolTip(f"{text}\n\n{self.tip}" if self.tip else text)
-        self._elide()
-
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
-        super().resizeEvent(event)
-        self._elide()
-
-    def _elide(self) -> None:
-        self.setText(self.fontMetrics().elidedText(self.full, Qt.TextElideMode.ElideRight,
-                                                   max(self.width(), 40)))
 
 
 SAMPLING_TIPS = {  # the Preview's and the Playground's sampling boxes alike

@@ -1104,7 +1104,7 @@ def test_small_window_chores(win, qtbot, tmp_path, tiny_run, monkeypatch):
     win.compare_run(tiny_run)
     assert win.compared_run == tiny_run
     win.open_run_view(tiny_run)
-    assert win.compared_run is None and win.plots.compare_label.text() == ""
+    assert win.compared_run is None and win.plots.compare_label.full == ""
     win.compare_run(tiny_run)  # the run shown: not overlaid on itself
     assert win.compared_run is None and "is the run shown" in win.statusBar().currentMessage()
     g = win.gallery
@@ -1238,7 +1238,7 @@ def test_the_gallery_clears_its_detail_and_a_long_run_name_does_not_widen_the_wi
     plots, preview = PlotsPanel(), PreviewPanel()
     for w in (plots, preview):
         qtbot.addWidget(w)
-    plots.compare_label.setText(f"grey: {run.name} (dotted train, dashed held-out)")
+    plots.compare_label.set_full(f"grey: {run.name} (dotted train, dashed held-out)")
     preview.show_preview(f"none saved for {run.name}", "", "—")
     for w in (g, plots, preview):
         assert w.minimumSizeHint().width() < 1000, (type(w).__name__, w.minimumSizeHint())
@@ -1633,18 +1633,19 @@ def test_runs_of_other_tokenizers_rank_and_compare_per_byte(qtbot, tmp_path):
     plots.set_compare("bytes", rows_b, 1.0)
     assert plots.cmp_loss.getData()[1][0] == pytest.approx(1.44 * 5.8)
     assert plots.cmp_val.getData()[1][0] == pytest.approx(1.5 * 5.8)
-    assert "another tokenizer" in plots.compare_label.text()
+    assert "another tokenizer (1.0 bytes a token, this run's 5.8)" in plots.compare_label.full
+    assert plots.compare_label.toolTip() == plots.compare_label.full  # (cut without a "…")
     plots.set_tokens_per_byte(1.0)  # a byte run shown: the grey one on its own scale again
     assert plots.cmp_loss.getData()[1][0] == pytest.approx(1.44)
-    assert "another tokenizer" not in plots.compare_label.text()
+    assert "another tokenizer" not in plots.compare_label.full
     plots.set_compare("bytes", rows_b, 1.005)  # within 1 %: drawn as it is
     assert plots.cmp_loss.getData()[1][0] == 1.44
     plots.set_compare("bytes", rows_b, 1.05)  # 5 % apart: rescaled, and said
     assert plots.cmp_loss.getData()[1][0] == pytest.approx(1.44 * 1.05)
-    assert "another tokenizer" in plots.compare_label.text()
+    assert "another tokenizer" in plots.compare_label.full
     plots.set_compare("bpe", rows_b, 1 / 5.8)  # fewer tokens a byte than the shown run's
     assert plots.cmp_loss.getData()[1][0] == pytest.approx(1.44 / 5.8)
-    assert "another tokenizer" in plots.compare_label.text()
+    assert "another tokenizer" in plots.compare_label.full
 
 
 def test_a_window_opens_on_the_newest_run(qtbot, tiny_run, monkeypatch):

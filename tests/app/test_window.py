@@ -562,7 +562,7 @@ def test_runs_panel_lists_compares_and_deletes(win, qtbot):
     assert rows[Path(a).name][2:4] == ["tiny", "3"] and rows[Path(a).name][5] == "finished"
     assert float(rows[Path(b).name][4].split()[0]) > 0  # best held-out loss (bits/byte beside)
     win.compare_run(a)
-    assert len(win.plots.cmp_loss.getData()[0]) == 3 and Path(a).name in win.plots.compare_label.text()
+    assert len(win.plots.cmp_loss.getData()[0]) == 3 and Path(a).name in win.plots.compare_label.full
     xs, ys = win.plots.cmp_norm.getData()  # its gradient norm too (only the loss was drawn)
     assert list(xs) == [1, 2, 3] and all(y > 0 for y in ys)
     win.open_run_view(a)
@@ -591,7 +591,7 @@ def test_start_takes_a_compared_runs_grey_curves_off_the_plots(win, qtbot, tmp_p
     win.compare_run(other)
     assert win.compared_run == other and len(win.plots.cmp_loss.getData()[0]) == 2
     train_until_idle(qtbot, win, max_steps=1)
-    assert win.compared_run is None and win.plots.compare_label.text() == ""
+    assert win.compared_run is None and win.plots.compare_label.full == ""
     xs, _ = win.plots.cmp_loss.getData()
     assert xs is None or len(xs) == 0
 
@@ -780,7 +780,7 @@ def test_while_a_run_trains_open_and_continue_say_why_not_and_a_deleted_compare_
     assert win.continue_dir is None
     assert win.runs.delete_run(a)
     assert win.plots.cmp_loss.getData()[0] is None or len(win.plots.cmp_loss.getData()[0]) == 0
-    assert win.plots.compare_label.text() == ""
+    assert win.plots.compare_label.full == ""
     win.stop()
     qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
     assert not win.errors, win.errors
