@@ -141,6 +141,9 @@ def threads_per_rank(comm: Any) -> int:
         node.Free()
 
 
+SETUP_POLL_S = 0.05  # how often a rank waiting for the run's setup looks again
+
+
 class Comm:
     """The collectives of data-parallel training over ``comm`` (default COMM_WORLD), each a
     non-blocking call waited on with a deadline of ``timeout_s``. ``idle`` is called while
@@ -206,8 +209,16 @@ class Comm:
             self.wait(self.comm.Ibcast(buf, root=root), what)
 
     def bcast_object(self, obj: Any, root: int = 0) -> Any:
-        """Any picklable object from ``root`` (setup only; blocking)."""
-        return self.comm.bcast(obj, root=root) if self.size > 1 else obj
+        """Any picklable object from ``root`` (setup only; blocking, without a deadline: rank 0
+        prepares the run first, minutes for a big corpus). The ranks meet at a barrier polled
+        with sleeps first: MPI's blocking broadcast kept each waiting rank spinning (~55 % of
+        a core while rank 0 tokenized)."""
+        if self.size == 1:
+            return obj
+        req = self.comm.Ibarrier()
+        while not req.Test():
+            time.sleep(SETUP_POLL_S)
+        return self.comm.bcast(obj, root=root)
 
     def allgather_object(self, obj: Any) -> list[Any]:
         return self.comm.allgather(obj) if self.size > 1 else [obj]
