@@ -299,6 +299,11 @@ def load_settings(path: str | Path) -> RunSettings:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
+        if text.lstrip().startswith("{"):  # (a run's run.json: "not valid TOML" alone)
+            raise MambaStudioError(
+                f"{path}: JSON, not a settings file (TOML); a run's run.json is its record: "
+                "train --resume RUN goes on with its settings, and the window's File > Save "
+                "settings as… writes a .toml of the settings shown, for a new run") from None
         raise MambaStudioError(f"{path}: not valid TOML ({exc}{_quoted_line(text, exc)}); fix "
                                "the file or save it again from the app") from None
     except RecursionError:

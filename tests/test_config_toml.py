@@ -546,3 +546,15 @@ def test_a_preset_flag_over_a_files_model_sizes_keeps_them_or_says_so(tmp_path, 
             "with small's") in capsys.readouterr().err
     small = engine.preset("small", 264)
     assert engine.read_model_config(tmp_path / "other").d_model == small.d_model
+
+
+def test_a_runs_run_json_as_config_says_what_it_is(folder, capsys):
+    """`--config runs/x/run.json` said only "not valid TOML (Invalid statement (at line 1,
+    column 1))"."""
+    run_json = folder / "run.json"
+    run_json.write_text('{\n  "spec": {"preset": "tiny"}\n}\n')
+    assert main(["train", "--config", str(run_json), "--out", str(folder / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {run_json}: JSON, not a settings file (TOML); a run's run.json "
+                          "is its record: train --resume RUN goes on with its settings"), err
+    assert err.count("\n") == 0 and not (folder / "out").exists()
