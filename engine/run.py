@@ -983,8 +983,13 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         run.best_val = best.get("val_loss") if best else None
         bad = meta.get("early_bad", 0)  # (a snapshot from before: 0)
         run.early_bad = bad if type(bad) is int and bad >= 0 else 0
-        rf.truncate_samples(folder, run.step)  # (the lost work's came back in the Gallery)
-        odd = rf.truncate_metrics(folder, run.step)
+        try:
+            rf.truncate_samples(folder, run.step)  # (the lost work's came back in the Gallery)
+            odd = rf.truncate_metrics(folder, run.step)
+        except (OSError, CheckpointError) as exc:  # (a file-size limit: "could not write
+            raise CheckpointError(  # metrics.csv: File too large", and no fix)
+                f"{_what_failed(exc)}; fix that, then resume (nothing was lost: the run is at "
+                f"its snapshot of step {run.step})") from None
         if odd:
             run.notices.append(f"{folder / rf.METRICS}: {odd:,} line(s) that are not metric rows "
                                "kept as they are (the plots skip them)")

@@ -112,6 +112,22 @@ def test_token_ids_that_are_a_fifo_say_the_runs_fix_not_a_checkpoints(made_run, 
         "token ids" in err and "checkpoint" not in err and err.count("\n") == 1, err
 
 
+def test_a_failed_rewrite_of_metrics_on_resume_says_what_to_do(made_run, tmp_path, capsys,
+                                                                monkeypatch):
+    """Under a file-size limit a resume said only "could not write <run>/metrics.csv: File too
+    large"."""
+    run = _copy(made_run, tmp_path)
+
+    def too_large(folder, step):  # noqa: ANN001, ANN202
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), str(folder / rf.METRICS))
+
+    monkeypatch.setattr(rf, "truncate_metrics", too_large)
+    rc, err = _resume(run, capsys)
+    assert rc == 2 and err.strip() == (
+        f"error: {run / rf.METRICS}: File too large; fix that, then resume (nothing was lost: "
+        "the run is at its snapshot of step 4)"), err
+
+
 def _rewrite_trainer(snap: Path, change) -> None:  # noqa: ANN001
     """Edit a snapshot's trainer.json and fix its manifest's sha256, as a crafted file would."""
     t = json.loads((snap / rf.SNAP_TRAINER).read_text())
