@@ -96,6 +96,42 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch, fails):
     assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]  # no temp file left behind
 
 
+
+@pytest.mark.parametrize("fails", ["os.replace", "os.fsync"])
+def test_atomic_write_tensors_leaves_old_file_on_failure(tmp_path, monkeypatch, fails):
+    """As ``atomic_write_bytes``: the disk fills at the fsync of the new tensors or at the
+    rename, and the old weights stay whole, with no temporary file left. The tensors writer
+    had no such test, so a save that never fsynced its file (its bytes lost, the file empty,
+    after a power cut) passed."""
+    target = tmp_path / "model.safetensors"
+    atomic_write_tensors(target, {"a": np.zeros(3, np.float32)})
+    old = target.read_bytes()
+
+    def boom(*a, **k):  # noqa: ANN002, ANN003
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fails, boom)
+    with pytest.raises(CheckpointError, match="No space left"):
+        atomic_write_tensors(target, {"a": np.ones(5, np.float32)})
+    assert target.read_bytes() == old
+    assert [p.name for p in tmp_path.iterdir()] == ["model.safetensors"]
+
+
+def test_ctrl_c_during_a_tensor_save_is_still_ctrl_c(tmp_path, monkeypatch):
+    """Only safetensors' Rust panic (an allocation failing) is said as a MemoryError: a
+    KeyboardInterrupt while the file is written goes on as itself (every BaseException was
+    made "out of memory", Ctrl-C too), and no temporary file is left."""
+    import safetensors.numpy
+
+    def interrupted(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(safetensors.numpy, "save_file", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_tensors(tmp_path / "model.safetensors", {"a": np.zeros(3, np.float32)})
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_training_checkpoint_detects_mixed_files(tmp_path):
     from engine import TrainConfig, Trainer
 

@@ -493,7 +493,8 @@ def test_generate_says_why_nothing_followed_the_prompt(tiny_model, capsys, monke
 def test_progress_to_a_log_is_whole_lines_now_and_then(tmp_path, capsys, monkeypatch):
     """With stderr a file (`train ... 2> log`), every redraw of the bar went into it, joined by
     carriage returns into a few very long lines. A log gets whole lines: one each LOG_EVERY_S
-    (here: only the first), the scoring ones and the last step's."""
+    (here: only the first; the timing itself: test_a_log_gets_a_progress_line_each_log_every_s),
+    the scoring ones and the last step's."""
     import engine.cliout
 
     monkeypatch.setattr(engine.cliout, "LOG_EVERY_S", 1e9)
@@ -508,6 +509,28 @@ def test_progress_to_a_log_is_whole_lines_now_and_then(tmp_path, capsys, monkeyp
     # each scoring (at 2, 4 and the last step, 5), and the last step's
     assert [bars[i].endswith(f"at step {n}...") for i, n in ((1, 2), (2, 4), (3, 5))] == [True] * 3
     assert "scoring" not in bars[4] and bars[4].endswith("ETA 00:00")
+
+
+
+def test_a_log_gets_a_progress_line_each_log_every_s(capsys, monkeypatch):
+    """To a log (stderr no terminal) a redraw is a line when LOG_EVERY_S have passed since the
+    last line, or when forced, and is dropped otherwise. The train test sets LOG_EVERY_S out of
+    reach, so logging the first line only (a long run's log silent after it) passed. A clock
+    read 0, 5, 11, 12, 13 (forced), 22, 23.5 gives the lines at 0, 11, 13 and 23.5."""
+    from types import SimpleNamespace
+
+    import engine.cliout
+
+    clock = iter([0.0, 5.0, 11.0, 12.0, 13.0, 22.0, 23.5])
+    monkeypatch.setattr(engine.cliout, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    monkeypatch.setattr(engine.cliout, "LOG_EVERY_S", 10.0)
+    bar = engine.cliout.ProgressLine()
+    for text in "abcd":
+        bar.write(text)
+    bar.write("e", force=True)
+    bar.write("f")
+    bar.write("g")
+    assert capsys.readouterr().err == "a\nc\ne\ng\n"
 
 
 def test_generate_prompt_file_reads_the_prompt_from_a_file(tiny_model, tmp_path, capsys,

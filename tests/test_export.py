@@ -907,3 +907,17 @@ def test_a_gguf_export_stopped_by_a_file_size_limit_does_not_say_free_some_space
                                                   "the GGUF file"), (out.returncode, out.stderr)
     assert "the disk has room, so a file-size limit stopped it (ulimit -f" in err, err
     assert not (tmp_path / "m.gguf").exists()
+
+
+def test_an_export_name_is_measured_in_bytes_not_characters(tmp_path):
+    """The file system's limit is 255 bytes, and "é" is two: 120 of them are a name of 240
+    bytes, refused with the limit in bytes (238; the temporary file's 237 for a .gguf). The
+    tests had ASCII names only, so a limit counted in characters ("at most 118 bytes") passed."""
+    from engine.export.source import check_dest
+
+    with pytest.raises(CheckpointError, match="a name of 240 bytes; an export's name may have "
+                                              "at most 238 bytes"):
+        check_dest(tmp_path / ("é" * 120))
+    with pytest.raises(CheckpointError, match="a name of 241 bytes; .* at most 237 bytes"):
+        check_dest(tmp_path / ("é" * 118 + ".gguf"), file=True)
+    check_dest(tmp_path / ("é" * 116 + ".gguf"), file=True)  # 237 bytes: taken

@@ -169,3 +169,14 @@ def test_gpu_reads_a_prompt_longer_than_its_token_buffer(gpu, monkeypatch):
     np.testing.assert_allclose(g, c[0], rtol=1e-4, atol=1e-4 * np.abs(c).max())
     np.testing.assert_allclose(st.step(7), step(lm.params, np.array([7]), state, lm.config)[0],
                                rtol=1e-4, atol=1e-4 * np.abs(c).max())
+
+
+def test_gpu_feed_of_no_tokens_is_a_value_error(gpu):
+    """``GpuStepper.feed`` needs at least one token, as ``prefill`` of the CPU does: an empty
+    feed says so (ValueError) instead of failing on logits it never computed
+    (UnboundLocalError), which no test tried."""
+    from engine.gpu.stepper import GpuStepper
+
+    st = GpuStepper(_lm(6), gpu)
+    with pytest.raises(ValueError, match="at least one token"):
+        st.feed(np.array([], dtype=np.int64))

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from engine import ByteTokenizer, MambaLM
-from engine.inference import InferenceState, prefill, step
+from engine.inference import CpuStepper, InferenceState, prefill, step
 from engine.model import logits_forward
 from engine.sampling import SamplingConfig, sample
 from tests.helpers import random_batch, random_params, tiny_config
@@ -82,10 +82,24 @@ def test_a_forward_from_a_recurrent_state_has_no_backward():
                                                          p.items()}, cfg) is not None
 
 
+class _Recording(CpuStepper):
+    """The CPU stepper, keeping the logits of each piece of prompt it reads (prefill, feed)."""
+
+    def __init__(self, lm: MambaLM) -> None:
+        super().__init__(lm.params, lm.config)
+        self.read: list[np.ndarray] = []
+
+    def _read(self, ids: np.ndarray, state: InferenceState | None) -> np.ndarray:
+        self.read.append(super()._read(ids, state))
+        return self.read[-1]
+
+
 def test_a_long_prompt_is_read_in_pieces_that_can_be_stopped(monkeypatch):
     """generate_ids reads a prompt PROMPT_PIECE tokens at a time (one call took 7-12 s for
-    200,000 tokens, with no way to stop it): the same tokens as one read, ``reading`` hears
-    each piece's start, and True from it ends the generation before any token."""
+    200,000 tokens, with no way to stop it): the same tokens as one read, the prompt's last
+    logits those of reading it whole (the greedy tokens of a random model hardly depend on
+    the pieces before, so a feed that dropped the state gave the same tokens), ``reading``
+    hears each piece's start, and True from it ends the generation before any token."""
     import engine.lm
 
     cfg = tiny_config()
@@ -95,12 +109,51 @@ def test_a_long_prompt_is_read_in_pieces_that_can_be_stopped(monkeypatch):
     at_once = list(lm.generate_ids(prompt, s))
     monkeypatch.setattr(engine.lm, "PROMPT_PIECE", 5)
     heard: list[int] = []
-    assert list(lm.generate_ids(prompt, s, reading=lambda n: heard.append(n) is not None)) \
-        == at_once
+    rec = _Recording(lm)
+    assert list(lm.generate_ids(prompt, s, backend=rec,
+                                reading=lambda n: heard.append(n) is not None)) == at_once
     assert heard == [5, 10, 15, 20]
+    whole, _ = prefill(lm.params, prompt[None], cfg)
+    np.testing.assert_allclose(rec.read[len(heard)], whole[0], rtol=1e-5, atol=1e-5)
     heard.clear()
     assert list(lm.generate_ids(prompt, s, reading=lambda n: heard.append(n) or n >= 10)) == []
     assert heard == [5, 10]
+
+
+def test_feed_goes_on_from_what_was_read_before():
+    """``CpuStepper.feed`` reads its tokens after those read so far: prefill of 5 tokens, then
+    feed of the other 7, gives the logits and state of a prefill of all 12. A feed that started
+    from a zero state passed every test (the Playground read a long prompt's last piece
+    alone)."""
+    cfg = tiny_config()
+    p = random_params(cfg, seed=7, dtype=np.float32)
+    ids = np.random.default_rng(8).integers(0, cfg.vocab_size, size=12)
+    st = CpuStepper(p, cfg)
+    st.prefill(ids[:5])
+    got = st.feed(ids[5:])
+    whole, state = prefill(p, ids[None], cfg)
+    np.testing.assert_allclose(got, whole[0], rtol=1e-5, atol=1e-5)
+    for mine, theirs in zip(st.state.conv + st.state.ssm, state.conv + state.ssm, strict=True):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_a_prompt_one_token_past_its_last_whole_piece_reads_that_token(monkeypatch):
+    """A 21-token prompt in pieces of 5 ends in a piece of one token: it is read (``reading``
+    hears 20) and the prompt's last logits are those of all 21 tokens. Every test's prompt
+    had a longer last piece, so dropping a one-token tail passed."""
+    import engine.lm
+
+    cfg = tiny_config()
+    lm = MambaLM(cfg, random_params(cfg, seed=9, dtype=np.float32), ByteTokenizer())
+    prompt = np.random.default_rng(10).integers(0, cfg.vocab_size, size=21)
+    monkeypatch.setattr(engine.lm, "PROMPT_PIECE", 5)
+    heard: list[int] = []
+    rec = _Recording(lm)
+    s = SamplingConfig(temperature=0.0, max_new_tokens=1)
+    list(lm.generate_ids(prompt, s, backend=rec, reading=lambda n: heard.append(n) is not None))
+    assert heard == [5, 10, 15, 20]
+    whole, _ = prefill(lm.params, prompt[None], cfg)
+    np.testing.assert_allclose(rec.read[len(heard)], whole[0], rtol=1e-5, atol=1e-5)
 
 
 def test_sampling_modes():

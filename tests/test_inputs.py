@@ -502,3 +502,103 @@ def test_the_memory_room_is_the_least_of_ram_ulimit_and_cgroup(tmp_path, monkeyp
     assert cgroup_left(str(tmp_path / "cg3"), str(tmp_path / "v2p")) == 5 << 30  # 8 - (7 - 4)
     monkeypatch.setattr(limits, "_cgroup_left", lambda: 2 << 30)
     assert limits.memory_room() == (2 << 30, "what the cgroup (container) memory limit leaves")
+
+
+def _files(folder: Path, **texts: str) -> Path:
+    """``folder`` made, holding a file per keyword (``memory_max="..."`` is memory.max)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        (folder / name.replace("_", ".", 1)).write_text(text)
+    return folder
+
+
+def test_the_cgroup_room_is_the_least_over_the_group_and_its_parents(tmp_path):
+    """A pod limited to 2 GB inside a parent group limited to 8 GB: the room is what the pod's
+    own limit leaves (1 GB), not the parent's 7 GB. Every case before gave only one group a
+    limit, so taking the largest room instead of the least passed."""
+    from engine import limits
+
+    root = tmp_path / "v2"
+    _files(root / "kubepods", memory_max=str(8 << 30), memory_current=str(1 << 30))
+    _files(root / "kubepods" / "pod1", memory_max=str(2 << 30), memory_current=str(1 << 30))
+    (tmp_path / "cg").write_text("0::/kubepods/pod1\n")
+    assert limits._cgroup_left(str(tmp_path / "cg"), str(root)) == 1 << 30
+    # the other way round too: the parent's limit is the tighter one
+    _files(root / "kubepods", memory_max=str(3 << 30), memory_current=str(5 << 29))
+    _files(root / "kubepods" / "pod1", memory_max=str(6 << 30), memory_current=str(1 << 30))
+    assert limits._cgroup_left(str(tmp_path / "cg"), str(root)) == 1 << 29
+
+
+def test_a_v1_cgroup_does_not_count_droppable_page_cache_as_used(tmp_path):
+    """cgroup v1 names the page cache the kernel can drop ``total_inactive_file`` (the group and
+    its children; ``inactive_file`` is the group alone). No test read a v1 memory.stat, so
+    reading the v2 key there (1 byte here, not 2 GB) passed: a v1 container's room was
+    understated by its whole page cache."""
+    from engine import limits
+
+    _files(tmp_path / "v1" / "memory" / "job", memory_limit_in_bytes=str(4 << 30),
+           memory_usage_in_bytes=str(3 << 30),
+           memory_stat=f"cache 5\ntotal_inactive_file {2 << 30}\ninactive_file 1\n")
+    (tmp_path / "cg").write_text("7:memory:/job\n")
+    assert limits._cgroup_left(str(tmp_path / "cg"), str(tmp_path / "v1")) == 3 << 30
+
+
+def test_a_group_using_more_than_its_limit_leaves_no_room_not_a_negative_one(tmp_path):
+    """cgroup v1's usage may pass limit_in_bytes for a moment: the room is 0, never negative
+    (a negative room was said as "only -1.0 GB of memory is available")."""
+    from engine import limits
+
+    _files(tmp_path / "v1" / "memory", memory_limit_in_bytes=str(1 << 30),
+           memory_usage_in_bytes=str(2 << 30))
+    (tmp_path / "cg").write_text("4:memory:/\n")
+    assert limits._cgroup_left(str(tmp_path / "cg"), str(tmp_path / "v1")) == 0
+
+
+def test_proc_kb_reads_a_kb_line_as_bytes(tmp_path):
+    """/proc/meminfo and /proc/self/status give kB: ``_proc_kb`` returns bytes. It was only ever
+    replaced by a stand-in in the tests, so dropping the x 1024 (every room 1,024 times too
+    small, each run refused) passed. A missing key or a malformed line is None."""
+    from engine import limits
+
+    f = tmp_path / "meminfo"
+    f.write_text("MemTotal:        8 kB\nMemAvailable:   1024 kB\nVmSize:\n")
+    assert limits._proc_kb(str(f), "MemAvailable") == 1 << 20
+    assert limits._proc_kb(str(f), "MemTotal") == 8 << 10
+    assert limits._proc_kb(str(f), "Nope") is None
+    assert limits._proc_kb(str(f), "VmSize") is None  # no number
+    f.write_text("MemAvailable: lots kB\n")
+    assert limits._proc_kb(str(f), "MemAvailable") is None
+    assert limits._proc_kb(str(tmp_path / "none"), "MemAvailable") is None
+
+
+def test_ram_available_is_memavailable_else_the_physical_ram(monkeypatch):
+    """The RAM room is MemAvailable (free RAM plus the cache the kernel can drop), not MemFree
+    (which leaves the page cache out: on a machine that has read a corpus, most of its RAM).
+    It was always replaced in the tests; where /proc/meminfo cannot be read it is all RAM."""
+    from engine import limits
+
+    asked = []
+    monkeypatch.setattr(limits, "_proc_kb", lambda path, key: asked.append((path, key)) or 7)
+    assert limits._ram_available() == 7
+    assert asked == [("/proc/meminfo", "MemAvailable")]
+    monkeypatch.setattr(limits, "_proc_kb", lambda path, key: None)
+    monkeypatch.setattr(limits.os, "sysconf", {"SC_PHYS_PAGES": 3, "SC_PAGE_SIZE": 4096}.get)
+    assert limits._ram_available() == 3 * 4096
+
+
+def test_the_memory_room_is_the_least_whichever_comes_first(monkeypatch):
+    """RAM is the least room (1 GB under a 6 GB ulimit and an 8 GB cgroup limit), then the
+    ulimit is (the cgroup room coming last). Every case before had the last room also the
+    least, so taking the last room instead of the least passed."""
+    import resource
+
+    from engine import limits
+
+    monkeypatch.delenv("MAMBA_STUDIO_MEMORY", raising=False)
+    monkeypatch.setattr(limits, "_ram_available", lambda: 1 << 30)
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (6 << 30, resource.RLIM_INFINITY))
+    monkeypatch.setattr(limits, "_proc_kb", lambda path, key: 1 << 30)  # VmSize now
+    monkeypatch.setattr(limits, "_cgroup_left", lambda: 8 << 30)
+    assert limits.memory_room() == (1 << 30, "")
+    monkeypatch.setattr(limits, "_ram_available", lambda: 20 << 30)
+    assert limits.memory_room() == (5 << 30, "what ulimit -v leaves")

@@ -364,3 +364,26 @@ def test_settings_the_corpus_cannot_fill_are_said(tmp_path):
                                   f"the training text fills only {rows} rows: each step trains "
                                   "on all of it once"]
     assert said[(256, 1)] == [] and width == 256
+
+
+def test_a_step_of_exactly_the_rows_there_are_is_no_note(tmp_path):
+    """A step of batch x accumulation equal to the training rows trains each row once: nothing
+    to say. One row more is the note. Only far larger steps were tried, so saying it for the
+    equal case passed."""
+    import engine
+    from engine.run import RunSpec, start
+    from engine.trainer import TrainConfig
+
+    def notes(batch: int, accum: int) -> tuple[list[str], int]:
+        spec = RunSpec(preset="tiny", train=TrainConfig(seq_len=256, batch_size=batch,
+                                                        grad_accum=accum, max_steps=1))
+        with start(spec, [engine.SAMPLE_CORPUS], root=tmp_path) as run:
+            return [n for n in run.notices if "a step takes" in n], len(run.trainer.rows)
+
+    said, rows = notes(1, 1)
+    assert said == [] and rows > 2
+    assert notes(1, rows) == ([], rows)
+    said, _ = notes(1, rows + 1)
+    assert said == [f"a step takes {rows + 1:,} rows (batch 1 x accumulation {rows + 1:,}), "
+                    f"but the training text fills only {rows:,} rows: each step trains on all "
+                    "of it once"]

@@ -1351,6 +1351,28 @@ def test_clean_stale_leaves_a_users_tmp_files(tmp_path):
     assert rf.clean_stale(tmp_path) == [] and (tmp_path / ".notes.tmp").exists()
 
 
+
+def test_only_exact_temp_names_are_ours_to_delete(tmp_path):
+    """A temporary file is exactly ".<name>.<12 lowercase hex>.tmp" or the writability probe's
+    ".write-test-<pid>.tmp". The cleanup tests tried two user names only, so a match of the
+    name's start (".x.0123456789ab.tmp.keep" deleted), any run of hex (".notes.cafe.tmp"), any
+    letters (".m.ABCDEF012345.tmp"), any probe suffix (".write-test-mine.tmp") passed, and so
+    did never cleaning a killed probe's file."""
+    from engine import runformat as rf
+
+    assert rf.is_temp(".metrics.csv.0123456789ab.tmp") and rf.is_temp(".write-test-123.tmp")
+    for name in (".notes.cafe.tmp", ".v.1.tmp", ".m.ABCDEF012345.tmp", ".write-test-mine.tmp",
+                 ".write-test-.tmp", ".x.0123456789ab.tmp.keep", "x.0123456789ab.tmp"):
+        assert not rf.is_temp(name), name
+    mine = (".x.0123456789ab.tmp.keep", ".notes.cafe.tmp", ".write-test-mine.tmp",
+            ".m.ABCDEF012345.tmp")
+    for name in (*mine, ".write-test-123.tmp", ".config.json.abcdef012345.tmp"):
+        (tmp_path / name).write_text("x")
+    assert sorted(rf.clean_stale(tmp_path)) == [".config.json.abcdef012345.tmp",
+                                                ".write-test-123.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(mine)
+
+
 def test_a_resume_with_only_a_measurement_to_do_checks_the_disk_first(made_run, tmp_path,
                                                                       capsys, monkeypatch):
     """A run stopped during its final evaluation has no step left to train, only its held-out

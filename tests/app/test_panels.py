@@ -1550,6 +1550,19 @@ def test_skipped_files_of_one_name_are_told_apart_by_their_folder(win, tmp_path)
         "a/x/core.py", "b/x/core.py", "c/lone.py", "c/lone.py"]  # (both were "x/core.py")
 
 
+
+def test_three_files_of_one_name_are_all_told_apart():
+    """Three core.py files in a/x, b/x and c/x each get the folders that tell them apart. The
+    tests had at most two files of one name, so growing only the first two of the colliding
+    names (the third left "core.py") passed."""
+    from app.panels.corpus_panel import told_apart
+
+    assert told_apart(["/a/x/core.py", "/b/x/core.py", "/c/x/core.py"]) == [
+        "a/x/core.py", "b/x/core.py", "c/x/core.py"]
+    assert told_apart(["/a/x/core.py", "/b/y/core.py", "/c/z/core.py", "/d/util.py"]) == [
+        "x/core.py", "y/core.py", "z/core.py", "util.py"]
+
+
 def test_the_next_start_line_stays_one_line_on_a_continue(win, qtbot, tiny_run):
     """Continue's Next Start line wrapped to two or three lines and moved the tab bar under the
     mouse (a click landed on the wrong tab); it is one line now, all of it in its tooltip."""
