@@ -273,9 +273,15 @@ def read_run_json(folder: Path) -> dict[str, Any]:
                     "of it can be resumed: start it again on its corpus with --out "
                     f"{folder} --force")
         raise CheckpointError(f"{folder}: no {RUN_JSON}, not a run folder{hint}")
-    d = _read(path, RUN_JSON)
+    found = snapshots(Path(folder))
+    use = (f"; its snapshots still load: give {found[-1][1]} to generate, eval or export, or "
+           f"--init it to a new run" if found else "")  # (damaged: the file and no way on)
+    try:
+        d = _read(path, RUN_JSON)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{exc}{use}") from None
     if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("version"), int):
-        raise CheckpointError(f"{path}: not a Mamba Studio run file")
+        raise CheckpointError(f"{path}: not a Mamba Studio run file{use}")
     if d["version"] > VERSION:
         raise CheckpointError(f"{path}: written by a newer Mamba Studio (run format {d['version']}, "
                               f"this one reads {VERSION}); upgrade Mamba Studio to open it")
@@ -283,7 +289,7 @@ def read_run_json(folder: Path) -> dict[str, Any]:
         raise CheckpointError(f"{path}: run format {d['version']} is older than {VERSION} and "
                               "cannot be opened; start a new run with --init from its snapshot")
     if not isinstance(d.get("spec"), dict):
-        raise CheckpointError(f"{path}: has no 'spec' object")
+        raise CheckpointError(f"{path}: has no 'spec' object{use}")
     return d
 
 

@@ -128,6 +128,21 @@ def test_a_failed_rewrite_of_metrics_on_resume_says_what_to_do(made_run, tmp_pat
         "the run is at its snapshot of step 4)"), err
 
 
+@pytest.mark.parametrize("content", [b"", b"\x00\x01garbage", b'{"format": "other"}'])
+def test_a_damaged_run_json_says_the_snapshots_still_load(made_run, tmp_path, capsys, content):
+    """An empty, binary or foreign run.json named the file and nothing more, though every
+    snapshot was intact."""
+    run = _copy(made_run, tmp_path)
+    (run / rf.RUN_JSON).write_bytes(content)
+    assert main(["generate", str(run), "--max-new-tokens", "2"]) == 2
+    err = capsys.readouterr().err
+    snap = run / rf.SNAPSHOTS / "step-4"
+    assert err.startswith(f"error: {run / rf.RUN_JSON}: ") and err.count("\n") == 1, err
+    assert err.rstrip().endswith(f"; its snapshots still load: give {snap} to generate, eval or "
+                                 "export, or --init it to a new run"), err
+    assert main(["generate", str(snap), "--max-new-tokens", "2"]) == 0
+
+
 def _rewrite_trainer(snap: Path, change) -> None:  # noqa: ANN001
     """Edit a snapshot's trainer.json and fix its manifest's sha256, as a crafted file would."""
     t = json.loads((snap / rf.SNAP_TRAINER).read_text())
