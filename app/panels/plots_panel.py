@@ -360,6 +360,8 @@ class PlotsPanel(QWidget):
         if r.step <= self._history_step:  # read from metrics.csv already (a continued run)
             return
         self._history_step = 0  # past the history: from here every report is new
+        if self.steps and r.step <= self.steps[-1]:  # the guard rolled back past drawn steps:
+            self._forget_from(r.step)  # they were undone (a line drawn back over them)
         if r.nonfinite or not math.isfinite(r.loss):
             self.nan_steps.append(r.step)
             self.nan_y.append(self.losses[-1] if self.losses else 0.0)
@@ -371,6 +373,16 @@ class PlotsPanel(QWidget):
             self.val_step_x.append(r.step)
             self.val_step_losses.append(r.val_loss)
         self._dirty = True
+
+    def _forget_from(self, step: int) -> None:
+        """Drop the points of ``step`` and after (steps a rollback undid)."""
+        for xs, *ys in ((self.steps, self.losses, self.norms), (self.nan_steps, self.nan_y),
+                        (self.val_step_x, self.val_step_losses),
+                        (self.epoch_x, self.epoch_losses, self.epoch_norms),
+                        (self.val_x, self.val_losses)):
+            keep = sum(1 for x in xs if x < step)  # (in step order)
+            for a in (xs, *ys):
+                del a[keep:]
 
     def add_epoch(self, e: engine.EpochReport, step: int) -> None:
         if e.epoch in self._history_epochs:

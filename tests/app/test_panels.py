@@ -145,8 +145,15 @@ def test_run_logs_metrics_csv_and_tensorboard_events(win, qtbot):
     assert [e.step for e in tb] == [1, 2, 3, 4]
     assert [e.value for e in tb] == pytest.approx([r["loss"] for r in steps], rel=1e-6)
     assert {e.step for e in acc.Scalars("loss/heldout")} >= {2, 4}
-    bpb = acc.Scalars("bpb/train")[0].value
-    assert bpb == pytest.approx(tb[0].value / math.log(2) * win.plots.tokens_per_byte, rel=1e-5)
+    from engine import runformat as rf
+
+    data = rf.read_data(Path(folder))  # training text: the corpus's tokens per byte; held-out
+    bpb = acc.Scalars("bpb/train")[0].value  # losses (and the plot's axis): the held-out text's
+    assert bpb == pytest.approx(tb[0].value / math.log(2) * data.tokens_per_byte, rel=1e-6)
+    held = acc.Scalars("bpb/heldout")[0].value
+    assert held == pytest.approx(acc.Scalars("loss/heldout")[0].value / math.log(2)
+                                 * data.heldout_tokens_per_byte, rel=1e-6)
+    assert win.plots.tokens_per_byte == data.heldout_tokens_per_byte
 
 
 def test_two_thousand_rejected_files_keep_the_window_on_screen(win, qtbot, tmp_path):

@@ -199,3 +199,20 @@ def test_an_empty_plot_names_its_axes_without_a_scale_factor(qtbot):
     for plot, side in ((p.norm_plot, "bottom"), (p.loss_plot, "left"), (p.norm_plot, "left")):
         text = plot.getAxis(side).labelString()
         assert "x0.001" not in text and "(x" not in text and "m" not in text.split("(")[-1], text
+
+
+def test_steps_a_rollback_undid_are_taken_off_the_plot(qtbot):
+    """The guard can roll back past steps already drawn (a step's loss tells of the weights the
+    step before it left): the retrained steps were drawn after them, a line back over them."""
+    from engine.trainer import StepReport
+
+    panel = PlotsPanel()
+    qtbot.addWidget(panel)
+    for step, val in ((1, None), (2, 3.0), (3, None), (4, None)):
+        panel.add_step(StepReport(step, 0, 9, 5.0 - step / 10, 1.0, 1e-3, 0, 0, 0,
+                                  val_loss=val))
+    panel.add_step(StepReport(3, 0, 9, 4.5, 1.0, 5e-4, 0, 0, 0))  # rolled back to step 2
+    assert panel.steps == [1, 2, 3] and panel.losses[-1] == 4.5 and len(panel.norms) == 3
+    assert panel.val_step_x == [2]
+    panel.add_step(StepReport(2, 0, 9, 4.0, 1.0, 5e-4, 0, 0, 0, val_loss=2.5))
+    assert panel.steps == [1, 2] and panel.val_step_x == [2] and panel.val_step_losses == [2.5]
