@@ -361,17 +361,18 @@ class Run:
         return TrainingError(f"{_what_failed(exc)}; training stopped at step {self.step} and "
                              f"{kept}: fix that, then resume {self.folder}{goes_on}")
 
-    def _forget_diverged(self) -> None:
-        """After the guard rolled the run back to before its last save: that save's snapshot and
-        any after the step now hold weights it found bad (``rf.drop_after``), and their metric
-        rows and samples are of undone steps: all are dropped, as a resume drops a crash's."""
-        if self.saved_step <= self.step:
-            return
-        left = rf.drop_after(self.folder, self.step)
-        self.saved_step, self.saved_val = left if left is not None else (-1, None)
-        self.saved_eval_stopped = False
-        rf.truncate_metrics(self.folder, self.step)
-        rf.truncate_samples(self.folder, self.step)
+    def _forget_diverged(self, reported: int) -> None:
+        """After the guard rolled the run back to before steps it had reported (up to step
+        ``reported``) or saved: their metric rows and samples are of undone steps (the retrained
+        ones came after them: step 4 twice), and a snapshot saved since the step now holds
+        weights it found bad (``rf.drop_after``); all are dropped, as a resume drops a crash's."""
+        if self.saved_step > self.step:
+            left = rf.drop_after(self.folder, self.step)
+            self.saved_step, self.saved_val = left if left is not None else (-1, None)
+            self.saved_eval_stopped = False
+        if max(reported, self.saved_step) > self.step:
+            rf.truncate_metrics(self.folder, self.step)
+            rf.truncate_samples(self.folder, self.step)
 
     def _save_what_can_be_saved(self, save: Callable[[], None]) -> None:
         """After a failed write outside the step (a metrics row or the status file on a full disk),
@@ -422,6 +423,7 @@ class Run:
             if on_save is not None:
                 on_save(path)
 
+        reported = [self.step]  # the last step in metrics.csv
         last_eval: dict[int, float] = {}  # the latest held-out loss measured, by its step
         if self.saved_val is not None and self.saved_step == self.step:  # (a resume's snapshot's)
             last_eval[self.step] = self.saved_val
@@ -435,6 +437,7 @@ class Run:
 
         def step_hook(r: StepReport) -> None:
             rf.append_metric(self.folder, {"kind": "step", **asdict(r)})
+            reported[0] = r.step
             if r.val_loss is not None:
                 last_eval.clear()
                 last_eval[r.step] = r.val_loss
@@ -466,7 +469,7 @@ class Run:
             save(val)  # still improving stopped at its first epoch's end with patience 1)
 
         def rolled_back(message: str) -> None:
-            self._forget_diverged()
+            self._forget_diverged(reported[0])
             if on_notice is not None:
                 on_notice(message)
 
@@ -480,7 +483,7 @@ class Run:
                 save(val)
             self.trainer.run(step_hook, epoch_hook, PauseReporting(control, self._status), guard)
         except TrainingError as exc:
-            self._forget_diverged()
+            self._forget_diverged(reported[0])
             if self.step != self.saved_step:
                 save()
             self._status("diverged")

@@ -50,8 +50,10 @@ def test_a_run_that_diverges_for_good_keeps_its_good_steps(tmp_path, monkeypatch
     assert rf.read_status(out)["state"] == "diverged"
 
 
+@pytest.mark.parametrize("autosave", [1, 0])
 def test_weights_a_step_ruined_are_rolled_back_not_kept_as_the_last_good_state(tmp_path,
-                                                                               monkeypatch):
+                                                                               monkeypatch,
+                                                                               autosave):
     """A step's loss is measured before its update, at the weights the step before it left: lr
     0.5 on a resume made step 21's update ruin the model, and step 22's loss (12.3, above 12.2:
     worse than guessing) rolled back step 22's update only. Every retry saw the same loss, and
@@ -60,7 +62,7 @@ def test_weights_a_step_ruined_are_rolled_back_not_kept_as_the_last_good_state(t
     monkeypatch.setattr(DivergenceGuard, "update_problem", lambda *a: None)  # (the ruin stays
     out = tmp_path / "r"  # under the update-size rule, as lr 0.5's did)
     said: list[str] = []
-    spec = RunSpec(preset="tiny", autosave_steps=1, autosave_minutes=0,
+    spec = RunSpec(preset="tiny", autosave_steps=autosave, autosave_minutes=0,
                    train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=10))
     with start(spec, [two_file_corpus(tmp_path, 30)], out=out) as run:
         tr = run.trainer
@@ -84,6 +86,7 @@ def test_weights_a_step_ruined_are_rolled_back_not_kept_as_the_last_good_state(t
         "(scale 0.5)"), said
     assert rf.read_pointer(out)["step"] == 3  # (autosaved: step 4's ruined weights were saved
     assert str(out / rf.SNAPSHOTS / "step-3") in str(err.value)  # before step 5 told them)
+    assert max(n for n, _ in rf.snapshots(out)) == 3  # (step-4 deleted, not only passed over)
     from engine.evaluation import evaluate
     from engine.run import load_model
 
