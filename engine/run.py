@@ -406,10 +406,13 @@ class Run:
         local = getattr(control, "local", control)  # (a collective control's `stopped` is a
         # collective: rank 0 alone evaluates, so it reads its own rank's flag)
 
+        fed: list[tuple[int, float, int]] = []  # (step, best, bad) before each loss fed to it
+
         def held_out(val: float) -> None:
             """Early stopping, never at the run's own end (it would claim a natural finish)."""
             if not early.enabled or local.stopped or self.step >= self.trainer.total_steps:
                 return
+            fed.append((self.step, early.best, early.bad))
             stop = early.update(val)
             self.early_bad = early.bad  # saved with the next snapshot
             if stop:
@@ -468,8 +471,20 @@ class Run:
                 held_out(val)  # the same loss counted as one without improvement, and a run
             save(val)  # still improving stopped at its first epoch's end with patience 1)
 
+        def undo_evaluations() -> None:
+            """Held-out losses of steps a rollback undid: measured on weights thrown away, they
+            are neither the step's (its end is measured again) nor early stopping's."""
+            for step in [s for s in last_eval if s > self.step]:
+                del last_eval[step]
+            undone = [f for f in fed if f[0] > self.step]
+            if undone:
+                _, early.best, early.bad = undone[0]
+                self.early_bad = early.bad
+                del fed[len(fed) - len(undone):]
+
         def rolled_back(message: str) -> None:
             self._forget_diverged(reported[0])
+            undo_evaluations()
             if on_notice is not None:
                 on_notice(message)
 
@@ -484,6 +499,7 @@ class Run:
             self.trainer.run(step_hook, epoch_hook, PauseReporting(control, self._status), guard)
         except TrainingError as exc:
             self._forget_diverged(reported[0])
+            undo_evaluations()
             if self.step != self.saved_step:
                 save()
             self._status("diverged")

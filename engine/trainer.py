@@ -448,7 +448,8 @@ class Trainer:
         finished: list[EpochReport] = []
         bad_run = 0
         while self.cursor.step < self.total_steps and self.cursor.epoch < c.epochs:
-            order = self._order(self.cursor.epoch)
+            epoch = self.cursor.epoch
+            order = self._order(epoch)
             while self.cursor.group < self.steps_per_epoch and self.cursor.step < self.total_steps:
                 paused = 0.0
                 if control is not None:
@@ -459,7 +460,11 @@ class Trainer:
                         return finished
                 try:
                     report = self._step(order, t0, paused)
-                except StepVoid:  # the weights it started from were bad: rolled back further
+                except StepVoid:  # the weights it started from were bad: rolled back further,
+                    if self.cursor.epoch != epoch:  # across an epoch's end: that epoch's rows
+                        epoch = self.cursor.epoch  # again (the next one's were taken), and its
+                        order = self._order(epoch)  # end comes again
+                        finished = [r for r in finished if r.epoch < epoch]
                     continue
                 if guard is not None and guard.after(self, report):
                     continue  # rolled back: the cursor is where it was before the bad step

@@ -205,3 +205,47 @@ def test_the_guard_calls_a_loss_jump_and_a_gradient_spike_divergence():
     assert guard.why(tr, _report(3.0, 90.0)) is None  # under 100x
     assert "jumped above 7" in (guard.why(tr, _report(8.0, 1.0)) or "")
     assert guard.why(tr, _report(6.9, 1.0)) is None  # under 2 x 3 + 1
+
+
+def test_a_rollback_across_an_epochs_end_retrains_that_epochs_rows_and_measures_it_again(
+        tmp_path, monkeypatch):
+    """Rolled back from the next epoch's second step to the last step of the one before, the
+    retrained step took the next epoch's rows (its row order was taken once an epoch), and the
+    epoch's held-out row was gone from metrics.csv (the undone evaluation still counted as the
+    step's)."""
+    spec = RunSpec(preset="tiny", autosave_steps=0, autosave_minutes=0,
+                   train=TrainConfig(batch_size=2, seq_len=32, epochs=3, shuffle=True,
+                                     eval_every=1000))
+    real = DivergenceGuard.loss_problem
+    fired: list[int] = []
+    with start(spec, [two_file_corpus(tmp_path, 6)], out=tmp_path / "r") as run:
+        tr = run.trainer
+        last = tr.steps_per_epoch  # the first epoch's last step
+
+        def forced(self, trainer, loss):  # noqa: ANN001, ANN202
+            if trainer.cursor.step == last and trainer.cursor.epoch == 1 and not fired:
+                fired.append(1)  # step last + 1's loss: the weights step `last` left are bad
+                return "forced"
+            return real(self, trainer, loss)
+
+        monkeypatch.setattr(DivergenceGuard, "loss_problem", forced)
+        used: list[tuple[int, int, tuple[int, ...]]] = []
+        step = tr.train_step
+
+        def recorded(rows):  # noqa: ANN001, ANN202
+            used.append((tr.cursor.step + 1, tr.cursor.epoch, tuple(int(r) for r in rows)))
+            return step(rows)
+
+        monkeypatch.setattr(tr, "train_step", recorded)
+        said: list[str] = []
+        run.train(on_notice=said.append)
+        g, k = tr.steps_per_epoch, tr.rows_per_step
+        epoch0_last = tuple(int(r) for r in tr._order(0)[(g - 1) * k : g * k])
+    assert said and f"rolled back to step {last - 1}" in said[0], said
+    retrained = [u for u in used if u[0] == last]
+    assert len(retrained) == 2 and all(u[1:] == (0, epoch0_last) for u in retrained), retrained
+    evals = [(r["step"], r["epoch"]) for r in rf.read_metrics(tmp_path / "r")
+             if r["kind"] == "eval"]
+    assert evals == [(last, 0), (2 * last, 1), (3 * last, 2)], evals
+    steps = [r["step"] for r in rf.read_metrics(tmp_path / "r") if r["kind"] == "step"]
+    assert steps == list(range(1, 3 * last + 1))
