@@ -628,28 +628,39 @@ def plan_epoch(spec: RunSpec, corpus_paths: Sequence[str | Path], tokenizer: Any
 
 
 HELDOUT_RATIO_IDS = 1 << 22  # held-out ids decoded to measure its tokens per byte (~1-2 s)
+HELDOUT_RATIO_SPANS = 1 << 14  # held-out documents decoded for it at most
 
 
-def _heldout_per_byte(tok: Any, arrays: dict[str, np.ndarray], n_train: int) -> float | None:
+def _measure_heldout_per_byte(tok: Any, arrays: dict[str, np.ndarray],
+                              n_train: int) -> float | None:
     """Token ids per byte of the held-out text, what ``eval``'s bits/byte divides by (the whole
     corpus's ratio put a BPE run's held-out bits/byte 36 % above eval's, its held-out file
     being other text): a stream run's ids after ``n_train``, a documents run's ``val_spans``
-    ((start, length) in the ids). Decodes at most ``HELDOUT_RATIO_IDS`` of them, in pieces
-    spread over the set; None without a held-out set."""
+    ((start, length) in the ids). Decodes them whole up to ``HELDOUT_RATIO_IDS`` ids, else 64
+    windows spread evenly over them; None without a held-out set."""
     ids, spans = arrays["ids"], arrays["val_spans"]
     if not len(spans):
         spans = np.array([[n_train, len(ids) - n_train]], np.int64)
     spans = spans[spans[:, 1] > 0]
     if not len(spans):
         return None
-    total = int(spans[:, 1].sum())
-    every = max(1, -(-total // HELDOUT_RATIO_IDS))  # every k-th span, each cut to a share
-    cap = HELDOUT_RATIO_IDS if every == 1 else max(1, HELDOUT_RATIO_IDS // 64)
+    ends = np.cumsum(spans[:, 1])  # where each span ends in the held-out ids laid end to end
+    total = int(ends[-1])
+    size = max(1, HELDOUT_RATIO_IDS // 64)
+    if total <= HELDOUT_RATIO_IDS:  # all of them (of many short documents, every k-th: a
+        every = -(-len(spans) // HELDOUT_RATIO_SPANS)  # decode each took seconds), in windows
+        pieces = [(int(a) + o, min(size, int(n) - o)) for a, n in spans[::every]
+                  for o in range(0, n, size)]
+    else:  # 64 windows spread over them (one a span's end cuts short)
+        pieces = []
+        for pos in np.linspace(0, total - size, 64).astype(np.int64):
+            i = int(np.searchsorted(ends, pos, side="right"))  # the span holding it
+            offset = int(pos) - (int(ends[i - 1]) if i else 0)
+            pieces.append((int(spans[i, 0]) + offset, min(size, int(spans[i, 1]) - offset)))
     counted = n_bytes = 0
-    for start, length in spans[::every]:
-        piece = ids[int(start) : int(start) + min(int(length), cap)]
-        counted += len(piece)
-        n_bytes += len(tok.decode(piece).encode("utf-8"))
+    for start, n in pieces:
+        counted += n
+        n_bytes += len(tok.decode(ids[start : start + n]).encode("utf-8"))
     return counted / n_bytes if n_bytes else None
 
 
@@ -849,8 +860,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                       rf.file_sources([(f.path, f.n_bytes) for f in corpus.files]),
                       {"records": spec.records, "holdout": spec.holdout, "seed": spec.train.seed,
                        "seq_len_at_split": spec.train.seq_len, "tokenizer": lm.tokenizer.kind,
-                       "heldout_tokens_per_byte": _heldout_per_byte(lm.tokenizer, arrays,
-                                                                    n_train),
+                       "heldout_tokens_per_byte": _measure_heldout_per_byte(
+                           lm.tokenizer, arrays, n_train),
                        "skipped_after_scan": [{"path": str(p), "reason": r}
                                               for p, r in corpus.gone]})
         run = Run(folder, spec, lm, rf.read_data(folder), lock)

@@ -996,3 +996,30 @@ def test_held_out_bits_per_byte_use_the_held_out_texts_own_tokens_per_byte(tmp_p
     acc = EventAccumulator(str(tmp_path / "r" / TB_DIR))
     acc.Reload()
     assert acc.Scalars("bpb/heldout")[-1].value == pytest.approx(r.bits_per_byte, rel=0.03)
+
+
+def test_the_held_out_tokens_per_byte_are_measured_over_all_of_a_long_held_out_set(monkeypatch):
+    """Past the decode budget, a stream run's one long held-out span was measured on its first
+    window only (1.0 tokens a byte where the set holds 0.4); many short documents were decoded
+    one by one (seconds)."""
+    from engine import run as runmod
+
+    class Tok:
+        calls = 0
+
+        def decode(self, ids):  # noqa: ANN001, ANN202  (ids below 15,000: 1 byte, else 4)
+            Tok.calls += 1
+            return "a" * int((ids < 15_000).sum()) + "abcd" * int((ids >= 15_000).sum())
+
+    monkeypatch.setattr(runmod, "HELDOUT_RATIO_IDS", 1 << 12)
+    monkeypatch.setattr(runmod, "HELDOUT_RATIO_SPANS", 64)
+    ids = np.arange(20_000, dtype=np.int64)
+    stream = {"ids": ids, "val_spans": np.zeros((0, 2), np.int64)}
+    assert runmod._measure_heldout_per_byte(Tok(), stream, 10_000) == pytest.approx(0.4, rel=0.05)
+    small = {"ids": ids, "val_spans": np.array([[10_000, 1000], [16_000, 1000]], np.int64)}
+    assert runmod._measure_heldout_per_byte(Tok(), small, 0) == pytest.approx(2000 / 5000)
+    docs = {"ids": ids, "val_spans": np.stack([np.arange(0, 3000, 3), np.full(1000, 3)], 1)}
+    Tok.calls = 0
+    assert runmod._measure_heldout_per_byte(Tok(), docs, 0) == 1.0 and Tok.calls <= 64
+    assert runmod._measure_heldout_per_byte(Tok(), {"ids": ids, "val_spans": stream[
+        "val_spans"]}, 20_000) is None
