@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from PySide6.QtCore import QEvent, QObject, QPoint, QTimer
-from PySide6.QtGui import QValidator
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QTimer
+from PySide6.QtGui import QKeyEvent, QValidator
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QBoxLayout,
@@ -27,8 +27,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+STEP_KEYS = (Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_PageUp, Qt.Key.Key_PageDown)
 SAY_MS = 8000  # how long the tooltip stays (the status bar's message twice that)
 TIP_DELAY_MS = 250
+
+
+def _bare(box: QSpinBox | QDoubleSpinBox, text: str) -> str:
+    """``text`` without the box's prefix and suffix (" steps")."""
+    return text.strip().removeprefix(box.prefix().strip()).removesuffix(
+        box.suffix().strip()).strip()
 
 
 def _out_of_range(box: QSpinBox | QDoubleSpinBox, state: QValidator.State, text: str,
@@ -38,9 +45,8 @@ def _out_of_range(box: QSpinBox | QDoubleSpinBox, state: QValidator.State, text:
     the number in words."""
     if state != QValidator.State.Invalid:
         return state
-    bare = text.strip().removeprefix(box.prefix().strip()).removesuffix(box.suffix().strip())
     try:
-        number(bare.strip().replace(",", ""))
+        number(_bare(box, text).replace(",", ""))
     except ValueError:
         return state
     return QValidator.State.Intermediate
@@ -141,11 +147,19 @@ class _Untaken(QObject):
         assert edit is not None
         edit.textEdited.connect(self._edited)
         box.editingFinished.connect(self._finished)
+        box.valueChanged.connect(self._changed)
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802
         if event.type() == QEvent.Type.FocusIn:
             self.before, self.typed = self.box.value(), None
+        elif event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent) and \
+                event.key() in STEP_KEYS:  # an arrow after text: the arrow's value is taken
+            self.typed = None  # (it was put back, with words about the text)
         return False
+
+    def _changed(self, _value: float) -> None:
+        if self.typed is None:  # set by the program, or by an arrow: kept (a value set while
+            self.before = self.box.value()  # the box had the focus was put back)
 
     def _edited(self, text: str) -> None:
         self.typed = text
@@ -154,11 +168,13 @@ class _Untaken(QObject):
         box, typed, self.typed = self.box, self.typed, None
         if typed is not None and box.validate(typed, 0)[0] != QValidator.State.Acceptable:
             box.setValue(self.before)
-            bare = typed.strip().removeprefix(box.prefix().strip()).removesuffix(
-                box.suffix().strip()).strip()
+            bare = _bare(box, typed)
             said = f"“{bare}” is not one" if bare else "an empty box is not one"
-            self._say(f"{label_of(box)} takes a number from {box.textFromValue(box.minimum())} "
-                      f"to {box.textFromValue(box.maximum())}: {said}, so it stays {box.text()}")
+            lo = box.textFromValue(box.minimum())
+            if box.specialValueText():  # ("no limit", "auto": an empty box is not 0)
+                lo += f" (“{box.specialValueText()}”)"
+            self._say(f"{label_of(box)} takes a number from {lo} to "
+                      f"{box.textFromValue(box.maximum())}: {said}, so it stays {box.text()}")
         self.before = box.value()
 
 

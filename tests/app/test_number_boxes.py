@@ -42,7 +42,8 @@ def _type(qtbot, panel, box, text: str) -> None:  # noqa: ANN001
                     "stays 0.003"),  # (it became 1: the "1" typed on the way)
     ("batch", "100000", "Batch takes a number from 1 to 65536: “100000” is not one, so it stays"),
     ("rank", "5000", "rank takes a number from 1 to 4096: “5000” is not one, so it stays 8"),
-    ("holdout", "0.95", "Held-out fraction takes a number from 0.00 to 0.90: “0.95” is not one"),
+    ("holdout", "0.95", "Held-out fraction takes a number from 0.00 (“none”) to 0.90: “0.95” is "
+                        "not one"),
     ("seq_len", "", "Sequence length takes a number from 2 to 16777216: an empty box is not one"),
 ])
 def test_the_train_panel_keeps_the_value_and_says_why(qtbot, said, name, typed, label):
@@ -87,8 +88,9 @@ def test_the_playground_and_preview_boxes_say_it_too(qtbot, said, tmp_path):
     assert preview.temperature.value() <= 5.0
     qtbot.waitUntil(lambda: len(said) == 3)
     assert [s.split(":")[0] for s in said] == [
-        "seed takes a number from 0 to 2147483647", "a sample every takes a number from 0 to "
-        "1000000", "temperature takes a number from 0.00 to 5.00"], said
+        "seed takes a number from 0 to 2147483647",
+        "a sample every takes a number from 0 (“epoch ends”) to 1000000",
+        "temperature takes a number from 0.00 to 5.00"], said
 
 
 def test_in_the_window_the_status_bar_says_it_too(win, qtbot, said):
@@ -99,3 +101,45 @@ def test_in_the_window_the_status_bar_says_it_too(win, qtbot, said):
     assert win.statusBar().currentMessage().startswith(
         "Learning rate takes a number from 1e-08 to 10: “1e300” is not one, so it stays 0.003")
     qtbot.waitUntil(lambda: bool(said))
+
+
+def test_a_value_set_while_focused_or_by_an_arrow_is_the_one_kept(qtbot, said):
+    """A value the program set while the box had the focus was put back to the one before it;
+    an arrow key after untaken text gave a value that was then put back, with words about the
+    text."""
+    panel = TrainPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    box = panel.batch
+    other = QLineEdit()
+    panel.layout().addWidget(other)
+    panel.activateWindow()
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    box.setValue(64)  # (settings loaded while the box has the focus)
+    box.selectAll()
+    QTest.keyClicks(box, "99999999")
+    other.setFocus()
+    qtbot.waitUntil(other.hasFocus)
+    assert box.value() == 64
+    qtbot.waitUntil(lambda: bool(said))
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    box.selectAll()
+    QTest.keyClicks(box, "99999999")
+    QTest.keyClick(box, Qt.Key.Key_Up)
+    shown = box.value()
+    other.setFocus()
+    qtbot.waitUntil(other.hasFocus)
+    qtbot.wait(400)
+    assert box.value() == shown and len(said) == 1, said
+
+
+def test_a_box_with_a_word_for_its_least_value_names_it(qtbot, said):
+    panel = TrainPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    _type(qtbot, panel, panel.max_steps, "")
+    qtbot.waitUntil(lambda: bool(said))
+    assert said[0].startswith("Max steps takes a number from 0 (“no limit”) to 2147483647: an "
+                              "empty box is not one, so it stays"), said
