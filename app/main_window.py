@@ -516,7 +516,8 @@ class MainWindow(ExportFlow, QMainWindow):
 
     def unexpected_error(self, exc: BaseException) -> None:
         """An exception no handler expected (a bug that escaped a slot), in one line."""
-        self._error(f"Unexpected error: {type(exc).__name__}: {exc}. This is a bug: the details "
+        self._error(f"Unexpected error: {type(exc).__name__}: {' '.join(str(exc).split())}. "
+                    "This is a bug: the details "
                     "were printed in the terminal that started Mamba Studio; please report them.")
 
     def _error(self, msg: str) -> None:

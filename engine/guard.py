@@ -87,7 +87,8 @@ class DivergenceGuard:
         step = trainer.cursor.step + 1
         if self._state is None:
             raise TrainingError(f"training diverged at step {step}: {reason}, at the weights it "
-                                "started from; lower the learning rate, or check the model")
+                                "started from (no update of this run had changed them yet): "
+                                "resume from an earlier snapshot, or start from other weights")
         self._roll_back(trainer, step, f"{reason}, at the weights step {step - 1} left")
         raise StepVoid(reason)
 

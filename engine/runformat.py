@@ -837,8 +837,15 @@ def drop_after(folder: Path, step: int) -> tuple[int, float | None] | None:
     if not _real_dir(folder / SNAPSHOTS):  # never through a link (check_own_folders)
         return None
     for n, p in snapshots(folder):
-        if n > step:
-            shutil.rmtree(p, ignore_errors=True)
+        if n > step:  # renamed first: a crash or a failed delete leaves no snapshot of the name
+            gone = p.with_name(f"{TMP_PREFIX}{p.name}-{os.getpid()}")  # (clean_stale's to remove)
+            try:
+                os.rename(p, gone)
+            except OSError as exc:
+                raise CheckpointError(f"{p}: holds weights the divergence guard found bad, and "
+                                      f"could not be removed ({exc.strerror}); delete it before "
+                                      "using the run") from None
+            shutil.rmtree(gone, ignore_errors=True)
     left = snapshots(folder)
     if not left:
         return None

@@ -48,6 +48,7 @@ class TBLogger:
         self.failed: str | None = None
         self.writer: Any = None
         self._eval_step: int | None = None  # the step of the last held-out loss logged
+        self._last_step: int | None = None  # the step of the last training loss logged
         self._events: Any = None  # tensorboardX's EventFileWriter (its thread and exit hook)
         self._worker: Any = None
         logdir = Path(folder) / TB_DIR
@@ -82,12 +83,25 @@ class TBLogger:
     def step(self, step: int, loss: float, grad_norm: float, lr: float, tokens_per_s: float) -> None:
         if not math.isfinite(loss) or not self._ok():
             return
+        if self._last_step is not None and step <= self._last_step:  # the guard rolled back
+            self._hide_from(step)  # past logged steps: theirs are hidden (they were drawn twice)
+        self._last_step = step
         w = self.writer
         w.add_scalar("loss/train", loss, step)
         w.add_scalar("bpb/train", bits_per_byte(loss, self.tokens_per_byte), step)
         w.add_scalar("grad_norm", grad_norm, step)
         w.add_scalar("lr", lr, step)
         w.add_scalar("tokens_per_s", tokens_per_s, step)
+
+    def _hide_from(self, step: int) -> None:
+        """TensorBoard's purge mark: the events of ``step`` and after, logged before it, are
+        hidden (as a resume's ``purge_step`` hides a crash's)."""
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
+
+        self.writer._get_file_writer().add_event(
+            Event(step=step, session_log=SessionLog(status=SessionLog.START)))
+        if self._eval_step is not None and self._eval_step >= step:
+            self._eval_step = None
 
     def eval(self, step: int, val_loss: float) -> None:
         """A held-out loss, once per step (an evaluation at an epoch's end reaches both the

@@ -124,6 +124,20 @@ def test_a_resume_hides_the_steps_a_crash_lost_from_tensorboard(tmp_path):
     assert [e.value for e in train] == [11, 12, 13, 14, 25, 26, 27, 28]
 
 
+def test_steps_a_rollback_undid_are_hidden_from_tensorboard(tmp_path):
+    """The guard can roll back past logged steps; the retrained ones were logged after them, so
+    TensorBoard drew each of those steps twice."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log = TBLogger(tmp_path)
+    for step in (1, 2, 3, 4, 3, 4, 5):  # rolled back to step 2 after step 4
+        log.step(step, 10.0 * step, 0.5, 1e-3, 100.0)
+    log.close()
+    acc = EventAccumulator(str(tmp_path / TB_DIR))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("loss/train")] == [1, 2, 3, 4, 5]
+
+
 def test_tensorboard_has_each_held_out_loss_once_and_every_saved_step_at_once(tmp_path):
     """An evaluation at an epoch's end reached the step's and the epoch's report and was logged
     twice; events buffered for up to 5 s were lost by a kill -9 after the save that holds their
