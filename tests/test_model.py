@@ -106,8 +106,39 @@ def test_whole_model_gradients_match_finite_differences_float64():
 # float32 vs float64 for the whole model: tests/ops/test_float32_accuracy.py
 
 
+CHECKPOINT_PEAKS = """
+import json, tracemalloc
+import numpy as np
+from engine.model import loss_and_grad
+from engine.params import zeros_like
+from tests.helpers import random_batch, random_params, tiny_config
+
+cfg = tiny_config(d_model=64, n_layer=4, d_state=16, vocab_size=64)
+p = random_params(cfg, seed=5, dtype=np.float32)
+tokens, targets = random_batch(cfg, b=2, length=128, seed=6)
+peaks = {}
+for ckpt in (False, True):
+    loss_and_grad(p, tokens, targets, cfg, zeros_like(p), 1 / targets.size, checkpoint=ckpt)
+    got = []
+    for _ in range(5):
+        g = zeros_like(p)
+        tracemalloc.start()
+        loss_and_grad(p, tokens, targets, cfg, g, 1 / targets.size, checkpoint=ckpt)
+        got.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    peaks[str(ckpt)] = min(got)
+print(json.dumps(peaks))
+"""
+
+
 def test_activation_checkpointing_gives_identical_gradients_and_less_memory():
-    import tracemalloc
+    """Identical loss and gradients; the peak traced memory measured in a fresh process (in the
+    suite's, what earlier tests left behind moved the plain backward's peak from 10.2 to 9.1 MB
+    while the checkpointed one stayed at 7.1: 0.78 of it, and the test failed now and then)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
 
     cfg = tiny_config(d_model=64, n_layer=4, d_state=16, vocab_size=64)
     p = random_params(cfg, seed=5, dtype=np.float32)
@@ -115,20 +146,15 @@ def test_activation_checkpointing_gives_identical_gradients_and_less_memory():
     results = {}
     for ckpt in (False, True):
         g = zeros_like(p)
-        loss_and_grad(p, tokens, targets, cfg, g, 1 / targets.size, checkpoint=ckpt)  # warm
-        peaks = []
-        for _ in range(5):  # tracemalloc sees every thread: the least of five is this call's own
-            # (three failed once after the window's tests, whose thread pool may still run)
-            g = zeros_like(p)
-            tracemalloc.start()
-            loss, _ = loss_and_grad(p, tokens, targets, cfg, g, 1 / targets.size, checkpoint=ckpt)
-            peaks.append(tracemalloc.get_traced_memory()[1])
-            tracemalloc.stop()
-        results[ckpt] = (loss, g, min(peaks))
+        loss, _ = loss_and_grad(p, tokens, targets, cfg, g, 1 / targets.size, checkpoint=ckpt)
+        results[ckpt] = (loss, g)
     assert results[True][0] == results[False][0]
     for name in p:
         np.testing.assert_array_equal(results[True][1][name], results[False][1][name])
-    assert results[True][2] < 0.75 * results[False][2], (results[True][2], results[False][2])
+    out = subprocess.run([sys.executable, "-c", CHECKPOINT_PEAKS], capture_output=True, text=True,
+                         timeout=300, cwd=Path(__file__).resolve().parents[1])
+    peaks = json.loads(out.stdout.strip().splitlines()[-1])
+    assert peaks["True"] < 0.75 * peaks["False"], peaks
 
 
 def test_packed_documents_with_reset_equal_separate_runs_float64():
