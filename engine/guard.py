@@ -117,6 +117,23 @@ class DivergenceGuard:
                         f"(2x its median + {self.loss_margin:g})")
         return None
 
+    def held_out_problem(self, trainer: Trainer, loss: float) -> str | None:
+        """Why the held-out loss of the run's last weights shows them bad (NaN/Inf, or worse
+        than guessing), or None; only while a rollback point is kept (``kept``). No step's loss
+        judges the last step's weights. (The jump rule is for training losses: a held-out loss
+        sits above them.)"""
+        if not math.isfinite(loss):
+            return "the held-out loss is NaN/Inf"
+        limit = max(2 * math.log(trainer.lm.config.vocab_size) + 1, 2 * (self._first_loss or 0))
+        if loss > limit:
+            return f"the held-out loss {loss:.3g} is above {limit:.3g} (worse than guessing)"
+        return None
+
+    @property
+    def kept(self) -> bool:
+        """A rollback point is kept (a step of this run passed the loss rules)."""
+        return self._state is not None
+
     def update_problem(self, trainer: Trainer, report: StepReport) -> str | None:
         """Why ``report``'s step (its gradient, its update) diverged, or None."""
         if len(self._norms) >= 5:

@@ -521,10 +521,30 @@ class Run:
                     last_eval.clear()
                     last_eval[self.step] = val
                     eval_row(val)  # (with the epoch its step is in, as the step's row)
+            except (OSError, MambaStudioError) as exc:
+                raise self._write_failed(exc) from exc
+            try:
                 if self.step != self.saved_step or self.step in last_eval:
                     save(last_eval.get(self.step))
             except (OSError, MambaStudioError) as exc:  # the last save: the run's end or a Stop
                 raise self._write_failed(exc) from exc  # (it said only "could not write <temp>")
+        val = last_eval.get(self.step)
+        if guard.kept and val is not None and (
+                why := guard.held_out_problem(self.trainer, val)) is not None:
+            ruined = self.step  # (its weights: no later step's loss judged them)
+            guard.restore(self.trainer)
+            self._forget_diverged(reported[0])
+            undo_evaluations()
+            try:
+                if self.step != self.saved_step:
+                    save()
+                self._status("diverged")
+            except (OSError, MambaStudioError) as exc:
+                raise self._write_failed(exc) from exc
+            raise TrainingError(
+                f"training diverged at its last step, {ruined} ({why}); the model was rolled "
+                f"back to step {self.step}: lower the learning rate; kept "
+                f"{self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step)}")
         unscored = (done and local.stopped and self.trainer.has_val
                     and self.step not in last_eval)  # a stop during the final evaluation: the
         state = "finished" if done and not unscored else "stopped"  # run said "finished"

@@ -18,7 +18,7 @@ from engine import runformat as rf
 from engine.data import split_holdout
 from engine.errors import CheckpointError, TrainingError
 from engine.guard import DivergenceGuard
-from engine.run import RunSpec, start
+from engine.run import RunSpec, resume, start
 from engine.safeio import UnsafeFileError
 from engine.samples import append_sample
 from engine.trainer import StepReport, TrainConfig
@@ -249,3 +249,39 @@ def test_a_rollback_across_an_epochs_end_retrains_that_epochs_rows_and_measures_
     assert evals == [(last, 0), (2 * last, 1), (3 * last, 2)], evals
     steps = [r["step"] for r in rf.read_metrics(tmp_path / "r") if r["kind"] == "step"]
     assert steps == list(range(1, 3 * last + 1))
+
+
+def test_a_ruinous_last_step_is_rolled_back_by_its_held_out_loss(tmp_path, monkeypatch):
+    """No step's loss judges the last step's weights: a run whose last update ruined the model
+    ended "finished" with a NaN held-out loss, those weights its latest snapshot. The final
+    held-out loss judges them now (NaN/Inf, or worse than guessing)."""
+    monkeypatch.setattr(DivergenceGuard, "update_problem", lambda *a: None)
+    out = tmp_path / "r"
+    spec = RunSpec(preset="tiny", autosave_steps=0, autosave_minutes=0,
+                   train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=4))
+    with start(spec, [two_file_corpus(tmp_path, 30)], out=out) as run:
+        tr = run.trainer
+        real = tr.optimizer.step
+
+        def ruin(tensors, grads, lr):  # noqa: ANN001, ANN202
+            stats = real(tensors, grads, lr)
+            if tr.cursor.step + 1 == 4:  # the last step's update
+                for a in tensors.values():
+                    a *= 40.0
+            return stats
+
+        monkeypatch.setattr(tr.optimizer, "step", ruin)
+        with pytest.raises(TrainingError) as err:
+            run.train()
+    assert str(err.value) == (
+        "training diverged at its last step, 4 (the held-out loss is NaN/Inf); the model was "
+        f"rolled back to step 3: lower the learning rate; kept {out / rf.SNAPSHOTS / 'step-3'}")
+    assert rf.read_pointer(out)["step"] == 3 and rf.read_status(out)["state"] == "diverged"
+    assert max(n for n, _ in rf.snapshots(out)) == 3
+    assert [r["step"] for r in rf.read_metrics(out) if r["kind"] == "step"] == [1, 2, 3]
+    from engine.run import load_model
+
+    assert load_model(out).source.name == "step-3"
+    monkeypatch.setattr(tr.optimizer, "step", real)
+    with resume(out) as again:  # it goes on from step 3
+        assert again.step == 3 and again.train().state == "finished"
