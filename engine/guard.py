@@ -85,6 +85,9 @@ class DivergenceGuard:
             self._keep(trainer)
             return
         step = trainer.cursor.step + 1
+        if self._state is not None and self._losses:  # the undone step's loss and norm leave
+            self._losses.pop()  # the history with it (its median counted them)
+            self._norms.pop()
         if self._state is None:
             raise TrainingError(f"training diverged at step {step}: {reason}, at the weights it "
                                 "started from (no update of this run had changed them yet): "

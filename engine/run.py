@@ -370,6 +370,8 @@ class Run:
             left = rf.drop_after(self.folder, self.step)
             self.saved_step, self.saved_val = left if left is not None else (-1, None)
             self.saved_eval_stopped = False
+            self._status_if_possible("running")  # (its step is the saved one's: it said the
+            # dropped snapshot's until the next save)
         if max(reported, self.saved_step) > self.step:
             rf.truncate_metrics(self.folder, self.step)
             rf.truncate_samples(self.folder, self.step)

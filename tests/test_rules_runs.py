@@ -76,9 +76,15 @@ def test_weights_a_step_ruined_are_rolled_back_not_kept_as_the_last_good_state(t
             return stats
 
         monkeypatch.setattr(tr.optimizer, "step", ruin)
+        steps_said: list[int] = []
+
+        def heard(message: str) -> None:
+            said.append(message)
+            steps_said.append(rf.read_status(out)["step"])  # (it kept the dropped snapshot's)
+
         with pytest.raises(TrainingError, match="diverged 3 times") as err:
-            run.train(on_notice=said.append)
-        assert tr.cursor.step == 3
+            run.train(on_notice=heard)
+        assert tr.cursor.step == 3 and steps_said[0] == (3 if autosave else 0), steps_said
     assert "last at step 5: the loss" in str(err.value)  # (NaN here: 40x overflows)
     assert "at the weights step 4 left" in str(err.value)
     assert said[0].startswith("step 5 diverged (the loss ") and said[0].endswith(

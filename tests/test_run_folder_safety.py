@@ -1505,9 +1505,10 @@ def test_the_guards_rollback_point_reuses_its_arrays_and_restores_exactly(tmp_pa
         tr.optimizer.step(tr.trainable.tensors, {n: np.full_like(a, 1e6) for n, a in
                                                  tr.trainable.tensors.items()}, 100.0)
         tr.cursor.step += 1
+        guard._losses, guard._norms = [3.0] * 6, [1.0] * 6  # (the kept step's own came last)
         with pytest.raises(StepVoid):
             guard.check_loss(tr, float("nan"))
-        assert tr.cursor.step == 4
+        assert tr.cursor.step == 4 and len(guard._losses) == len(guard._norms) == 5
         for n, a in kept_w.items():
             np.testing.assert_array_equal(tr.trainable.tensors[n], a)
         for n, a in kept_m.items():
