@@ -50,6 +50,22 @@ def test_a_run_that_diverges_for_good_keeps_its_good_steps(tmp_path, monkeypatch
     assert rf.read_status(out)["state"] == "diverged"
 
 
+def _ruin_from(step: int, tr, monkeypatch):  # noqa: ANN001, ANN202
+    """Make the update of ``step`` and of every step after it multiply the trained weights by 40
+    (the weights stay finite, the loss overflows to NaN); returns the real optimizer step."""
+    real = tr.optimizer.step
+
+    def ruin(tensors, grads, lr):  # noqa: ANN001, ANN202
+        stats = real(tensors, grads, lr)
+        if tr.cursor.step + 1 >= step:
+            for a in tensors.values():
+                a *= 40.0
+        return stats
+
+    monkeypatch.setattr(tr.optimizer, "step", ruin)
+    return real
+
+
 @pytest.mark.parametrize("autosave", [1, 0])
 def test_weights_a_step_ruined_are_rolled_back_not_kept_as_the_last_good_state(tmp_path,
                                                                                monkeypatch,
@@ -66,16 +82,7 @@ def test_weights_a_step_ruined_are_rolled_back_not_kept_as_the_last_good_state(t
                    train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=10))
     with start(spec, [two_file_corpus(tmp_path, 30)], out=out) as run:
         tr = run.trainer
-        real = tr.optimizer.step
-
-        def ruin(tensors, grads, lr):  # noqa: ANN001, ANN202
-            stats = real(tensors, grads, lr)
-            if tr.cursor.step + 1 >= 4:  # step 4's update, and each retry of it
-                for a in tensors.values():
-                    a *= 40.0
-            return stats
-
-        monkeypatch.setattr(tr.optimizer, "step", ruin)
+        _ruin_from(4, tr, monkeypatch)  # step 4's update, and each retry of it
         steps_said: list[int] = []
 
         def heard(message: str) -> None:
@@ -267,16 +274,7 @@ def test_a_ruinous_last_step_is_rolled_back_by_its_held_out_loss(tmp_path, monke
                    train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=4))
     with start(spec, [two_file_corpus(tmp_path, 30)], out=out) as run:
         tr = run.trainer
-        real = tr.optimizer.step
-
-        def ruin(tensors, grads, lr):  # noqa: ANN001, ANN202
-            stats = real(tensors, grads, lr)
-            if tr.cursor.step + 1 == 4:  # the last step's update
-                for a in tensors.values():
-                    a *= 40.0
-            return stats
-
-        monkeypatch.setattr(tr.optimizer, "step", ruin)
+        real = _ruin_from(4, tr, monkeypatch)  # the last step's update
         with pytest.raises(TrainingError) as err:
             run.train()
     assert str(err.value) == (
