@@ -473,9 +473,11 @@ class Run:
                 held_out(val)  # the same loss counted as one without improvement, and a run
             save(val)  # still improving stopped at its first epoch's end with patience 1)
 
-        def undo_evaluations() -> None:
-            """Held-out losses of steps a rollback undid: measured on weights thrown away, they
-            are neither the step's (its end is measured again) nor early stopping's."""
+        def forget_undone() -> None:
+            """After a rollback: the files of the steps it undid (``_forget_diverged``), and
+            their held-out losses: measured on weights thrown away, they are neither the step's
+            (its end is measured again) nor early stopping's."""
+            self._forget_diverged(reported[0])
             for step in [s for s in last_eval if s > self.step]:
                 del last_eval[step]
             undone = [f for f in fed if f[0] > self.step]
@@ -485,8 +487,7 @@ class Run:
                 del fed[len(fed) - len(undone):]
 
         def rolled_back(message: str) -> None:
-            self._forget_diverged(reported[0])
-            undo_evaluations()
+            forget_undone()
             if on_notice is not None:
                 on_notice(message)
 
@@ -500,8 +501,7 @@ class Run:
                 save(val)
             self.trainer.run(step_hook, epoch_hook, PauseReporting(control, self._status), guard)
         except TrainingError as exc:
-            self._forget_diverged(reported[0])
-            undo_evaluations()
+            forget_undone()
             if self.step != self.saved_step:
                 save()
             self._status("diverged")
@@ -535,8 +535,7 @@ class Run:
                 why := guard.held_out_problem(self.trainer, val)) is not None:
             ruined = self.step  # (its weights: no later step's loss judged them)
             guard.restore(self.trainer)
-            self._forget_diverged(reported[0])
-            undo_evaluations()
+            forget_undone()
             try:
                 if self.step != self.saved_step:
                     save()
