@@ -1,3 +1,4 @@
+import csv
 import json
 import re
 from pathlib import Path
@@ -257,16 +258,14 @@ def test_a_full_disk_while_training_says_what_was_kept_on_its_own_line(tmp_path,
     import errno
     import os
 
-    from engine import runformat as rf
-
-    real = rf.csv.DictWriter.writerow
+    real = csv.DictWriter.writerow
 
     def full_at_step_4(self, row):  # the write itself fails, as on a full disk
         if row.get("step") == 4:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real(self, row)
 
-    monkeypatch.setattr(rf.csv.DictWriter, "writerow", full_at_step_4)
+    monkeypatch.setattr(csv.DictWriter, "writerow", full_at_step_4)
     out = tmp_path / "run"
     rc = main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32", "--batch",
                "2", "--max-steps", "6", "--out", str(out), "--sample-tokens", "0"])

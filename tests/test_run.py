@@ -4,6 +4,7 @@ import errno
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -577,7 +578,6 @@ def test_a_failed_metrics_write_keeps_the_steps_trained_since_the_last_save(tmp_
 def test_a_run_folder_moved_or_deleted_while_training_is_not_made_again(tmp_path, how):
     """The next status write made the vanished folder again, holding only status.json, and the
     error said "fix that, then resume <the old path>", which was then no run folder."""
-    import shutil
 
     folder, moved = tmp_path / "r", tmp_path / "moved"
 
@@ -638,12 +638,8 @@ def test_a_failed_status_write_while_paused_does_not_end_the_run(tmp_path, monke
 
 def test_a_run_refused_for_disk_space_leaves_no_empty_folder(tmp_path, monkeypatch):
     """The free-space check before step 1 refused the run but left the empty folder it made."""
-    import shutil
-
-    from engine import runformat
-
     real = shutil.disk_usage
-    monkeypatch.setattr(runformat.shutil, "disk_usage",
+    monkeypatch.setattr(shutil, "disk_usage",
                         lambda p: real(p)._replace(free=1 << 20))  # 1 MiB free
     out = tmp_path / "r"
     with pytest.raises(CheckpointError, match="MiB free"):
@@ -778,8 +774,6 @@ def test_continuing_a_finished_run_says_its_rate_goes_back_up_not_warmup(tmp_pat
 def test_a_deleted_runs_name_is_not_given_to_the_next_run(tmp_path):
     """After the newest run was deleted the next run got its name (2026-12-04-small-3 again),
     so its exports and samples could be taken for the deleted run's."""
-    import shutil
-
     root = tmp_path / "runs"
     spec = _spec(max_steps=1)
     names = []

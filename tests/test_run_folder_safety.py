@@ -23,6 +23,7 @@ from engine import runformat as rf
 from engine.cli import main
 from engine.errors import CheckpointError, MambaStudioError, TrainingError
 from engine.run import RunSpec, list_runs, start
+from engine.runformat import snapshot_dirs
 from engine.trainer import TrainConfig
 from tests.helpers import two_file_corpus
 
@@ -591,14 +592,14 @@ def test_a_pointer_naming_a_snapshot_outside_the_run_is_not_followed(made_run, t
     for which in (rf.LATEST, rf.BEST):
         (run / which).write_text(json.dumps({"snapshot": name.format(other=other), "step": 4,
                                              "val_loss": 0.5}))
-    assert rf._pointer_file(run, rf.LATEST) is None and rf._pointer_file(run, rf.BEST) is None
+    assert all(snapshot_dirs._pointer_file(run, w) is None for w in (rf.LATEST, rf.BEST))
     for which in (rf.LATEST, rf.BEST):
         snap, trainer, _ = rf.find_snapshot(run, which)
         assert snap.parent == run / rf.SNAPSHOTS and trainer["step"] == 4
     assert rf.read_pointer(run)["snapshot"] == "step-4"
     assert rf.best_pointer(run)["val_loss"] != 0.5  # rebuilt from the run's own snapshots
     (run / rf.LATEST).write_text(json.dumps({"snapshot": "step-4", "step": 2}))  # name != step
-    assert rf._pointer_file(run, rf.LATEST) is None
+    assert snapshot_dirs._pointer_file(run, rf.LATEST) is None
 
 
 def test_a_snapshot_published_just_before_a_crash_is_resumed_from(made_run, tmp_path, capsys):
@@ -623,7 +624,7 @@ def test_a_read_only_run_folder_says_what_to_do(made_run, tmp_path, capsys, monk
             raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
         return real(path, flags, *rest)
 
-    monkeypatch.setattr(rf.os, "open", read_only)
+    monkeypatch.setattr(os, "open", read_only)
     rc, err = _resume(run, capsys)
     assert rc == 2 and err.count("\n") == 1, err
     assert f"{run}: cannot write into the run folder (Read-only file system)" in err
@@ -1233,7 +1234,7 @@ def test_a_resume_refuses_to_go_back_past_a_snapshot_it_may_not_read(made_run, t
     run = _copy(made_run, tmp_path)
     locked = run / rf.SNAPSHOTS / "step-4" / "model.safetensors"
     real_access, real_sha = os.access, ckpt.sha256_file
-    monkeypatch.setattr(rf.os, "access", lambda p, m: Path(p) != locked and real_access(p, m))
+    monkeypatch.setattr(os, "access", lambda p, m: Path(p) != locked and real_access(p, m))
 
     def sha(path, *what):  # noqa: ANN001, ANN002, ANN202
         if Path(path) == locked:
@@ -1316,7 +1317,7 @@ def test_a_resume_into_a_read_only_folder_or_a_full_disk_says_so_before_training
     run = _copy(made_run, tmp_path)
     (run / ".samples.jsonl.b7da5760727d.tmp").write_text("")  # a killed run's temp file
     before = sorted(p.name for p in run.iterdir())
-    monkeypatch.setattr(rf.shutil, "disk_usage", lambda p: type("U", (), {"free": 1 << 10})())
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: type("U", (), {"free": 1 << 10})())
     assert main(["train", "--resume", str(run), "--sample-tokens", "0"]) == 0  # finished: it
     assert "is already at step 4 of 4" in capsys.readouterr().err  # says so, as before
     (run / ".samples.jsonl.b7da5760727d.tmp").write_text("")
@@ -1401,7 +1402,7 @@ def test_a_resume_with_only_a_measurement_to_do_checks_the_disk_first(made_run, 
     run = _copy(made_run, tmp_path)
     with resume(run, max_steps=5) as r:
         assert train_stopped_while_scoring(r).unscored
-    monkeypatch.setattr(rf.shutil, "disk_usage", lambda p: type("U", (), {"free": 1 << 10})())
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: type("U", (), {"free": 1 << 10})())
     rc = main(["train", "--resume", str(run), "--sample-tokens", "0", "--no-tensorboard"])
     err = capsys.readouterr().err
     assert rc == 2 and f"error: {run}: only 0.0 MiB free, the next snapshot needs " in err, err

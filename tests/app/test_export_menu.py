@@ -3,6 +3,7 @@ overlaid with Compare is not it), names that run and its step in the save dialog
 beside the merged model and the PEFT adapter."""
 
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -583,7 +584,7 @@ def test_engine_advice_about_cli_flags_is_said_in_the_windows_terms(tmp_path, mo
     (tmp_path / "file").write_text("x")
     with pytest.raises(engine.CheckpointError) as not_dir:
         rf.check_out_dir(tmp_path / "file" / "run", 0)
-    monkeypatch.setattr(rf.shutil, "disk_usage", lambda p: type("U", (), {"free": 0})())
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: type("U", (), {"free": 0})())
     with pytest.raises(engine.CheckpointError) as full:
         rf.check_out_dir(tmp_path / "ok", 1 << 20)
     for exc in (busy, not_dir, full):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import engine
 from app.main_window import IDLE_FORMAT
+from engine.samples import SAMPLES
 from tests.helpers import default_signals
 
 from .helpers import RUN_TIMEOUT
@@ -131,9 +132,9 @@ def test_the_follower_says_which_file_grew(tmp_path, qtbot):
     f = RunFollower()
     f.folder = str(tmp_path)
     (tmp_path / rf.METRICS).write_text("")
-    (tmp_path / rf.SAMPLES).write_text("")
+    (tmp_path / SAMPLES).write_text("")
     f._mark = engine.progress_mark(str(tmp_path))
-    (tmp_path / rf.SAMPLES).write_text("{}\n")
+    (tmp_path / SAMPLES).write_text("{}\n")
     f._poll()
     assert f.changed == (False, True)
     f.folder = str(tmp_path)  # (no process holds it: each poll ends the following)

@@ -1,0 +1,212 @@
+"""``metrics.csv``, ``samples.jsonl`` and ``status.json``: appended rows, bounded reads, rows past a
+resumed snapshot dropped, and the run's state for listings and other processes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .. import checkpoint as ckpt
+from ..errors import CheckpointError, MambaStudioError
+from ..safeio import open_append, open_regular, read_bytes
+from ..samples import SAMPLES, read_samples
+from .names import METRIC_FIELDS, METRICS, METRICS_LIMIT, STATUS, fsync_dir, now_iso, read_entry
+from .run_lock import RunLock
+from .snapshot_dirs import expected_snapshot
+
+
+def append_metric(folder: Path, row: dict[str, Any]) -> None:
+    path = folder / METRICS
+    new = not path.exists()
+    try:
+        with open_append(path, METRICS) as f:
+            w = csv.DictWriter(f, METRIC_FIELDS, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerow({k: ("" if row.get(k) is None else row[k]) for k in METRIC_FIELDS})
+    except OSError as exc:  # a write or close on a full disk names no file
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+
+
+def _metrics_text(folder: str | Path) -> str | None:
+    path = Path(folder) / METRICS
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:  # bounded, and never a FIFO or device (a link to /dev/zero grew to 6.9 GB)
+        text = read_bytes(path, METRICS_LIMIT, METRICS).decode("utf-8", errors="replace")
+    except MambaStudioError as exc:
+        raise CheckpointError(f"{exc}; delete or replace {path} (the snapshots do not need it)"
+                              ) from None
+    return text.removeprefix("\ufeff")  # a byte-order mark an editor's "CSV UTF-8" save adds
+
+
+def _metric_columns(header: str) -> tuple[str, ...]:
+    """The columns a metrics.csv header names: its own names when they are all ours (an older
+    file may have fewer; empty names after a last comma dropped), else ours in order (a
+    damaged header lost every row)."""
+    names = [n.strip() for n in header.split(",")]
+    while names and not names[-1]:
+        names.pop()
+    ok = "kind" in names and "step" in names and set(names) <= set(METRIC_FIELDS)
+    return tuple(names) if ok else METRIC_FIELDS
+
+
+def _is_header(line: str) -> bool:
+    """Whether a first line is a header (a file whose header was lost starts with a row)."""
+    return _metric_row(line, METRIC_FIELDS) is None
+
+
+def _metric_row(line: str, columns: tuple[str, ...]) -> dict[str, Any] | None:
+    """One metrics.csv line as a row, or None when it is not one of ours. Lines are split on
+    commas, not parsed as CSV: every field is a word or a number, and a stray quote swallowed
+    every row after it (a line past the csv module's field limit raised)."""
+    cells = line.rstrip("\r").split(",")
+    while len(cells) > len(columns) and len(cells) > len(METRIC_FIELDS) and not cells[-1]:
+        cells.pop()  # empty cells after a last comma
+    if len(cells) == len(METRIC_FIELDS) and len(columns) < len(METRIC_FIELDS):
+        columns = METRIC_FIELDS  # a row of today's under an older file's shorter header
+    if len(cells) != len(columns):
+        return None
+    raw = dict(zip(columns, cells, strict=True))
+    try:
+        row: dict[str, Any] = {"kind": raw["kind"], "step": int(raw["step"]),
+                               "epoch": int(raw.get("epoch") or 0)}
+        for k in METRIC_FIELDS[3:]:
+            v = raw.get(k)
+            row[k] = float(v) if v not in (None, "") else None
+    except (KeyError, ValueError, TypeError):
+        return None
+    return row if row["kind"] in ("step", "eval") else None
+
+
+def _metric_lines(text: str) -> tuple[tuple[str, ...], list[str]]:
+    """A metrics.csv text's columns and its lines after the header (all of them when the
+    header was lost)."""
+    lines = text.split("\n")
+    if not _is_header(lines[0]):
+        return METRIC_FIELDS, lines
+    return _metric_columns(lines[0]), lines[1:]
+
+
+def read_metrics(folder: str | Path) -> list[dict[str, Any]]:
+    """metrics.csv as dicts (kind: str, step/epoch: int, the rest float or None); a line that is
+    not a row (a torn last line from a crash, an edit) is skipped."""
+    text = _metrics_text(folder)
+    if not text:
+        return []
+    columns, lines = _metric_lines(text)
+    return [row for line in lines if (row := _metric_row(line, columns)) is not None]
+
+
+def read_kept_metrics(folder: str | Path) -> list[dict[str, Any]]:
+    """``read_metrics`` as the run will go on from it: a run no process holds drops the rows
+    after its latest snapshot, the work a crash lost (a resume truncates them; a window showed
+    steps 1-28 of a run it said continues from step 16). A run in training keeps them all."""
+    rows = read_metrics(folder)
+    last = _kept_step(Path(folder)) if rows else None
+    return rows if last is None else [r for r in rows if int(r.get("step", 0)) <= last]
+
+
+def _kept_step(folder: Path) -> int | None:
+    """The step a run no process holds goes on from (``expected_snapshot``'s: latest.json's,
+    when its snapshot is gone, kept the rows of the lost work after it), or None: a run in
+    training keeps all it wrote, a run with no snapshot all there is."""
+    if RunLock(folder).held_elsewhere():
+        return None
+    kept = expected_snapshot(folder)
+    return kept[1] if kept is not None else None
+
+
+def read_kept_samples(folder: str | Path) -> list[dict[str, Any]]:
+    """``read_samples`` as the run will go on from it: like ``read_kept_metrics``, a run no
+    process holds drops the samples after the snapshot a resume takes; and of the samples of one
+    step with one prompt only the newest is kept (a resume from an older snapshot samples those
+    steps again: the Gallery listed step 165 twice)."""
+    rows = read_samples(folder)
+    kept = _kept_step(Path(folder))
+    if kept is not None:
+        rows = [r for r in rows if int(r.get("step", 0)) <= kept]
+    last = {(r.get("step"), r.get("prompt")): i for i, r in enumerate(rows)}
+    return [r for i, r in enumerate(rows) if last[(r.get("step"), r.get("prompt"))] == i]
+
+
+def truncate_metrics(folder: Path, step: int) -> int:
+    """Drop the rows after ``step`` (they belong to work lost in a crash) and an unfinished last
+    line (the next row would be glued to it) -- atomic rewrite. Every other line is kept as it
+    is, rows or not (a byte-order mark or a damaged header had the rewrite keep only the rows it
+    could read: 60 steps of history went without a word). Returns how many lines were kept that
+    are not rows."""
+    text = _metrics_text(folder)
+    if text is None:
+        return 0
+    columns, lines = _metric_lines(text)
+    if lines:
+        lines.pop()  # "" after the last newline, or a torn last line (no row can follow it)
+    keep, odd = [",".join(METRIC_FIELDS)], 0
+    for line in lines:
+        row = _metric_row(line, columns)
+        if row is None:
+            odd += 1
+            keep.append(line)
+        elif row["step"] <= step:  # in today's column order (an older file's too)
+            keep.append(",".join("" if row.get(k) is None else str(row[k]) for k in METRIC_FIELDS))
+    ckpt.atomic_write_bytes(folder / METRICS, "\n".join([*keep, ""]).encode())
+    return odd
+
+
+def truncate_samples(folder: Path, step: int) -> int:
+    """Drop the sample records after ``step``, samples of work a crash lost (a resume from
+    ``step`` trains those steps again and samples them anew: a lost step-39 sample came back in
+    the Gallery once the run had passed it), as ``truncate_metrics`` drops their rows. Streamed
+    into a temporary file (the file may be large), then an atomic replace; lines that are no
+    record are kept as they are. Returns how many were dropped."""
+    path = folder / SAMPLES
+    if path.is_symlink():
+        return 0  # not the run's own file (appending refuses it): left as it is
+    try:
+        f = open_regular(path, SAMPLES)
+    except MambaStudioError:
+        return 0  # none (or not a plain file: appending refuses it too)
+    dropped = 0
+    fd, tmp = ckpt.create_temp(path)  # (a crash leaves it: clean_stale removes it)
+    try:
+        with f, os.fdopen(fd, "wb") as out:
+            for line in iter(lambda: f.readline(1 << 24), b""):  # (a longer line: in pieces)
+                try:
+                    row = json.loads(line)
+                except (ValueError, RecursionError):
+                    row = None
+                s = row.get("step") if isinstance(row, dict) else None
+                if isinstance(s, int) and not isinstance(s, bool) and s > step:
+                    dropped += 1
+                    continue
+                out.write(line)
+            if dropped:
+                out.flush()
+                os.fsync(out.fileno())
+        if dropped:
+            os.replace(tmp, path)
+            fsync_dir(folder)
+    finally:
+        Path(tmp).unlink(missing_ok=True)  # (gone once it replaced the file)
+    return dropped
+
+
+def write_status(folder: Path, state: str, **fields: Any) -> None:
+    ckpt.atomic_write_json(folder / STATUS, {"state": state, "pid": os.getpid(),
+                                             "updated": now_iso(), **fields}, make_parents=False)
+
+
+def read_status(folder: str | Path) -> dict[str, Any]:
+    """status.json ({"state", "step", "total_steps", "best_val_loss", "pid", "updated"}; its
+    step is the latest saved one), or {} when it cannot be read."""
+    folder = Path(folder)
+    try:
+        d = read_entry(folder / STATUS, STATUS)
+    except CheckpointError:
+        return {}
+    return d if isinstance(d, dict) else {}

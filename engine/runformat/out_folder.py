@@ -1,0 +1,109 @@
+"""The folder a run is written to: checks before step 1 (writable, room on its disk), a run killed
+while it was being prepared, and unique run folder names under a runs root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import shlex
+import shutil
+from pathlib import Path
+
+from .. import checkpoint as ckpt
+from ..errors import CheckpointError, MambaStudioError
+from ..safeio import read_json
+from .names import LOCK, RUN_JSON
+
+
+def prepared_only(folder: Path) -> bool:
+    """A run killed while it was being prepared (tokenizer training, encoding): its lock (and
+    perhaps data/), no run.json, nothing to load or resume."""
+    return (folder / LOCK).is_file() and not (folder / RUN_JSON).exists()
+
+
+def _not_writable(folder: Path) -> OSError | None:
+    """Why a file cannot be written in ``folder`` (a probe file written and removed), or None."""
+    probe = folder / f".write-test-{os.getpid()}.tmp"
+    try:
+        probe.write_bytes(b"x")
+        probe.unlink()
+    except OSError as exc:
+        return exc
+    return None
+
+
+def check_out_dir(folder: Path, need_bytes: int) -> None:
+    """Before step 1: ``folder`` exists or can be created, is writable, and its disk has room for
+    ``need_bytes``. Raises CheckpointError naming the folder and the fix."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CheckpointError(f"{folder}: cannot create the run folder ({exc.strerror or exc}); "
+                              "choose another --out") from None
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: not a folder; choose another --out")
+    if (denied := _not_writable(folder)) is not None:
+        raise CheckpointError(f"{folder}: not writable ({denied.strerror or denied}); choose "
+                              "another --out")
+    free = shutil.disk_usage(folder).free
+    if free < need_bytes:
+        raise CheckpointError(
+            f"{folder}: only {free / 2**20:,.1f} MiB free, a run needs {need_bytes / 2**20:,.1f} MiB "
+            "(two snapshots and the token ids); free space or choose another --out")
+
+
+def check_resume_dir(folder: Path, need_bytes: int) -> None:
+    """Before a resume's step 1: the run folder is writable and its disk has room for one more
+    snapshot (``need_bytes``). A read-only folder failed later naming a hidden temporary file
+    (".samples.jsonl.<hex>.tmp: Permission denied"), a full disk as "could not write
+    metrics.csv", neither with a fix."""
+    if (denied := _not_writable(folder)) is not None:
+        raise CheckpointError(
+            f"{folder}: cannot write into the run folder ({denied.strerror or denied}); make it "
+            f"writable (chmod u+w), or copy it somewhere writable (cp -a "
+            f"{shlex.quote(str(folder))} NEW) and resume that")
+    free = shutil.disk_usage(folder).free
+    if free < need_bytes:
+        raise CheckpointError(
+            f"{folder}: only {free / 2**20:,.1f} MiB free, the next snapshot needs "
+            f"{need_bytes / 2**20:,.1f} MiB; free some space, then resume (nothing was lost: the "
+            "run is at its last snapshot)")
+
+
+RUN_NUMBERS = ".run-numbers.json"  # in a runs root: the last n given to each <date>-<label>
+
+
+def _numbers_given(root: Path) -> dict[str, int]:
+    try:
+        given = read_json(root / RUN_NUMBERS, 64 * 1024, RUN_NUMBERS)
+    except (MambaStudioError, OSError, ValueError):
+        return {}
+    return {k: v for k, v in given.items() if isinstance(k, str) and type(v) is int
+            } if isinstance(given, dict) else {}
+
+
+def unique_run_folder(root: Path, label: str) -> Path:
+    """``root/<date>-<label>-<n>`` with n past every number a run under ``root`` was given
+    (``note_run_number`` keeps them in ``root/.run-numbers.json``): a deleted run's name is not
+    given to a later run, whose exports and samples would be taken for the deleted one's."""
+    stem = f"{_dt.date.today().isoformat()}-{label}"
+    n = max(_numbers_given(root).get(stem, 0), 0) + 1
+    while (root / f"{stem}-{n}").exists() or (root / f"{stem}-{n}").is_symlink():
+        n += 1
+    return root / f"{stem}-{n}"
+
+
+def note_run_number(folder: Path) -> None:
+    """Remember ``folder``'s n (a name ``unique_run_folder`` gave) in its root's book of today's
+    numbers; best effort: without it a deleted newest run's name is given again."""
+    stem, _, n = folder.name.rpartition("-")
+    if not n.isdigit():
+        return
+    root = folder.parent
+    given = _numbers_given(root)
+    today = {k: v for k, v in given.items() if k[:10] == stem[:10]}
+    today[stem] = max(today.get(stem, 0), int(n))
+    with contextlib.suppress(OSError, CheckpointError):
+        ckpt.atomic_write_json(root / RUN_NUMBERS, today)

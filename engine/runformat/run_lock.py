@@ -1,0 +1,93 @@
+"""``lock``: the one writer's exclusive lock on a run folder (``flock``; the kernel releases it when
+the holder dies, so a stale lock is simply taken over).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shlex
+import stat
+from pathlib import Path
+
+from ..errors import CheckpointError
+from .names import LOCK
+
+
+class RunLock:
+    """Exclusive writer lock on a run folder (``flock``; released by the kernel if we die)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / LOCK
+        self.fd: int | None = None
+
+    def _open(self, flags: int) -> int | None:
+        """The lock file opened without following a link or blocking on a FIFO; None when it
+        is missing (and ``flags`` does not create it); CheckpointError when it is not a plain
+        file (a link could make the pid write clobber a file outside the run)."""
+        bad = (f"{self.path}: not a plain file (a link, FIFO or device); a run's lock must be "
+               "one: delete it and try again")
+        try:
+            fd = os.open(self.path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink / a FIFO without a writer
+                raise CheckpointError(bad) from None
+            if exc.errno == errno.EISDIR:  # (it said only "<run>/lock: Is a directory")
+                raise CheckpointError(f"{self.path}: a folder where the run keeps its lock file; "
+                                      "move it away, then try again") from None
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and flags & os.O_CREAT:
+                folder = self.path.parent  # it said only "<run>/lock: Read-only file system"
+                raise CheckpointError(
+                    f"{folder}: cannot write into the run folder ({exc.strerror}); training and "
+                    "resuming write there: copy it somewhere writable "
+                    f"(cp -a {shlex.quote(str(folder))} NEW) and resume that (generate, eval and "
+                    "export read it as it is)") from None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise CheckpointError(bad)
+        return fd
+
+    def acquire(self) -> RunLock:
+        fd = self._open(os.O_RDWR | os.O_CREAT)
+        assert fd is not None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip()
+            os.close(fd)
+            who = f"process {holder}" if holder.isdigit() else "another process"
+            # (SIGTERM: a job started in the background ignores SIGINT, and kill -INT did nothing)
+            stop = f" (kill -TERM {holder}: it saves, then ends)" if holder.isdigit() else ""
+            raise CheckpointError(
+                f"{self.path.parent}: the run is in use by {who}; wait for it to "
+                f"finish or stop it{stop}, or train into another --out") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.fsync(fd)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+    def held_elsewhere(self) -> bool:
+        """True when another process holds the lock now (for listing runs)."""
+        try:
+            fd = self._open(os.O_RDONLY)
+        except (CheckpointError, OSError):
+            return False  # not a lock anyone can hold (the writer refuses it too)
+        if fd is None:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
