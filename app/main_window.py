@@ -47,6 +47,7 @@ from .panels.plots_panel import PlotsPanel
 from .panels.preview_panel import PreviewPanel
 from .panels.runs_panel import NO_ADAPTER_TIP, RunsPanel, has_lora
 from .panels.train_panel import TrainPanel
+from .settings_flow import SettingsFlow
 from .step_times import StepTimes, estimate_key
 from .words import in_window_terms, plural
 from .workers import TrainJob, TrainWorker, run_in_thread
@@ -73,7 +74,7 @@ CORPUS_KEY = "corpus/paths"  # the corpus of the last session (app settings)
 RECORDS_KEY = "corpus/records"  # ... and its Examples choice
 
 
-class MainWindow(ExportFlow, QMainWindow):
+class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
     state_changed = Signal(str)  # idle | running | paused | stopping
     estimate_ready = Signal(str)
 
@@ -1091,63 +1092,6 @@ class MainWindow(ExportFlow, QMainWindow):
         if self.corpus.tokenizer is not None:
             self.corpus.set_tokenizer(None, self.train.tokenizer.currentText())
 
-    # ---------------------------------------------------------------- settings files
-    def current_settings(self) -> engine.RunSettings:
-        tc = self.train.train_config()
-        spec = replace(self.train.run_spec(self.init_dir, tc.eval_every),
-                       records=self.corpus.record_mode(), prompts=tuple(self.preview.prompt_list()))
-        return engine.RunSettings(spec, tuple(self.corpus.settings_paths()))
-
-    def save_settings_file(self, path: str) -> None:
-        try:
-            engine.save_settings(path, self.current_settings())
-        except (OSError, ValueError, engine.MambaStudioError) as exc:
-            self._error(f"could not save {path}: {exc}")
-            return
-        self._say(f"settings saved to {path} (python -m engine train --config {path})")
-
-    def load_settings_file(self, path: str) -> None:
-        try:
-            s = engine.load_settings(path)
-        except engine.MambaStudioError as exc:
-            self._error(str(exc))
-            return
-        # the settings the file names, over what the window shows (a file naming only lr reset
-        # Epochs 10 -> 3, the preset and the preview prompts to their defaults)
-        try:  # (a file's LoRA with WSLA ticked raised out of the slot)
-            merged = engine.overlay_settings(self.current_settings(), s,
-                                             f"{path} over the settings shown")
-        except engine.MambaStudioError as exc:
-            self._error(str(exc))
-            return
-        changed = self.train.set_from(merged.spec, merged.early_stopping)
-        self.corpus.set_record_mode(merged.spec.records)
-        self.preview.set_prompts(merged.spec.prompts)
-        if "run.init" in s.named and s.spec.init:
-            self.open_model(s.spec.init)
-        if s.corpus and any(Path(c).exists() for c in s.corpus):
-            self.corpus.clear()
-            self.corpus.add_paths(list(s.corpus))
-        elif s.corpus:  # none of it is there: the corpus shown stays (it was emptied)
-            self._error(f"{path}: its corpus ({', '.join(Path(c).name for c in s.corpus[:3])}"
-                        f"{', …' if len(s.corpus) > 3 else ''}) no longer exists; the corpus "
-                        "shown stays")
-        if not s.named:  # (an emptied file said "settings loaded")
-            self._say(f"{path} names no settings (empty, or comments only): nothing changed")
-        elif engine.defaulted(s):
-            names = [k.split(".")[-1] for k in s.named]
-            self._say(f"settings loaded from {path}: it sets "
-                      f"{plural(len(names), 'setting')} ({', '.join(names[:6])}"
-                      f"{', ...' if len(names) > 6 else ''}); the others stay as they were")
-        else:
-            self._say(f"settings loaded from {path}")
-        if self.train.extras:  # (dropped without a word: no box shows them)
-            self._log(f"settings of {path} with no box in the panel, used by the next runs: "
-                      + ", ".join(f"{k} {v:g}" for k, v in self.train.extras.items()))
-        if changed:
-            self._error(f"settings loaded from {path}, but changed to fit the panel: "
-                        + "; ".join(changed))
-
     # ---------------------------------------------------------------- dialogs
     def _open_model_dialog(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Open a model, run or HF Mamba folder",
@@ -1171,22 +1115,6 @@ class MainWindow(ExportFlow, QMainWindow):
         if path:
             settings.remember_folder("run", path)
             self.open_run_view(path)
-
-    def _open_settings_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Open settings", settings.last_folder("settings"),
-            "Settings (*.toml)")
-        if path:
-            settings.remember_folder("settings", path)
-            self.load_settings_file(path)
-
-    def _save_settings_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save settings as", str(
-            Path(settings.last_folder("settings")) / "run.toml"),
-            "Settings (*.toml)")
-        if path:
-            settings.remember_folder("settings", path)
-            self.save_settings_file(path if path.endswith(".toml") else path + ".toml")
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
         if self.state == "idle":

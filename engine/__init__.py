@@ -66,16 +66,12 @@ if TYPE_CHECKING:
     from .params import INITS
     from .run import (
         NO_LIMIT,
-        RESUME_OVERRIDES,
         UNSCORED,
         EpochPlan,
         Run,
-        RunSpec,
-        delete_run,
         list_runs,
         load_model,
         open_run,
-        others_in_run,
         plan_epoch,
         read_epoch_rows,
         read_metrics,
@@ -83,14 +79,15 @@ if TYPE_CHECKING:
         read_run_spec,
         resume_run,
         start_run,
-        why_not_delete,
     )
     from .runformat import (
         RunInfo,
         RunLock,
         best_if_not_latest,
+        delete_run,
         expected_snapshot,
         is_run,
+        others_in_run,
         progress_mark,
         read_epochs_done,
         read_kept_metrics,
@@ -100,7 +97,9 @@ if TYPE_CHECKING:
         read_tokens_per_byte,
         run_written_ns,
         snapshot_run,
+        why_not_delete,
     )
+    from .runspec import RESUME_OVERRIDES, RunSpec
     from .runtime import configure, release_freed_memory
     from .runtoml import (
         RunSettings,
@@ -203,9 +202,9 @@ _EXPORTS: dict[str, str] = {
     "evaluate": "trainer",
     "HELDOUT_SAMPLE_TOKENS": "evaluation",
     "format_duration": "trainer",
-    "RunSpec": "run",
+    "RunSpec": "runspec",
     "Run": "run",
-    "RESUME_OVERRIDES": "run",
+    "RESUME_OVERRIDES": "runspec",
     "DEFAULT_PROMPT": "defaults",
     "SAMPLE_CORPUS": "defaults",
     "NO_LIMIT": "run",
@@ -231,9 +230,9 @@ _EXPORTS: dict[str, str] = {
     "show_bidi": "samples",
     "DEFAULT_PRESET": "defaults",
     "list_runs": "run",
-    "delete_run": "run",
-    "others_in_run": "run",
-    "why_not_delete": "run",
+    "delete_run": "runformat",
+    "others_in_run": "runformat",
+    "why_not_delete": "runformat",
     "open_run": "run",
     "start_run": "run",
     "plan_epoch": "run",

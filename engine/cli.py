@@ -75,7 +75,7 @@ def _text(value: str) -> str:
 def _preview_prompt(value: str) -> str:
     """``train --prompt``: a preview prompt kept in run.json (at most MAX_PROMPT_CHARS; a longer
     one was refused by the run's settings check without naming the flag)."""
-    from .run import MAX_PROMPT_CHARS
+    from .runspec import MAX_PROMPT_CHARS
 
     if len(_text(value)) > MAX_PROMPT_CHARS:
         raise argparse.ArgumentTypeError(f"{len(value):,} characters; a preview prompt holds at "
@@ -364,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .lora import LORA_TARGETS, LoRAConfig
     from .params import INITS
-    from .run import RunSpec
+    from .runspec import RunSpec
     from .sampling import GENERATION_DEFAULTS
     from .tokenizer import MAX_BPE
     from .trainer import TrainConfig

@@ -60,7 +60,7 @@ def _spec(a: argparse.Namespace):
 
     from .earlystop import EarlyStopping
     from .lora import LoRAConfig
-    from .run import RunSpec
+    from .runspec import RunSpec
     from .runtoml import RunSettings, overlay_settings
     from .trainer import TrainConfig
 
@@ -136,7 +136,8 @@ def _settings(a: argparse.Namespace):
 
 
 def _open_for_training(a: argparse.Namespace):
-    from .run import RESUME_OVERRIDES, read_run_spec, resume, start
+    from .run import read_run_spec, resume, start
+    from .runspec import RESUME_OVERRIDES
 
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     if not a.resume:

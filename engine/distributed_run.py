@@ -24,7 +24,8 @@ from .dataparallel import CollectiveControl, DataParallel, gathered_state_bytes
 from .distributed import DEFAULT_TIMEOUT_S, Comm, threads_per_rank
 from .errors import TrainingError
 from .guard import DivergenceGuard
-from .run import Run, RunSpec
+from .run import Run
+from .runspec import RunSpec
 from .signals import stop_on_signals
 from .trainer import Trainer
 from .words import plural

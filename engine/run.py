@@ -6,11 +6,12 @@
     run = resume("runs/2026-12-03-small-1", max_steps=500) # needs no corpus
     view = open_run("runs/2026-12-03-small-1")             # read-only, checksums verified
 
-``RunSpec`` holds the only copy of every default (the CLI and the app read theirs from it).
-Resume overrides (``RESUME_OVERRIDES``) change the schedule from the saved step on (and the
-preview ``prompts``, kept in run.json so previews keep them after a resume): ``epochs`` and
-``max_steps`` are totals (not "more"), and the warmup + cosine schedule is recomputed over the new
-total, so the learning rate continues from where the new curve is at the saved step.
+What a run is made from is a ``RunSpec`` (``engine.runspec``). Resume overrides
+(``RESUME_OVERRIDES``) change the schedule from the saved step on (and the preview ``prompts``,
+kept in run.json so previews keep them after a resume): ``epochs`` and ``max_steps`` are totals
+(not "more"), and the warmup + cosine schedule is recomputed over the new total, so the learning
+rate continues from where the new curve is at the saved step. Deleting a run:
+``engine.runformat.delete_run``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import contextlib
 import errno
 import math
 import re
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -30,155 +30,27 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from . import runformat as rf
-from .config import PRESETS, MambaConfig, preset
+from .config import MambaConfig
 from .control import PauseReporting, TrainControl
 from .corpuswalk import summary
 from .data import encode_corpus, id_dtype, load_corpus, split_holdout
-from .defaults import BPE_MIN_BYTES, DEFAULT_PROMPT, PRESET_DEFAULTS, choose_tokenizer
-from .documents import RECORDS, encode_documents, split_documents
-from .earlystop import EarlyStopping
+from .defaults import BPE_MIN_BYTES
+from .documents import encode_documents, split_documents
 from .errors import CheckpointError, MambaStudioError, TrainingError
 from .evaluation import HELDOUT_SAMPLE_TOKENS
 from .guard import DivergenceGuard
 from .limits import (
-    Problems,
-    check_model,
     check_run,
     n_params,
-    problems_of,
-    train_problems,
 )
 from .lm import MambaLM
 from .lora import count_trainable
 from .packing import PackedRows, pack_documents
+from .runspec import RESUME_OVERRIDES, RunSpec
 from .signals import stop_on_signals
-from .tokenizer import MAX_BPE, BPETokenizer, ByteTokenizer, bpe_sample_every, check_fits
+from .tokenizer import BPETokenizer, ByteTokenizer, bpe_sample_every, check_fits
 from .trainer import EpochReport, StepReport, TrainConfig, Trainer, epoch_steps
 from .words import listing, plural
-
-RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
-                    "autosave_steps", "autosave_minutes", "prompts", "early_stopping")
-MAX_PROMPTS = 16  # preview prompts of a run, each at most MAX_PROMPT_CHARS
-MAX_PROMPT_CHARS = 4096
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything a run is made from (the corpus aside). JSON-able through ``to_dict``."""
-
-    preset: str = "small"  # tiny | small | medium (``model`` sizes go over its shape; unused with ``init``)
-    model: dict[str, int] | None = None  # explicit MambaConfig fields (d_model, n_layer, ...)
-    tokenizer: str = "auto"  # auto | bytes | bpe (auto: engine.defaults.choose_tokenizer)
-    bpe_vocab: int = 2048
-    init: str | None = None  # start from this model folder / run / snapshot instead
-    init_scheme: str = "default"  # weight init of a new model: one of engine.params.INITS
-    records: str = "file"  # documents: file | blank-line | line (packed, reset); or "stream"
-    holdout: float = 0.1  # fraction held out (whole documents, seeded by train.seed)
-    train: TrainConfig = field(default_factory=TrainConfig)  # TrainConfig.for_preset(preset)
-    autosave_steps: int = 0  # also save every N optimizer steps (0: off)
-    autosave_minutes: float = 5.0  # ... and every M minutes (0: off); always at epoch ends
-    keep: int = rf.KEEP  # most recent snapshots kept, plus the best by held-out loss
-    prompts: tuple[str, ...] = (DEFAULT_PROMPT,)  # preview prompts (train --prompt, the Preview)
-    # kept by the run, so a resume stops as the run was set to (its settings only: each
-    # ``Run.train`` tracks a ``fresh`` copy)
-    early_stopping: EarlyStopping = field(default_factory=EarlyStopping)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.prompts, str):  # one prompt given as a string
-            object.__setattr__(self, "prompts", (self.prompts,))
-        elif isinstance(self.prompts, list):  # run.json / TOML hold a list
-            object.__setattr__(self, "prompts", tuple(self.prompts))
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["train"] = self.train.to_dict()
-        d["prompts"] = list(self.prompts)
-        d["early_stopping"] = self.early_stopping.settings()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str = rf.RUN_JSON) -> RunSpec:
-        """A saved spec (run.json's), its ranges checked as a resume checks them (a hand-edited
-        patience "3" reached the window's Continue and raised there); CheckpointError naming
-        ``where``."""
-        try:
-            d = dict(d)
-            # a run.json written before decay_fraction existed resumes with its cosine schedule
-            d["train"] = TrainConfig.from_dict({"decay_fraction": 1.0, **d["train"]})
-            # a run.json written before runs kept their early stopping: off, as it trained
-            es = d.get("early_stopping", {})
-            if isinstance(es, dict) and (odd := sorted(set(es) - set(EarlyStopping().settings()))):
-                raise CheckpointError(f"{where}: early_stopping has no setting {odd[0]!r:.40} (it "
-                                      f"has {', '.join(EarlyStopping().settings())})")
-            d["early_stopping"] = EarlyStopping(**es) if isinstance(es, dict) else es
-            spec = cls(**d)
-        except (TypeError, KeyError, ValueError) as exc:
-            raise CheckpointError(f"{where}: unusable spec ({exc})") from None
-        try:
-            spec.check(new=False)
-        except (TypeError, ValueError) as exc:
-            raise CheckpointError(f"{where}: {exc}") from None
-        return spec
-
-    def check(self, new: bool = True) -> None:
-        """Ranges of every setting (non-finite / non-positive values refused before any work),
-        every problem named in one ValueError (a settings file with four took four tries)."""
-        if problems := self.problems(new):
-            raise Problems(problems)
-
-    def problems(self, new: bool = True) -> list[str]:
-        """Each setting out of range (``check``). ``new=False`` (resume) skips
-        ``init_scheme``: it only made the step-0 weights, and a scheme renamed since must not
-        stop a saved run from continuing."""
-        from .params import INITS
-
-        sized = new and self.model is not None  # sizes and the BPE vocabulary now, not after
-        problems = train_problems(self.train) + problems_of(  # the tokenizer trained
-            [lambda: check_model(_model_config(self, 256), "model")] if sized else [])
-        if not isinstance(self.early_stopping, EarlyStopping):
-            problems.append(f"early_stopping must be patience / target_loss / min_delta, not "
-                            f"{self.early_stopping!r:.60}")
-        else:
-            problems += self.early_stopping.problems()
-        cases = [
-            (new and self.model is None and self.init is None
-             and self.preset not in PRESET_DEFAULTS,
-             f"preset must be one of {', '.join(PRESET_DEFAULTS)}; not {self.preset!r}"),
-            (new and self.init_scheme not in INITS,
-             f"init scheme must be one of {', '.join(INITS)}; not {self.init_scheme!r}"),
-            (new and bool(self.init) and self.init_scheme != RunSpec.init_scheme,
-             f"init scheme {self.init_scheme!r} applies to a new model; starting from "
-             f"{self.init} keeps its trained weights (drop one)"),
-            (new and self.tokenizer != "bytes" and (type(self.bpe_vocab) is not int
-                                                    or not 257 <= self.bpe_vocab <= MAX_BPE),
-             f"bpe_vocab must be an integer in [257, {MAX_BPE:,}], not {self.bpe_vocab!r:.40}"),
-            (self.records not in ("stream", *RECORDS),
-             f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}"),
-            (self.tokenizer not in ("auto", "bytes", "bpe"),
-             f"tokenizer must be 'auto', 'bytes' or 'bpe', not {self.tokenizer!r}"),
-            (not (0.0 <= self.holdout <= 0.9),
-             f"held-out fraction {self.holdout} is outside [0, 0.9]"),
-            (not (self.autosave_steps >= 0 and math.isfinite(self.autosave_minutes)
-                  and self.autosave_minutes >= 0 and self.keep >= 1),
-             "autosave_steps/minutes must be >= 0 and finite, keep >= 1"),
-            (not (isinstance(self.prompts, tuple) and 1 <= len(self.prompts) <= MAX_PROMPTS
-                  and all(isinstance(p, str) and len(p) <= MAX_PROMPT_CHARS
-                          for p in self.prompts)),
-             f"prompts must be 1 to {MAX_PROMPTS} texts of at most {MAX_PROMPT_CHARS} "
-             "characters"),
-        ]
-        return problems + [message for bad, message in cases if bad]
-
-    def for_corpus(self, corpus_bytes: int) -> RunSpec:
-        """This spec with tokenizer "auto" made concrete for a corpus of ``corpus_bytes``
-        (``choose_tokenizer``). A learning rate left at the preset's byte default follows the
-        tokenizer (a BPE run's is ``BPE_LR_SCALE`` times higher); any other rate is kept."""
-        kind = choose_tokenizer(self.tokenizer, corpus_bytes)
-        train, d = self.train, PRESET_DEFAULTS.get(self.preset)
-        if kind == "bpe" and d is not None and train.lr == d.lr:
-            train = replace(train, lr=d.training(kind)["lr"])
-        return replace(self, tokenizer=kind, train=train)
-
 
 UNSCORED = ("at its last step, before its final held-out evaluation was done: that step is saved "
             "without a held-out loss")
@@ -700,16 +572,6 @@ def _encode(spec: RunSpec, corpus: Any, tok: Any) -> tuple[dict[str, np.ndarray]
     return {"ids": docs.ids, "offsets": docs.offsets, "train_spans": train, "val_spans": val}, len(docs.ids)
 
 
-def _model_config(spec: RunSpec, vocab: int) -> MambaConfig:
-    """The new model's config: the preset's, with the sizes ``spec.model`` gives over it (a
-    settings file's [model] naming only norm_eps got d 128 x 4 layers, MambaConfig's own, not
-    the preset's shape)."""
-    if spec.model:
-        fields: dict[str, Any] = {**PRESETS.get(spec.preset, {}), **spec.model}  # validated by
-        return MambaConfig(vocab_size=vocab, **fields)  # MambaConfig
-    return preset(spec.preset, vocab)
-
-
 def load_model(path: str | Path, which: str = rf.LATEST,
                notify: Callable[[str], None] | None = None) -> MambaLM:
     """A model from a run folder (its latest/best snapshot), a snapshot folder, a plain model
@@ -844,7 +706,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         if spec.tokenizer == "bpe" and tok.vocab_size < spec.bpe_vocab:  # (the estimates said
             say(f"note: the BPE tokenizer learned {tok.vocab_size:,} tokens of the "  # 2,048)
                 f"{spec.bpe_vocab:,} asked: the corpus has no more pairs worth merging")
-        lm = MambaLM(_model_config(spec, tok.vocab_size), {}, tok)
+        lm = MambaLM(spec.model_config(tok.vocab_size), {}, tok)
     est = check_run(lm.config, spec.train, corpus.n_bytes)
     say(f"memory: {est.human()}")
     trained = count_trainable(lm.config, spec.train.lora, spec.train.wsla)
@@ -863,7 +725,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     lock = rf.RunLock(folder).acquire()
     try:
         if force:
-            _remove_run_entries(folder)  # a run's own entries only (checked above)
+            rf.remove_run_entries(folder)  # a run's own entries only (checked above)
         if not lm.params:
             lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed, init=spec.init_scheme)
         if corpus.n_bytes >= BPE_MIN_BYTES:  # minutes for hundreds of MB: say what is going on
@@ -891,56 +753,17 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                           init_from)
     except (OSError, CheckpointError) as exc:  # a full disk: it named a temporary file, no fix
         if made_entries or replaced:
-            _unmake(folder, made)
+            rf.unmake(folder, made)
         lock.release()
         gone = "; the run it was to replace was removed first" if replaced else ""
         raise CheckpointError(f"{_what_failed(exc)}; the new run was not made (nothing kept in "
                               f"{folder}{gone}): fix that or choose another run folder") from exc
     except BaseException:
         if made_entries or replaced:  # Ctrl-C while tokenizing, a full disk, a non-finite --init
-            _unmake(folder, made)  # model: the next start needed --force to get past what was left
+            rf.unmake(folder, made)  # model: the next start needed --force to get past what was left
         lock.release()
         raise
     return run
-
-
-def _remove_run_entries(folder: Path, ignore_errors: bool = False,
-                        keep: frozenset[str] = frozenset()) -> None:
-    """Delete a run's own entries in ``folder`` (``RUN_ENTRIES``), all but the held lock;
-    run.json last, so one that fails half-way leaves a run that is still listed (and can be
-    deleted again). ``keep``: paths in the run (``foreign_entries``'s, e.g.
-    "snapshots/notes.txt") that stay, with the folders that hold them."""
-    for p in sorted(folder.iterdir(), key=lambda p: p.name == rf.RUN_JSON):
-        if rf.is_temp(p.name) and p.is_file() and not p.is_symlink():  # a write cut short (a
-            p.unlink(missing_ok=ignore_errors)  # --force kept it; Delete stopped at it)
-        elif p.name in rf.RUN_ENTRIES and p.name != rf.LOCK:
-            _remove_except(p, p.name, keep, ignore_errors)
-
-
-def _remove_except(p: Path, rel: str, keep: frozenset[str], ignore_errors: bool) -> None:
-    """Delete ``p`` (``rel``: its path in the run) but the paths in ``keep`` at or under it
-    (Delete's "keep those files" removed snapshots/ and data/ whole, a user's notes in them
-    included; a snapshots/ that is a link is kept as the link)."""
-    if rel in keep:
-        return
-    real_dir = p.is_dir() and not p.is_symlink()
-    if real_dir and any(k.startswith(rel + "/") for k in keep):
-        for q in p.iterdir():
-            _remove_except(q, f"{rel}/{q.name}", keep, ignore_errors)
-        return  # the folder stays, holding what is kept
-    if real_dir:
-        shutil.rmtree(p, ignore_errors=ignore_errors)
-    else:
-        p.unlink(missing_ok=ignore_errors)
-
-
-def _unmake(folder: Path, remove_folder: bool) -> None:
-    """Remove what an unfinished ``start`` wrote into ``folder`` (a run's own entries only)."""
-    _remove_run_entries(folder, ignore_errors=True)
-    (folder / rf.LOCK).unlink(missing_ok=True)  # still held by us: nobody else can be using it
-    if remove_folder:
-        with contextlib.suppress(OSError):
-            folder.rmdir()
 
 
 def _open(folder: Path, which: str = rf.LATEST
@@ -1117,59 +940,9 @@ def open_run(folder: str | Path, which: str = rf.LATEST) -> RunView:
                    rf.read_data(folder), refused)
 
 
-def why_not_delete(folder: str | Path, keep_others: bool = False) -> str | None:
-    """Why ``delete_run`` would refuse ``folder`` now (None: it would not): it is no run, a
-    process trains it, or (unless ``keep_others``) it holds files no run writes (named: a
-    user's notes there were deleted with the run)."""
-    folder = Path(folder)
-    if not (folder / rf.RUN_JSON).is_file() or folder.is_symlink():
-        return f"{folder} is not a run folder (no {rf.RUN_JSON}); nothing deleted"
-    if rf.RunLock(folder).held_elsewhere():
-        return f"{folder} is training in another process; stop it there first"
-    return None if keep_others else _holds_foreign(folder)
-
-
-def others_in_run(folder: str | Path) -> list[str]:
-    """The entries of a run folder that no run writes (a user's notes), which ``delete_run``
-    keeps with ``keep_others`` (and refuses to delete without)."""
-    return rf.foreign_entries(Path(folder))
-
-
-def _holds_foreign(folder: Path) -> str | None:
-    """What ``why_not_delete`` says of the files in ``folder`` no run writes (None: none)."""
-    foreign = rf.foreign_entries(folder)
-    if not foreign:
-        return None
-    return (f"{folder} holds files that no run writes ({listing(foreign)}); move them out first, or "
-            "delete the folder yourself")
-
-
-def delete_run(folder: str | Path, keep_others: bool = False) -> None:
-    """Delete a run folder, its snapshots and data: its own entries, then the folder. Refused
-    (CheckpointError, ``why_not_delete``) while a process trains it or when it holds files no
-    run writes; with ``keep_others`` those stay, in the folder, and only the run's own entries
-    go (it is then no run). Its lock is held meanwhile, so no run starts in it half-deleted."""
-    folder = Path(folder)
-    why = why_not_delete(folder, keep_others)
-    if why is not None:
-        raise CheckpointError(why)
-    lock = rf.RunLock(folder).acquire()  # (one started since the check: refused here)
-    try:
-        if not keep_others and (why := _holds_foreign(folder)) is not None:  # written since
-            raise CheckpointError(why)
-        _remove_run_entries(folder, keep=frozenset(rf.foreign_entries(folder))
-                            if keep_others else frozenset())
-        (folder / rf.LOCK).unlink()
-    finally:
-        lock.release()
-    if not keep_others or not any(folder.iterdir()):
-        folder.rmdir()
-
-
 __all__ = ["NO_LIMIT", "RESUME_OVERRIDES", "EpochPlan", "Run", "RunSpec", "RunView", "TrainResult",
-           "delete_run", "list_runs", "load_model", "open_run", "others_in_run", "plan_epoch",
-           "read_metrics",
-           "read_run_spec", "resume", "start", "stop_on_signals", "why_not_delete"]
+           "list_runs", "load_model", "open_run", "plan_epoch", "read_metrics", "read_run_spec",
+           "resume", "start", "stop_on_signals"]
 list_runs = rf.list_runs
 read_metrics = rf.read_metrics
 start_run = start  # the names engine exports (engine.start_run, engine.resume_run)

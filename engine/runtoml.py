@@ -39,7 +39,7 @@ from .earlystop import EarlyStopping
 from .errors import MambaStudioError
 from .limits import Problems, listed
 from .lora import LoRAConfig
-from .run import RunSpec
+from .runspec import RunSpec
 from .safeio import read_bytes
 from .trainer import TrainConfig
 

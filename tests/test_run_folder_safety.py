@@ -834,7 +834,8 @@ def test_a_data_manifest_with_a_wrong_byte_count_reads_as_unknown(made_run, tmp_
 def test_delete_run_keeps_a_users_files_and_says_which(made_run, tmp_path):
     """The Runs tab's Delete removed the whole folder, a user's notes in it too (what --force
     never deletes); it is refused, naming them, and the run stays whole."""
-    from engine.run import delete_run, open_run, why_not_delete
+    from engine.run import open_run
+    from engine.runformat import delete_run, why_not_delete
 
     run = _copy(made_run, tmp_path)
     (run / "notes.md").write_text("mine")
@@ -873,7 +874,7 @@ def test_force_over_a_run_leaves_no_temp_file_of_the_old_one(made_run, tmp_path)
 def test_delete_run_is_refused_while_another_process_trains_it(made_run, tmp_path):
     import fcntl
 
-    from engine.run import delete_run, why_not_delete
+    from engine.runformat import delete_run, why_not_delete
 
     run = _copy(made_run, tmp_path)
     fd = os.open(run / rf.LOCK, os.O_RDWR)
@@ -893,7 +894,7 @@ def test_a_delete_that_fails_half_way_leaves_a_run_that_is_still_listed(made_run
     list no longer showed (nor could delete again)."""
     import shutil
 
-    from engine.run import delete_run
+    from engine.runformat import delete_run
 
     run = _copy(made_run, tmp_path)
 
@@ -930,7 +931,7 @@ def test_a_file_written_into_a_run_while_it_is_being_deleted_keeps_it(made_run, 
                                                                       monkeypatch):
     """A user's file that appears between the check and the lock: refused under the lock,
     named, the run whole (not "training in another process": the lock is our own)."""
-    from engine.run import delete_run
+    from engine.runformat import delete_run
 
     run = _copy(made_run, tmp_path)
     real = rf.RunLock.acquire
@@ -955,8 +956,6 @@ def test_delete_run_removes_run_json_last_and_holds_the_lock_throughout(made_run
     showed; without the lock, a resume could start in a half-deleted run."""
     import shutil
 
-    from engine import run as runmod
-
     run = _copy(made_run, tmp_path)
     order: list[str] = []
     real_rmtree, real_unlink = shutil.rmtree, Path.unlink
@@ -973,7 +972,7 @@ def test_delete_run_removes_run_json_last_and_holds_the_lock_throughout(made_run
 
     monkeypatch.setattr(shutil, "rmtree", rmtree)
     monkeypatch.setattr(Path, "unlink", unlink)
-    runmod.delete_run(run)
+    rf.delete_run(run)
     assert not run.exists()
     assert order.index(rf.RUN_JSON) == len(order) - 2 and order[-1] == rf.LOCK, order
     assert {rf.SNAPSHOTS, rf.DATA} <= set(order)
@@ -981,7 +980,7 @@ def test_delete_run_removes_run_json_last_and_holds_the_lock_throughout(made_run
 
 def test_delete_run_of_a_link_to_a_run_deletes_nothing(made_run, tmp_path):
     """Through a link, the run it points to was emptied."""
-    from engine.run import delete_run
+    from engine.runformat import delete_run
 
     run = _copy(made_run, tmp_path)
     link = tmp_path / "link"
@@ -992,7 +991,7 @@ def test_delete_run_of_a_link_to_a_run_deletes_nothing(made_run, tmp_path):
 
 
 def test_delete_names_at_most_three_files_of_yours(made_run, tmp_path):
-    from engine.run import why_not_delete
+    from engine.runformat import why_not_delete
 
     run = _copy(made_run, tmp_path)
     for i in range(5):
@@ -1003,7 +1002,7 @@ def test_delete_names_at_most_three_files_of_yours(made_run, tmp_path):
 
 def test_a_file_of_yours_in_a_snapshots_folder_written_during_a_delete_is_kept(
         made_run, tmp_path, monkeypatch):
-    from engine.run import delete_run
+    from engine.runformat import delete_run
 
     run = _copy(made_run, tmp_path)
     real = rf.RunLock.acquire
@@ -1095,7 +1094,7 @@ def test_a_run_from_a_run_records_the_snapshot_it_started_from(made_run, tmp_pat
 def test_delete_keeping_a_users_files_removes_the_run_and_leaves_them(made_run, tmp_path):
     """Delete a run and keep the files of the user's that are in its folder: the run's own
     entries go (it is no run any more), theirs stay untouched; a folder with none is removed."""
-    from engine.run import delete_run, others_in_run, why_not_delete
+    from engine.runformat import delete_run, others_in_run, why_not_delete
 
     run = _copy(made_run, tmp_path)
     (run / "notes.md").write_text("mine")
@@ -1117,7 +1116,7 @@ def test_delete_keeping_a_users_files_keeps_those_inside_the_runs_own_folders(ma
                                                                              tmp_path):
     """Notes put in snapshots/, in a snapshot and in data/ were listed as kept, then deleted
     with those folders; a snapshots/ that is a link was removed though the question kept it."""
-    from engine.run import delete_run, others_in_run
+    from engine.runformat import delete_run, others_in_run
 
     run = _copy(made_run, tmp_path)
     (run / rf.SNAPSHOTS / "notes.txt").write_text("a")
@@ -1203,7 +1202,7 @@ def test_a_resume_past_a_damaged_snapshot_keeps_it(made_run, tmp_path, capsys):
     """step-4's trainer.json damaged: the resume goes on from step 2 (as before) but step-4,
     whose weights are intact, was later pruned or saved over: it is kept as step-4.damaged,
     said, never pruned, and Delete takes it with the run (it is not a file of the user's)."""
-    from engine.run import delete_run, others_in_run
+    from engine.runformat import delete_run, others_in_run
 
     run = _copy(made_run, tmp_path)
     (run / rf.SNAPSHOTS / "step-4" / rf.SNAP_TRAINER).write_text("{")
@@ -1282,7 +1281,8 @@ def test_odd_sample_lines_and_a_set_aside_best_snapshot(made_run, tmp_path, caps
     step-4 once it was set aside (the run's own new step-4 would be exported as the old best);
     a folder named step-4-damaged counted as the run's own; a snapshot whose weights file was
     deleted was said as the one Continue takes."""
-    from engine.run import others_in_run, resume
+    from engine.run import resume
+    from engine.runformat import others_in_run
     from engine.samples import append_sample
 
     run = _copy(made_run, tmp_path)

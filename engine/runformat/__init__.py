@@ -28,7 +28,8 @@ are removed by ``clean_stale`` when a run is opened for writing.
 
 One module a part of the folder: ``names`` (file names, primitives), ``snapshot_dirs``,
 ``data_files``, ``run_lock``, ``out_folder``, ``run_file`` (run.json), ``metrics_file``
-(metrics.csv, samples.jsonl, status.json), ``listing``. Callers use the names re-exported here.
+(metrics.csv, samples.jsonl, status.json), ``listing``, ``removal`` (deleting a run's files).
+Callers use the names re-exported here.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ from .out_folder import (
     prepared_only,
     unique_run_folder,
 )
+from .removal import delete_run, others_in_run, remove_run_entries, unmake, why_not_delete
 from .run_file import (
     foreign_entries,
     init_described,
@@ -180,6 +182,7 @@ __all__ = [
     "check_resume_dir",
     "clean_stale",
     "corpus_bytes",
+    "delete_run",
     "drop_after",
     "expected_snapshot",
     "file_sources",
@@ -196,6 +199,7 @@ __all__ = [
     "note_run_number",
     "now_iso",
     "npy_length",
+    "others_in_run",
     "prepared_only",
     "progress_mark",
     "prune",
@@ -210,6 +214,7 @@ __all__ = [
     "read_status",
     "read_tokens_per_byte",
     "real_dir",
+    "remove_run_entries",
     "rewrite_run_spec",
     "run_written_ns",
     "set_aside_passed_over",
@@ -223,9 +228,11 @@ __all__ = [
     "truncate_metrics",
     "truncate_samples",
     "unique_run_folder",
+    "unmake",
     "unreadable_newer",
     "verify_files",
     "verify_snapshot",
+    "why_not_delete",
     "write_data",
     "write_json",
     "write_run_json",

@@ -1,0 +1,104 @@
+"""Deleting a run's own files: a whole run (``delete_run``, refused while another process
+trains it or when it holds a user's files) or what an unfinished start wrote (``unmake``). run.json
+goes last, so a delete cut short leaves a run that is still listed and can be deleted again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from pathlib import Path
+
+from ..errors import CheckpointError
+from ..words import listing
+from .names import LOCK, RUN_ENTRIES, RUN_JSON, is_temp, real_dir
+from .run_file import foreign_entries
+from .run_lock import RunLock
+
+
+def remove_run_entries(folder: Path, ignore_errors: bool = False,
+                        keep: frozenset[str] = frozenset()) -> None:
+    """Delete a run's own entries in ``folder`` (``RUN_ENTRIES``), all but the held lock;
+    run.json last, so one that fails half-way leaves a run that is still listed (and can be
+    deleted again). ``keep``: paths in the run (``foreign_entries``'s, e.g.
+    "snapshots/notes.txt") that stay, with the folders that hold them."""
+    for p in sorted(folder.iterdir(), key=lambda p: p.name == RUN_JSON):
+        if is_temp(p.name) and p.is_file() and not p.is_symlink():  # a write cut short (a
+            p.unlink(missing_ok=ignore_errors)  # --force kept it; Delete stopped at it)
+        elif p.name in RUN_ENTRIES and p.name != LOCK:
+            _remove_except(p, p.name, keep, ignore_errors)
+
+
+def _remove_except(p: Path, rel: str, keep: frozenset[str], ignore_errors: bool) -> None:
+    """Delete ``p`` (``rel``: its path in the run) but the paths in ``keep`` at or under it
+    (Delete's "keep those files" removed snapshots/ and data/ whole, a user's notes in them
+    included; a snapshots/ that is a link is kept as the link)."""
+    if rel in keep:
+        return
+    folder = real_dir(p)
+    if folder and any(k.startswith(rel + "/") for k in keep):
+        for q in p.iterdir():
+            _remove_except(q, f"{rel}/{q.name}", keep, ignore_errors)
+        return  # the folder stays, holding what is kept
+    if folder:
+        shutil.rmtree(p, ignore_errors=ignore_errors)
+    else:
+        p.unlink(missing_ok=ignore_errors)
+
+
+def unmake(folder: Path, remove_folder: bool) -> None:
+    """Remove what an unfinished ``start`` wrote into ``folder`` (a run's own entries only)."""
+    remove_run_entries(folder, ignore_errors=True)
+    (folder / LOCK).unlink(missing_ok=True)  # still held by us: nobody else can be using it
+    if remove_folder:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def why_not_delete(folder: str | Path, keep_others: bool = False) -> str | None:
+    """Why ``delete_run`` would refuse ``folder`` now (None: it would not): it is no run, a
+    process trains it, or (unless ``keep_others``) it holds files no run writes (named: a
+    user's notes there were deleted with the run)."""
+    folder = Path(folder)
+    if not (folder / RUN_JSON).is_file() or folder.is_symlink():
+        return f"{folder} is not a run folder (no {RUN_JSON}); nothing deleted"
+    if RunLock(folder).held_elsewhere():
+        return f"{folder} is training in another process; stop it there first"
+    return None if keep_others else _holds_foreign(folder)
+
+
+def others_in_run(folder: str | Path) -> list[str]:
+    """The entries of a run folder that no run writes (a user's notes), which ``delete_run``
+    keeps with ``keep_others`` (and refuses to delete without)."""
+    return foreign_entries(Path(folder))
+
+
+def _holds_foreign(folder: Path) -> str | None:
+    """What ``why_not_delete`` says of the files in ``folder`` no run writes (None: none)."""
+    foreign = foreign_entries(folder)
+    if not foreign:
+        return None
+    return (f"{folder} holds files that no run writes ({listing(foreign)}); move them out first, or "
+            "delete the folder yourself")
+
+
+def delete_run(folder: str | Path, keep_others: bool = False) -> None:
+    """Delete a run folder, its snapshots and data: its own entries, then the folder. Refused
+    (CheckpointError, ``why_not_delete``) while a process trains it or when it holds files no
+    run writes; with ``keep_others`` those stay, in the folder, and only the run's own entries
+    go (it is then no run). Its lock is held meanwhile, so no run starts in it half-deleted."""
+    folder = Path(folder)
+    why = why_not_delete(folder, keep_others)
+    if why is not None:
+        raise CheckpointError(why)
+    lock = RunLock(folder).acquire()  # (one started since the check: refused here)
+    try:
+        if not keep_others and (why := _holds_foreign(folder)) is not None:  # written since
+            raise CheckpointError(why)
+        remove_run_entries(folder, keep=frozenset(foreign_entries(folder))
+                            if keep_others else frozenset())
+        (folder / LOCK).unlink()
+    finally:
+        lock.release()
+    if not keep_others or not any(folder.iterdir()):
+        folder.rmdir()
