@@ -351,9 +351,9 @@ class GenerateWorker(QObject):
             if self._stop.is_set():  # Stop while the model loaded: no prompt read (7-12 s for
                 self.done.emit("stopped before generating")  # 200,000 tokens) after it
                 return
-            ids = lm.tokenizer.encode(self.prompt)
-            reading_what = f"reading the prompt ({plural(len(ids), 'token')})…"
-            if len(ids) > 1:  # a long prompt took ~30 s under "loading the model…"
+            ids = lm.prompt_ids(self.prompt)  # (an end-of-text id first, as generate reads it)
+            reading_what = f"reading the prompt ({plural(len(ids) - 1, 'token')})…"
+            if len(ids) > 2:  # a long prompt took ~30 s under "loading the model…"
                 self.progress.emit(reading_what)
             t0 = time.perf_counter()
             cut: list[int] = []  # the tokens read when Stop cut the prompt's reading
@@ -395,8 +395,8 @@ class GenerateWorker(QObject):
                     stopped = True
                     break
             if cut:
-                self.done.emit(f"stopped while reading the prompt ({cut[0]:,} of "
-                               f"{plural(len(ids), 'token')} read)")
+                self.done.emit(f"stopped while reading the prompt ({cut[0] - 1:,} of "
+                               f"{plural(len(ids) - 1, 'token')} read)")
                 return
             tail = "".join(pending) + stream.flush()
             if tail:
@@ -410,7 +410,7 @@ class GenerateWorker(QObject):
             run = str(Path(self.source)) + "/"  # the note's paths inside the run, shortened
             used = (f" · {Path(lm.source).name}, not the snapshot latest.json names "
                     f"({passed_over[0].replace(run, '')})" if passed_over and lm.source else "")
-            self.done.emit(generation_summary(n, first - t0, end - first, len(ids), why,  # whose
+            self.done.emit(generation_summary(n, first - t0, end - first, len(ids) - 1, why,  # whose
                                               f"{desc} · {Path(self.source).name}{used}"))
             # the Model box may show another run by then (its run deleted meanwhile)
         except Exception as exc:

@@ -57,6 +57,14 @@ class MambaLM:
         """tokens (b, l) -> logits (b, l, v)."""
         return logits_forward(self.params, np.atleast_2d(tokens), self.config)
 
+    def prompt_ids(self, prompt: str) -> np.ndarray:
+        """The ids a text prompt is read as (L + 1,) int64: an end-of-text id, then the
+        prompt's, as every training document starts (``engine.documents``), so a prompt is the
+        beginning of a document. ``generate``, the window's Playground and the exports' recipes
+        all prompt this way (the Playground once read the prompt alone: other text than
+        ``generate`` for the same model and seed)."""
+        return np.concatenate([[self.tokenizer.eos_id], self.tokenizer.encode(prompt)]).astype(np.int64)
+
     def generate_ids(
         self, prompt_ids: np.ndarray, sampling: SamplingConfig, backend: Stepper | None = None,
         reading: Callable[[int], bool] | None = None,
@@ -96,12 +104,10 @@ class MambaLM:
     ) -> Iterator[str]:
         """Stream decoded text pieces; multi-byte characters are emitted once complete. Decoding is
         incremental (the tokenizer's ``stream()``), so each token costs the same however long the
-        text already is. The prompt is read after an end-of-text id, as every training document
-        starts (``engine.documents``), so a prompt is the beginning of a document."""
+        text already is. The prompt is read as ``prompt_ids`` gives it."""
         sampling = sampling or SamplingConfig()
         stream = self.tokenizer.stream()
-        ids = np.concatenate([[self.tokenizer.eos_id], self.tokenizer.encode(prompt)])
-        for tok in self.generate_ids(ids.astype(np.int64), sampling, backend):
+        for tok in self.generate_ids(self.prompt_ids(prompt), sampling, backend):
             piece = stream.step(int(tok))
             if piece:
                 yield piece

@@ -66,11 +66,13 @@ def fake_model(monkeypatch, generate_ids, backend: str = "CPU step") -> None:  #
     is the one given, and ``engine.pick_backend`` the CPU step named ``backend``: a Playground
     generation without a model or its kernels."""
     import engine
+    from engine.lm import MambaLM
     from engine.tokenizer import ByteTokenizer
 
     class FakeLM:
         tokenizer = ByteTokenizer()
         source = None
+        prompt_ids = MambaLM.prompt_ids  # (reads only ``tokenizer``)
 
         def check_finite(self, source):  # noqa: ANN001, ANN202
             pass

@@ -683,7 +683,7 @@ def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
     def generate_ids(ids, sampling):  # noqa: ANN001, ANN202
         n = 2 if sampling.stop_at_eos else sampling.max_new_tokens  # "end of text" after 2
         eos = ByteTokenizer().eos_id
-        yield from [104, 105, eos, 33, 33, 33][:0 if ids.size else n]
+        yield from [104, 105, eos, 33, 33, 33][:0 if ids.size > 1 else n]  # (ids: eos + prompt)
 
     fake_model(monkeypatch, generate_ids)
     for stop, why, text in ((True, "2 tokens", "ended at end of text"),
@@ -1987,6 +1987,39 @@ def test_playground_stop_while_the_prompt_is_read_says_so(win, qtbot, monkeypatc
     assert "/s)" not in said  # (a rate of one token: "1 token in 11.00 s (0/s)")
 
 
+def test_the_playground_writes_what_generate_writes(tiny_run, monkeypatch):
+    """The Playground read the prompt alone where ``generate`` (the CLI, the previews, the model
+    card's samples) reads it after an end-of-text id, as every training document starts: the
+    same model, prompt and seed gave other text in the window ("The state space models used..."
+    against "The Lighthouse Keeper's Notebook..."). Both read the same ids now, so they write
+    the same text."""
+    from dataclasses import replace as _replace
+
+    import engine
+    from app.workers import GenerateWorker
+    from engine.lm import MambaLM
+
+    read: list[list[int]] = []
+    real = MambaLM.generate_ids
+
+    def generate_ids(self, ids, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        read.append([int(i) for i in ids])
+        return real(self, ids, *a, **k)
+
+    monkeypatch.setattr(MambaLM, "generate_ids", generate_ids)
+    lm = engine.load_model(tiny_run)
+    for temperature in (0.0, 0.9):
+        cfg = _replace(engine.GENERATION_DEFAULTS, max_new_tokens=24, seed=3,
+                       temperature=temperature, stop_at_eos=False)
+        w = GenerateWorker(tiny_run, "The ", cfg, "cpu")
+        pieces: list[str] = []
+        w.piece.connect(pieces.append)
+        w.run()
+        assert "".join(pieces) == "".join(lm.generate("The ", cfg)), temperature
+        window, cli = read[-2:]
+        assert window == cli == [lm.tokenizer.eos_id, *lm.tokenizer.encode("The ")]
+
+
 def test_playground_stop_while_a_long_prompt_is_read_stops_at_the_next_piece(tiny_run,
                                                                             monkeypatch):
     """The prompt is read PROMPT_PIECE tokens at a time (8 here): a Stop during its reading
@@ -2013,7 +2046,8 @@ def test_playground_stop_while_a_long_prompt_is_read_stops_at_the_next_piece(tin
     w.done.connect(done.append)
     w.piece.connect(pieces.append)
     w.run()
-    assert done == ["stopped while reading the prompt (16 of 240 tokens read)"], done
+    assert done == ["stopped while reading the prompt (15 of 240 tokens read)"], done  # (16
+    # ids read: the end-of-text id the prompt is read after, and 15 of its own)
     assert pieces == []
 
 
