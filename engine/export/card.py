@@ -30,8 +30,10 @@ USAGE = {
 from transformers import AutoModelForCausalLM, AutoTokenizer
 tok = AutoTokenizer.from_pretrained("{out}")
 model = AutoModelForCausalLM.from_pretrained("{out}")
-ids = tok("The ", return_tensors="pt").input_ids
-print(tok.decode(model.generate(ids, max_new_tokens=40, do_sample=False)[0]))
+# a prompt is read after <|endoftext|>, as every training document starts
+ids = tok(tok.eos_token + "The ", return_tensors="pt").input_ids
+out = model.generate(ids, max_new_tokens=40, do_sample=False)
+print(tok.decode(out[0], skip_special_tokens=True))
 ```""",
     "peft": """```python
 from peft import AutoPeftModelForCausalLM, PeftModel

@@ -136,7 +136,8 @@ def _write(gguf: Any, run: RunSource, out_path: Path, tmp: str) -> None:
         w.add_bos_token_id(eos)
         w.add_eos_token_id(eos)
         w.add_pad_token_id(eos)
-        w.add_add_bos_token(False)
+        w.add_add_bos_token(True)  # bos = end of text: a prompt is read after it, as every
+        # training document starts (``MambaLM.prompt_ids``); llama.cpp puts it first
         w.add_add_eos_token(False)
         for name, a in gguf_tensors(run.lm.params, cfg.n_layer).items():
             w.add_tensor(name, a)

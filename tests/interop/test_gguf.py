@@ -55,6 +55,16 @@ def test_llama_cpp_greedy_continuation_equals_ours(runs: dict[str, Path], ggufs:
 
 
 @pytest.mark.parametrize("name", ["byte", "bpe"])
+def test_llama_cpp_reads_a_prompt_as_generate_does(runs: dict[str, Path], ggufs: dict[str, Path],
+                                                   name: str) -> None:
+    """``llama-cli -p "The "`` tokenizes with the file's add_bos_token: it was off, so llama.cpp
+    read the prompt alone where our ``generate`` reads it after <|endoftext|>."""
+    lm = MambaLM.load(model_folder(runs[name]))
+    llm = _llama(ggufs[name])
+    assert llm.tokenize(PROMPT.encode("utf-8")) == lm.prompt_ids(PROMPT).tolist()
+
+
+@pytest.mark.parametrize("name", ["byte", "bpe"])
 def test_llama_cpp_tokenizer_equals_ours(runs: dict[str, Path], ggufs: dict[str, Path], name: str) -> None:
     lm = MambaLM.load(model_folder(runs[name]))
     llm = _llama(ggufs[name])

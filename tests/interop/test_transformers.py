@@ -89,6 +89,26 @@ def test_transformers_greedy_generation_equals_ours(runs: dict[str, Path], name:
     assert out[0, len(prompt):].tolist() == ours
 
 
+@pytest.mark.parametrize("name", ["byte", "bpe"])
+def test_the_model_cards_recipe_writes_what_generate_writes(runs: dict[str, Path], name: str,
+                                                            capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    """The card's "Use" snippet, run as a user runs it: it read "The " alone where our
+    ``generate`` reads a prompt after <|endoftext|> (as every training document starts), so
+    its text was not the card's own greedy sample."""
+    from engine.export.card import USAGE
+
+    folder = model_folder(runs[name])
+    lm = MambaLM.load(folder)
+    ran: dict[str, object] = {}
+    exec(USAGE["merged"].split("```python")[1].split("```")[0].format(out=folder), ran)
+    assert ran["ids"][0].tolist() == lm.prompt_ids("The ").tolist()  # type: ignore[index]
+    theirs = capsys.readouterr().out.rstrip("\n")
+    cfg = SamplingConfig(temperature=0.0, max_new_tokens=40, stop_at_eos=True)
+    assert theirs == "The " + "".join(lm.generate("The ", cfg))
+    assert len(theirs) > len("The ") + 4  # a real continuation
+
+
 # --------------------------------------------------------------- HF save_pretrained -> ours
 HF_CASES = {
     "vocab300": ({"vocab_size": 300}, {}),
