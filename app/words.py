@@ -18,6 +18,7 @@ _CLI_ADVICE = (
     ("choose another --out", "start the app with --runs-root FOLDER to train elsewhere"),
     ("if it is text, name the file itself to read it",  # (a folder's .zip / .png skipped)
      "if it is text, add the file itself with Add files…"),
+    ("; pass --epochs ", "; set Epochs to "),  # (epochs that end a run before its max steps)
     ("choose a new file name (--force replaces only an earlier GGUF export)",  # (an export
      "choose a new file name (only an earlier GGUF export is ever replaced)"),  # error)
 )

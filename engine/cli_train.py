@@ -301,10 +301,6 @@ def _train(a: argparse.Namespace, run, job) -> int:
         if job is not None:
             print(job.describe(tr), file=sys.stderr)
         by_epochs = tr.steps_per_epoch * tr.cfg.epochs
-        if tr.cfg.max_steps and tr.cfg.max_steps > by_epochs:  # --max-steps alone cannot go past
-            print(f"note: {tr.cfg.epochs} epochs end at step {by_epochs}, before max steps "
-                  f"{tr.cfg.max_steps}; pass --epochs {-(-tr.cfg.max_steps // tr.steps_per_epoch)} "
-                  "to reach it", file=sys.stderr)
         if (tr.cfg.lora is not None or tr.cfg.wsla) and run.spec.init is None:
             what = "LoRA adapters" if tr.cfg.lora is not None else "WSLA (x_proj only)"
             print(f"note: {what} on a new model with random weights: the base stays random; to "

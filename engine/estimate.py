@@ -24,6 +24,8 @@ class RunEstimate:
     memory: MemoryEstimate
     steps_per_epoch: int | None  # from the packed rows (``run.plan_epoch``); None: not counted yet
     step_s: float | None = None  # measured seconds per optimizer step (None: not measured yet)
+    epochs: int = 0  # the run's epochs and max steps (0 / None: no limit), to say when the
+    max_steps: int | None = None  # epochs end it first (a Continue to max steps 60 ended at 33)
 
     @property
     def epoch_s(self) -> float | None:
@@ -45,7 +47,17 @@ class RunEstimate:
         else:
             t = f"steps per epoch: {no_steps}; step time: {no_time}"
         return (f"{self.params:,} parameters ({self.trainable:,} trained) · memory "
-                f"{human_bytes(self.memory.total)} · {t}")
+                f"{human_bytes(self.memory.total)} · {t}{self._epochs_first()}")
+
+    def _epochs_first(self) -> str:
+        """" · 3 epochs end at step 33, before max steps 60 (6 epochs reach it)" when they
+        do, else ""."""
+        steps, cap = self.steps_per_epoch, self.max_steps
+        if not (steps and cap and self.epochs and cap > steps * self.epochs):
+            return ""
+        verb = "ends" if self.epochs == 1 else "end"
+        return (f" · {plural(self.epochs, 'epoch')} {verb} at step {steps * self.epochs:,}, before "
+                f"max steps {cap:,} ({-(-cap // steps):,} epochs reach it)")
 
 
 def _dur(s: float) -> str:
@@ -68,7 +80,7 @@ def estimate_run(cfg: MambaConfig, tc: TrainConfig, corpus_tokens: int, rows: in
     mem = estimate(MemorySpec(cfg, tc.batch_size, tc.seq_len, tc.activation_checkpointing,
                               trained if trained < total else None, corpus_tokens=corpus_tokens))
     steps = None if rows is None else epoch_steps(rows, tc.batch_size * tc.grad_accum)
-    return RunEstimate(total, trained, mem, steps, step_s)
+    return RunEstimate(total, trained, mem, steps, step_s, tc.epochs, tc.max_steps)
 
 
 # steps above this many FLOP (6 x parameters x tokens) are not timed: at the ~100 GFLOP/s two

@@ -92,6 +92,12 @@ class Run:
                 "nothing is held out: the corpus is too small to split; its held-out loss is not "
                 "measured")
         self.notices += self._beyond_the_corpus(spec.train)
+        by_epochs = self.trainer.steps_per_epoch * spec.train.epochs
+        if spec.train.max_steps and spec.train.max_steps > by_epochs:  # (the window's Continue
+            self.notices.append(  # to max steps 60 ended at 33 without a word)
+                f"{plural(spec.train.epochs, 'epoch')} {'ends' if spec.train.epochs == 1 else 'end'}"
+                f" at step {by_epochs:,}, before max steps {spec.train.max_steps:,}; pass --epochs "
+                f"{-(-spec.train.max_steps // self.trainer.steps_per_epoch)} to reach it")
         self.saved_step = -1
         self.saved_val: float | None = None  # the held-out loss kept with that save (its step's)
         self.saved_eval_stopped = False  # that save's step's evaluation was cut short by a stop

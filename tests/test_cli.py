@@ -60,7 +60,7 @@ def test_max_steps_past_the_epochs_says_to_raise_epochs(tmp_path, capsys):
     capsys.readouterr()
     assert main(["train", "--resume", str(out), "--max-steps", "1000", "--sample-tokens", "0"]) == 0
     err = capsys.readouterr().err
-    assert "1 epochs end at step" in err and "before max steps 1000; pass --epochs" in err
+    assert "1 epoch ends at step" in err and "before max steps 1,000; pass --epochs" in err
     assert "pass --epochs with a larger total" in err  # not "--max-steps", which was just given
 
 

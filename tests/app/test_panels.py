@@ -539,6 +539,28 @@ def test_continue_shows_the_runs_own_tokenizer_and_steps_per_epoch(win, qtbot, t
     assert win.train.init_scheme.currentText() == "reference" and win.train.init_scheme.isEnabled()
 
 
+def test_continue_to_max_steps_past_the_epochs_says_the_epochs_end_it_first(win, qtbot, tiny_run):
+    """A Continue to max steps 60 of a run whose 3 epochs end at step 33 ended at 33 with no
+    word (the CLI said to raise --epochs): the estimate says it before Start, and the Log's
+    note when the run opens says which box to raise."""
+    from app.words import in_window_terms
+
+    win.choose_continue(tiny_run)
+    with runapi.resume(tiny_run) as run:
+        steps, notes = run.trainer.steps_per_epoch, run.notices
+    epochs = win.train.epochs.value()
+    win.train.max_steps.setValue(steps * epochs + 2 * steps)
+    qtbot.waitUntil(lambda: "before max steps" in win.estimate.full, timeout=RUN_TIMEOUT)
+    assert (f"end at step {steps * epochs:,}, before max steps {steps * (epochs + 2):,} "
+            f"({epochs + 2} epochs reach it)") in win.estimate.full, win.estimate.full
+    win.train.max_steps.setValue(steps * epochs)
+    qtbot.waitUntil(lambda: "before max steps" not in win.estimate.full, timeout=RUN_TIMEOUT)
+    with runapi.resume(tiny_run, max_steps=steps * (epochs + 2)) as run:
+        note = [n for n in run.notices if "before max steps" in n]
+    assert not [n for n in notes if "before max steps" in n]  # (its own max steps: none)
+    assert note and in_window_terms(note[0]).endswith(f"; set Epochs to {epochs + 2} to reach it")
+
+
 def test_continue_of_a_run_from_opened_weights_counts_their_model(win, qtbot, tiny_run,
                                                                    tmp_path):
     """A run started from a tiny model's weights records preset "small" (the default) in its
