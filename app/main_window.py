@@ -104,6 +104,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         # File > Export acts on it; a run overlaid with Compare is not it
         self.shown_run: str | None = None
         self.export_actions: dict[str, QAction] = {}
+        self.run_actions: dict[str, QAction] = {}  # the Run menu's, by their text
         self._closing = False
         self._step_times = StepTimes()  # seconds a step, by estimate_key
         self._run_key: tuple | None = None  # the running run's key
@@ -159,7 +160,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(  # only in a window under ~830 px wide, where the
             Qt.ScrollBarPolicy.ScrollBarAsNeeded)  # side pane is narrower than the panel
-        self.train_scroll = scroll
+        scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # (an unseen Tab stop; its boxes are
+        self.train_scroll = scroll  # Tab stops, and the panel scrolls to the focused one)
         left.addTab(scroll, "Model && training")
         self.left_tabs = left
         bottom = QTabWidget()
@@ -180,10 +182,10 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         tl.setContentsMargins(0, 0, 0, 0)
         tl.addWidget(split, 1)
         self.tabs = QTabWidget()
-        self.tabs.addTab(train_page, "Train")
-        self.tabs.addTab(self.runs, "Runs")
-        self.tabs.addTab(self.playground, "Playground")
-        self.tabs.addTab(self.gallery, "Gallery")
+        self.tabs.addTab(train_page, "&Train")  # (Alt+letter: no tab had one)
+        self.tabs.addTab(self.runs, "R&uns")
+        self.tabs.addTab(self.playground, "Pl&ayground")
+        self.tabs.addTab(self.gallery, "Gall&ery")
         self.tabs.currentChanged.connect(self._tab_shown)
 
         bar = QHBoxLayout()
@@ -316,14 +318,14 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
     def _menus(self) -> None:
         m = self.menuBar().addMenu("&File")
         for text, key, slot in (
-                ("Open model or HF Mamba folder…", "Ctrl+O", self._open_model_dialog),
-                ("Show a run folder…", "Ctrl+R", self._open_run_dialog),
-                ("Open settings…", "Ctrl+Shift+O", self._open_settings_dialog),
-                ("Save settings as…", "Ctrl+S", self._save_settings_dialog),
-                ("Save a snapshot now", "", self.save_snapshot),
+                ("&Open model or HF Mamba folder…", "Ctrl+O", self._open_model_dialog),
+                ("Show a &run folder…", "Ctrl+R", self._open_run_dialog),
+                ("Open &settings…", "Ctrl+Shift+O", self._open_settings_dialog),
+                ("Sa&ve settings as…", "Ctrl+S", self._save_settings_dialog),
+                ("Save a snapshot &now", "", self.save_snapshot),
                 *((EXPORT_KINDS[k][0], "", lambda _=False, k=k: self._export_dialog(None, k))
                   for k in EXPORT_KINDS),
-                ("New model (forget loaded weights)", "", self.new_model)):
+                ("New mode&l (forget loaded weights)", "", self.new_model)):
             act = QAction(text, self)
             if key:
                 act.setShortcut(QKeySequence(key))
@@ -335,15 +337,25 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         m.setToolTipsVisible(True)
         self._show_run(None)
         m.addSeparator()
-        quit_act = QAction("Quit", self)
+        quit_act = QAction("&Quit", self)
         quit_act.setShortcut(QKeySequence.StandardKey.Quit)
         quit_act.triggered.connect(self.close)
         m.addAction(quit_act)
+        run = self.menuBar().addMenu("&Run")  # the run's keys, from any box (Space typed a
+        for text, key, slot in (  # space into the focused Prompts box: no key paused there)
+                ("&Start", "Ctrl+Return", self.start_training),
+                ("&Pause / resume", "Ctrl+P", self.toggle_pause),
+                ("S&top (saves)", "Ctrl+.", self.stop),
+                ("&Generate in the Playground", "Ctrl+G", self.playground.generate)):
+            act = QAction(text, self)
+            act.setShortcut(QKeySequence(key))
+            act.triggered.connect(slot)
+            run.addAction(act)
+            self.run_actions[text.replace("&", "")] = act
 
     def _shortcuts(self) -> None:
-        for key, slot in (("Ctrl+Return", self.start_training), ("Ctrl+Enter", self.start_training),
-                          ("Space", self.toggle_pause), ("Ctrl+G", self.playground.generate),
-                          ("Ctrl+.", self.stop)):  # (no key stopped a run: Space on Stop paused)
+        for key, slot in (("Ctrl+Enter", self.start_training),  # (keypad; Run menu: the rest)
+                          ("Space", self.toggle_pause)):
             sc = QShortcut(QKeySequence(key), self)
             sc.activated.connect(slot)
             if key == "Space":  # pause / resume; when idle it took every Space from the
@@ -406,8 +418,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
 
     def _paused_line(self) -> str:
         r = self.last_report
-        return (f"paused at step {r.step:,}/{r.total_steps:,} · loss {r.loss:.4f} nats (Space resumes)"
-                if r is not None else "paused (Space resumes)")
+        return (f"paused at step {r.step:,}/{r.total_steps:,} · loss {r.loss:.4f} nats (Space or "
+                "Ctrl+P resumes)" if r is not None else "paused (Space or Ctrl+P resumes)")
 
     def _listed(self) -> None:
         """The Runs list was read again: a chosen Continue names its run's step as it is now

@@ -101,6 +101,8 @@ class PlotsPanel(QWidget):
         bg, fg = ("#1e1f22", "#d0d0d0") if dark else ("w", "k")
         pg.setConfigOptions(antialias=False, background=bg, foreground=fg)
         self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # no keys: a Tab stop there showed
+        # nothing (a keyboard user lost the focus after Reset view)
         self.loss_plot = self.canvas.addPlot(row=0, col=0)
         self.norm_plot = self.canvas.addPlot(row=1, col=0)
         for plot, title in ((self.loss_plot, "Loss"), (self.norm_plot, "Gradient norm (pre-clip)")):

@@ -127,7 +127,8 @@ class RunsPanel(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.doubleClicked.connect(lambda _i: self._emit(self.open_requested))
+        self.table.activated.connect(lambda _i: self._emit(self.open_requested))  # a double
+        # click, and Return on a row (it did nothing: Open had to be tabbed to)
         self.where = QLabel()
         self.where.setWordWrap(True)
         buttons = QHBoxLayout()

@@ -2147,3 +2147,19 @@ def test_an_exception_that_escapes_a_slot_is_said_in_the_window(win, monkeypatch
     n = len(win.errors)
     sys.excepthook(KeyboardInterrupt, KeyboardInterrupt(), None)  # Ctrl-C has its own handling
     assert len(win.errors) == n
+
+
+def test_return_on_a_run_in_the_runs_list_opens_it(win, qtbot, tiny_run):
+    """Return on a selected row did nothing (only a double click opened it): a keyboard user had
+    to Tab to Open."""
+    from PySide6.QtCore import Qt
+
+    runs = win.runs
+    runs.set_root(str(Path(tiny_run).parent))
+    qtbot.waitUntil(lambda: runs.table.rowCount() >= 1, timeout=RUN_TIMEOUT)
+    opened: list[str] = []
+    runs.open_requested.connect(opened.append)
+    runs.table.selectRow(0)
+    runs.table.setCurrentCell(0, 0)
+    qtbot.keyClick(runs.table, Qt.Key.Key_Return)
+    assert opened == [runs.selected()], opened

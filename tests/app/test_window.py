@@ -830,7 +830,7 @@ def test_start_leaves_the_keyboard_on_pause_and_a_pause_says_where_it_stopped(wi
     r = win.last_report
     assert r.step == run.step
     assert win.status.full == (f"paused at step {r.step:,}/{r.total_steps:,} · loss {r.loss:.4f} "
-                                 "nats (Space resumes)")
+                                 "nats (Space or Ctrl+P resumes)")
     win.stop()
     qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
     assert QApplication.focusWidget() is win.start_btn  # it went to the Preview backend box
@@ -846,7 +846,7 @@ def test_a_pause_while_preparing_shows_the_prepared_run_at_step_0(win, qtbot):
     qtbot.waitUntil(lambda: win.current_run is not None, timeout=RUN_TIMEOUT)
     run = win.worker.run_obj
     assert win.progress.text() == f"0 / {run.trainer.total_steps} steps", win.progress.text()
-    assert win.status.full == "paused (Space resumes)" and run.step == 0
+    assert win.status.full == "paused (Space or Ctrl+P resumes)" and run.step == 0
     win.stop()
     qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
     assert not win.errors, win.errors
@@ -1069,3 +1069,41 @@ def test_a_run_stops_from_the_keyboard(win, qtbot):
         qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
         win.plots.clear()
     assert not win.errors, win.errors
+
+
+def test_ctrl_p_pauses_and_resumes_from_a_text_box_and_the_run_menu_names_the_keys(win, qtbot):
+    """Space, the pause key, typed a space into the focused Prompts box (where the focus stays
+    after Ctrl+Enter there): the run went on and its next previews used the changed prompt.
+    Ctrl+P pauses and resumes from any box; the Run menu lists the run's keys."""
+    from PySide6.QtCore import Qt
+
+    assert {k: a.shortcut().toString() for k, a in win.run_actions.items()} == {
+        "Start": "Ctrl+Return", "Pause / resume": "Ctrl+P", "Stop (saves)": "Ctrl+.",
+        "Generate in the Playground": "Ctrl+G"}
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow)
+    win.train.epochs.setValue(200)
+    box = win.preview.prompts
+    box.setPlainText("The ")
+    box.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is box)
+    qtbot.keyClick(box, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: len(win.plots.steps) >= 1, timeout=RUN_TIMEOUT)
+    box.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is box)
+    qtbot.keyClick(box, Qt.Key.Key_P, Qt.KeyboardModifier.ControlModifier)
+    assert win.state == "paused" and box.toPlainText() == "The "
+    qtbot.keyClick(box, Qt.Key.Key_P, Qt.KeyboardModifier.ControlModifier)
+    assert win.state == "running"
+    win.stop()
+    qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+
+
+def test_every_tab_stop_of_the_train_page_shows_where_the_keys_go(win):
+    """Tab stopped on the plots and on the settings panel's scroll area, which show no focus:
+    a keyboard user lost track of the focus there."""
+    from PySide6.QtCore import Qt
+
+    assert win.plots.canvas.focusPolicy() == Qt.FocusPolicy.NoFocus
+    assert win.train_scroll.focusPolicy() == Qt.FocusPolicy.NoFocus
