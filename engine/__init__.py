@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .evaluation import HELDOUT_SAMPLE_TOKENS
     from .export import export_gguf, export_merged, export_peft, not_export_files
     from .gpu import GpuUnavailable, open_stepper, pick_backend
+    from .limits import MODEL_RANGES
     from .lm import MambaLM
     from .lora import (
         LORA_TARGETS,
@@ -185,6 +186,7 @@ _EXPORTS: dict[str, str] = {
     "configure": "runtime",
     "missing_dependency": "errors",
     "plural": "words",
+    "MODEL_RANGES": "limits",
     "listing": "words",
     "release_freed_memory": "runtime",
     "SamplingConfig": "sampling",
@@ -288,6 +290,7 @@ __all__ = [
     "configure",
     "missing_dependency",
     "plural",
+    "MODEL_RANGES",
     "listing",
     "release_freed_memory",
     "Corpus",

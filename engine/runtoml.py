@@ -225,9 +225,10 @@ def _checked(doc: dict[str, Any], table: _Table, problems: list[str], where: str
                 problems.append(f"{name} is not a setting: {_LEFT_OUT[name]}")
                 continue
             what = f"unknown key {name}" if where else f"unknown section [{name}]"
-            near = difflib.get_close_matches(key, list(table), n=1)
-            if near:
-                hint = f"did you mean {f'{where}.{near[0]}' if where else f'[{near[0]}]'}?"
+            near = difflib.get_close_matches(key, list(table), n=2)  # (two: "epoks" got only
+            if near:  # "train.eps", before "train.epochs")
+                hint = "did you mean " + " or ".join(
+                    f"{where}.{n}" if where else f"[{n}]" for n in near) + "?"
             else:
                 hint = (f"[{where}] keys are: {', '.join(table)}" if where else
                         f"expected {', '.join(f'[{t}]' for t in table)}")
@@ -288,7 +289,7 @@ def load_settings(path: str | Path) -> RunSettings:
     try:  # a regular file of at most 1 MiB: never a FIFO (it hung) or /dev/zero (13.7 GB)
         data = read_bytes(path, MAX_BYTES, "settings file")
     except MambaStudioError as exc:
-        raise MambaStudioError(f"{exc}; check the --config path") from None
+        raise MambaStudioError(f"{exc}; check the settings file's path") from None
     utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")  # a byte-order mark: Windows editors' "Unicode"
     try:  # (and their "UTF-8 with BOM": it was "not valid TOML (at line 1, column 1)")
         text = data.decode("utf-16" if utf16 else "utf-8-sig")

@@ -22,6 +22,7 @@ BAD = [  # (file text, the table.key the error names, words it must also hold)
     ('[run]\ncorpus = ["a.txt"]\n[train]\neval_every = 2\n[early_stopping]\npatience = "x"\n',
      "early_stopping.patience", ["expected an integer"]),
     ('[run]\npresett = "tiny"\n', "run.presett", ["did you mean run.preset?"]),
+    ("[train]\nepoks = 3\n", "train.epoks", ["train.epochs"]),  # (it named only train.eps)
     ("[run]\nrun = 5\n", "run.run", ["unknown key", "preset"]),
     ('[run]\nholdout = "x"\n', "run.holdout", ["expected a number"]),
     ("[run]\ncorpus = 5\n", "run.corpus", ["5 (an integer)", "array of strings"]),

@@ -146,9 +146,10 @@ class TrainPanel(QWidget):
         for i, name in enumerate(engine.PRESET_DEFAULTS):  # what each preset learns, how fast
             self.preset.setItemData(i, engine.PRESET_DEFAULTS[name].learns,
                                     Qt.ItemDataRole.ToolTipRole)
-        self.d_model = int_box(16, 2048, 128, 16)
-        self.n_layer = int_box(1, 48, 4)
-        self.d_state = int_box(1, 64, 16)
+        sizes = engine.MODEL_RANGES  # the engine's ranges, as a settings file's [model] is
+        self.d_model = int_box(*sizes["d_model"], 128, 16)  # checked (d_model 7 trained in the
+        self.n_layer = int_box(*sizes["n_layer"], 4)  # CLI and became 16 in the window)
+        self.d_state = int_box(*sizes["d_state"], 16)
         self.tokenizer = QComboBox()
         self.tokenizer.addItems(["auto", "bytes", "bpe"])
         self.bpe_vocab = int_box(300, 32000, 2048, 256)

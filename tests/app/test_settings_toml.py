@@ -40,6 +40,23 @@ def test_loaded_settings_are_shown_as_given_or_the_change_is_named(win, tmp_path
     assert "seed 3000000000 -> 2147483647" in win.errors[-1] and str(path) in win.errors[-1]
 
 
+def test_a_files_model_sizes_give_the_window_the_model_the_cli_trains(win, tmp_path):
+    """[model] d_model = 7 trained a 7-wide model from ``train --config`` and became 16 in the
+    window ("changed to fit the panel"): the boxes take the engine's ranges."""
+    import engine
+
+    path = tmp_path / "s.toml"
+    path.write_text("[model]\nd_model = 7\nn_layer = 60\nd_state = 100\n")
+    win.load_settings_file(str(path))
+    assert not win.errors, win.errors
+    cli = engine.load_settings(str(path)).spec.model
+    assert {k: cli[k] for k in ("d_model", "n_layer", "d_state")} == {
+        "d_model": 7, "n_layer": 60, "d_state": 100}
+    shown = win.make_job().spec.model
+    assert shown is not None and {k: shown[k] for k in ("d_model", "n_layer", "d_state")} == {
+        "d_model": 7, "n_layer": 60, "d_state": 100}
+
+
 def test_typed_values_out_of_range_are_not_taken(win, qtbot):
     """Typing lr -1 gave 1.00000 (the maximum); seq len 99999 gave 999."""
     from PySide6.QtCore import Qt
