@@ -402,7 +402,9 @@ def _train(a: argparse.Namespace, run, job) -> int:
         if a.export_adapter:
             from .export import export_peft
 
-            for w in export_peft(run.folder, a.export_adapter, force=a.force):
+            # the snapshot this process just saved (given the run folder, the export said the
+            # run "is training: the steps after it are not in the export", of its own lock)
+            for w in export_peft(result.snapshot, a.export_adapter, force=a.force):
                 print(f"warning: {w}", file=sys.stderr)
             print(f"PEFT adapter: {a.export_adapter} (its unmerged base: "
                   f"{Path(a.export_adapter) / 'base'})", file=sys.stderr)

@@ -95,6 +95,14 @@ def test_lora_bpe_and_adapter_export(tmp_path, capsys):
     assert (tmp_path / "ad" / "adapter_model.safetensors").exists()
     assert (tmp_path / "ad" / "base" / "model.safetensors").exists()  # the unmerged base
     assert "LoRA adapters on a new model with random weights" in err  # no --init: said so
+    assert "is training" not in err  # (its own lock: "the steps after it are not in the export")
+    assert main(["export", "--peft", str(out), str(tmp_path / "again")]) == 0
+    for name in ("adapter_model.safetensors", "base/model.safetensors"):
+        assert (tmp_path / "ad" / name).read_bytes() == (tmp_path / "again" / name).read_bytes()
+    configs = [json.loads((tmp_path / d / "adapter_config.json").read_text()) for d in ("ad", "again")]
+    for c in configs:  # (each names its own base folder)
+        c.pop("base_model_name_or_path")
+    assert configs[0] == configs[1]
     assert main(["train", str(corpus), "--init", str(out), "--lora", "in_proj",
                  "--seq-len", "16", "--batch", "2", "--max-steps", "1", "--out",
                  str(tmp_path / "ft"), "--sample-tokens", "0"]) == 0
