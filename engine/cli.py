@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import math
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Iterable
@@ -160,9 +161,10 @@ def _export(a: argparse.Namespace) -> int:
               "that extension", file=sys.stderr)  # only *.gguf files
     if best:
         print(f"note: {best}", file=sys.stderr)
+    out = shlex.quote(str(a.out))  # (it said "llama-cli -m OUT", the placeholder)
     loads = {"merged": "AutoModelForCausalLM.from_pretrained (transformers 4.x/5.x)",
-             "peft": "AutoPeftModelForCausalLM.from_pretrained, or PeftModel over OUT/base",
-             "gguf": "llama.cpp (llama-cli -m OUT), Ollama, LM Studio"}[a.kind]
+             "peft": f"AutoPeftModelForCausalLM.from_pretrained, or PeftModel over {out}/base",
+             "gguf": f"llama.cpp (llama-cli -m {out}), Ollama, LM Studio"}[a.kind]
     print(f"wrote {a.out}: loads with {loads}", file=sys.stderr)
     return 0
 

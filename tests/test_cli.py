@@ -347,7 +347,9 @@ def test_export_names_an_output_whose_extension_says_otherwise(tmp_path, capsys)
     assert main(["export", "--gguf", str(out), str(tmp_path / "model.bin")]) == 0
     assert "name it *.gguf" in capsys.readouterr().err
     assert main(["export", "--gguf", str(out), str(tmp_path / "model.gguf")]) == 0
-    assert "note:" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "note:" not in err
+    assert f"llama-cli -m {tmp_path / 'model.gguf'})" in err, err  # (it said "-m OUT")
 
 
 def test_export_adapter_of_a_resumed_run_without_lora_is_refused_before_training(tmp_path, capsys):
