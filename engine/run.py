@@ -248,6 +248,9 @@ class Run:
             left = rf.drop_after(self.folder, self.step)
             self.saved_step, self.saved_val = left if left is not None else (-1, None)
             self.saved_eval_stopped = False
+            best = rf.best_pointer(self.folder)  # as a resume reads it (the undone weights' best
+            self.best_val = best.get("val_loss") if best else None  # held-out loss stayed: no
+            # better step was saved as best after it, and status.json said the undone number)
             self._status_if_possible("running")  # (its step is the saved one's: it said the
             # dropped snapshot's until the next save)
         if max(reported, self.saved_step) > self.step:

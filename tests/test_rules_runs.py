@@ -289,3 +289,226 @@ def test_a_ruinous_last_step_is_rolled_back_by_its_held_out_loss(tmp_path, monke
     monkeypatch.setattr(tr.optimizer, "step", real)
     with resume(out) as again:  # it goes on from step 3
         assert again.step == 3 and again.train().state == "finished"
+
+
+def test_bad_weights_at_a_runs_first_step_end_it_diverged_not_in_a_crash(tmp_path, monkeypatch):
+    """Step 1's loss is that of the weights the run started from: no rollback point exists yet,
+    so the guard ends the run with a one-line TrainingError that says so (rolling back there
+    tripped the restore's assertion: a traceback, status left at "running")."""
+    monkeypatch.setattr(DivergenceGuard, "loss_problem", lambda *a: "forced")
+    out = tmp_path / "r"
+    with (start(_spec(), [two_file_corpus(tmp_path, 30)], out=out) as run,
+          pytest.raises(TrainingError) as err):
+        run.train()
+    assert str(err.value).startswith("training diverged at step 1: forced, at the weights it "
+                                     "started from (no update of this run had changed them yet)")
+    assert rf.read_status(out)["state"] == "diverged" and rf.read_pointer(out)["step"] == 0
+    assert [r for r in rf.read_metrics(out) if r["kind"] == "step"] == []
+
+
+def test_the_held_out_rule_calls_worse_than_guessing_by_the_runs_own_limit():
+    """The last step's weights are judged by their held-out loss: NaN/Inf, or above the loss
+    rule's limit (2 ln(vocab) + 1, or twice the first step's loss when that is higher). The
+    finite case and the first-loss bound had no test: either could be dropped unnoticed."""
+    tr = _Trainer()  # vocab 256: 2 ln 256 + 1 = 12.09
+    guard = DivergenceGuard()
+    guard._first_loss = 5.5
+    assert "above 12.1 (worse than guessing)" in (guard.held_out_problem(tr, 20.0) or "")
+    assert guard.held_out_problem(tr, 12.0) is None
+    assert guard.held_out_problem(tr, float("inf")) == "the held-out loss is NaN/Inf"
+    guard._first_loss = 10.0  # an init with large logits: its own start is the bound (20)
+    assert guard.held_out_problem(tr, 15.0) is None
+    assert "above 20 (worse than guessing)" in (guard.held_out_problem(tr, 21.0) or "")
+
+
+def test_a_resume_that_trains_no_step_does_not_judge_its_snapshot(tmp_path, monkeypatch):
+    """The final held-out judgment rolls back to the guard's rollback point, which only a step
+    of this call keeps: a resume of a finished run trains nothing, and its snapshot's held-out
+    loss is not judged (there is nothing to roll back to: restore's assertion)."""
+    out = tmp_path / "r"
+    with start(_spec(max_steps=2), [two_file_corpus(tmp_path, 30)], out=out) as run:
+        assert run.train().state == "finished"
+    monkeypatch.setattr(DivergenceGuard, "held_out_problem", lambda *a: "forced")
+    with resume(out) as again:
+        assert again.saved_val is not None and again.train().state == "finished"
+    assert rf.read_pointer(out)["step"] == 2
+
+
+def test_the_samples_of_steps_a_rollback_undid_leave_the_gallery(tmp_path, monkeypatch):
+    """The CLI and the window append a sample at reported steps: a rollback past them dropped
+    their metric rows, and their samples must go too (the Gallery showed step 4's text, of
+    weights found bad, three times: once for each retry)."""
+    from engine.samples import read_samples
+
+    monkeypatch.setattr(DivergenceGuard, "update_problem", lambda *a: None)
+    out = tmp_path / "r"
+    spec = RunSpec(preset="tiny", autosave_steps=0, autosave_minutes=0,
+                   train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=10))
+    with start(spec, [two_file_corpus(tmp_path, 30)], out=out) as run:
+        _ruin_from(4, run.trainer, monkeypatch)
+
+        def sampled(r: StepReport) -> None:
+            append_sample(out, {"step": r.step, "epoch": r.epoch, "text": f"at {r.step}"})
+
+        with pytest.raises(TrainingError, match="diverged 3 times"):
+            run.train(on_step=sampled)
+    assert [s["step"] for s in read_samples(out)] == [1, 2, 3]
+
+
+def test_a_held_out_loss_a_rollback_undid_leaves_early_stopping(tmp_path, monkeypatch):
+    """Step 4's weights gave a held-out loss far below the rest (1.0) and were then found bad
+    (step 5's loss): rolled back, that loss is no longer early stopping's best. Kept as the best,
+    every retrained evaluation counted as one without improvement and patience 2 stopped a run
+    that was still improving."""
+    import dataclasses
+
+    from engine.earlystop import EarlyStopping
+
+    spec = RunSpec(preset="tiny", autosave_steps=0, autosave_minutes=0,
+                   early_stopping=EarlyStopping(patience=2),
+                   train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=10,
+                                     eval_every=1))
+    real = DivergenceGuard.loss_problem
+    fired: list[int] = []
+
+    def forced(self, trainer, loss):  # noqa: ANN001, ANN202
+        if trainer.cursor.step == 4 and not fired:  # step 5's loss: step 4's weights are bad
+            fired.append(1)
+            return "forced"
+        return real(self, trainer, loss)
+
+    monkeypatch.setattr(DivergenceGuard, "loss_problem", forced)
+    with start(spec, [two_file_corpus(tmp_path, 30)], out=tmp_path / "r") as run:
+        tr = run.trainer
+        measure = tr.held_out
+        seen: list[int] = []
+
+        def held_out(*a):  # noqa: ANN002, ANN202  (improving by 0.1 a step; step 4's first: 1.0)
+            val = measure(*a)
+            step = tr.cursor.step
+            loss = 1.0 if step == 4 and step not in seen else 5.0 - 0.1 * step
+            seen.append(step)
+            return dataclasses.replace(val, loss=loss)
+
+        monkeypatch.setattr(tr, "held_out", held_out)
+        said: list[str] = []
+        result = run.train(on_notice=said.append)
+    assert fired and any("rolled back to step 3" in s for s in said), said
+    assert (result.state, run.step) == ("finished", 10), (result.state, result.reason, run.step)
+    assert run.early_bad == 0
+
+
+def test_a_diverged_runs_last_good_state_keeps_its_own_early_stopping_count(tmp_path,
+                                                                           monkeypatch):
+    """Saved when the guard gives up, the last good state (step 3) carries early stopping's
+    count of evaluations without improvement as it was at step 3: the undone step 4's
+    evaluation no longer counts (a resume would stop one evaluation early)."""
+    import dataclasses
+
+    from engine.earlystop import EarlyStopping
+
+    monkeypatch.setattr(DivergenceGuard, "update_problem", lambda *a: None)
+    out = tmp_path / "r"
+    spec = RunSpec(preset="tiny", autosave_steps=0, autosave_minutes=0,
+                   early_stopping=EarlyStopping(patience=20),
+                   train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=10,
+                                     eval_every=1))
+    with start(spec, [two_file_corpus(tmp_path, 30)], out=out) as run:
+        tr = run.trainer
+        _ruin_from(4, tr, monkeypatch)
+        measure = tr.held_out
+        monkeypatch.setattr(tr, "held_out", lambda *a: dataclasses.replace(measure(*a), loss=5.0))
+        with pytest.raises(TrainingError, match="diverged 3 times"):
+            run.train()  # evaluations at steps 1-3: the first the best, then 2 without
+    assert rf.read_pointer(out)["step"] == 3
+    with resume(out) as again:
+        assert again.step == 3 and again.early_bad == 2
+
+
+def test_dropping_bad_snapshots_re_points_latest_and_best_at_what_is_left(tmp_path):
+    """``drop_after`` (a rollback past saved steps) leaves latest.json naming the newest kept
+    snapshot with that snapshot's own held-out loss (the Runs list shows it, and the run's
+    saved loss is set from it), and best.json naming the best of those left, not a deleted one."""
+    out = tmp_path / "r"
+    spec = RunSpec(preset="tiny", autosave_steps=1, autosave_minutes=0, keep=10,
+                   train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=4,
+                                     eval_every=1))
+    with start(spec, [two_file_corpus(tmp_path, 30)], out=out) as run:
+        run.train()
+    vals = {r["step"]: r["val_loss"] for r in rf.read_metrics(out) if r["kind"] == "eval"}
+    assert rf.best_pointer(out)["step"] == min(vals, key=vals.get) > 2, vals
+    assert rf.drop_after(out, 2) == (2, pytest.approx(vals[2]))
+    assert [n for n, _ in rf.snapshots(out)] == [0, 1, 2]
+    assert sorted(p.name for p in (out / rf.SNAPSHOTS).iterdir()) == ["step-0", "step-1",
+                                                                      "step-2"]  # (none set aside)
+    latest = json.loads((out / rf.LATEST).read_text())
+    assert (latest["snapshot"], latest["val_loss"]) == ("step-2", pytest.approx(vals[2]))
+    best = json.loads((out / rf.BEST).read_text())
+    assert best["snapshot"] == f"step-{min((1, 2), key=vals.get)}", (best, vals)
+
+
+@pytest.mark.parametrize("recorded", [0.0, -0.5, float("nan"), float("inf")])
+def test_a_held_out_tokens_per_byte_that_is_no_ratio_falls_back_to_the_corpuss(tmp_path,
+                                                                              recorded):
+    """The data manifest is not hashed: a hand-edited or damaged held-out tokens per byte (0,
+    negative, NaN, Inf) would give the Runs list and the plots a bits/byte of 0, below 0 or
+    NaN; the corpus's ratio is taken instead, as for a run made before it was recorded."""
+    out = tmp_path / "r"
+    with start(_spec(max_steps=1), [two_file_corpus(tmp_path, 30)], out=out) as run:
+        corpus_tpb = run.data.tokens_per_byte
+    manifest = out / rf.DATA_MANIFEST
+    m = json.loads(manifest.read_text())
+    assert type(m["heldout_tokens_per_byte"]) is float
+    m["heldout_tokens_per_byte"] = recorded
+    manifest.write_text(json.dumps(m))
+    assert corpus_tpb and rf.read_tokens_per_byte(out) == pytest.approx(corpus_tpb)
+
+
+def test_dropping_snapshots_never_deletes_through_a_linked_snapshots_folder(tmp_path):
+    """A snapshots folder that is a link (to a user's folder) is never deleted in: the guard's
+    drop after a rollback is refused there as every other write into it is."""
+    run, theirs = tmp_path / "run", tmp_path / "theirs"
+    (theirs / "step-5").mkdir(parents=True)
+    (theirs / "step-5" / "notes.txt").write_text("mine")
+    run.mkdir()
+    (run / rf.SNAPSHOTS).symlink_to(theirs)
+    assert rf.drop_after(run, 2) is None
+    assert (theirs / "step-5" / "notes.txt").read_text() == "mine"
+
+
+def test_a_best_held_out_loss_a_rollback_undid_is_no_longer_the_runs_best(tmp_path, monkeypatch):
+    """A rollback past a snapshot saved as best kept its held-out loss (1.0) as the run's best:
+    the better steps after it (4.5, 4.4) were never saved as best, best.json named step 3 and
+    status.json said a best of 1.0 from weights the guard threw away."""
+    import dataclasses
+
+    spec = RunSpec(preset="tiny", autosave_steps=0, autosave_minutes=0,
+                   train=TrainConfig(batch_size=2, seq_len=32, epochs=1, max_steps=10,
+                                     eval_every=1))
+    real = DivergenceGuard.loss_problem
+    fired: list[int] = []
+
+    def step_5_finds_step_4s_weights_bad(self, trainer, loss):  # noqa: ANN001, ANN202
+        if trainer.cursor.step == 4 and not fired:
+            fired.append(1)
+            return "forced"
+        return real(self, trainer, loss)
+
+    monkeypatch.setattr(DivergenceGuard, "loss_problem", step_5_finds_step_4s_weights_bad)
+    losses = {1: 4.8, 2: 4.7, 3: 4.6, 4: 4.5, 5: 4.4}
+    out = tmp_path / "r"
+    with start(spec, [two_file_corpus(tmp_path, 30)], out=out) as run:
+        tr, seen = run.trainer, []
+        measure = tr.held_out
+
+        def held_out(*a):  # noqa: ANN002, ANN202
+            val, step = measure(*a), tr.cursor.step
+            loss = 1.0 if step == 4 and step not in seen else losses.get(step, 4.9)
+            seen.append(step)
+            return dataclasses.replace(val, loss=loss)
+
+        monkeypatch.setattr(tr, "held_out", held_out)
+        run.train()
+    assert fired and run.best_val == pytest.approx(4.4)
+    assert rf.best_pointer(out)["step"] == 5  # the retrained run's best, saved
+    assert rf.read_status(out)["best_val_loss"] == pytest.approx(4.4)

@@ -1017,3 +1017,26 @@ def test_the_held_out_tokens_per_byte_are_measured_over_all_of_a_long_held_out_s
     assert runmod._measure_heldout_per_byte(Tok(), docs, 0) == 1.0 and Tok.calls <= 64
     assert runmod._measure_heldout_per_byte(Tok(), {"ids": ids, "val_spans": stream[
         "val_spans"]}, 20_000) is None
+
+
+def test_the_held_out_tokens_per_byte_of_many_documents_past_the_budget_stay_in_them(monkeypatch):
+    """Past the decode budget, a documents run's 64 windows fall in many spans: each window is
+    read from where it falls in its own span (its offset past the spans before it) and cut at
+    that span's end, never reading on into the ids after it (other text: the training set's)."""
+    from engine import run as runmod
+
+    class Tok:
+        calls = 0
+
+        def decode(self, ids):  # noqa: ANN001, ANN202  (ids of odd hundreds: 4 bytes, else 1)
+            Tok.calls += 1
+            wide = (ids // 100) % 2 == 1
+            return "a" * int((~wide).sum()) + "abcd" * int(wide.sum())
+
+    monkeypatch.setattr(runmod, "HELDOUT_RATIO_IDS", 1 << 12)
+    ids = np.arange(20_000, dtype=np.int64)
+    narrow = np.stack([np.arange(0, 16_000, 200), np.full(80, 100)], 1)  # 8,000 ids: 1 byte,
+    wide = narrow + [100, 0]  # each document followed by 4-byte ids; and the other way round
+    assert runmod._measure_heldout_per_byte(Tok(), {"ids": ids, "val_spans": narrow}, 0) == 1.0
+    assert runmod._measure_heldout_per_byte(Tok(), {"ids": ids, "val_spans": wide}, 0) == 0.25
+    assert Tok.calls == 2 * 64  # (64 windows each)

@@ -138,6 +138,21 @@ def test_steps_a_rollback_undid_are_hidden_from_tensorboard(tmp_path):
     assert [e.step for e in acc.Scalars("loss/train")] == [1, 2, 3, 4, 5]
 
 
+def test_a_step_retrained_after_a_one_step_rollback_is_drawn_once(tmp_path):
+    """The commonest rollback undoes the last step alone: that step is logged again with the
+    same number, and its first loss must be hidden as well (only an earlier step was)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log = TBLogger(tmp_path)
+    for step, loss in ((1, 10.0), (2, 20.0), (3, 30.0), (3, 31.0), (4, 40.0)):
+        log.step(step, loss, 0.5, 1e-3, 100.0)
+    log.close()
+    acc = EventAccumulator(str(tmp_path / TB_DIR))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("loss/train")] == [
+        (1, 10.0), (2, 20.0), (3, 31.0), (4, 40.0)]
+
+
 def test_tensorboard_has_each_held_out_loss_once_and_every_saved_step_at_once(tmp_path):
     """An evaluation at an epoch's end reached the step's and the epoch's report and was logged
     twice; events buffered for up to 5 s were lost by a kill -9 after the save that holds their

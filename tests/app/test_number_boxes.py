@@ -143,3 +143,39 @@ def test_a_box_with_a_word_for_its_least_value_names_it(qtbot, said):
     qtbot.waitUntil(lambda: bool(said))
     assert said[0].startswith("Max steps takes a number from 0 (“no limit”) to 2147483647: an "
                               "empty box is not one, so it stays"), said
+
+
+def test_enter_takes_a_number_and_untaken_text_after_it_keeps_that_number(qtbot, said):
+    """Enter ends an edit without leaving the box: the number it took is the one a later edit's
+    untaken text puts back (it put back the value from before the box took the focus)."""
+    panel = TrainPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    box = panel.batch
+    panel.activateWindow()
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    box.selectAll()
+    QTest.keyClicks(box, "48")
+    QTest.keyClick(box, Qt.Key.Key_Return)
+    assert box.value() == 48 and box.hasFocus()
+    box.selectAll()
+    QTest.keyClicks(box, "99999999")
+    QTest.keyClick(box, Qt.Key.Key_Return)
+    assert box.value() == 48
+    qtbot.waitUntil(lambda: bool(said))
+    assert said[-1].endswith("so it stays 48"), said
+
+
+def test_the_ends_of_a_boxs_range_are_taken(qtbot, said):
+    """The least and the greatest number a box holds are numbers in its range (the learning
+    rate's 1e-08 and 10 typed were refused by a strict bound)."""
+    panel = TrainPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    _type(qtbot, panel, panel.lr, "1e-08")
+    assert panel.lr.value() == 1e-08
+    _type(qtbot, panel, panel.lr, "10")
+    assert panel.lr.value() == 10
+    qtbot.wait(400)
+    assert said == []

@@ -156,6 +156,92 @@ def test_run_logs_metrics_csv_and_tensorboard_events(win, qtbot):
     assert win.plots.tokens_per_byte == data.heldout_tokens_per_byte
 
 
+def test_an_elided_line_follows_its_width_and_its_tooltip_holds_it_all(qtbot):
+    """ElidedLabel: cut with "…" when narrow, whole again when widened (each resize elides
+    anew), and its tooltip gives the whole text with what the line means under it."""
+    from app.panels.elided_label import ElidedLabel
+
+    text = "the backend chose the CPU because " + "no GPU was found " * 12
+    label = ElidedLabel(text, tip="what this line means")
+    qtbot.addWidget(label)
+    label.show()
+    label.resize(120, 20)
+    qtbot.waitUntil(lambda: label.text().endswith("…"))
+    assert len(label.text()) < len(text)
+    assert label.toolTip() == f"{text}\n\nwhat this line means"
+    label.resize(4000, 20)
+    qtbot.waitUntil(lambda: label.text() == text)
+    label.set_full("short")
+    assert (label.text(), label.toolTip()) == ("short", "short\n\nwhat this line means")
+
+def test_a_run_the_window_trains_draws_held_out_bits_on_the_held_out_texts_scale(win, qtbot,
+                                                                                monkeypatch):
+    """While the window trains a run, the plot's bits/byte axis takes the held-out text's tokens
+    per byte (as the run shown later does): the corpus's put a BPE run's held-out curve 36 %
+    off eval's. (A byte run's two ratios are alike: the held-out one is set apart here.)"""
+    import engine.run as run_module
+
+    monkeypatch.setattr(run_module, "_measure_heldout_per_byte", lambda *a: 0.25)
+    scales: list[float] = []
+    real = win.plots.set_tokens_per_byte
+    monkeypatch.setattr(win.plots, "set_tokens_per_byte",
+                        lambda tpb: (scales.append(tpb), real(tpb))[1])
+    train_until_idle(qtbot, win, max_steps=2)
+    assert scales and all(s == 0.25 for s in scales), scales
+
+def test_an_unexpected_error_is_one_line_and_other_threads_keep_their_own(win, monkeypatch,
+                                                                         capsys):
+    """A message over several lines is said on one; an exception of another thread (a worker's,
+    which reports its own) reaches the terminal only: the window is not touched from there."""
+    import sys
+    import threading
+
+    from PySide6.QtWidgets import QMessageBox
+
+    from app.__main__ import _say_unexpected_errors
+
+    monkeypatch.setattr(sys, "excepthook", lambda *a: print("terminal:", a[1], file=sys.stderr))
+    monkeypatch.setattr(QMessageBox, "open", lambda self: None)
+    _say_unexpected_errors(win)
+    sys.excepthook(OSError, OSError("cannot read\n   the file"), None)
+    assert win.errors[-1].startswith("Unexpected error: OSError: cannot read the file. This")
+    n = len(win.errors)
+    told: list[object] = []
+    monkeypatch.setattr(win, "unexpected_error", told.append)
+    worker = threading.Thread(target=sys.excepthook, args=(
+        RuntimeError, RuntimeError("in a worker"), None))
+    worker.start()
+    worker.join()
+    assert told == [] and len(win.errors) == n
+    assert "terminal: in a worker" in capsys.readouterr().err
+
+def test_the_window_started_says_the_errors_that_escape_its_slots(tmp_path, monkeypatch):
+    """``main`` installs the hook (without it the window said nothing of a bug in a slot)."""
+    import sys
+
+    from PySide6.QtWidgets import QApplication
+
+    from app import __main__ as app_entry
+    from app.main_window import MainWindow
+
+    monkeypatch.setattr(sys, "excepthook", lambda *a: None)
+    monkeypatch.setattr(QApplication, "exec", lambda self: 0)
+    monkeypatch.setattr(app_entry, "_close_on_signals", lambda app, win: None)
+    told: list[BaseException] = []
+    monkeypatch.setattr(MainWindow, "unexpected_error", lambda self, exc: told.append(exc))
+    made: list[MainWindow] = []
+    monkeypatch.setattr(MainWindow, "show", lambda self: made.append(self))
+    try:
+        assert app_entry.main(["--runs-root", str(tmp_path / "runs"),
+                               "--settings-dir", str(tmp_path / "settings")]) == 0
+        error = RuntimeError("a bug")
+        sys.excepthook(RuntimeError, error, None)
+        assert told == [error]
+    finally:
+        for w in made:
+            w.close()
+
+
 def test_two_thousand_rejected_files_keep_the_window_on_screen(win, qtbot, tmp_path):
     junk = tmp_path / "junk"
     junk.mkdir()
