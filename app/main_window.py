@@ -45,7 +45,7 @@ from .panels.gallery_panel import GalleryPanel
 from .panels.playground_panel import BACKEND_TIPS, PlaygroundPanel
 from .panels.plots_panel import PlotsPanel
 from .panels.preview_panel import PreviewPanel
-from .panels.runs_panel import NO_ADAPTER_TIP, RunsPanel, has_lora
+from .panels.runs_panel import RunsPanel, adapter_problem
 from .panels.train_panel import TrainPanel
 from .settings_flow import SettingsFlow
 from .step_times import StepTimes, estimate_key
@@ -997,11 +997,11 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
     def _show_run(self, folder: str | None) -> None:
         """The run File > Export acts on; its items are off (and say why) while there is none."""
         self.shown_run = folder or None
-        lora = folder is not None and has_lora(folder)
+        why = adapter_problem(folder) if folder else None
         for kind, act in self.export_actions.items():
-            act.setEnabled(self.shown_run is not None and (kind != "adapter" or lora))
-            act.setToolTip(NO_RUN_SHOWN if not folder else NO_ADAPTER_TIP
-                           if kind == "adapter" and not lora else
+            act.setEnabled(self.shown_run is not None and (kind != "adapter" or why is None))
+            act.setToolTip(NO_RUN_SHOWN if not folder else why
+                           if kind == "adapter" and why is not None else
                            f"{EXPORT_KINDS[kind][0].rstrip('…')} of run {Path(folder).name}")
 
     def choose_continue(self, folder: str, quiet: bool = False) -> None:

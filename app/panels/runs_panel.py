@@ -35,6 +35,7 @@ from .table_fill import bulk_fill
 
 ADAPTER_TIP = "Write the LoRA adapter in PEFT format (LoRA runs only)"
 NO_ADAPTER_TIP = "This run trained all its weights, no LoRA adapter: use Export model…"
+NO_RUN_SELECTED = "Select a run first."
 EXPORT_CHOICES = {"merged": "Model folder (transformers; any LoRA merged)…",
                   "gguf": "GGUF file (llama.cpp, Ollama, LM Studio)…"}  # Export model…'s menu
 REFRESH_MS = 3000  # while the tab is visible: re-read every run's status this often (off-thread)
@@ -85,13 +86,22 @@ def _saved_sort() -> tuple[int, Qt.SortOrder]:
     return DEFAULT_SORT
 
 
-def has_lora(folder: str) -> bool:
-    """Whether a run trained a LoRA adapter (True when its run.json cannot be read: the export
-    then says why)."""
+def adapter_problem(folder: str | None) -> str | None:
+    """Why a run has no PEFT adapter to export (None: it has one, or its run.json cannot be
+    read and the export says why): no run chosen, all its weights trained, or a LoRA target
+    PEFT cannot apply (each was said only after the destination was picked)."""
+    if folder is None:
+        return NO_RUN_SELECTED
     try:
-        return engine.read_run_spec(folder).train.lora is not None
+        lora = engine.read_run_spec(folder).train.lora
     except (OSError, ValueError, engine.MambaStudioError):
-        return True
+        return None
+    if lora is None:
+        return NO_ADAPTER_TIP
+    if refused := engine.peft_refused(lora.targets):
+        return (f"PEFT cannot apply this run's LoRA on {', '.join(refused)} un-merged (the adapter "
+                "would compute another model): use Export model… (merged)")
+    return None
 
 
 class RunsPanel(QWidget):
@@ -258,6 +268,7 @@ class RunsPanel(QWidget):
                 item.setToolTip(r.error or f"{r.path}\n{r.source}".strip())  # (a run from
                 # a model's weights named the model nowhere in the window)
                 self.table.setItem(row, col, item)
+        self._selection_changed()  # (with no row selected the button was on)
 
     def sort_by(self, column: int) -> None:
         """A header click: sort by that column, ascending first, the other way on a second
@@ -282,30 +293,29 @@ class RunsPanel(QWidget):
     def _selection_changed(self) -> None:
         """Export adapter… is off (and says why) for a selected run without LoRA (it complained
         only after the destination was picked)."""
-        folder = self.selected()
-        lora = folder is None or has_lora(folder)
+        why = adapter_problem(self.selected())
         button = self.buttons["Export adapter…"]
-        button.setEnabled(lora)
-        button.setToolTip(ADAPTER_TIP if lora else NO_ADAPTER_TIP)
+        button.setEnabled(why is None)
+        button.setToolTip(ADAPTER_TIP if why is None else why)
 
     def _emit(self, signal: SignalInstance) -> None:
         folder = self.selected()
         if folder is None:
-            self.message.emit("Select a run first.")
+            self.message.emit(NO_RUN_SELECTED)
             return
         signal.emit(folder)
 
     def _export(self, kind: str) -> None:
         folder = self.selected()
         if folder is None:
-            self.message.emit("Select a run first.")
+            self.message.emit(NO_RUN_SELECTED)
             return
         self.export_requested.emit(folder, kind)
 
     def _delete_selected(self) -> None:
         folder = self.selected()
         if folder is None:
-            self.message.emit("Select a run first.")
+            self.message.emit(NO_RUN_SELECTED)
             return
         if self._training(folder, keep_others=True):  # refused before asking (it asked, then
             return  # refused)

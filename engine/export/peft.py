@@ -47,6 +47,13 @@ def peft_notices(targets: list[str] | tuple[str, ...]) -> list[str]:
     return out
 
 
+def peft_refused(targets: list[str] | tuple[str, ...]) -> list[str]:
+    """The LoRA targets (sorted) that no transformers line applies exactly un-merged: a run
+    adapting any of them has no PEFT export (only the merged one)."""
+    return [t for t in sorted(set(targets))
+            if not any(PEFT_SUPPORT[t][line] == "exact" for line in LINES)]
+
+
 def export_peft(src_folder: str | Path, out: str | Path, force: bool = False,
                 progress: Callable[[str], None] | None = None) -> list[str]:
     """Write the PEFT adapter of a LoRA run to ``out/`` and its unmerged base to ``out/base/``.
@@ -62,8 +69,7 @@ def export_peft(src_folder: str | Path, out: str | Path, force: bool = False,
         raise CheckpointError(
             f"{src_folder}: not a LoRA run (no adapters to export); use the merged export")
     targets = sorted(run.lora.cfg.targets)
-    broken = [t for t in targets if not any(PEFT_SUPPORT[t][line] == "exact" for line in LINES)]
-    if broken:
+    if broken := peft_refused(targets):
         raise CheckpointError(
             f"{src_folder}: PEFT does not apply LoRA on {broken} un-merged (" + "; ".join(
                 f"{t}: " + ", ".join(f"{line} {PEFT_SUPPORT[t][line]}" for line in LINES)

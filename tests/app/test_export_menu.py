@@ -21,12 +21,13 @@ SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
 GGUF_ITEM = "Export model (GGUF, for llama.cpp/Ollama/LM Studio)…"
 
 
-def _run(root: Path, steps: int, lora: bool = False) -> str:
+def _run(root: Path, steps: int, lora: bool = False, targets: tuple[str, ...] = ("x_proj",)
+         ) -> str:
     """A closed run trained for ``steps`` optimizer steps (0: a snapshot of the initial weights),
-    with a LoRA adapter if ``lora``."""
+    with a LoRA adapter on ``targets`` if ``lora``."""
     spec = runapi.RunSpec(preset="tiny", train=TrainConfig(
         batch_size=4, seq_len=64, max_steps=max(steps, 1),
-        lora=LoRAConfig(("x_proj",)) if lora else None))
+        lora=LoRAConfig(targets) if lora else None))
     with runapi.start(spec, [SAMPLE], root=root) as run:
         if steps:
             run.train()
@@ -35,7 +36,7 @@ def _run(root: Path, steps: int, lora: bool = False) -> str:
 
 def _action(w, text: str):
     file_menu = w.menuBar().actions()[0].menu()
-    found = [a for a in file_menu.actions() if a.text() == text]
+    found = [a for a in file_menu.actions() if a.text().replace("&", "") == text]  # (mnemonics)
     assert found, [a.text() for a in file_menu.actions()]
     return found[0]
 
@@ -179,15 +180,34 @@ def test_the_runs_tab_exports_the_selected_run_as_a_folder_or_a_gguf_file(win, t
 def test_export_adapter_stays_on_for_a_run_whose_run_json_cannot_be_read(win, tmp_path):
     """A run whose run.json is damaged: Export adapter… was off, saying the run "trained all
     its weights", where the export itself says what is wrong with the run."""
-    from app.panels.runs_panel import has_lora
+    from app.panels.runs_panel import adapter_problem
 
     folder = _run(tmp_path / "runs", 0, lora=True)
     (Path(folder) / "run.json").write_text("{ not json")
     win.runs.refresh()
     win.runs.select(folder)
-    assert has_lora(folder)
+    assert adapter_problem(folder) is None
     button = win.runs.buttons["Export adapter…"]
     assert button.isEnabled() and "no LoRA adapter" not in button.toolTip()
+
+
+def test_export_adapter_is_off_and_says_why_before_a_folder_is_asked(win, tmp_path):
+    """A LoRA run on targets PEFT cannot apply un-merged: File > Export LoRA adapter and the
+    Runs tab's Export adapter… were on, and failed only after the folder was chosen, naming a
+    command-line export; with no run selected the button was on and said "Select a run
+    first." when pressed."""
+    folder = _run(tmp_path / "runs", 0, lora=True, targets=("in_proj", "conv1d", "out_proj"))
+    win.runs.refresh()
+    button = win.runs.buttons["Export adapter…"]
+    win.runs.table.clearSelection()
+    assert not button.isEnabled() and button.toolTip() == "Select a run first."
+    win.runs.select(folder)
+    assert not button.isEnabled()
+    assert "on conv1d, out_proj un-merged" in button.toolTip()
+    assert "Export model… (merged)" in button.toolTip() and "python -m" not in button.toolTip()
+    win.open_run_view(folder)
+    act = _action(win, "Export LoRA adapter (PEFT)…")
+    assert not act.isEnabled() and act.toolTip() == button.toolTip()
 
 def test_delete_of_a_training_run_is_refused_before_asking(win, tmp_path, monkeypatch):
     """Delete… on the running run asked to confirm, then refused."""
