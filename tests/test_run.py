@@ -810,7 +810,7 @@ def test_resume_with_a_settings_file_applies_what_it_changes_or_refuses_first(tm
     toml.write_text("[train]\nmax_stepz = 9\n")
     assert main(["train", "--resume", str(out), "--config", str(toml)]) == 2
     err = capsys.readouterr().err
-    assert "did you mean train.max_steps?" in err and "resumed" not in err, err
+    assert "did you mean train.max_steps" in err and "resumed" not in err, err
     assert rf.read_pointer(out)["step"] == 3
 
 
