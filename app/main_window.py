@@ -1015,6 +1015,10 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         except (OSError, ValueError, engine.MambaStudioError) as exc:
             self._error(f"cannot continue {folder}: {exc}")
             return
+        if engine.RunLock(Path(folder)).held_elsewhere():  # (taken, then Start failed: "in use
+            self._error(f"cannot continue {Path(folder).name}: another process is training it; "
+                        "Open follows it as it trains, and Continue works once it ends")
+            return  # by process N", with the status line saying "last run: not started")
         self.continue_dir = folder
         self.continue_spec = spec
         self.continue_shown = None  # no overrides while the panel is being set

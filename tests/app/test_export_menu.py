@@ -832,3 +832,20 @@ def test_opening_a_run_whose_metrics_cannot_be_read_says_so_and_clears_the_curve
     assert win.errors and win.errors[-1].startswith(f"cannot draw the curves of {bad}: ")
     assert "metrics.csv" in win.errors[-1] and not win.plots.steps
     assert win.shown_run == bad  # the rest of it is shown
+
+
+def test_continue_of_a_run_another_process_trains_is_refused_at_once(win, tmp_path):
+    """Continue took a run a CLI process was training ("next Start continues ..."): only Start
+    then failed, and the status line said "last run: not started"."""
+    import engine
+
+    folder = _run(tmp_path / "runs", 0)
+    lock = engine.RunLock(Path(folder)).acquire()  # as the training process holds it
+    try:
+        win.choose_continue(folder)
+    finally:
+        lock.release()
+    assert win.continue_dir is None
+    assert "another process is training it" in win.errors[-1] and "Open follows it" in win.errors[-1]
+    win.choose_continue(folder)  # once it ended
+    assert win.continue_dir == folder
