@@ -121,6 +121,10 @@ class ExportFlow:
             if path and not path.endswith(".gguf") and not Path(path).is_dir():
                 path += ".gguf"
             earlier = bool(path) and Path(path).is_file()  # the engine refuses it otherwise
+            if earlier and not engine.is_gguf(Path(path)):  # (it asked "Replace the earlier
+                self._error(f"{path}: exists and is not a GGUF file; choose a new file name "
+                            "(only an earlier GGUF export is ever replaced)")  # export?", then
+                return  # refused it)
             what = ""  # (the GGUF question)
         else:
             path, _ = QFileDialog.getSaveFileName(

@@ -49,7 +49,14 @@ if TYPE_CHECKING:
     )
     from .estimate import estimate_run, measure_step_seconds, why_not_measured
     from .evaluation import HELDOUT_SAMPLE_TOKENS
-    from .export import export_gguf, export_merged, export_peft, not_export_files, peft_refused
+    from .export import (
+        export_gguf,
+        export_merged,
+        export_peft,
+        is_gguf,
+        not_export_files,
+        peft_refused,
+    )
     from .gpu import GpuUnavailable, open_stepper, pick_backend
     from .limits import MODEL_RANGES
     from .lm import MambaLM
@@ -274,6 +281,7 @@ _EXPORTS: dict[str, str] = {
     "export_merged": "export",
     "export_peft": "export",
     "peft_refused": "export",
+    "is_gguf": "export",
     "not_export_files": "export",
 }
 __all__ = [
@@ -318,6 +326,7 @@ __all__ = [
     "export_merged",
     "export_peft",
     "peft_refused",
+    "is_gguf",
     "not_export_files",
     "FastAdapter",
     "format_duration",

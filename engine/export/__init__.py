@@ -11,7 +11,7 @@ Each writes its files atomically and returns the notices a user should see (list
 from .gguf_file import export_gguf
 from .merged import export_merged
 from .peft import PEFT_SUPPORT, export_peft, peft_notices, peft_refused
-from .source import not_export_files
+from .source import is_gguf, not_export_files
 
-__all__ = ["PEFT_SUPPORT", "export_gguf", "export_merged", "export_peft", "not_export_files",
-           "peft_notices", "peft_refused"]
+__all__ = ["PEFT_SUPPORT", "export_gguf", "export_merged", "export_peft", "is_gguf",
+           "not_export_files", "peft_notices", "peft_refused"]

@@ -95,7 +95,7 @@ def not_export_files(folder: str | Path) -> list[str]:
         return []
 
 
-def _is_gguf(p: Path) -> bool:
+def is_gguf(p: Path) -> bool:
     """Whether ``p`` (or the file a link ``p`` points to) is a regular file starting with the
     GGUF magic (an earlier --gguf export)."""
     try:
@@ -147,7 +147,7 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
     if file:
         if out.is_dir():
             raise CheckpointError(f"{out}: is a folder; give a file path, e.g. {out / 'model.gguf'}")
-        if exists and not _is_gguf(out):  # (before --force was offered, then refused)
+        if exists and not is_gguf(out):  # (before --force was offered, then refused)
             raise CheckpointError(f"{out}: exists and is not a GGUF file; choose a new file name "
                                   "(--force replaces only an earlier GGUF export)")
         if exists and not force:

@@ -776,6 +776,22 @@ def test_a_gguf_export_over_a_file_of_the_users_is_refused_in_the_windows_terms(
     assert fake.read_text() == "my notes"
 
 
+def test_the_gguf_dialog_on_a_file_of_the_users_says_no_before_asking_to_replace(
+        win, tmp_path, monkeypatch):
+    """The dialog on a .gguf that is no export asked "Replace the earlier export?", and after Yes
+    refused it: a question that could not succeed."""
+    folder = _run(tmp_path / "runs", 1)
+    win.open_run_view(folder)
+    fake = tmp_path / "user.gguf"
+    fake.write_text("my notes")
+    _fake_save(monkeypatch, fake)
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]))
+    _action(win, "Export model (GGUF, for llama.cpp/Ollama/LM Studio)…").trigger()
+    assert asked == [] and "is not a GGUF file" in win.errors[-1], asked
+    assert fake.read_text() == "my notes"
+
+
 def test_an_export_folder_that_cannot_be_written_is_not_where_the_next_starts(
         win, qtbot, tmp_path, monkeypatch):
     """After an export refused in a read-only folder ("cannot write in ..."), the next Export
