@@ -409,7 +409,9 @@ class GenerateWorker(QObject):
                        "on from, or untick \"stop at end of text\"")
             run = str(Path(self.source)) + "/"  # the note's paths inside the run, shortened
             used = (f" · {Path(lm.source).name}, not the snapshot latest.json names "
-                    f"({passed_over[0].replace(run, '')})" if passed_over and lm.source else "")
+                    f"({passed_over[0].replace(run, '')})" if passed_over and lm.source
+                    and engine.is_run(Path(self.source)) else "")  # (a PEFT export's base note:
+            # no snapshot was passed over)
             self.done.emit(generation_summary(n, first - t0, end - first, len(ids) - 1, why,  # whose
                                               f"{desc} · {Path(self.source).name}{used}"))
             # the Model box may show another run by then (its run deleted meanwhile)

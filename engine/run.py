@@ -602,7 +602,7 @@ def load_model(path: str | Path, which: str = rf.LATEST,
 
         ckpt.verify_hashes(path, read_trainer_state(path)["files"])
     elif (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").exists():
-        lm = _load_peft(path)
+        lm = _load_peft(path, notify)
         lm.source = path
         return lm
     return MambaLM.load(path)
@@ -611,10 +611,11 @@ def load_model(path: str | Path, which: str = rf.LATEST,
 ADAPTER_CONFIG = "adapter_config.json"
 
 
-def _load_peft(path: Path) -> MambaLM:
+def _load_peft(path: Path, notify: Callable[[str], None] | None = None) -> MambaLM:
     """A PEFT adapter folder (our ``export --peft`` or PEFT's own): its base, from ``path/base``
     when there (our export) else ``base_model_name_or_path`` (a local folder), with the adapter
-    merged in."""
+    merged in; ``notify`` hears which base a folder without ``base/`` took (a moved export whose
+    base/ was deleted took whatever model sat at the old path, without a word)."""
     from .lora import load_adapter
     from .safeio import read_json
 
@@ -627,6 +628,10 @@ def _load_peft(path: Path) -> MambaLM:
                                   "local model folder; load the base and the adapter with PEFT, or "
                                   "export the run merged (python -m engine export --merged)")
         base = Path(named)
+        if notify is not None:
+            notify(f"{path} has no base/ folder: its adapter is applied to {named}, the base its "
+                   f"{ADAPTER_CONFIG} names (if that folder now holds another model, so does "
+                   "this)")
     lm = MambaLM.load(base)
     load_adapter(lm.params, path)
     return lm

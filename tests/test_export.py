@@ -94,6 +94,26 @@ def test_peft_export_points_at_an_unmerged_base_the_adapter_completes(lora_run: 
         np.testing.assert_allclose(base.params[n], a, rtol=1e-6, atol=1e-6, err_msg=n)
 
 
+def test_a_moved_peft_export_without_its_base_says_which_base_it_took(lora_run: Path,
+                                                                      tmp_path: Path) -> None:
+    """A moved export whose base/ was deleted took whatever model sat at the path its
+    adapter_config.json names, without a word (another model there: eval 4.07 for 3.82)."""
+    import shutil
+
+    from engine.run import load_model
+
+    export_peft(lora_run, tmp_path / "p")
+    shutil.copytree(tmp_path / "p", tmp_path / "moved")
+    shutil.rmtree(tmp_path / "moved" / "base")
+    said: list[str] = []
+    load_model(tmp_path / "moved", notify=said.append)
+    assert len(said) == 1 and "has no base/ folder" in said[0]
+    assert str((tmp_path / "p" / "base").resolve()) in said[0]
+    said.clear()
+    load_model(tmp_path / "p", notify=said.append)  # its own base/: nothing to say
+    assert said == []
+
+
 def test_peft_export_refuses_what_peft_cannot_apply(tmp_path: Path) -> None:
     run = _start_run(tmp_path, LoRAConfig(("in_proj", "out_proj"), rank=2), steps=2)
     with pytest.raises(CheckpointError, match=r"out_proj.*use the merged export"):
