@@ -112,6 +112,8 @@ def test_a_moved_peft_export_without_its_base_says_which_base_it_took(lora_run: 
     said.clear()
     load_model(tmp_path / "p", notify=said.append)  # its own base/: nothing to say
     assert said == []
+    with pytest.raises(CheckpointError, match="already a PEFT adapter export"):  # (it said
+        export_peft(tmp_path / "p", tmp_path / "again")  # "not a LoRA run")
 
 
 def test_peft_export_refuses_what_peft_cannot_apply(tmp_path: Path) -> None:

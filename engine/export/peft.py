@@ -65,6 +65,10 @@ def export_peft(src_folder: str | Path, out: str | Path, force: bool = False,
     must be new or empty (``force``: replace an earlier export there)."""
     notes = check_out(src_folder, out, force=force)
     run = open_run(src_folder)
+    if run.lora is None and (Path(src_folder) / "adapter_config.json").is_file():
+        raise CheckpointError(  # (it said "not a LoRA run" of a LoRA adapter's folder)
+            f"{src_folder}: already a PEFT adapter export (it loads as it is); copy the folder "
+            "to share it, or give it to the merged export for one model folder")
     if run.lora is None:
         raise CheckpointError(
             f"{src_folder}: not a LoRA run (no adapters to export); use the merged export")
