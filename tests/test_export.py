@@ -70,7 +70,8 @@ def test_merged_export_is_the_trained_model_with_a_card(lora_run: Path, tmp_path
         np.testing.assert_array_equal(a.params[name], b.params[name])
     assert not (tmp_path / "m" / "optimizer.safetensors").exists()
     card = (tmp_path / "m" / "README.md").read_text()
-    for needed in ("LoRA r=2 on in_proj, x_proj, dt_proj", "4 optimizer steps", "Samples (greedy)",
+    for needed in ("LoRA r=2 (alpha 2, dropout 0.0) on in_proj, x_proj, dt_proj",
+                   "4 optimizer steps", "Samples (greedy)",
                    "AutoModelForCausalLM.from_pretrained", "1 file(s), 2,700 bytes"):
         assert needed in card, needed
     assert "Caveats" not in card  # (merged: exact in every tool)
@@ -427,6 +428,9 @@ def test_peft_base_card_names_the_init_model(tmp_path: Path) -> None:
     export_peft(run, tmp_path / "p")
     card = (tmp_path / "p" / "base" / "README.md").read_text()
     assert f"the model the run started from (`--init {pre}` as it was then), unchanged" in card, card
+    card = (tmp_path / "p" / "README.md").read_text()  # the adapter's: a reader took its 2
+    assert f"started from the weights of `{pre}`" in card, card  # steps for all the training
+    assert "LoRA r=2 (alpha 2, dropout 0.0) on in_proj" in card, card
     base, init = MambaLM.load(tmp_path / "p" / "base"), MambaLM.load(pre)
     for n, a in init.params.items():
         np.testing.assert_array_equal(base.params[n], a, err_msg=n)

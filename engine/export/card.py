@@ -244,12 +244,16 @@ def card_text(run: RunSource, kind: str, out: str = ".", held: HeldOut | None = 
              "# A Mamba-1 language model trained with Mamba Studio", "", *_model_lines(run)]
     if tc:
         lora = tc.get("lora")
-        how = (f"LoRA r={lora['rank']} on {', '.join(lora['targets'])}" if lora
+        how = (f"LoRA r={lora['rank']} (alpha {lora.get('alpha') or lora['rank']}, dropout "
+               f"{lora.get('dropout', 0.0)}) on {', '.join(lora['targets'])}" if lora
                else "only x_proj (WSLA)" if tc.get("wsla") else "all weights")
         lines += ["", "## Training", "",
                   f"- {run.step:,} optimizer steps, batch {tc.get('batch_size')} x "
                   f"{tc.get('seq_len')} tokens x {tc.get('grad_accum', 1)} accumulation, "
                   f"lr {tc.get('lr')}; trained: {how}"]
+        if run.spec.get("init"):  # (a reader took 15 steps of LoRA for the whole training)
+            lines.append(f"- started from the weights of `{run.spec['init']}` (as they were "
+                         "then), not from random ones")
         corpus = corpus_summary(run.folder if run.run_dir is None else run.run_dir)
         if corpus:
             lines.append(f"- corpus: {corpus}")
