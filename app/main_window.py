@@ -107,7 +107,6 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.run_actions: dict[str, QAction] = {}  # the Run menu's, by their text
         self._closing = False
         self._step_times = StepTimes()  # seconds a step, by estimate_key
-        self._run_key: tuple | None = None  # the running run's key
         self._measuring: tuple | None = None
         self._rows: dict[tuple, int | str] = {}  # _epoch_rows: packed rows, or why not counted
         self._counting: tuple | None = None
@@ -713,10 +712,6 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         if not self.continue_dir:  # a Continue shows its run's saved samples already
             self.preview.show_preview("the new run's first sample comes before its first step",
                                       "", "—")  # (the previous run's stayed, even after a Stop)
-        try:  # the run's own step times replace the estimate's timing when it ends
-            self._run_key = estimate_key(self._next_model_config(), self.train.train_config())
-        except (ValueError, engine.MambaStudioError):
-            self._run_key = None
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling(),
                                   self.preview.every.value())
         self.train_thread = QThread(self)
@@ -836,11 +831,13 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.train_thread = None
         again = self.worker is not None and self.worker.nothing_left  # a Continue with no step
         run = self.worker.run_obj if self.worker is not None else None
-        if run is not None and self._run_key is not None and len(run.trainer.eta.recent) >= 5:
+        if run is not None and len(run.trainer.eta.recent) >= 5:
             # the run's median step: the estimate timed 3 steps once, on a machine busy then
             # (388 ms/step shown at a first launch for ~100 ms steps, until the settings
-            # changed); kept across launches
-            self._step_times.from_run(self._run_key, median(run.trainer.eta.recent))
+            # changed); kept across launches, under the model the run trained (a BPE run's
+            # learned vocabulary, not the one asked: a 273-token run's time was shown for 2,048)
+            self._step_times.from_run(estimate_key(run.lm.config, run.trainer.cfg),
+                                      median(run.trainer.eta.recent))
         refused = bool(self.worker is not None and self.worker.refused)
         self.worker = None  # left: it stays chosen (Start after raising Epochs made a new run)
         QTimer.singleShot(1000, self, self._release_memory)  # once the worker is gone too

@@ -469,6 +469,27 @@ def test_a_runs_own_step_times_replace_the_estimates_timing(win, qtbot):
     assert StepTimes().get(key) is None and StepTimes().get(other) is None  # less
 
 
+def test_a_bpe_runs_step_time_is_kept_for_the_vocabulary_it_learned(win, qtbot, tmp_path):
+    """A BPE run on a small text learned 273 of the 2,048 tokens asked: its step time was kept
+    under the 2,048-token model, whose estimate then showed the smaller model's time."""
+    import engine
+    from app.step_times import estimate_key
+
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("ab ba abba " * 400)
+    win.corpus.files.clear()
+    win.corpus.add_paths([str(corpus)], sync=True)
+    win.train.tokenizer.setCurrentText("bpe")
+    win.train.bpe_vocab.setValue(2048)
+    asked = estimate_key(win.train.model_config(), win.train.train_config())
+    folder = train_until_idle(qtbot, win, max_steps=8)
+    learned = engine.read_model_config(folder)
+    assert learned.vocab_size < 2048  # (the text has few pairs to merge)
+    tc = engine.read_run_spec(folder).train
+    assert win._step_times.get(estimate_key(learned, tc)) is not None
+    assert win._step_times.get(asked) is None
+
+
 def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
     """Deterministic: every wait is on a condition or a signal, and the pause check reads the
     run's own step counter (not the queue of step signals the GUI may not have drained yet)."""
