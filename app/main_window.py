@@ -126,9 +126,9 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.start_btn = QPushButton("Start")
         self.start_btn.setToolTip("Start training (Ctrl+Enter): a new run, or the chosen Continue")
         self.pause_btn = QPushButton("Pause")
-        self.pause_btn.setToolTip("Pause after the current step (Space)")
+        self.pause_btn.setToolTip("Pause after the current step (Space, or Ctrl+P from anywhere)")
         self.resume_btn = QPushButton("Resume")
-        self.resume_btn.setToolTip("Resume a paused run (Space)")
+        self.resume_btn.setToolTip("Resume a paused run (Space, or Ctrl+P from anywhere)")
         self.stop_btn = QPushButton("Stop")
         self.stop_btn.setToolTip("Stop after the current step and save a snapshot (Ctrl+.)")
         self.start_btn.clicked.connect(self.start_training)
@@ -391,6 +391,11 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.pause_btn.setEnabled(state == "running")
         self.resume_btn.setEnabled(state == "paused")
         self.stop_btn.setEnabled(state in ("running", "paused"))
+        for name, on in (("Start", state == "idle"), ("Pause / resume", state in ("running",
+                                                                                "paused")),
+                         ("Stop (saves)", state in ("running", "paused"))):
+            if name in self.run_actions:  # the Run menu follows its buttons (Pause was offered
+                self.run_actions[name].setEnabled(on)  # while idle, Start while training)
         self.train.setEnabled(state == "idle")
         self.corpus.setEnabled(state == "idle")
         button = {"idle": self.start_btn, "running": self.pause_btn, "paused": self.resume_btn
@@ -1064,10 +1069,14 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
     def open_model(self, path: str) -> None:
         """Use a model folder (a run, a snapshot, ours or a local HF Mamba folder) as the
         starting point of the next new run."""
+        said: list[str] = []  # (a PEFT export without base/: which base it took, unsaid)
+
         def load() -> engine.MambaLM:
-            return engine.load_model(path)
+            return engine.load_model(path, notify=said.append)
 
         def done(lm: engine.MambaLM) -> None:
+            for note in said:
+                self._log(f"warning: {note}")
             self.init_dir = path
             self.continue_dir = None
             self.train.end_resumable()

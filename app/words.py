@@ -19,6 +19,7 @@ _CLI_ADVICE = (
     ("if it is text, name the file itself to read it",  # (a folder's .zip / .png skipped)
      "if it is text, add the file itself with Add files…"),
     ("; pass --epochs ", "; set Epochs to "),  # (epochs that end a run before its max steps)
+    ("; check the --config path", "; check the settings file's path"),  # (a settings file)
     ("choose a new file name (--force replaces only an earlier GGUF export)",  # (an export
      "choose a new file name (only an earlier GGUF export is ever replaced)"),  # error)
 )

@@ -289,7 +289,7 @@ def load_settings(path: str | Path) -> RunSettings:
     try:  # a regular file of at most 1 MiB: never a FIFO (it hung) or /dev/zero (13.7 GB)
         data = read_bytes(path, MAX_BYTES, "settings file")
     except MambaStudioError as exc:
-        raise MambaStudioError(f"{exc}; check the settings file's path") from None
+        raise MambaStudioError(f"{exc}; check the --config path") from None
     utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")  # a byte-order mark: Windows editors' "Unicode"
     try:  # (and their "UTF-8 with BOM": it was "not valid TOML (at line 1, column 1)")
         text = data.decode("utf-16" if utf16 else "utf-8-sig")

@@ -115,6 +115,8 @@ def test_a_moved_peft_export_without_its_base_says_which_base_it_took(lora_run: 
     assert said == []
     with pytest.raises(CheckpointError, match="already a PEFT adapter export"):  # (it said
         export_peft(tmp_path / "p", tmp_path / "again")  # "not a LoRA run")
+    notes = export_merged(tmp_path / "moved", tmp_path / "merged")  # (it said nothing)
+    assert any("has no base/ folder" in n for n in notes), notes
 
 
 def test_peft_export_refuses_what_peft_cannot_apply(tmp_path: Path) -> None:
@@ -429,7 +431,8 @@ def test_peft_base_card_names_the_init_model(tmp_path: Path) -> None:
     card = (tmp_path / "p" / "base" / "README.md").read_text()
     assert f"the model the run started from (`--init {pre}` as it was then), unchanged" in card, card
     card = (tmp_path / "p" / "README.md").read_text()  # the adapter's: a reader took its 2
-    assert f"started from the weights of `{pre}`" in card, card  # steps for all the training
+    assert "started from the trained weights of `pre`, not from random" in card, card  # steps
+    assert str(tmp_path) not in card  # (its path as typed: a home folder in a shared card)
     assert "LoRA r=2 (alpha 2, dropout 0.0) on in_proj" in card, card
     base, init = MambaLM.load(tmp_path / "p" / "base"), MambaLM.load(pre)
     for n, a in init.params.items():

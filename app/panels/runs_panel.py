@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance
-from PySide6.QtGui import QShowEvent
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, SignalInstance
+from PySide6.QtGui import QKeyEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -137,8 +137,8 @@ class RunsPanel(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.activated.connect(lambda _i: self._emit(self.open_requested))  # a double
-        # click, and Return on a row (it did nothing: Open had to be tabbed to)
+        self.table.doubleClicked.connect(lambda _i: self._emit(self.open_requested))
+        self.table.installEventFilter(self)  # Return on a row opens it too (``eventFilter``)
         self.where = QLabel()
         self.where.setWordWrap(True)
         buttons = QHBoxLayout()
@@ -181,6 +181,17 @@ class RunsPanel(QWidget):
         self.timer.setInterval(REFRESH_MS)
         self.timer.timeout.connect(self._tick)
         self.timer.start()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        """Return or Enter on a row of the table opens it, as a double click does (it did
+        nothing: Open had to be tabbed to; the table's ``activated`` would also fire on one
+        click where a desktop opens items so)."""
+        if (watched is self.table and event.type() == QEvent.Type.KeyPress
+                and isinstance(event, QKeyEvent)
+                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)):
+            self._emit(self.open_requested)
+            return True
+        return super().eventFilter(watched, event)
 
     def set_root(self, root: str) -> None:
         self.root = root

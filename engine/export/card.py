@@ -209,6 +209,21 @@ def _base_origin(run: RunSource) -> str:
     return "the weights the run started from, before its adapter"
 
 
+def _started_from(run: RunSource) -> str:
+    """The weights a run from ``--init`` started from, by name: run.json's record (a run and its
+    step) rather than the path as typed (relative to where the user was, or a home folder's
+    absolute path in a card meant to be shared)."""
+    from .. import runformat as rf
+
+    init = run.run_dir and rf.read_run_json(run.run_dir).get("init_from")
+    if isinstance(init, dict) and isinstance(init.get("path"), str):
+        p, step = Path(init["path"]), init.get("step")
+        if type(step) is int:
+            return f"run `{p.parent.parent.name}` at step {step:,}"
+        return f"`{p.name}`"
+    return f"`{Path(str(run.spec['init'])).name}`"
+
+
 def _base_card(run: RunSource, out: str) -> str:
     lora = run.train.get("lora") or {}
     targets = ", ".join(lora.get("targets", [])) or "?"
@@ -252,8 +267,8 @@ def card_text(run: RunSource, kind: str, out: str = ".", held: HeldOut | None = 
                   f"{tc.get('seq_len')} tokens x {tc.get('grad_accum', 1)} accumulation, "
                   f"lr {tc.get('lr')}; trained: {how}"]
         if run.spec.get("init"):  # (a reader took 15 steps of LoRA for the whole training)
-            lines.append(f"- started from the weights of `{run.spec['init']}` (as they were "
-                         "then), not from random ones")
+            lines.append(f"- started from the trained weights of {_started_from(run)}, not "
+                         "from random ones")
         corpus = corpus_summary(run.folder if run.run_dir is None else run.run_dir)
         if corpus:
             lines.append(f"- corpus: {corpus}")

@@ -371,9 +371,10 @@ def open_run(folder: str | Path) -> RunSource:
                          train, int(state.get("step", 0)), val, val_step)
     from ..run import load_model  # a model folder, or a PEFT export: its base with the adapter
 
-    lm = load_model(folder)  # merged in, as generate and eval read it (it was "no config.json")
-    lm.check_finite(folder)
-    return RunSource(folder, lm, None)
+    said: list[str] = []  # (a PEFT export without base/: which base it took)
+    lm = load_model(folder, notify=said.append)  # merged in, as generate and eval read it (it
+    lm.check_finite(folder)  # was "no config.json")
+    return RunSource(folder, lm, None, notices=said)
 
 
 __all__ = ["RunSource", "check_dest", "check_out", "clear_out", "open_run", "staged_folder"]

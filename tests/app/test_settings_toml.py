@@ -273,3 +273,12 @@ def test_save_settings_as_a_name_without_toml_adds_it(win, tmp_path, monkeypatch
     assert Path(offered[1]).parent == tmp_path
     assert engine.load_settings(tmp_path / "mine.toml").corpus == tuple(
         win.corpus.settings_paths())
+
+
+def test_a_settings_file_too_large_to_read_is_said_in_the_windows_terms(win, tmp_path):
+    """The window said "check the --config path" (a flag of the CLI's) of a 110 MB file."""
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"# x\n" * 300_000)
+    win.load_settings_file(str(big))
+    assert str(big) in win.errors[-1] and "check the settings file's path" in win.errors[-1]
+    assert "--config" not in win.errors[-1]

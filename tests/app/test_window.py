@@ -1101,6 +1101,11 @@ def test_ctrl_p_pauses_and_resumes_from_a_text_box_and_the_run_menu_names_the_ke
     assert {k: a.shortcut().toString() for k, a in win.run_actions.items()} == {
         "Start": "Ctrl+Return", "Pause / resume": "Ctrl+P", "Stop (saves)": "Ctrl+.",
         "Generate in the Playground": "Ctrl+G"}
+    def offered() -> dict[str, bool]:
+        return {k: a.isEnabled() for k, a in win.run_actions.items()}
+
+    assert offered() == {"Start": True, "Pause / resume": False, "Stop (saves)": False,
+                         "Generate in the Playground": True}  # as the buttons are
     win.activateWindow()
     qtbot.waitUntil(win.isActiveWindow)
     win.train.epochs.setValue(200)
@@ -1116,6 +1121,8 @@ def test_ctrl_p_pauses_and_resumes_from_a_text_box_and_the_run_menu_names_the_ke
     assert win.state == "paused" and box.toPlainText() == "The "
     qtbot.keyClick(box, Qt.Key.Key_P, Qt.KeyboardModifier.ControlModifier)
     assert win.state == "running"
+    assert offered() == {"Start": False, "Pause / resume": True, "Stop (saves)": True,
+                         "Generate in the Playground": True}
     win.stop()
     qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
     assert not win.errors, win.errors
