@@ -19,9 +19,9 @@ from .confirm import confirm
 from .workers import TrainWorker, export_run, run_in_thread
 
 EXPORT_KINDS = {  # File menu item, what the save dialog's title calls it
-    "merged": ("Export model (merged)…", "a merged model"),
-    "adapter": ("Export LoRA adapter (PEFT)…", "a LoRA adapter (PEFT)"),
-    "gguf": ("Export model (GGUF, for llama.cpp/Ollama/LM Studio)…", "a GGUF file (llama.cpp)"),
+    "merged": ("Export model (&merged)…", "a merged model"),  # (&: Alt+F then the letter)
+    "adapter": ("Export LoRA &adapter (PEFT)…", "a LoRA adapter (PEFT)"),
+    "gguf": ("Export model (&GGUF, for llama.cpp/Ollama/LM Studio)…", "a GGUF file (llama.cpp)"),
 }
 NO_RUN_SHOWN = "No run is shown: Open one in the Runs tab, or train one, to export it."
 

@@ -1004,7 +1004,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             act.setEnabled(self.shown_run is not None and (kind != "adapter" or why is None))
             act.setToolTip(NO_RUN_SHOWN if not folder else why
                            if kind == "adapter" and why is not None else
-                           f"{EXPORT_KINDS[kind][0].rstrip('…')} of run {Path(folder).name}")
+                           f"{EXPORT_KINDS[kind][0].replace('&', '').rstrip('…')} of run "
+                           f"{Path(folder).name}")
 
     def choose_continue(self, folder: str, quiet: bool = False) -> None:
         if self.state != "idle":  # it did nothing, silently

@@ -36,6 +36,7 @@ from .table_fill import bulk_fill
 ADAPTER_TIP = "Write the LoRA adapter in PEFT format (LoRA runs only)"
 NO_ADAPTER_TIP = "This run trained all its weights, no LoRA adapter: use Export model…"
 NO_RUN_SELECTED = "Select a run first."
+ROW_BUTTONS = ("Open", "Continue", "Compare", "Export model…", "Delete…")  # act on the selected
 EXPORT_CHOICES = {"merged": "Model folder (transformers; any LoRA merged)…",
                   "gguf": "GGUF file (llama.cpp, Ollama, LM Studio)…"}  # Export model…'s menu
 REFRESH_MS = 3000  # while the tab is visible: re-read every run's status this often (off-thread)
@@ -304,10 +305,13 @@ class RunsPanel(QWidget):
     def _selection_changed(self) -> None:
         """Export adapter… is off (and says why) for a selected run without LoRA (it complained
         only after the destination was picked)."""
-        why = adapter_problem(self.selected())
+        folder = self.selected()
+        why = adapter_problem(folder)
         button = self.buttons["Export adapter…"]
         button.setEnabled(why is None)
         button.setToolTip(ADAPTER_TIP if why is None else why)
+        for name in ROW_BUTTONS:  # (on with no row, each said "Select a run first." when pressed)
+            self.buttons[name].setEnabled(folder is not None)
 
     def _emit(self, signal: SignalInstance) -> None:
         folder = self.selected()

@@ -201,6 +201,9 @@ def test_export_adapter_is_off_and_says_why_before_a_folder_is_asked(win, tmp_pa
     button = win.runs.buttons["Export adapter…"]
     win.runs.table.clearSelection()
     assert not button.isEnabled() and button.toolTip() == "Select a run first."
+    assert not any(win.runs.buttons[b].isEnabled() for b in ("Open", "Continue", "Compare",
+                                                              "Export model…", "Delete…"))
+    assert win.runs.buttons["Refresh"].isEnabled()
     win.runs.select(folder)
     assert not button.isEnabled()
     assert "on conv1d, out_proj un-merged" in button.toolTip()
