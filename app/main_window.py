@@ -422,8 +422,9 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
 
     def _paused_line(self) -> str:
         r = self.last_report
-        return (f"paused at step {r.step:,}/{r.total_steps:,} · loss {r.loss:.4f} nats (Space or "
-                "Ctrl+P resumes)" if r is not None else "paused (Space or Ctrl+P resumes)")
+        keys = "Ctrl+P resumes; Space too, outside a text box"  # (in the Prompts box Space typed
+        return (f"paused at step {r.step:,}/{r.total_steps:,} · loss {r.loss:.4f} nats ({keys})"
+                if r is not None else f"paused ({keys})")  # a space into the previews' prompt)
 
     def _listed(self) -> None:
         """The Runs list was read again: a chosen Continue names its run's step as it is now
