@@ -1549,3 +1549,22 @@ def test_a_full_disk_during_a_resumes_first_measurement_keeps_the_run_resumable(
         assert run.interrupted_eval
         assert run.train().state == "finished"
     assert [r["step"] for r in rf.read_metrics(tmp_path / "run") if r["kind"] == "eval"] == [2, 4, 6]
+
+
+def test_a_full_disk_before_a_resume_says_free_space_and_leaves_no_probe(tmp_path, monkeypatch):
+    """A resume on a full disk said "make it writable (chmod u+w)", and the probe file its
+    write failed on stayed in the run folder."""
+    real = Path.write_bytes
+
+    def full(self, data):  # noqa: ANN001, ANN202
+        if self.name.startswith(".write-test-"):
+            real(self, b"")  # created, then the write fails, as on a full disk
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    for check in (rf.check_resume_dir, rf.check_out_dir):
+        with pytest.raises(CheckpointError) as exc:
+            check(tmp_path, 0)
+        assert "free" in str(exc.value) and "chmod" not in str(exc.value), exc.value
+        assert not list(tmp_path.glob(".write-test-*")), list(tmp_path.iterdir())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import os
 import shlex
 import shutil
@@ -28,10 +29,17 @@ def _not_writable(folder: Path) -> OSError | None:
     probe = folder / f".write-test-{os.getpid()}.tmp"
     try:
         probe.write_bytes(b"x")
-        probe.unlink()
     except OSError as exc:
         return exc
+    finally:  # (a write that failed on a full disk left the probe behind)
+        with contextlib.suppress(OSError):
+            probe.unlink()
     return None
+
+
+def _full(exc: OSError) -> bool:
+    """A write refused for want of space or quota (a full disk is no permission problem)."""
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def check_out_dir(folder: Path, need_bytes: int) -> None:
@@ -45,8 +53,9 @@ def check_out_dir(folder: Path, need_bytes: int) -> None:
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: not a folder; choose another --out")
     if (denied := _not_writable(folder)) is not None:
-        raise CheckpointError(f"{folder}: not writable ({denied.strerror or denied}); choose "
-                              "another --out")
+        fix = "free space" if _full(denied) else "choose another --out"
+        raise CheckpointError(f"{folder}: not writable ({denied.strerror or denied}); {fix}"
+                              f"{' or choose another --out' if _full(denied) else ''}")
     free = shutil.disk_usage(folder).free
     if free < need_bytes:
         raise CheckpointError(
@@ -60,6 +69,10 @@ def check_resume_dir(folder: Path, need_bytes: int) -> None:
     (".samples.jsonl.<hex>.tmp: Permission denied"), a full disk as "could not write
     metrics.csv", neither with a fix."""
     if (denied := _not_writable(folder)) is not None:
+        if _full(denied):  # (it said "make it writable (chmod u+w)" of a full disk)
+            raise CheckpointError(
+                f"{folder}: cannot write into the run folder ({denied.strerror or denied}); free "
+                "some space, then resume (nothing was lost: the run is at its last snapshot)")
         raise CheckpointError(
             f"{folder}: cannot write into the run folder ({denied.strerror or denied}); make it "
             f"writable (chmod u+w), or copy it somewhere writable (cp -a "
