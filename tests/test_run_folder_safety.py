@@ -1568,3 +1568,26 @@ def test_a_full_disk_before_a_resume_says_free_space_and_leaves_no_probe(tmp_pat
             check(tmp_path, 0)
         assert "free" in str(exc.value) and "chmod" not in str(exc.value), exc.value
         assert not list(tmp_path.glob(".write-test-*")), list(tmp_path.iterdir())
+
+
+def test_a_lock_just_taken_is_not_blamed_on_the_pid_it_held_before(tmp_path):
+    """Two resumes started at once: the one refused read the lock file before the winner wrote
+    its pid, and told the user to "kill -TERM" the pid of an earlier run, long ended."""
+    import fcntl
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    stale = int(gone.stdout)  # a pid that ended
+    (tmp_path / rf.LOCK).write_text(f"{stale}\n")
+    fd = os.open(tmp_path / rf.LOCK, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # taken, its pid not written yet
+        with pytest.raises(CheckpointError) as exc:
+            rf.RunLock(tmp_path).acquire()
+        assert "another process" in str(exc.value) and str(stale) not in str(exc.value)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # the winner's own pid, written
+        with pytest.raises(CheckpointError) as exc:
+            rf.RunLock(tmp_path).acquire()
+        assert f"kill -TERM {os.getpid()}" in str(exc.value)
+    finally:
+        os.close(fd)

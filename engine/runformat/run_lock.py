@@ -9,6 +9,7 @@ import fcntl
 import os
 import shlex
 import stat
+import time
 from pathlib import Path
 
 from ..errors import CheckpointError
@@ -57,11 +58,11 @@ class RunLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip()
+            holder = _holder(fd)
             os.close(fd)
-            who = f"process {holder}" if holder.isdigit() else "another process"
+            who = f"process {holder}" if holder is not None else "another process"
             # (SIGTERM: a job started in the background ignores SIGINT, and kill -INT did nothing)
-            stop = f" (kill -TERM {holder}: it saves, then ends)" if holder.isdigit() else ""
+            stop = f" (kill -TERM {holder}: it saves, then ends)" if holder is not None else ""
             raise CheckpointError(
                 f"{self.path.parent}: the run is in use by {who}; wait for it to "
                 f"finish or stop it{stop}, or train into another --out") from None
@@ -91,3 +92,28 @@ class RunLock:
             return True
         finally:
             os.close(fd)
+
+
+def _holder(fd: int, wait_s: float = 0.5) -> int | None:
+    """The pid the lock file names once it names a live process, waiting up to ``wait_s`` for a
+    holder that has just taken the lock to write its own (two resumes started at once: the one
+    refused named the pid of an earlier run, long ended, with "kill -TERM" advice, or none);
+    None when it names no live process by then."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        if text.isdigit() and _alive(int(text)):
+            return int(text)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid > 0  # (another user's process: it exists)
+    return pid > 0
