@@ -436,11 +436,12 @@ def test_a_folder_another_process_trains_in_is_named_in_use_not_offered_to_force
     fd = os.open(run / rf.LOCK, os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)  # what a training process holds
     os.ftruncate(fd, 0)
-    os.write(fd, b"4242\n")
+    os.write(fd, f"{os.getpid()}\n".encode())  # (a live process: a dead pid is not named)
     try:
         spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=1))
         for force in (False, True):
-            with pytest.raises(Exception, match="the run is in use by process 4242") as info:
+            with pytest.raises(Exception, match=f"the run is in use by process {os.getpid()}"
+                               ) as info:
                 start(spec, [two_file_corpus(tmp_path)], out=run, force=force)
             assert "--force" not in str(info.value) and "--resume" not in str(info.value)
     finally:
