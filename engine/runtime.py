@@ -99,10 +99,37 @@ def configure(
             "unset it or set it to omp or tbb"
         )
     _pin_numba(layer, threads)
+    _cache_saves_never_fail()
     allocator_tuned = tune_allocator and _keep_freed_memory()
     _limit_blas(blas_threads)
     _report = RuntimeReport(os.environ["NUMBA_CACHE_DIR"], layer, openblas_env_applied, allocator_tuned)
     return _report
+
+
+def _cache_saves_never_fail() -> None:
+    """A compiled kernel Numba cannot save to its cache (a full disk, a file-size limit) is used
+    all the same, and that is said once on stderr: a first run on such a disk ended with
+    "error: File too large", naming no file."""
+    from numba.core import caching
+
+    real = caching.Cache.save_overload
+    if getattr(real, "_saves_never_fail", False):
+        return
+    said: list[str] = []
+
+    def save_overload(self: Any, sig: Any, data: Any) -> None:
+        try:
+            real(self, sig, data)
+        except OSError as exc:
+            if not said:
+                said.append(str(exc))
+                sys.stderr.write(f"warning: could not save compiled kernels in "
+                                 f"{os.environ.get('NUMBA_CACHE_DIR', 'the Numba cache')} "
+                                 f"({exc.strerror or exc}); they are compiled again by the next "
+                                 "process\n")
+
+    save_overload._saves_never_fail = True  # type: ignore[attr-defined]
+    caching.Cache.save_overload = save_overload
 
 
 def _limit_blas(blas_threads: int | None) -> None:

@@ -105,3 +105,23 @@ def test_configure_thread_counts():
     )
     seen = _probe(code)
     assert seen["numba"] == 1 and seen["blas"] and set(seen["blas"]) == {1}
+
+
+def test_a_kernel_that_cannot_be_cached_is_used_and_said_once(tmp_path):
+    """With a file-size limit (or a full disk) where Numba caches its kernels, a first run ended
+    with "error: File too large", naming no file: the kernels are used uncached, said once."""
+    (tmp_path / "kern.py").write_text(
+        "from numba import njit\n\n@njit(cache=True)\ndef f(x):\n    return x + 1\n\n"
+        "@njit(cache=True)\ndef g(x):\n    return x * 2\n")
+    code = ("import resource, sys\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
+            "import engine\nengine.configure()\n"
+            f"sys.path.insert(0, {str(tmp_path)!r})\n"
+            "import kern\nprint(kern.f(3), kern.g(3))\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": str(Path(engine.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.split() == ["4", "6"], done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if "could not save compiled kernels" in line]
+    assert len(said) == 1 and str(tmp_path / "cache") in said[0], done.stderr[-2000:]
