@@ -1592,3 +1592,22 @@ def test_a_lock_just_taken_is_not_blamed_on_the_pid_it_held_before(tmp_path):
         assert f"kill -TERM {os.getpid()}" in str(exc.value)
     finally:
         os.close(fd)
+
+
+def test_a_failed_rewrite_of_the_samples_names_the_file(tmp_path, monkeypatch):
+    """Under a file-size limit a resume said only "error: File too large; fix that, then
+    resume": the samples' rewrite failed on a write that names no file."""
+    import json as _json
+
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(_json.dumps({"step": s, "text": "x"}) + "\n" for s in (1, 9)))
+    before = path.read_bytes()
+
+    def too_large(fd):  # noqa: ANN001, ANN202
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))  # (no file name, as os.write's)
+
+    monkeypatch.setattr(os, "fsync", too_large)
+    with pytest.raises(CheckpointError, match=f"could not write {path}: File too large"):
+        rf.truncate_samples(tmp_path, 5)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [
+        "samples.jsonl"]

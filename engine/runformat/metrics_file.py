@@ -191,6 +191,8 @@ def truncate_samples(folder: Path, step: int) -> int:
         if dropped:
             os.replace(tmp, path)
             fsync_dir(folder)
+    except OSError as exc:  # (a file-size limit: a resume said only "File too large")
+        raise CheckpointError(f"could not write {path}: {exc.strerror or exc}") from exc
     finally:
         Path(tmp).unlink(missing_ok=True)  # (gone once it replaced the file)
     return dropped
