@@ -391,11 +391,10 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.pause_btn.setEnabled(state == "running")
         self.resume_btn.setEnabled(state == "paused")
         self.stop_btn.setEnabled(state in ("running", "paused"))
-        for name, on in (("Start", state == "idle"), ("Pause / resume", state in ("running",
-                                                                                "paused")),
-                         ("Stop (saves)", state in ("running", "paused"))):
-            if name in self.run_actions:  # the Run menu follows its buttons (Pause was offered
-                self.run_actions[name].setEnabled(on)  # while idle, Start while training)
+        menu = self.run_actions  # the Run menu follows its buttons (Pause was offered while
+        menu["Start"].setEnabled(self.start_btn.isEnabled())  # idle, Start while training)
+        menu["Pause / resume"].setEnabled(self.pause_btn.isEnabled() or self.resume_btn.isEnabled())
+        menu["Stop (saves)"].setEnabled(self.stop_btn.isEnabled())
         self.train.setEnabled(state == "idle")
         self.corpus.setEnabled(state == "idle")
         button = {"idle": self.start_btn, "running": self.pause_btn, "paused": self.resume_btn

@@ -352,8 +352,9 @@ class GenerateWorker(QObject):
                 self.done.emit("stopped before generating")  # 200,000 tokens) after it
                 return
             ids = lm.prompt_ids(self.prompt)  # (an end-of-text id first, as generate reads it)
-            reading_what = f"reading the prompt ({plural(len(ids) - 1, 'token')})…"
-            if len(ids) > 2:  # a long prompt took ~30 s under "loading the model…"
+            given = len(ids) - 1  # the prompt's own tokens
+            reading_what = f"reading the prompt ({plural(given, 'token')})…"
+            if given > 1:  # a long prompt took ~30 s under "loading the model…"
                 self.progress.emit(reading_what)
             t0 = time.perf_counter()
             cut: list[int] = []  # the tokens read when Stop cut the prompt's reading
@@ -396,7 +397,7 @@ class GenerateWorker(QObject):
                     break
             if cut:
                 self.done.emit(f"stopped while reading the prompt ({cut[0] - 1:,} of "
-                               f"{plural(len(ids) - 1, 'token')} read)")
+                               f"{plural(given, 'token')} read)")
                 return
             tail = "".join(pending) + stream.flush()
             if tail:
@@ -412,7 +413,7 @@ class GenerateWorker(QObject):
                     f"({passed_over[0].replace(run, '')})" if passed_over and lm.source
                     and engine.is_run(Path(self.source)) else "")  # (a PEFT export's base note:
             # no snapshot was passed over)
-            self.done.emit(generation_summary(n, first - t0, end - first, len(ids) - 1, why,  # whose
+            self.done.emit(generation_summary(n, first - t0, end - first, given, why,  # whose
                                               f"{desc} · {Path(self.source).name}{used}"))
             # the Model box may show another run by then (its run deleted meanwhile)
         except Exception as exc:

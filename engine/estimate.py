@@ -13,7 +13,7 @@ from .config import MambaConfig
 from .limits import ConfigError, MemoryEstimate, MemorySpec, check_run, estimate, human_bytes, n_params
 from .lm import MambaLM
 from .lora import count_trainable
-from .trainer import TrainConfig, Trainer, epoch_steps
+from .trainer import TrainConfig, Trainer, epoch_steps, epochs_end_first
 from .words import plural
 
 
@@ -52,12 +52,9 @@ class RunEstimate:
     def _epochs_first(self) -> str:
         """" · 3 epochs end at step 33, before max steps 60 (6 epochs reach it)" when they
         do, else ""."""
-        steps, cap = self.steps_per_epoch, self.max_steps
-        if not (steps and cap and self.epochs and cap > steps * self.epochs):
-            return ""
-        verb = "ends" if self.epochs == 1 else "end"
-        return (f" · {plural(self.epochs, 'epoch')} {verb} at step {steps * self.epochs:,}, before "
-                f"max steps {cap:,} ({-(-cap // steps):,} epochs reach it)")
+        first = (epochs_end_first(self.steps_per_epoch, self.epochs, self.max_steps)
+                 if self.steps_per_epoch else None)
+        return f" · {first[0]} ({first[1]:,} epochs reach it)" if first else ""
 
 
 def _dur(s: float) -> str:

@@ -49,7 +49,7 @@ from .packing import PackedRows, pack_documents
 from .runspec import RESUME_OVERRIDES, RunSpec
 from .signals import stop_on_signals
 from .tokenizer import BPETokenizer, ByteTokenizer, bpe_sample_every, check_fits
-from .trainer import EpochReport, StepReport, TrainConfig, Trainer, epoch_steps
+from .trainer import EpochReport, StepReport, TrainConfig, Trainer, epoch_steps, epochs_end_first
 from .words import listing, plural
 
 UNSCORED = ("at its last step, before its final held-out evaluation was done: that step is saved "
@@ -92,12 +92,9 @@ class Run:
                 "nothing is held out: the corpus is too small to split; its held-out loss is not "
                 "measured")
         self.notices += self._beyond_the_corpus(spec.train)
-        by_epochs = self.trainer.steps_per_epoch * spec.train.epochs
-        if spec.train.max_steps and spec.train.max_steps > by_epochs:  # (the window's Continue
-            self.notices.append(  # to max steps 60 ended at 33 without a word)
-                f"{plural(spec.train.epochs, 'epoch')} {'ends' if spec.train.epochs == 1 else 'end'}"
-                f" at step {by_epochs:,}, before max steps {spec.train.max_steps:,}; pass --epochs "
-                f"{-(-spec.train.max_steps // self.trainer.steps_per_epoch)} to reach it")
+        if first := epochs_end_first(self.trainer.steps_per_epoch, spec.train.epochs,
+                                     spec.train.max_steps):
+            self.notices.append(f"{first[0]}; pass --epochs {first[1]} to reach it")
         self.saved_step = -1
         self.saved_val: float | None = None  # the held-out loss kept with that save (its step's)
         self.saved_eval_stopped = False  # that save's step's evaluation was cut short by a stop

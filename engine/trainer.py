@@ -46,6 +46,19 @@ def epoch_steps(n_rows: int, rows_per_step: int) -> int:
     return -(-n_rows // rows_per_step)
 
 
+def epochs_end_first(steps_per_epoch: int, epochs: int, max_steps: int | None
+                     ) -> tuple[str, int] | None:
+    """When a run's ``epochs`` end it before its ``max_steps``: ("3 epochs end at step 33,
+    before max steps 60", the epochs that reach them), else None. The CLI's note, the window's
+    Log and its estimate say it (a Continue to max steps 60 ended at step 33 without a word)."""
+    by_epochs = steps_per_epoch * epochs
+    if not (by_epochs and max_steps and max_steps > by_epochs):
+        return None
+    said = (f"{plural(epochs, 'epoch')} {'ends' if epochs == 1 else 'end'} at step "
+            f"{by_epochs:,}, before max steps {max_steps:,}")
+    return said, -(-max_steps // steps_per_epoch)
+
+
 WSLA_MAX_DELTA = 0.05  # WSLA's AdamW trust region: no weight moves more than this a step
 
 

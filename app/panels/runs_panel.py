@@ -262,6 +262,8 @@ class RunsPanel(QWidget):
         if keep is not None:  # the same run stays selected when rows move
             self.table.clearSelection()
             self.select(keep)
+        else:  # (no selection to signal a change: with no row selected the buttons were on)
+            self._selection_changed()
         self.listed.emit()
 
     def _fill_table(self) -> None:
@@ -280,7 +282,6 @@ class RunsPanel(QWidget):
                 item.setToolTip(r.error or f"{r.path}\n{r.source}".strip())  # (a run from
                 # a model's weights named the model nowhere in the window)
                 self.table.setItem(row, col, item)
-        self._selection_changed()  # (with no row selected the button was on)
 
     def sort_by(self, column: int) -> None:
         """A header click: sort by that column, ascending first, the other way on a second
