@@ -35,12 +35,12 @@ def _remove_except(p: Path, rel: str, keep: frozenset[str], ignore_errors: bool)
     included; a snapshots/ that is a link is kept as the link)."""
     if rel in keep:
         return
-    folder = real_dir(p)
-    if folder and any(k.startswith(rel + "/") for k in keep):
+    is_folder = real_dir(p)  # (a link to one is deleted as the link)
+    if is_folder and any(k.startswith(rel + "/") for k in keep):
         for q in p.iterdir():
             _remove_except(q, f"{rel}/{q.name}", keep, ignore_errors)
         return  # the folder stays, holding what is kept
-    if folder:
+    if is_folder:
         shutil.rmtree(p, ignore_errors=ignore_errors)
     else:
         p.unlink(missing_ok=ignore_errors)
