@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     )
     from .defaults import (
         BPE_MIN_BYTES,
+        DEFAULT_EPOCHS,
         DEFAULT_PRESET,
         DEFAULT_PROMPT,
         PRESET_DEFAULTS,
@@ -238,6 +239,7 @@ _EXPORTS: dict[str, str] = {
     "read_head": "safeio",
     "show_bidi": "samples",
     "DEFAULT_PRESET": "defaults",
+    "DEFAULT_EPOCHS": "defaults",
     "list_runs": "run",
     "delete_run": "runformat",
     "others_in_run": "runformat",
@@ -341,6 +343,7 @@ __all__ = [
     "read_head",
     "show_bidi",
     "DEFAULT_PRESET",
+    "DEFAULT_EPOCHS",
     "iter_batches",
     "iter_text",
     "line_end_table",

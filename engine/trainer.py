@@ -20,7 +20,7 @@ import numpy as np
 
 from .control import LoopControl
 from .data import make_rows
-from .defaults import DEFAULT_PRESET, PRESET_DEFAULTS
+from .defaults import DEFAULT_EPOCHS, DEFAULT_PRESET, PRESET_DEFAULTS
 from .errors import CorpusError, StepVoid, TrainingError
 from .eta import Eta
 from .evaluation import HELDOUT_SAMPLE_TOKENS, EvalReport, EvalStopped, eval_guess_s, evaluate
@@ -67,7 +67,7 @@ class TrainConfig:
     """Training settings; the defaults are the default preset's row of ``PRESET_DEFAULTS``
     (``TrainConfig.for_preset`` picks another row)."""
 
-    epochs: int = 3
+    epochs: int = DEFAULT_EPOCHS
     batch_size: int = _D.batch_size
     seq_len: int = _D.seq_len
     grad_accum: int = 1

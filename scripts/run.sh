@@ -8,4 +8,4 @@ if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && [ "${MAMBA_STUDIO_HEADLESS:-0}" 
   exec .venv/bin/python -m app "$@"
 fi
 echo "no display: running the headless equivalent (python -m engine train on assets/sample_corpus)"
-exec .venv/bin/python -m engine train --preset small --epochs 10 "$@"  # a new runs/<date>-small-<n> each time
+exec .venv/bin/python -m engine train --preset small "$@"  # a new runs/<date>-small-<n> each time

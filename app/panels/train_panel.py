@@ -39,10 +39,6 @@ OWN_TOKENIZER_TIP = {
 TOKENIZER_KEY = "train/tokenizer_choice"
 DEFAULT_TARGETS = ("in_proj", "x_proj")  # PEFT applies both exactly on every transformers
 # line (dt_proj, the default before, is bypassed by 5.x: an adapter wrong un-merged)
-# 10 passes, as run.sh's headless run: on the bundled corpus (11 steps an epoch) a first Start
-# then trains 110 steps, past the 100-step warmup, to word-like samples; 3 passes (the CLI's
-# default) gave 33 steps inside the warmup and noise
-APP_DEFAULT_EPOCHS = 10
 
 TIPS = {
     "preset": "Model size: tiny/small/medium presets, or custom sizes below",
@@ -171,7 +167,7 @@ class TrainPanel(QWidget):
         mf.addRow("Start from", self.model_source)
         # --- training
         d = engine.PRESET_DEFAULTS[engine.DEFAULT_PRESET]  # the engine's table, not a copy
-        self.epochs = int_box(1, 1_000_000, APP_DEFAULT_EPOCHS)
+        self.epochs = int_box(1, 1_000_000, engine.DEFAULT_EPOCHS)
         self.lr = GBox(1e-8, 10.0, d.lr, 1e-3)  # the engine takes (0, 10]
         self.batch = int_box(1, 65536, d.batch_size)
         self.seq_len = int_box(2, 1 << 24, d.seq_len, 32)
