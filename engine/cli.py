@@ -261,7 +261,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     from . import encode_corpus, evaluate, load_corpus
     from . import runformat as rf
     from .corpuswalk import summary
-    from .data import id_dtype
+    from .data import id_dtype, require_present
     from .documents import encode_documents
     from .limits import MemorySpec, check_fits
     from .packing import pack_documents
@@ -288,6 +288,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     if not a.corpus:
         print(f"note: no corpus given; evaluating on the bundled sample corpus ({SAMPLE_CORPUS})",
               file=sys.stderr)
+    require_present(a.corpus)
     corpus = load_corpus(a.corpus or [SAMPLE_CORPUS])
     for line in summary(corpus.rejected):
         print(line, file=sys.stderr)

@@ -333,6 +333,17 @@ def first_of_each_file(paths: Sequence[str | Path], taken: Sequence[str | Path] 
     return keep, again
 
 
+def require_present(paths: Sequence[str | Path]) -> None:
+    """Raise CorpusError naming the first of ``paths`` that does not exist (a name mistyped or a
+    file moved): a run or an evaluation on the rest, with one "skipped" line, read as done on
+    all of them. A link that leads nowhere is left to ``load_corpus``, which says why."""
+    missing = [p for p in paths if not os.path.lexists(p)]
+    if missing:
+        more = f" (and {len(missing) - 1:,} more)" if len(missing) > 1 else ""
+        raise CorpusError(f"{missing[0]}: no such file or folder{more}; check the name, or "
+                          "leave it out of the corpus")
+
+
 def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: bool = False) -> Corpus:
     """Read files and folders (recursively through ``corpuswalk.walk``: text-like suffixes are
     read, other entries are listed as rejected, hidden ones ignored), in path order whatever

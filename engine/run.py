@@ -33,7 +33,7 @@ from . import runformat as rf
 from .config import MambaConfig
 from .control import PauseReporting, TrainControl
 from .corpuswalk import summary
-from .data import encode_corpus, id_dtype, load_corpus, split_holdout
+from .data import encode_corpus, id_dtype, load_corpus, require_present, split_holdout
 from .defaults import BPE_MIN_BYTES
 from .documents import encode_documents, split_documents
 from .errors import CheckpointError, MambaStudioError, TrainingError
@@ -674,6 +674,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                                       "replace it with --force, or choose another --out")
             raise CheckpointError(f"{folder} holds an unfinished run (no {rf.RUN_JSON}); replace "
                                   "it with --force, or choose another --out")
+    require_present(corpus_paths)
     corpus = load_corpus(corpus_paths)
     corpus.should_stop = should_stop
     corpus.check_stop()

@@ -149,8 +149,8 @@ def test_a_missing_corpus_of_a_file_names_the_file(folder, capsys):
     toml.write_text('[run]\ncorpus = ["nothere"]\n')
     assert main(["train", "--config", str(toml), "--out", str(folder / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"error: no usable text in the corpus ({folder / 'nothere'}: no such file or "
-                   f"folder), named by run.corpus in {toml}"), err
+    assert err == (f"error: {folder / 'nothere'}: no such file or folder; check the name, or "
+                   f"leave it out of the corpus, named by run.corpus in {toml}"), err
 
 
 @pytest.mark.parametrize("key", ["corpus", "init"])

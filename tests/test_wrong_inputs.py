@@ -270,3 +270,24 @@ def test_an_unknown_flag_points_at_its_commands_help(capsys):
     assert info.value.code == 2
     assert capsys.readouterr().err == ("error: unrecognized arguments: --bogus (see python -m "
                                        "engine generate --help)\n")
+
+
+def test_a_corpus_file_named_but_missing_is_refused_before_any_work(tmp_path, capsys):
+    """``train a.txt typo.txt`` trained on a.txt alone after one "skipped" line, exit 0 (and a
+    settings file naming a moved file did the same): a run read as one on both files. Train and
+    eval refuse it in one line naming the file; no run folder is made."""
+    text = tmp_path / "a.txt"
+    text.write_bytes(TEXT)
+    typo = tmp_path / "typo.txt"
+    out = tmp_path / "r"
+    assert main(["train", str(text), str(typo), "--preset", "tiny", "--max-steps", "1",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {typo}: no such file or folder; check the name, or leave it out of the corpus", err
+    assert not out.exists()
+    assert main(["train", str(text), "--preset", "tiny", "--max-steps", "1", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(out), str(text), str(typo), str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"error: {typo}: no such file or folder (and 1 more); check the name, or "
+                        "leave it out of the corpus"), err
