@@ -20,6 +20,9 @@ _CLI_ADVICE = (
      "if it is text, add the file itself with Add files…"),
     ("; pass --epochs ", "; set Epochs to "),  # (epochs that end a run before its max steps)
     ("; check the --config path", "; check the settings file's path"),  # (a settings file)
+    ("no such file or folder; check the name, or leave it out of the corpus",  # (a corpus file
+     "no such file or folder (moved or deleted since it was added); select it in the Corpus "
+     "list and Remove it, or add it from where it is now"),  # gone since it was added)
     ("choose a new file name (--force replaces only an earlier GGUF export)",  # (an export
      "choose a new file name (only an earlier GGUF export is ever replaced)"),  # error)
 )

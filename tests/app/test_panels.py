@@ -858,6 +858,23 @@ def test_token_count_skips_a_corpus_file_that_vanished(win, qtbot, tmp_path):
     assert win.corpus.summary.text().startswith("1 file, 500 bytes, 150 tokens (words)")
 
 
+def test_start_with_a_corpus_file_deleted_since_it_was_added_is_refused(win, qtbot, tmp_path):
+    """A file deleted after it was added was skipped at Start (one Log line) and the run trained
+    on the others, while the Corpus list still showed it: Start is refused, naming the file and
+    how to mend the list, and no run folder is made."""
+    d = _three_files(tmp_path)
+    win.corpus.files.clear()
+    win.corpus.tokens.clear()
+    win.corpus.add_paths([str(d / "a.txt"), str(d / "b.txt")], sync=True)
+    (d / "b.txt").unlink()
+    win.start_training()
+    qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
+    assert win.errors and win.errors[-1] == (
+        f"{d / 'b.txt'}: no such file or folder (moved or deleted since it was added); select it "
+        "in the Corpus list and Remove it, or add it from where it is now"), win.errors
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
 def test_a_token_count_that_fails_leaves_the_corpus_ready(win, qtbot):
     """An error other than a corpus error while counting an opened model's tokens (a bug in its
     tokenizer) left the busy bar spinning, and every Start was refused with "The corpus is still
