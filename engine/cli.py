@@ -460,7 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the backward instead of kept (less memory, more time a step)")
     t.add_argument("--wsla", action="store_true", help="WSLA fast-adapt: train only x_proj")
     t.add_argument("--lora", type=_names(LORA_TARGETS),
-                   help="comma-separated LoRA targets, e.g. in_proj,x_proj,out_proj")
+                   help="comma-separated LoRA targets, e.g. in_proj,x_proj (the default of the "
+                        "window and of a settings file's [train.lora]; out_proj, conv1d, "
+                        "A_log and embeddings export merged only)")
     t.add_argument("--lora-rank", type=_int_in(1, 4096),
                    help=f"with --lora (default {LoRAConfig.rank})")
     t.add_argument("--lora-alpha", type=_float_in(0.0, 1e6, lo_open=True),

@@ -44,11 +44,15 @@ PEFT_REFUSES = ("out_proj", "conv1d", "A_log", "embeddings")
 # skip them: 5.x reads dt_proj.weight directly, so its adapter is bypassed there (logits off by
 # up to 0.9 after 20 steps, measured); the merged export is exact everywhere
 PEFT_PARTIAL = {"dt_proj": "transformers 5.x"}
+# A LoRA's targets when none are named (a settings file's [train.lora] without targets, the
+# window's boxes): PEFT applies both exactly un-merged on every transformers line, so the
+# adapter exports (out_proj, the engine's default before, made an adapter PEFT refuses)
+DEFAULT_LORA_TARGETS = ("in_proj", "x_proj")
 
 
 @dataclass(frozen=True)
 class LoRAConfig:
-    targets: tuple[str, ...] = ("in_proj", "x_proj", "out_proj")
+    targets: tuple[str, ...] = DEFAULT_LORA_TARGETS
     rank: int = 8
     alpha: float | None = None  # None -> alpha = rank (scale 1)
     dropout: float = 0.0

@@ -559,3 +559,16 @@ def test_a_runs_run_json_as_config_says_what_it_is(folder, capsys):
     assert err.startswith(f"error: {run_json}: JSON, not a settings file (TOML); a run's run.json "
                           "is its record: train --resume RUN goes on with its settings"), err
     assert err.count("\n") == 0 and not (folder / "out").exists()
+
+
+def test_a_lora_without_targets_adapts_what_peft_applies_as_the_window_does(folder):
+    """A settings file's ``[train.lora]`` without targets adapted out_proj too (the engine's
+    default), which PEFT refuses un-merged, while the window's boxes default to in_proj and
+    x_proj: the same file gave two runs, and ``--export-adapter`` was refused."""
+    from engine.lora import PEFT_REFUSES
+
+    toml = folder / "l.toml"
+    toml.write_text('[train.lora]\nrank = 4\n')
+    spec = load_settings(toml).spec
+    assert spec.train.lora is not None and spec.train.lora.targets == ("in_proj", "x_proj")
+    assert not set(spec.train.lora.targets) & set(PEFT_REFUSES)

@@ -37,8 +37,6 @@ OWN_TOKENIZER_TIP = {
 # A new key: versions before tokenizer "auto" saved "train/tokenizer" (bytes) on every Start, so
 # the new default would never have reached anyone who had trained once.
 TOKENIZER_KEY = "train/tokenizer_choice"
-DEFAULT_TARGETS = ("in_proj", "x_proj")  # PEFT applies both exactly on every transformers
-# line (dt_proj, the default before, is bypassed by 5.x: an adapter wrong un-merged)
 
 TIPS = {
     "preset": "Model size: tiny/small/medium presets, or custom sizes below",
@@ -202,9 +200,9 @@ class TrainPanel(QWidget):
         # --- LoRA / WSLA
         self.lora = QCheckBox("LoRA adapters (base frozen)")
         self.targets = {t: QCheckBox(t) for t in engine.LORA_TARGETS}
-        for t in DEFAULT_TARGETS:
+        for t in engine.LoRAConfig.targets:
             self.targets[t].setChecked(True)
-        self.rank = int_box(1, 4096, 8)
+        self.rank = int_box(1, 4096, engine.LoRAConfig.rank)
         self.alpha = float_box(0.01, 1e6, 8.0, 2, 1.0)
         self.lora_dropout = float_box(0.0, 0.999, 0.0, 3, 0.05)
         self.wsla = QCheckBox("WSLA fast-adapt (x_proj only)")
