@@ -595,7 +595,7 @@ def load_model(path: str | Path, which: str = rf.LATEST,
     elif (path / rf.SNAP_MANIFEST).exists():
         rf.verify_snapshot(path)
     elif (path / "trainer_state.json").exists():
-        from .limits import read_trainer_state
+        from .legacy import read_trainer_state
 
         ckpt.verify_hashes(path, read_trainer_state(path)["files"])
     elif (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").exists():

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -569,19 +568,4 @@ class Trainer:
         self.epochs.append(rep)
         self.cursor = _Cursor(cur.step, cur.epoch + 1, 0)
         return rep
-
-    # ------------------------------------------------------------------ legacy checkpoints
-    def save(self, folder: str | Path) -> Path:
-        """Old single-folder checkpoint (trainer_state.json); new code saves through ``engine.run``."""
-        from .legacy import save_trainer
-
-        return save_trainer(self, Path(folder))
-
-    @classmethod
-    def resume(cls, folder: str | Path, train_ids: np.ndarray, val_ids: np.ndarray,
-               cfg: TrainConfig | None = None, **overrides: Any) -> Trainer:
-        """Rebuild a trainer from an old trainer_state.json checkpoint (see ``engine.legacy``)."""
-        from .legacy import resume_trainer
-
-        return resume_trainer(cls, Path(folder), train_ids, val_ids, cfg, **overrides)
 

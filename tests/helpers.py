@@ -70,3 +70,24 @@ def train_stopped_while_scoring(run) -> object:
 
     run.trainer.held_out = stop_while_scoring
     return run.train(control=control)
+
+
+def write_legacy_checkpoint(tr, folder: Path) -> Path:  # type: ignore[no-untyped-def]
+    """A trained ``engine.Trainer`` written as the old single-folder checkpoint (weights,
+    optimizer.safetensors and a ``trainer_state.json`` listing every file's sha256), as the
+    original library wrote it: the product only reads this format (``engine.legacy``)."""
+    from dataclasses import asdict
+
+    from engine import checkpoint as ckpt
+
+    folder = Path(folder)
+    hashes = tr.lm.save(folder)
+    extra = {**tr.optimizer.state_tensors(), **tr.trainable.state_tensors()}
+    ckpt.atomic_write_tensors(folder / "optimizer.safetensors", extra)
+    hashes["optimizer.safetensors"] = ckpt.sha256_file(folder / "optimizer.safetensors")
+    ckpt.atomic_write_json(folder / "trainer_state.json", {
+        "format": "mamba-studio-trainer/1", "step": tr.cursor.step, "epoch": tr.cursor.epoch,
+        "group": tr.cursor.group, "cursor": asdict(tr.cursor), "optimizer_t": tr.optimizer.t,
+        "train_config": tr.cfg.to_dict(), "history": [asdict(h) for h in tr.history[-5000:]],
+        "epochs": [asdict(e) for e in tr.epochs], "files": hashes})
+    return folder

@@ -6,8 +6,9 @@ import pytest
 
 from engine import CheckpointError, MambaLM
 from engine.checkpoint import atomic_write_bytes, atomic_write_tensors
+from engine.run import load_model
 from engine.tokenizer import ByteTokenizer
-from tests.helpers import random_batch, tiny_config
+from tests.helpers import random_batch, tiny_config, write_legacy_checkpoint
 
 
 def _lm():
@@ -139,10 +140,10 @@ def test_training_checkpoint_detects_mixed_files(tmp_path):
     ids = np.random.default_rng(0).integers(0, 200, 200)
     tr = Trainer(lm, ids, ids[:0], TrainConfig(batch_size=2, seq_len=16, max_steps=2))
     tr.run()
-    tr.save(tmp_path)
+    write_legacy_checkpoint(tr, tmp_path)
     MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=9).save(tmp_path)
     with pytest.raises(CheckpointError, match="do not match trainer_state"):
-        Trainer.resume(tmp_path, ids, ids[:0])
+        load_model(tmp_path)
 
 
 def test_bfloat16_weights_load_as_float32(tmp_path):

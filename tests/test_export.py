@@ -13,7 +13,7 @@ from engine.cli import main
 from engine.errors import CheckpointError
 from engine.export import PEFT_SUPPORT, export_gguf, export_merged, export_peft, peft_notices
 
-from .helpers import tiny_config
+from .helpers import tiny_config, write_legacy_checkpoint
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 60
 
@@ -25,7 +25,7 @@ def _train(folder: Path, lora: LoRAConfig | None = None, steps: int = 4) -> Mamb
                       lora=lora)
     tr = Trainer(lm, ids[:2000], ids[2000:], cfg)
     tr.run()
-    tr.save(folder)
+    write_legacy_checkpoint(tr, folder)
     return tr.lm
 
 

@@ -17,6 +17,7 @@ from engine.checkpoint import read_config
 from engine.cli import main
 from engine.data import encode_corpus, encode_files, id_dtype, load_corpus, make_rows
 from engine.errors import CheckpointError, CorpusError, MambaStudioError, TokenizerError
+from engine.legacy import read_trainer_state
 from engine.limits import (
     ConfigError,
     MemorySpec,
@@ -24,12 +25,12 @@ from engine.limits import (
     check_hf_config,
     check_train,
     estimate,
-    read_trainer_state,
 )
+from engine.run import load_model
 from engine.safeio import read_json
 from engine.tokenizer import check_fits as tokenizer_fits
 from engine.tokenizer import load_tokenizer
-from tests.helpers import tiny_config
+from tests.helpers import tiny_config, write_legacy_checkpoint
 
 MiB = 1 << 20
 
@@ -359,7 +360,8 @@ def test_crafted_trainer_state_is_refused(tmp_path):
 
     ids = np.arange(300) % 50
     lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer())
-    Trainer(lm, ids, ids[:0], TrainConfig(seq_len=16, batch_size=2, max_steps=1)).save(tmp_path)
+    write_legacy_checkpoint(Trainer(lm, ids, ids[:0], TrainConfig(seq_len=16, batch_size=2, max_steps=1)),
+                            tmp_path)
     state_path = tmp_path / "trainer_state.json"
     good = json.loads(state_path.read_text())
     read_trainer_state(tmp_path)
@@ -370,7 +372,7 @@ def test_crafted_trainer_state_is_refused(tmp_path):
                      ([1], "JSON object")):
         state_path.write_text(json.dumps(bad))
         with pytest.raises(CheckpointError, match=why):
-            Trainer.resume(tmp_path, ids, ids[:0])
+            load_model(tmp_path)
 
 
 # ------------------------------------------------------------------ the CLI

@@ -33,7 +33,12 @@ from engine.run import (
     start,
 )
 from engine.trainer import TrainConfig
-from tests.helpers import default_signals, train_stopped_while_scoring, two_file_corpus
+from tests.helpers import (
+    default_signals,
+    train_stopped_while_scoring,
+    two_file_corpus,
+    write_legacy_checkpoint,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0"]
@@ -411,7 +416,8 @@ def test_old_trainer_state_folder_loads_but_does_not_resume(tmp_path, capsys):
 
     ids = np.frombuffer(b"the cat sat on the mat. " * 20, dtype=np.uint8).astype(np.int64)
     lm = MambaLM.create(__import__("engine").preset("tiny", 257))
-    Trainer(lm, ids, ids[:0], TrainConfig(seq_len=16, batch_size=2, max_steps=1)).save(tmp_path / "old")
+    write_legacy_checkpoint(Trainer(lm, ids, ids[:0], TrainConfig(seq_len=16, batch_size=2, max_steps=1)),
+                            tmp_path / "old")
     assert load_model(tmp_path / "old").n_params == lm.n_params
     assert main(["train", "--resume", str(tmp_path / "old")]) == 2
     assert "old single-folder checkpoint" in capsys.readouterr().err

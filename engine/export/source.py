@@ -334,7 +334,7 @@ def clear_out(out: str | Path) -> None:
 
 def open_run(folder: str | Path) -> RunSource:
     """Load ``folder`` for export (see the module docstring for what it may be)."""
-    from ..limits import read_trainer_state
+    from ..legacy import read_trainer_state
 
     folder = Path(folder)
     if (bad := ckpt.not_a_folder(folder)) is not None:  # ("not a folder" for a missing one)
