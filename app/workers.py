@@ -152,13 +152,8 @@ class TrainWorker(QObject):
         try:
             with run:
                 tr = run.trainer
-                data = run.data
-                if not self.job.continue_folder or engine.keeps_tensorboard(run.folder):
-                    self._tb = engine.TBLogger(run.folder,  # (a run started without: kept so)
-                                               tokens_per_byte=data.tokens_per_byte or 1.0,
-                                               on_error=self.info.emit, step=run.step,
-                                               heldout_tokens_per_byte=(
-                                                   data.heldout_tokens_per_byte))
+                self._tb = engine.run_logger(run, resumed=bool(self.job.continue_folder),
+                                             on_error=self.info.emit)
                 self.info.emit(
                     f"run {run.folder.name}: {tr.lm.n_params:,} parameters; "
                     f"{tr.trainable.describe() if tr.trainable else ''}; "
@@ -168,8 +163,7 @@ class TrainWorker(QObject):
                     self.info.emit(f"warning: {warning}")
                 for note in run.notices:
                     self.info.emit(f"note: {note}")
-                fix = ("Epochs" if tr.total_steps == tr.steps_per_epoch * tr.cfg.epochs
-                       else "Max steps")
+                fix = {"epochs": "Epochs", "max_steps": "Max steps"}[tr.limited_by]
                 if (warmup_note := tr.warmup_notice(fix)) is not None:
                     self.saved.emit(f"note: {warmup_note}")
                 if tr.cursor.step >= tr.total_steps and not run.unscored:  # Continue on a
@@ -227,9 +221,7 @@ class TrainWorker(QObject):
     def _on_step(self, r: engine.StepReport) -> None:
         self.step_finished.emit(r)
         if self._tb is not None:
-            self._tb.step(r.step, r.loss, r.grad_norm, r.lr, r.tokens_per_s)
-            if r.val_loss is not None:
-                self._tb.eval(r.step, r.val_loss)
+            self._tb.on_step(r)
         schedule, run = self._schedule, self.run_obj
         if schedule is not None and run is not None:
             schedule.every = self.sample_every
@@ -240,8 +232,8 @@ class TrainWorker(QObject):
 
     def _on_epoch(self, report: engine.EpochReport) -> None:
         self.epoch_finished.emit(report)
-        if report.val is not None and self._tb is not None and self.run_obj is not None:
-            self._tb.eval(self.run_obj.step, report.val.loss)
+        if self._tb is not None and self.run_obj is not None:
+            self._tb.on_epoch(self.run_obj.step, report)
         self._preview(f"epoch {report.epoch + 1}", report.epoch + 1)
 
     # ---------------------------------------------------------------- previews

@@ -131,7 +131,7 @@ if TYPE_CHECKING:
     )
     from .sampling import GENERATION_DEFAULTS, SamplingConfig
     from .signals import watch_continues
-    from .tblog import TBLogger, keeps_tensorboard
+    from .tblog import TBLogger, keeps_tensorboard, run_logger
     from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer
     from .trainer import (
         WSLA_MAX_DELTA,
@@ -269,6 +269,7 @@ _EXPORTS: dict[str, str] = {
     "samples_cut": "samples",
     "TBLogger": "tblog",
     "keeps_tensorboard": "tblog",
+    "run_logger": "tblog",
     "estimate_run": "estimate",
     "measure_step_seconds": "estimate",
     "why_not_measured": "estimate",
@@ -417,6 +418,7 @@ __all__ = [
     "StepReport",
     "TBLogger",
     "keeps_tensorboard",
+    "run_logger",
     "TokenizerError",
     "TrainConfig",
     "WSLA_MAX_DELTA",

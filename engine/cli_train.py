@@ -282,7 +282,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
     from .run import UNSCORED, stop_on_signals
     from .samples import SampleSchedule, append_sample, read_samples, sample_record, sample_seed
     from .sampling import GENERATION_DEFAULTS
-    from .tblog import TBLogger, keeps_tensorboard
+    from .tblog import run_logger
 
     with run:
         tr, lm = run.trainer, run.lm
@@ -305,7 +305,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
             what = "LoRA adapters" if tr.cfg.lora is not None else "WSLA (x_proj only)"
             print(f"note: {what} on a new model with random weights: the base stays random; to "
                   "fine-tune a trained model pass --init RUN_OR_MODEL_FOLDER", file=sys.stderr)
-        fix = "--epochs" if tr.total_steps == by_epochs else "--max-steps"  # the one that cut it
+        fix = {"epochs": "--epochs", "max_steps": "--max-steps"}[tr.limited_by]
         if (warmup_note := tr.warmup_notice(fix)) is not None:
             print(f"note: {warmup_note}", file=sys.stderr)
         capped = bool(tr.cfg.max_steps) and tr.total_steps < by_epochs  # by max steps alone
@@ -353,25 +353,20 @@ def _train(a: argparse.Namespace, run, job) -> int:
         tr.on_evaluate = lambda: _evaluating(tr.cursor.step)
         t0, first = time.perf_counter(), tr.cursor.step
         control = TrainControl()
-        tb_on = a.tensorboard if a.tensorboard is not None else (
-            not a.resume or keeps_tensorboard(run.folder))  # a resume keeps the run's choice
-        tb = (TBLogger(run.folder, run.data.tokens_per_byte or 1.0,
-                       on_error=lambda m: print(f"\nwarning: {m}", file=sys.stderr), step=first,
-                       heldout_tokens_per_byte=run.data.heldout_tokens_per_byte)
-              if tb_on else None)
+        tb = run_logger(run, resumed=bool(a.resume), wanted=a.tensorboard,
+                        on_error=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
+
         def on_step(r) -> None:
             _progress(r)
             if tb is not None:
-                tb.step(r.step, r.loss, r.grad_norm, r.lr, r.tokens_per_s)
-                if r.val_loss is not None:
-                    tb.eval(r.step, r.val_loss)
+                tb.on_step(r)
             if schedule.due(r.step, tr.at_epoch_end):
                 show_sample(f"at step {r.step}")
 
         def on_epoch_end(rep) -> None:
             on_epoch(rep)
-            if tb is not None and rep.val is not None:
-                tb.eval(run.step, rep.val.loss)
+            if tb is not None:
+                tb.on_epoch(run.step, rep)
 
         try:
             with stop_on_signals(control, lasting=True, stepped=lambda: bool(tr.history)):

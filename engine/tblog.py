@@ -12,10 +12,14 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .runformat import TB as TB_DIR
 from .units import bits_per_byte
+
+if TYPE_CHECKING:
+    from .run import Run
+    from .trainer import EpochReport, StepReport
 
 
 def keeps_tensorboard(folder: str | Path) -> bool:
@@ -24,6 +28,19 @@ def keeps_tensorboard(folder: str | Path) -> bool:
     them)."""
     tb = Path(folder) / TB_DIR
     return tb.exists() or tb.is_symlink()
+
+
+def run_logger(run: Run, resumed: bool, wanted: bool | None = None,
+               on_error: Callable[[str], None] | None = None) -> TBLogger | None:
+    """The TensorBoard logger of an open ``run`` for the CLI and the window alike, or None: a new
+    run logs unless ``wanted`` is False; a resumed one (``resumed``) logs where it did before
+    (``keeps_tensorboard``) unless ``wanted`` says otherwise. Its step is the run's, so the
+    events a crash left after it are hidden."""
+    on = wanted if wanted is not None else (not resumed or keeps_tensorboard(run.folder))
+    if not on:
+        return None
+    return TBLogger(run.folder, run.data.tokens_per_byte or 1.0, on_error=on_error, step=run.step,
+                    heldout_tokens_per_byte=run.data.heldout_tokens_per_byte)
 
 
 class TBLogger:
@@ -92,6 +109,17 @@ class TBLogger:
         w.add_scalar("grad_norm", grad_norm, step)
         w.add_scalar("lr", lr, step)
         w.add_scalar("tokens_per_s", tokens_per_s, step)
+
+    def on_step(self, r: StepReport) -> None:
+        """A training step's report: its scalars, and its held-out loss when it was scored."""
+        self.step(r.step, r.loss, r.grad_norm, r.lr, r.tokens_per_s)
+        if r.val_loss is not None:
+            self.eval(r.step, r.val_loss)
+
+    def on_epoch(self, step: int, rep: EpochReport) -> None:
+        """An epoch's end at the run's ``step``: its held-out loss, when it was scored."""
+        if rep.val is not None:
+            self.eval(step, rep.val.loss)
 
     def _hide_from(self, step: int) -> None:
         """TensorBoard's purge mark: the events of ``step`` and after, logged before it, are

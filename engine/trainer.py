@@ -232,6 +232,12 @@ class Trainer:
     def total_steps(self) -> int:
         return self._total_steps(self.cfg)
 
+    @property
+    def limited_by(self) -> str:
+        """Which total ends the run: "epochs" (its epochs end first, or together with its max
+        steps) or "max_steps"; the setting a user raises to train longer."""
+        return "epochs" if self.total_steps == self.steps_per_epoch * self.cfg.epochs else "max_steps"
+
     def _total_steps(self, cfg: TrainConfig) -> int:
         """The optimizer steps of this run's data under ``cfg``'s epochs and max steps."""
         total = self.steps_per_epoch * cfg.epochs

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -115,3 +117,16 @@ def test_warmup_note_says_learns_little_only_for_a_short_run(max_steps, little):
     note = tr.warmup_notice("--max-steps")
     assert note is not None and note.startswith(f"the 100-step warmup is cut to {max_steps // 5} ")
     assert ("learns little: raise --max-steps" in note) == little
+
+
+def test_limited_by_names_the_total_that_ends_the_run():
+    """The CLI said "--epochs" and the window "Epochs" from the same rule written in each: the
+    setting to raise is the one whose total ends the run (epochs when both end it together)."""
+    ids = _ids(800)
+    base = TrainConfig(batch_size=3, seq_len=16, epochs=2)
+    per_epoch = Trainer(_lm(), ids, ids[:100], base).steps_per_epoch
+    assert per_epoch > 2
+    for max_steps, want in ((None, "epochs"), (0, "epochs"), (2 * per_epoch, "epochs"),
+                            (2 * per_epoch + 5, "epochs"), (per_epoch + 1, "max_steps")):
+        tr = Trainer(_lm(), ids, ids[:100], replace(base, max_steps=max_steps))
+        assert tr.limited_by == want, (max_steps, tr.total_steps)
