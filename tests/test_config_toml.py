@@ -286,13 +286,12 @@ def test_a_files_wsla_and_checkpointing_are_kept(tmp_path):
      and s["train"]["lora"]["rank"] == 4 and s["train"]["lora"]["alpha"] == 16.0),
     ('preset = "tiny"\n[train.lora]\ntargets = ["in_proj"]\nrank = 4\n', ["--lora-rank", "2"],
      lambda s: s["train"]["lora"]["rank"] == 2 and s["train"]["lora"]["targets"] == ["in_proj"]),
-    ('preset = "tiny"\nlr = 0.001\n', ["--preset", "small"],  # a rate set by hand stays
+    ('preset = "tiny"\n[train]\nlr = 0.001\n', ["--preset", "small"],  # a rate set by hand stays
      lambda s: s["preset"] == "small" and s["train"]["lr"] == 0.001),
 ], ids=["preset", "tokenizer", "lora-targets", "lora-rank", "hand-set-lr"])
 def test_flags_over_a_settings_file_change_one_setting_each(tmp_path, text, flags, check):
     """A flag replaced a whole group of the file's settings, or missed the defaults that follow
     it: "flags override it" holds setting by setting, as the window opens a file."""
-    text = text.replace('lr = 0.001\n', '[train]\nlr = 0.001\n')
     spec = _run_with(tmp_path, text, *flags)
     assert check(spec), spec
 

@@ -83,9 +83,21 @@ def non_contiguous(a: np.ndarray) -> np.ndarray:
     return wide
 
 
+def _arrays(out: object) -> list[np.ndarray]:
+    items = out if isinstance(out, tuple) else (out,)
+    return [a for a in items if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_valid_arguments_pass(op):
-    call(op)
+    """A valid float32 call returns finite float32 arrays (the per-row losses of cross-entropy
+    in float64): the checks refuse nothing valid."""
+    out = _arrays(call(op))
+    if op != "embedding_backward":  # (accumulates into dweight in place)
+        assert out, op
+    assert all(np.isfinite(a).all() for a in out), op
+    wide = [a.dtype for a in out if a.dtype != np.float32]  # cross-entropy's losses: float64
+    assert wide == ([np.float64] if op == "cross_entropy" else []), (op, wide)
 
 
 @pytest.mark.parametrize(("op", "name"), FLOAT_ARGS)
@@ -126,8 +138,10 @@ def test_index_arrays_must_be_integers_of_the_right_shape(op, name):
 
 
 def test_float64_calls_pass():
+    """A float64 call (the finite-difference tests' precision) runs in float64."""
     fn, kw = OPS["selective_scan_forward"]
-    fn(**{name: a.astype(np.float64) for name, a in kw.items()})
+    out = _arrays(fn(**{name: a.astype(np.float64) for name, a in kw.items()}))
+    assert out and all(a.dtype == np.float64 and np.isfinite(a).all() for a in out)
 
 
 @pytest.mark.parametrize(("op", "name", "bad", "message"), [
