@@ -282,7 +282,7 @@ def _hf_ids(tokenizer) -> dict[str, int]:
 
 
 def save_model_files(
-    folder: Path, cfg: MambaConfig, params: Params, tokenizer, extra: dict | None = None,
+    folder: Path, cfg: MambaConfig, params: Params, tokenizer,
     *, max_shard_bytes: int = MAX_SHARD_BYTES,
 ) -> dict[str, str]:
     """Write config.json, generation_config.json, the weights (one file or shards) and the
@@ -291,7 +291,7 @@ def save_model_files(
     folder.mkdir(parents=True, exist_ok=True)
     ids = _hf_ids(tokenizer)
     hf = {**cfg.to_hf_dict(), **ids}
-    hf["mamba_studio"] = {"tokenizer": tokenizer.kind, **(extra or {})}
+    hf["mamba_studio"] = {"tokenizer": tokenizer.kind}
     atomic_write_json(folder / "config.json", hf)
     atomic_write_json(folder / "generation_config.json", {**ids, "_from_model_config": False})
     names = ["config.json", "generation_config.json", *write_weights(folder, params, max_shard_bytes)]

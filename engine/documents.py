@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .data import (
+    _CUT_SPACE,
     CHUNK,
     Corpus,
     CorpusFile,
@@ -50,7 +51,6 @@ _SEPARATORS = {
     "line": re.compile(r"\r?\n"),
 }
 TEXT_CHUNK = 512 << 10  # characters handed to a (non-byte) tokenizer at once: bounds its temporaries
-_CUT_SPACE = re.compile(r"(?<=\S)(?= \S)")  # before a single space between two words
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,6 @@ class RunEstimate:
     epochs: int = 0  # the run's epochs and max steps (0 / None: no limit), to say when the
     max_steps: int | None = None  # epochs end it first (a Continue to max steps 60 ended at 33)
 
-    @property
-    def epoch_s(self) -> float | None:
-        if self.step_s is None or self.steps_per_epoch is None:
-            return None
-        return self.step_s * self.steps_per_epoch
-
     def human(self, no_steps: str = "counting…", no_time: str = "measuring…") -> str:
         """One line; ``no_steps`` / ``no_time`` say why the steps per epoch / the step time are
         not known yet."""

@@ -330,11 +330,6 @@ def estimate(spec: MemorySpec) -> MemoryEstimate:
     )  # (uncounted, a 51 M-parameter model's run peaked 0.6 GB above the estimate)
 
 
-def available_memory() -> int:
-    """Bytes this process may still take (``memory_room``'s)."""
-    return memory_room()[0]
-
-
 def memory_room() -> tuple[int, str]:
     """(bytes, what limits them): the least of the RAM the OS can give now (MemAvailable; total
     RAM if unknown), what the address-space limit (``ulimit -v``) leaves this process, and what

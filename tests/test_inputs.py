@@ -609,3 +609,13 @@ def test_the_memory_room_is_the_least_whichever_comes_first(monkeypatch):
     assert limits.memory_room() == (1 << 30, "")
     monkeypatch.setattr(limits, "_ram_available", lambda: 20 << 30)
     assert limits.memory_room() == (5 << 30, "what ulimit -v leaves")
+
+
+def test_the_memory_estimate_sizes_the_scan_backward_jobs_the_kernel_runs():
+    """The estimate's workspace counts the scan backward's per-job buffers at its job width,
+    copied into engine.limits (which imports no kernel): a change of the kernel's width would
+    leave the estimate sizing the old one."""
+    from engine.limits import SCAN_CHUNK
+    from engine.ops.selective_scan import BWD_CHUNK
+
+    assert SCAN_CHUNK == BWD_CHUNK

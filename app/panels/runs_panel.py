@@ -194,10 +194,6 @@ class RunsPanel(QWidget):
             return True
         return super().eventFilter(watched, event)
 
-    def set_root(self, root: str) -> None:
-        self.root = root
-        self.refresh()
-
     def refresh(self) -> None:
         """Read the runs folder now (on this thread; ``refresh_soon`` reads it on the pool)."""
         self._generation += 1  # a pool read started before this one is stale when it lands

@@ -2259,7 +2259,8 @@ def test_return_on_a_run_in_the_runs_list_opens_it(win, qtbot, tiny_run):
     from PySide6.QtCore import Qt
 
     runs = win.runs
-    runs.set_root(str(Path(tiny_run).parent))
+    runs.root = str(Path(tiny_run).parent)
+    runs.refresh()
     qtbot.waitUntil(lambda: runs.table.rowCount() >= 1, timeout=RUN_TIMEOUT)
     opened: list[str] = []
     runs.open_requested.connect(opened.append)
