@@ -133,6 +133,7 @@ if TYPE_CHECKING:
     from .signals import watch_continues
     from .tblog import TBLogger, keeps_tensorboard, run_logger
     from .tokenizer import BPETokenizer, ByteTokenizer, load_tokenizer
+    from .trainable import WSLA_TARGETS
     from .trainer import (
         WSLA_MAX_DELTA,
         EpochReport,
@@ -268,6 +269,7 @@ _EXPORTS: dict[str, str] = {
     "sample_record": "samples",
     "samples_cut": "samples",
     "TBLogger": "tblog",
+    "WSLA_TARGETS": "trainable",
     "keeps_tensorboard": "tblog",
     "run_logger": "tblog",
     "estimate_run": "estimate",
@@ -417,6 +419,7 @@ __all__ = [
     "start_run",
     "StepReport",
     "TBLogger",
+    "WSLA_TARGETS",
     "keeps_tensorboard",
     "run_logger",
     "TokenizerError",

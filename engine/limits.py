@@ -185,7 +185,9 @@ def train_problems(tc: Any, source: str = "training settings") -> list[str]:
     """Every type or range problem of a ``TrainConfig``, one line each (a settings file with
     four values out of range took four Opens to fix, one named each time)."""
     def wsla_lora() -> None:
-        if tc.wsla and set(tc.lora.targets) - {"x_proj"}:
+        from .trainable import WSLA_TARGETS
+
+        if tc.wsla and set(tc.lora.targets) - set(WSLA_TARGETS):
             raise ConfigError(f"{source}: WSLA + LoRA allows only the x_proj target")
 
     checks: list[Callable[[], Any]] = [

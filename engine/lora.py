@@ -379,7 +379,9 @@ def count_trainable(cfg, lora: LoRAConfig | None = None, wsla: bool = False) -> 
 
     shapes = param_shapes(cfg)
     if lora is None:
-        names = [n for n in shapes if not wsla or short_name(n) == "x_proj"]
+        from .trainable import WSLA_TARGETS
+
+        names = [n for n in shapes if not wsla or short_name(n) in WSLA_TARGETS]
         return int(sum(int(np.prod(shapes[n])) for n in names))
     total = 0
     for name, shape in shapes.items():

@@ -87,9 +87,12 @@ class FullTrainable:
         return f"{self.label}: {len(self.tensors)} tensors, {n:,} trainable parameters"
 
 
+WSLA_TARGETS = ("x_proj",)  # what WSLA trains, alone or under LoRA adapters
+
+
 def wsla_names(params: Params) -> list[str]:
     """WSLA fast-adapt: every layer's x_proj (the delta, B and C rows), nothing else."""
-    return [n for n in params if short_name(n) == "x_proj"]
+    return [n for n in params if short_name(n) in WSLA_TARGETS]
 
 
 TrainableKind = Literal["full", "wsla", "lora", "wsla+lora"]
@@ -109,7 +112,7 @@ def make_trainable(kind: TrainableKind, params: Params, lora: Any = None) -> Tra
         if lora is None:
             raise ValueError(f"trainable {kind!r} needs a LoRA config")
         if kind == "wsla+lora":
-            bad = set(lora.targets) - {"x_proj"}
+            bad = set(lora.targets) - set(WSLA_TARGETS)
             if bad:
                 raise ValueError(f"WSLA + LoRA allows only the x_proj target, not {sorted(bad)}")
         from .lora import LoRATrainable  # LoRA is loaded only when a run asks for it

@@ -318,8 +318,8 @@ class TrainPanel(QWidget):
             return None
         targets = tuple(t for t, cb in self.targets.items() if cb.isChecked())
         if self.wsla.isChecked():
-            targets = ("x_proj",)
-        return engine.LoRAConfig(targets or ("x_proj",), rank=self.rank.value(),
+            targets = engine.WSLA_TARGETS
+        return engine.LoRAConfig(targets or engine.WSLA_TARGETS, rank=self.rank.value(),
                                  alpha=self.alpha.value(), dropout=self.lora_dropout.value())
 
     def train_config(self) -> engine.TrainConfig:
@@ -558,7 +558,7 @@ class TrainPanel(QWidget):
         lora_on = self.lora.isChecked() and self.start == "opened"  # not isEnabled(): false
         # while training disables the whole panel, which left the knobs off after the run
         for t, cb in self.targets.items():
-            wsla_only = self.wsla.isChecked() and t != "x_proj"  # (still ticked: it trained
+            wsla_only = self.wsla.isChecked() and t not in engine.WSLA_TARGETS  # (ticked: it trained
             cb.setEnabled(lora_on and not wsla_only)  # x_proj alone without a word there)
             cb.setToolTip(self._target_tips[t] + (" — not with WSLA: WSLA + LoRA trains x_proj "
                                                   "only" if wsla_only else ""))
