@@ -17,7 +17,7 @@ import engine
 from . import settings
 from .panels.corpus_panel import CorpusPanel
 from .panels.preview_panel import PreviewPanel
-from .panels.train_panel import TrainPanel
+from .panels.train_panel import TrainPanel, setting_text
 from .words import in_window_terms, plural
 
 
@@ -84,9 +84,10 @@ class SettingsFlow:
                       f"{', ...' if len(names) > 6 else ''}); the others stay as they were")
         else:
             self._say(f"settings loaded from {path}")
-        if self.train.extras:  # (dropped without a word: no box shows them)
+        extras = self.train.model_extras | self.train.extras
+        if extras:  # (dropped without a word: no box shows them)
             self._log(f"settings of {path} with no box in the panel, used by the next runs: "
-                      + ", ".join(f"{k} {v:g}" for k, v in self.train.extras.items()))
+                      + ", ".join(f"{k} {setting_text(v)}" for k, v in extras.items()))
         if changed:
             self._error(f"settings loaded from {path}, but changed to fit the panel: "
                         + "; ".join(changed))

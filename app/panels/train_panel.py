@@ -5,7 +5,7 @@ the WSLA fast-adapt toggle. Every control has a one-sentence tooltip."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
@@ -118,8 +118,20 @@ def _set_value(w: QWidget, v: object) -> None:
 # settings with no box in the panel: a loaded settings file's values are kept for the next runs
 # of the session, and saved with the settings (they were dropped: a file's warmup_steps 50
 # trained with 100, its holdout 0.3 with 0.1 before the box came)
-NO_BOX_TRAIN = ("warmup_steps", "min_lr_ratio", "decay_fraction")
+# trained with 100, its holdout 0.3 with 0.1 before the box came; its beta2, shuffle and the
+# model's d_conv or expand were still dropped, so the window trained another model than --config)
+BOXED_TRAIN = ("epochs", "lr", "batch_size", "seq_len", "grad_accum", "weight_decay",
+               "max_grad_norm", "seed", "max_steps", "activation_checkpointing", "wsla", "lora",
+               "eval_every")
+NO_BOX_TRAIN = tuple(f.name for f in fields(engine.TrainConfig) if f.name not in BOXED_TRAIN)
 NO_BOX_RUN = ("autosave_steps", "autosave_minutes", "keep")  # (and early stopping's min_delta)
+BOXED_MODEL = ("d_model", "n_layer", "d_state")  # a file's other [model] sizes: model_extras
+
+
+def setting_text(value: Any) -> str:
+    """A setting's value as a settings file writes it (True: "true", 0.0003: "0.0003")."""
+    return str(value).lower() if isinstance(value, bool) else f"{value:g}" \
+        if isinstance(value, (int, float)) else str(value)
 
 
 def _training_preset(shown: str, before: str = engine.DEFAULT_PRESET) -> str:
@@ -257,6 +269,7 @@ class TrainPanel(QWidget):
         self._restore()
         self._defaults_of = _training_preset(self.preset.currentText())
         self.extras: dict[str, Any] = {}  # NO_BOX_TRAIN / NO_BOX_RUN values from a settings file
+        self.model_extras: dict[str, Any] = {}  # its [model] settings past BOXED_MODEL (custom)
         self.preset.currentTextChanged.connect(self._follow_preset)
         for combo in (self.preset, self.tokenizer, self.init_scheme):
             combo.currentIndexChanged.connect(self._update)
@@ -303,15 +316,16 @@ class TrainPanel(QWidget):
         if self.model_override is not None:
             return self.model_override
         if self.preset.currentText() == "custom":
-            return engine.MambaConfig(vocab_size=self.vocab_hint, d_model=self.d_model.value(),
-                                      n_layer=self.n_layer.value(), d_state=self.d_state.value())
+            return engine.MambaConfig(vocab_size=self.vocab_hint, **self.custom_dims() or {})
         return engine.preset(self.preset.currentText(), self.vocab_hint)
 
-    def custom_dims(self) -> dict[str, int] | None:
+    def custom_dims(self) -> dict[str, Any] | None:
+        """A custom model's sizes (the boxes', and a settings file's others: d_conv, expand,
+        ...); None for a preset's."""
         if self.preset.currentText() != "custom":
             return None
         return {"d_model": self.d_model.value(), "n_layer": self.n_layer.value(),
-                "d_state": self.d_state.value()}
+                "d_state": self.d_state.value(), **self.model_extras}
 
     def lora_config(self) -> engine.LoRAConfig | None:
         if not self.lora.isChecked():
@@ -471,8 +485,7 @@ class TrainPanel(QWidget):
         if spec.model:
             self.preset.setCurrentText("custom")
             self._defaults_of = _training_preset(spec.preset, self._defaults_of)  # its rates'
-            pairs += [(k, getattr(self, k), spec.model[k]) for k in ("d_model", "n_layer", "d_state")
-                      if k in spec.model]
+            pairs += [(k, getattr(self, k), spec.model[k]) for k in BOXED_MODEL if k in spec.model]
         else:
             self.preset.setCurrentText(spec.preset)
         self.tokenizer.setCurrentText(spec.tokenizer)
@@ -506,6 +519,7 @@ class TrainPanel(QWidget):
             self.extras["min_delta"] = spec.early_stopping.min_delta
         self.extras |= {k: getattr(spec, k) for k in NO_BOX_RUN
                         if getattr(spec, k) != getattr(engine.RunSpec, k)}
+        self.model_extras = {k: v for k, v in (spec.model or {}).items() if k not in BOXED_MODEL}
         if self.start == "new" and not spec.init and (t.lora is not None or t.wsla):
             changed.append("LoRA / WSLA -> off (they adapt a trained model; the file starts a new "
                            "one)")

@@ -57,6 +57,38 @@ def test_a_files_model_sizes_give_the_window_the_model_the_cli_trains(win, tmp_p
         "d_model": 7, "n_layer": 60, "d_state": 100}
 
 
+def test_a_files_settings_without_a_box_are_trained_and_saved_as_given(win, tmp_path):
+    """Open settings dropped [model] d_conv / expand / dt_rank / tie_embeddings and [train]
+    beta1 / beta2 / eps / shuffle / max_delta / max_bad_steps without a word (the Log said the
+    file set them): the window trained 64,656 parameters with conv_kernel 4 where
+    ``train --config`` trained 64,368 with 3, and Save settings as wrote the defaults back."""
+    import engine
+
+    path = tmp_path / "s.toml"
+    path.write_text("[model]\nd_model = 40\nn_layer = 2\nd_conv = 3\nexpand = 3\ndt_rank = 5\n"
+                    "tie_embeddings = false\n[train]\nbeta1 = 0.8\nbeta2 = 0.95\neps = 1e-6\n"
+                    "shuffle = false\nmax_delta = 0.5\nmax_bad_steps = 7\n")
+    win.load_settings_file(str(path))
+    assert not win.errors, win.errors
+    cli = engine.load_settings(str(path)).spec
+    job = win.make_job().spec
+    assert job.model_config(264) == cli.model_config(264)
+    cfg = job.model_config(264)
+    assert (cfg.d_model, cfg.n_layer, cfg.d_conv, cfg.expand, cfg.dt_rank, cfg.tie_embeddings) == (
+        40, 2, 3, 3, 5, False)
+    for k in ("beta1", "beta2", "eps", "shuffle", "max_delta", "max_bad_steps"):
+        assert getattr(job.train, k) == getattr(cli.train, k), k
+    assert win.train.model_config() == job.model_config(win.train.vocab_hint)
+    log = win.log.toPlainText()
+    assert ("with no box in the panel, used by the next runs: d_conv 3, expand 3, dt_rank 5, "
+            "tie_embeddings false, ") in log and "shuffle false" in log, log
+    again = tmp_path / "again.toml"
+    win.save_settings_file(str(again))
+    saved = engine.load_settings(str(again)).spec
+    assert saved.model_config(264) == cli.model_config(264)
+    assert saved.train.beta2 == 0.95 and not saved.train.shuffle
+
+
 def test_typed_values_out_of_range_are_not_taken(win, qtbot):
     """Typing lr -1 gave 1.00000 (the maximum); seq len 99999 gave 999."""
     from PySide6.QtCore import Qt
