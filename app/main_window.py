@@ -13,8 +13,17 @@ from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
-from PySide6.QtCore import Qt, QThread, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence, QShortcut
+from PySide6.QtCore import QEvent, QObject, Qt, QThread, QTimer, Signal
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QIcon,
+    QKeyEvent,
+    QKeySequence,
+    QShortcut,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
@@ -191,6 +200,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         for w in (self.start_btn, self.pause_btn, self.resume_btn, self.stop_btn):
             w.setAutoDefault(w is not self.start_btn)  # Return presses the focused one (it did
             bar.addWidget(w)  # nothing); not Start, focused as a run ends (Ctrl+Enter starts)
+            if w is not self.start_btn:  # but Ctrl+Return is Start's: while a run trains (Start
+                w.installEventFilter(self)  # off) it paused or stopped the run it reached
         bar.addWidget(QLabel("preview"))
         bar.addWidget(self.backend)
         bar.addWidget(self.progress, 1)
@@ -491,6 +502,18 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self._log(msg)
         if self.status.full.startswith(PREPARING):  # before step 1, the latest stage shows
             self.status.set_full(f"{PREPARING}: {msg.splitlines()[0] if msg else ''}")
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        """Ctrl+Return / Ctrl+Enter on Pause, Resume or Stop is Start's key, never theirs."""
+        if (event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent)
+                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+                and event.modifiers() & Qt.KeyboardModifier.ControlModifier
+                and watched in (self.pause_btn, self.resume_btn, self.stop_btn)):
+            if self.worker is not None:
+                self._say("a run is training: Ctrl+Return starts the next one once it ends "
+                          "(Ctrl+. stops it, Ctrl+P pauses)")
+            return True
+        return super().eventFilter(watched, event)
 
     def _say(self, msg: str) -> None:
         """A success/info message the user sees (status bar) and the log keeps."""

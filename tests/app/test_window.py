@@ -1093,6 +1093,30 @@ def test_a_run_stops_from_the_keyboard(win, qtbot):
     assert not win.errors, win.errors
 
 
+def test_ctrl_return_on_a_focused_pause_or_stop_neither_pauses_nor_stops_the_run(win, qtbot):
+    """Ctrl+Return is Start's key; while a run trains Start is off, and the key reached the
+    focused Pause (the run paused) or Stop (the run stopped): a user pressing Start out of habit
+    ended the run. It now does neither and says why; plain Return still presses the button."""
+    from PySide6.QtCore import Qt
+
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow)
+    win.train.epochs.setValue(200)
+    win.start_training()
+    qtbot.waitUntil(lambda: len(win.plots.steps) >= 1, timeout=RUN_TIMEOUT)
+    for button in (win.pause_btn, win.stop_btn):
+        button.setFocus()
+        qtbot.waitUntil(lambda b=button: QApplication.focusWidget() is b)
+        for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            qtbot.keyClick(button, key, Qt.KeyboardModifier.ControlModifier)
+            assert win.state == "running", (button.text(), key, win.state)
+    assert win.statusBar().currentMessage().startswith("a run is training: Ctrl+Return starts")
+    qtbot.keyClick(win.stop_btn, Qt.Key.Key_Return)
+    assert win.state == "stopping"
+    qtbot.waitUntil(lambda: win.state == "idle", timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+
+
 def test_ctrl_p_pauses_and_resumes_from_a_text_box_and_the_run_menu_names_the_keys(win, qtbot):
     """Space, the pause key, typed a space into the focused Prompts box (where the focus stays
     after Ctrl+Enter there): the run went on and its next previews used the changed prompt.
