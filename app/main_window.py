@@ -256,7 +256,6 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self._gc = collect_on_gui_thread()  # never in the training thread: see app/gc_thread.py
         self._restore_corpus()
         self.corpus.changed.connect(self._remember_corpus)
-        self.corpus.records.currentIndexChanged.connect(self._remember_corpus)
         self._set_state("idle")
         self._update_next()
         geom = settings.load("window/geometry", None)

@@ -265,7 +265,7 @@ class CorpusPanel(QWidget):
             self.records.setItemData(self.records.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
         self.records.setToolTip("How your text splits into examples. The model reads each example "
                                 "from a fresh state; whole examples are held out for evaluation.")
-        self.records.currentIndexChanged.connect(lambda _i: self._refresh())
+        self.records.currentIndexChanged.connect(self._records_changed)
         records_row = QHBoxLayout()
         records_row.addWidget(QLabel("Examples:"))
         records_row.addWidget(self.records, 1)
@@ -497,6 +497,12 @@ class CorpusPanel(QWidget):
     def new_run_kind(self) -> str:
         """The tokenizer a new run on these files gets: "auto" made concrete by their size."""
         return engine.choose_tokenizer(self.tokenizer_kind, self.n_bytes())
+
+    def _records_changed(self, _index: int) -> None:
+        """Another split into examples: other rows, so other steps an epoch (the estimate kept
+        the old count until some other setting changed)."""
+        self._refresh()
+        self.changed.emit()
 
     def _refresh(self) -> None:
         if self.previewed not in self.files:  # its file was removed: its text goes too

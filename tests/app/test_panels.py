@@ -480,6 +480,25 @@ def test_estimate_changes_with_batch_size(win, qtbot, monkeypatch):
     assert steps[0] == 4 * steps[1] or abs(steps[0] - 4 * steps[1]) <= 3  # 4x batch, 1/4 steps
 
 
+def test_estimate_counts_the_steps_of_the_examples_chosen(win, qtbot, monkeypatch):
+    """Changing Examples (how the text splits into documents) left the estimate's steps an
+    epoch at the old split (17 shown, 19 trained) until another box changed."""
+    import engine
+
+    monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")
+    win._schedule_estimate()
+    qtbot.waitUntil(lambda: "ms/step ×" in win.estimate.full, timeout=RUN_TIMEOUT)
+    before = win.estimate.full
+    box = win.corpus.records
+    box.setCurrentIndex(box.findData("line" if win.corpus.record_mode() != "line" else "file"))
+    qtbot.waitUntil(lambda: "ms/step ×" in win.estimate.full and win.estimate.full != before,
+                    timeout=RUN_TIMEOUT)
+    shown = int(win.estimate.full.split("× ")[1].split(")")[0].replace(",", ""))
+    job = win.make_job()
+    assert job.spec.records == win.corpus.record_mode()
+    assert shown == engine.plan_epoch(job.spec, job.paths).steps(job.spec.train)
+
+
 def test_a_model_too_large_to_fit_is_never_built_for_the_estimate(win, qtbot, monkeypatch):
     """A walk-through chose d_model 2048 x 48 layers (67.5 GB) and the idle window's step
     timing grew to 20.8 GB before it was killed: it now says the run does not fit and builds
