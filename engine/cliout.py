@@ -61,8 +61,13 @@ class _Forgiving:
 def forgiving_stderr() -> Iterator[None]:
     """While active, a stderr that can no longer be written is let go (see the module)."""
     original = sys.stderr
-    if original is None:
-        yield
+    if original is None:  # started with stderr closed (2>&-): Python's None there sent print's
+        with open(os.devnull, "w") as null:  # lines to stdout and made isatty() raise, which
+            sys.stderr = null  # stopped a run after its first step with exit status 1
+            try:
+                yield
+            finally:
+                sys.stderr = original
         return
     sys.stderr = _Forgiving(original)
     try:

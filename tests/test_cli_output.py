@@ -121,3 +121,16 @@ def test_bidirectional_controls_are_shown_by_their_code_on_a_terminal():
     assert terminal_safe("ab\u202ecd\u2066e\x1b") == "ab[U+202E]cd[U+2066]e\ufffd"
     assert terminal_safe("\u202a\u2069") == "[U+202A][U+2069]"  # both ends of each range
     assert terminal_safe("\u05e9\u200f x") == "\u05e9\u200f x"  # a right-to-left mark stays
+
+
+def test_train_with_stderr_closed_trains_to_the_end_and_writes_nothing_to_stdout(tmp_path):
+    """``train ... 2>&-`` stopped after its first step with exit status 1 and no word (Python
+    sets sys.stderr to None: isatty() raised, and print's lines for stderr went to stdout)."""
+    corpus = two_file_corpus(tmp_path, 30)
+    out = tmp_path / "run"
+    p = _engine("train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
+                "--max-steps", "3", "--sample-tokens", "8", "--out", str(out),
+                stdout=subprocess.PIPE, preexec_fn=lambda: os.close(2))
+    stdout, _ = p.communicate(timeout=300)
+    assert p.returncode == 0 and stdout == b"", (p.returncode, stdout[-500:])
+    assert json.loads((out / "status.json").read_text())["step"] == 3
