@@ -232,9 +232,13 @@ def _config_changes(a: argparse.Namespace) -> dict[str, object]:
 
 def cmd_train(a: argparse.Namespace) -> int:
     if a.export_adapter:  # an adapter folder that would be refused: say so before training
-        from .export.source import check_dest
+        from .export.source import check_dest, check_out
 
-        check_dest(a.export_adapter, force=a.force)
+        folder = a.resume or a.out  # (one inside or around the run was refused after training)
+        if folder:
+            check_out(folder, a.export_adapter, force=a.force)
+        else:
+            check_dest(a.export_adapter, force=a.force)
     if a.rank_timeout is not None and not a.distributed:  # it was taken without a word
         raise ValueError("--rank-timeout applies to --distributed runs only; drop it, or launch "
                          "with mpirun ... --distributed")

@@ -259,6 +259,22 @@ def test_export_adapter_without_lora_is_refused_before_training(tmp_path, capsys
     assert not out.exists()
 
 
+@pytest.mark.parametrize("where", ["inside", "same"])
+def test_an_adapter_folder_inside_the_run_folder_is_refused_before_training(tmp_path, capsys,
+                                                                             where):
+    """``--export-adapter`` inside (or equal to) ``--out`` was refused only after the whole
+    run had trained, with exit status 2 for a run that was fine."""
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("the cat sat on the mat. " * 40)
+    out = tmp_path / "run"
+    adapter = out / "ad" if where == "inside" else out
+    assert main(["train", str(corpus), "--out", str(out), "--lora", "in_proj", "--max-steps", "1",
+                 "--export-adapter", str(adapter)]) == 2
+    err = capsys.readouterr().err
+    assert f"{adapter}: inside (or around) the folder being exported, {out}" in err, err
+    assert "step" not in err and not out.exists(), err
+
+
 def test_a_full_disk_while_training_says_what_was_kept_on_its_own_line(tmp_path, capsys,
                                                                      monkeypatch):
     """A full disk while appending metrics printed "error: No space left on device" glued to the
