@@ -660,6 +660,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     folder = Path(out) if out is not None else rf.unique_run_folder(Path(root), _label(spec))
     if folder.exists() and not folder.is_dir():
         raise CheckpointError(f"{folder}: exists and is not a folder; choose another --out")
+    rf.check_can_create(folder)
     if folder.is_dir() and rf.RunLock(folder).held_elsewhere():  # being made or trained now: it
         rf.RunLock(folder).acquire().release()  # said "replace it with --force" (then refused)
     if folder.is_dir() and any(folder.iterdir()):

@@ -50,7 +50,10 @@ def sample(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator,
         logits[seen] = np.where(v > 0, v / cfg.repetition_penalty, v * cfg.repetition_penalty)
     if cfg.temperature <= 0:
         return int(np.argmax(logits))
-    z = logits / cfg.temperature
+    with np.errstate(over="ignore"):
+        z = logits / cfg.temperature
+    if not np.isfinite(z).all():  # a temperature so small (1e-320) the logits overflow: its
+        return int(np.argmax(logits))  # limit, greedy (inf - inf made "Probabilities contain NaN")
     if 0 < cfg.top_k < z.size:
         kth = np.partition(z, -cfg.top_k)[-cfg.top_k]
         z = np.where(z >= kth, z, -np.inf)

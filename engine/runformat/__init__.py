@@ -97,6 +97,7 @@ from .names import (
 )
 from .out_folder import (
     RUN_NUMBERS,
+    check_can_create,
     check_out_dir,
     check_resume_dir,
     note_run_number,
@@ -177,6 +178,7 @@ __all__ = [
     "append_metric",
     "best_if_not_latest",
     "best_pointer",
+    "check_can_create",
     "check_out_dir",
     "check_own_folders",
     "check_resume_dir",

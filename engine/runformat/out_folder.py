@@ -42,6 +42,21 @@ def _full(exc: OSError) -> bool:
     return exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+def check_can_create(folder: Path) -> None:
+    """Before the corpus is read: a ``folder`` that does not exist yet can be made, as far as
+    its nearest existing parent tells (a folder there, writable). ``check_out_dir`` makes it
+    later; "a.txt/sub" or a read-only disk was said only after minutes of tokenizing."""
+    parent = next((p for p in (folder, *folder.parents) if p.exists() or p.is_symlink()), None)
+    if parent is None or parent == folder:
+        return
+    if not parent.is_dir():
+        raise CheckpointError(f"{folder}: cannot create the run folder ({parent} is not a "
+                              "folder); choose another --out")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CheckpointError(f"{folder}: cannot create the run folder ({parent} is not "
+                              "writable); choose another --out")
+
+
 def check_out_dir(folder: Path, need_bytes: int) -> None:
     """Before step 1: ``folder`` exists or can be created, is writable, and its disk has room for
     ``need_bytes``. Raises CheckpointError naming the folder and the fix."""
