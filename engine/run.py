@@ -587,13 +587,13 @@ def load_model(path: str | Path, which: str = rf.LATEST,
     path = Path(path)
     if rf.is_run(path):
         rf.read_run_json(path)
-        snap, _, refused = rf.find_snapshot(path, which)
+        snap, _, refused = rf.find_snapshot(path, which, model_only=True)
         for e in refused:
             if notify is not None:
                 notify(f"{e}; using {snap.name} instead")
         path = snap
     elif (path / rf.SNAP_MANIFEST).exists():
-        rf.verify_snapshot(path)
+        rf.verify_snapshot(path, model_only=True)
     elif (path / "trainer_state.json").exists():
         from .legacy import read_trainer_state
 

@@ -1611,3 +1611,33 @@ def test_a_failed_rewrite_of_the_samples_names_the_file(tmp_path, monkeypatch):
         rf.truncate_samples(tmp_path, 5)
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [
         "samples.jsonl"]
+
+
+@pytest.mark.parametrize("damage", ["state", "trainer"])
+def test_intact_weights_load_when_only_the_training_state_is_damaged(made_run, tmp_path, capsys,
+                                                                     damage):
+    """Every snapshot's state.safetensors cut to 100 bytes (or trainer.json replaced) locked
+    out weights whose own checksums were fine: generate, eval and --init said "none of its 3
+    snapshots is complete; start a new run". A load of the weights needs only the model's
+    files; a resume, which needs the state, still refuses."""
+    from engine.lm import MambaLM
+    from engine.run import load_model, resume
+
+    run = _copy(made_run, tmp_path)
+    for _, snap in rf.snapshots(run):
+        if damage == "state":
+            with open(snap / rf.SNAP_STATE, "r+b") as f:
+                f.truncate(100)
+        else:
+            (snap / rf.SNAP_TRAINER).write_text('"nope"')
+    latest = run / rf.SNAPSHOTS / "step-4"
+    lm = load_model(run)
+    want = MambaLM.load(latest)
+    assert all(np.array_equal(lm.params[k], want.params[k]) for k in want.params)
+    load_model(latest)  # one snapshot given by name too
+    assert main(["generate", str(run), "--max-new-tokens", "4", "--no-stream"]) == 0
+    with pytest.raises(CheckpointError, match="none of its 3 snapshots is complete"):
+        resume(run, max_steps=6)
+    (latest / ckpt.SINGLE).write_bytes(b"x" * 64)  # damaged weights are still refused
+    with pytest.raises(CheckpointError, match="do not match|is complete"):
+        load_model(latest)

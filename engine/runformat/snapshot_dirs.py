@@ -182,10 +182,12 @@ def verify_files(folder: Path, digests: dict[str, Any], manifest: str,
     ckpt.verify_files(folder, digests, manifest, fix, unhashed)
 
 
-def verify_snapshot(path: Path, weights: bool = True) -> dict[str, Any]:
+def verify_snapshot(path: Path, weights: bool = True, model_only: bool = False) -> dict[str, Any]:
     """Check every file of a snapshot against its manifest; return its trainer.json. With
     ``weights`` False only trainer.json is hashed, the other files need only be there (a cheap
-    look before a load: ``expected_snapshot``)."""
+    look before a load: ``expected_snapshot``). With ``model_only`` the model's files alone are
+    hashed and ``{}`` is returned: a load of its weights (generate, eval, --init) needs neither
+    the optimizer state nor trainer.json (a damaged one locked intact weights out)."""
     files = read_entry(path / SNAP_MANIFEST, "snapshot manifest")
     if not isinstance(files, dict) or not SNAP_NEEDS.issubset(files):
         raise CheckpointError(f"{path / SNAP_MANIFEST}: not a snapshot manifest")
@@ -193,6 +195,10 @@ def verify_snapshot(path: Path, weights: bool = True) -> dict[str, Any]:
     if unnamed:  # a manifest that left out a file the loader reads got it read unverified
         raise CheckpointError(f"{path / SNAP_MANIFEST}: does not name {', '.join(unnamed)}, "
                               f"which the snapshot holds; {ANOTHER_SNAPSHOT}")
+    if model_only:
+        verify_files(path, {k: v for k, v in files.items() if k not in (SNAP_STATE, SNAP_TRAINER)},
+                     SNAP_MANIFEST)
+        return {}
     verify_files(path, files, SNAP_MANIFEST,
                  unhashed=frozenset() if weights else frozenset(files) - {SNAP_TRAINER})
     trainer = read_entry(path / SNAP_TRAINER, "trainer state")
@@ -283,11 +289,13 @@ def expected_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, int, str
     return None
 
 
-def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, Any], list[str]]:
+def find_snapshot(folder: Path, which: str = LATEST, model_only: bool = False
+                  ) -> tuple[Path, dict[str, Any], list[str]]:
     """The snapshot ``which`` points to, verified, or a newer one that verifies (latest.json
     only: a crash between publishing it and re-pointing); if it is missing or corrupt, the newest
     one that verifies. Returns (folder, trainer.json, the reasons the snapshots passed over were
-    refused, and a newer one's notice). CheckpointError if none."""
+    refused, and a newer one's notice). CheckpointError if none. ``model_only``: verified as
+    ``verify_snapshot`` does for a load of the weights alone (trainer.json not returned)."""
     errors: list[str] = []
     ptr = _pointer_file(folder, which)  # as written: a newer snapshot is named below
     # a snapshot newer than latest.json names was published just before a crash (or a save in
@@ -301,7 +309,7 @@ def find_snapshot(folder: Path, which: str = LATEST) -> tuple[Path, dict[str, An
             errors.append(f"{p}: a link, not a snapshot folder of the run")
             continue
         try:
-            trainer = verify_snapshot(p)
+            trainer = verify_snapshot(p, model_only=model_only)
         except CheckpointError as exc:  # another one is tried: no "use another snapshot" here
             errors.append(str(exc).removesuffix(f"; {ANOTHER_SNAPSHOT}"))
             continue
