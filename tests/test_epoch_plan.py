@@ -73,3 +73,16 @@ def test_an_epoch_under_a_second_is_not_called_0_s():
     assert "under 1 s per epoch (300 ms/step × 1)" in fast.human() and "~" not in fast.human()
     slow = estimate_run(cfg, TrainConfig(), 10_000, rows=800, step_s=0.3)
     assert "~30 s per epoch" in slow.human()
+
+
+def test_epochs_that_end_a_run_first_name_the_epochs_that_reach_max_steps():
+    """``epochs_end_first``: the epochs advised reach max steps (rounded up: 3 epochs of 11
+    steps end at 33; max steps 60 needs 6, not 5); an estimate not told the epochs (0) and a
+    run without max steps say nothing."""
+    from engine.trainer import epochs_end_first
+
+    assert epochs_end_first(11, 3, 60) == ("3 epochs end at step 33, before max steps 60", 6)
+    assert epochs_end_first(11, 1, 12) == ("1 epoch ends at step 11, before max steps 12", 2)
+    assert epochs_end_first(11, 3, 33) is None  # they end together
+    assert epochs_end_first(11, 0, 60) is None  # (RunEstimate's default epochs)
+    assert epochs_end_first(11, 3, None) is None and epochs_end_first(11, 3, 0) is None

@@ -166,6 +166,7 @@ def test_cli_export_writes_each_kind(lora_run: Path, tmp_path: Path, capsys) -> 
     assert main(["export", "--peft", str(lora_run), str(tmp_path / "p")]) == 0
     err = capsys.readouterr().err
     assert "note: PEFT un-merged LoRA on dt_proj" in err and "wrote" in err
+    assert f"PeftModel over {tmp_path / 'p'}/base" in err, err  # the path written, not "OUT"
 
 
 @pytest.mark.parametrize("args,message", [
@@ -423,6 +424,22 @@ def test_peft_base_card_describes_the_unmerged_base_not_the_training(lora_run: P
         assert needed in card, needed
 
 
+def test_the_card_of_a_run_from_another_runs_snapshot_names_that_run_and_step(tmp_path: Path
+                                                                            ) -> None:
+    """A run from --init of another run's snapshot: the card names that run and the step its
+    weights are from (not the snapshot folder's name), and the LoRA's own alpha and dropout."""
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first = _start_run(tmp_path / "first", None, steps=2)
+    first = first.rename(tmp_path / "first" / "pretrain")
+    run = _start_run(tmp_path / "second", LoRAConfig(("in_proj",), rank=2, alpha=4.0, dropout=0.1),
+                     steps=1, init=str(first))
+    export_merged(run, tmp_path / "m")
+    card = (tmp_path / "m" / "README.md").read_text()
+    assert "started from the trained weights of run `pretrain` at step 2, not from random" in card, card
+    assert "LoRA r=2 (alpha 4.0, dropout 0.1) on in_proj" in card, card
+
+
 def test_peft_base_card_names_the_init_model(tmp_path: Path) -> None:
     pre = tmp_path / "pre"
     MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer(), seed=3).save(pre)
@@ -437,6 +454,13 @@ def test_peft_base_card_names_the_init_model(tmp_path: Path) -> None:
     base, init = MambaLM.load(tmp_path / "p" / "base"), MambaLM.load(pre)
     for n, a in init.params.items():
         np.testing.assert_array_equal(base.params[n], a, err_msg=n)
+    record = json.loads((run / "run.json").read_text())  # a run.json without init_from (an
+    del record["init_from"]  # older run's): the card names the model, not the path as typed
+    (run / "run.json").write_text(json.dumps(record))
+    export_merged(run, tmp_path / "m")
+    card = (tmp_path / "m" / "README.md").read_text()
+    assert "started from the trained weights of `pre`, not from random" in card, card
+    assert str(tmp_path) not in card
 
 
 def test_export_says_when_it_passes_over_a_corrupt_latest_snapshot(tmp_path: Path,

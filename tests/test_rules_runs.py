@@ -476,10 +476,10 @@ def test_dropping_snapshots_never_deletes_through_a_linked_snapshots_folder(tmp_
     assert (theirs / "step-5" / "notes.txt").read_text() == "mine"
 
 
-def test_a_best_held_out_loss_a_rollback_undid_is_no_longer_the_runs_best(tmp_path, monkeypatch):
-    """A rollback past a snapshot saved as best kept its held-out loss (1.0) as the run's best:
-    the better steps after it (4.5, 4.4) were never saved as best, best.json named step 3 and
-    status.json said a best of 1.0 from weights the guard threw away."""
+def _rolled_back_run(tmp_path, monkeypatch, losses: dict[int, float]):  # noqa: ANN001, ANN202
+    """A run whose step 4 first measures a held-out loss of 1.0, then is found bad by the guard
+    at step 5 and rolled back; its other evaluations (and the retrained step 4's) are
+    ``losses``. Returns the closed run, its folder and whether the rollback happened."""
     import dataclasses
 
     spec = RunSpec(preset="tiny", autosave_steps=0, autosave_minutes=0,
@@ -495,7 +495,6 @@ def test_a_best_held_out_loss_a_rollback_undid_is_no_longer_the_runs_best(tmp_pa
         return real(self, trainer, loss)
 
     monkeypatch.setattr(DivergenceGuard, "loss_problem", step_5_finds_step_4s_weights_bad)
-    losses = {1: 4.8, 2: 4.7, 3: 4.6, 4: 4.5, 5: 4.4}
     out = tmp_path / "r"
     with start(spec, [two_file_corpus(tmp_path, 30)], out=out) as run:
         tr, seen = run.trainer, []
@@ -509,6 +508,25 @@ def test_a_best_held_out_loss_a_rollback_undid_is_no_longer_the_runs_best(tmp_pa
 
         monkeypatch.setattr(tr, "held_out", held_out)
         run.train()
+    return run, out, bool(fired)
+
+
+def test_a_best_held_out_loss_a_rollback_undid_is_no_longer_the_runs_best(tmp_path, monkeypatch):
+    """A rollback past a snapshot saved as best kept its held-out loss (1.0) as the run's best:
+    the better steps after it (4.5, 4.4) were never saved as best, best.json named step 3 and
+    status.json said a best of 1.0 from weights the guard threw away."""
+    run, out, fired = _rolled_back_run(tmp_path, monkeypatch, {1: 4.8, 2: 4.7, 3: 4.6, 4: 4.5,
+                                                               5: 4.4})
     assert fired and run.best_val == pytest.approx(4.4)
     assert rf.best_pointer(out)["step"] == 5  # the retrained run's best, saved
     assert rf.read_status(out)["best_val_loss"] == pytest.approx(4.4)
+
+
+def test_after_a_rollback_the_best_kept_from_before_it_stays_the_runs_best(tmp_path, monkeypatch):
+    """After the rollback the run's best is best.json's again (step 3's 4.6), not none: the
+    retrained steps' worse losses (4.65, 4.7) must not replace it as best."""
+    run, out, fired = _rolled_back_run(tmp_path, monkeypatch, {1: 4.8, 2: 4.7, 3: 4.6, 4: 4.65,
+                                                               5: 4.7})
+    assert fired and run.best_val == pytest.approx(4.6)
+    assert rf.best_pointer(out)["step"] == 3
+    assert rf.read_status(out)["best_val_loss"] == pytest.approx(4.6)

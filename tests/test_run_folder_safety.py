@@ -1594,6 +1594,38 @@ def test_a_lock_just_taken_is_not_blamed_on_the_pid_it_held_before(tmp_path):
         os.close(fd)
 
 
+def test_a_lock_taken_just_before_waits_for_the_winners_pid(tmp_path):
+    """The refused one waits (up to 0.5 s) for the holder to write its pid, then names it: a
+    winner that writes its pid 0.1 s after taking the lock is named, with the kill advice."""
+    import fcntl
+    import threading
+
+    (tmp_path / rf.LOCK).write_text("")
+    fd = os.open(tmp_path / rf.LOCK, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # taken, its pid written a moment later
+        writer = threading.Timer(0.1, lambda: os.pwrite(fd, f"{os.getpid()}\n".encode(), 0))
+        writer.start()
+        with pytest.raises(CheckpointError) as exc:
+            rf.RunLock(tmp_path).acquire()
+        writer.join()
+        assert f"in use by process {os.getpid()}" in str(exc.value), exc.value
+        assert f"kill -TERM {os.getpid()}" in str(exc.value), exc.value
+    finally:
+        os.close(fd)
+
+
+def test_a_lock_held_by_another_users_process_names_it(monkeypatch):
+    """A pid the kill probe may not signal (another user's process) is alive: it is named."""
+    from engine.runformat import run_lock
+
+    def denied(pid: int, sig: int) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(run_lock.os, "kill", denied)
+    assert run_lock._alive(4242)
+
+
 def test_a_failed_rewrite_of_the_samples_names_the_file(tmp_path, monkeypatch):
     """Under a file-size limit a resume said only "error: File too large; fix that, then
     resume": the samples' rewrite failed on a write that names no file."""

@@ -211,6 +211,8 @@ def test_export_adapter_is_off_and_says_why_before_a_folder_is_asked(win, tmp_pa
     win.open_run_view(folder)
     act = _action(win, "Export LoRA adapter (PEFT)…")
     assert not act.isEnabled() and act.toolTip() == button.toolTip()
+    merged = _action(win, "Export model (merged)…")  # (no "&" of the item's Alt letter)
+    assert merged.toolTip() == f"Export model (merged) of run {Path(folder).name}", merged.toolTip()
 
 def test_delete_of_a_training_run_is_refused_before_asking(win, tmp_path, monkeypatch):
     """Delete… on the running run asked to confirm, then refused."""
@@ -868,3 +870,37 @@ def test_continue_of_a_run_another_process_trains_is_refused_at_once(win, tmp_pa
     assert "another process is training it" in win.errors[-1] and "Open follows it" in win.errors[-1]
     win.choose_continue(folder)  # once it ended
     assert win.continue_dir == folder
+
+
+def test_opening_a_moved_peft_export_without_its_base_says_which_base_it_took(win, qtbot,
+                                                                             tmp_path):
+    """File > Open model of a PEFT export whose base/ was deleted took whatever model sat at
+    the path its adapter_config.json names, without a word: the Log says which base it took."""
+    folder = _run(tmp_path / "runs", 0, lora=True)
+    engine.export_peft(folder, tmp_path / "p")
+    shutil.copytree(tmp_path / "p", tmp_path / "moved")
+    shutil.rmtree(tmp_path / "moved" / "base")
+    win.open_model(str(tmp_path / "moved"))
+    qtbot.waitUntil(lambda: win.init_dir == str(tmp_path / "moved") or bool(win.errors),
+                    timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    said = [x for x in win.log.toPlainText().splitlines() if "has no base/ folder" in x]
+    assert len(said) == 1 and said[0].startswith("warning: "), win.log.toPlainText()
+    assert str((tmp_path / "p" / "base").resolve()) in said[0], said
+
+
+def test_the_playground_on_a_peft_export_without_base_names_no_passed_over_snapshot(
+        win, qtbot, tmp_path):
+    """The Playground's summary of a PEFT export whose base/ was deleted called the note on
+    the base it took a snapshot passed over ("not the snapshot latest.json names")."""
+    folder = _run(tmp_path / "runs", 0, lora=True)
+    engine.export_peft(folder, tmp_path / "p")
+    shutil.copytree(tmp_path / "p", tmp_path / "moved")
+    shutil.rmtree(tmp_path / "moved" / "base")
+    pg = win.playground
+    pg.set_source(str(tmp_path / "moved"))
+    pg.max_tokens.setValue(3)
+    pg.backend.setCurrentText("cpu")
+    with qtbot.waitSignal(pg.finished, timeout=RUN_TIMEOUT) as done:
+        pg.generate()
+    assert "· moved" in done.args[0] and "latest.json" not in done.args[0], done.args[0]
