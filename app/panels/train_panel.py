@@ -482,15 +482,22 @@ class TrainPanel(QWidget):
         given, as "setting value -> shown value" (a box's range or decimals, LoRA off)."""
         t = spec.train
         pairs: list[tuple[str, QSpinBox | QDoubleSpinBox, float]] = []
+        # a Continue keeps the run's own model, batch, ... (CONTINUE_FIXED): its boxes keep
+        # showing them (they took the file's, and the estimate counted steps by them)
+        continuing = self.start == "continue"
+        fixed = {id(getattr(self, k)) for k in (*self.CONTINUE_FIXED, *self._RUN_OWN)
+                 if continuing}
         if spec.model:
-            self.preset.setCurrentText("custom")
-            self._defaults_of = _training_preset(spec.preset, self._defaults_of)  # its rates'
+            if not continuing:
+                self.preset.setCurrentText("custom")
+                self._defaults_of = _training_preset(spec.preset, self._defaults_of)  # its rates'
             pairs += [(k, getattr(self, k), spec.model[k]) for k in BOXED_MODEL if k in spec.model]
-        else:
+        elif not continuing:
             self.preset.setCurrentText(spec.preset)
-        self.tokenizer.setCurrentText(spec.tokenizer)
-        if self.init_scheme.findText(spec.init_scheme) >= 0:
-            self.init_scheme.setCurrentText(spec.init_scheme)
+        if not continuing:
+            self.tokenizer.setCurrentText(spec.tokenizer)
+            if self.init_scheme.findText(spec.init_scheme) >= 0:
+                self.init_scheme.setCurrentText(spec.init_scheme)
         pairs += [("bpe_vocab", self.bpe_vocab, spec.bpe_vocab), ("epochs", self.epochs, t.epochs),
                   ("lr", self.lr, t.lr), ("batch_size", self.batch, t.batch_size),
                   ("seq_len", self.seq_len, t.seq_len), ("grad_accum", self.accum, t.grad_accum),
@@ -505,13 +512,21 @@ class TrainPanel(QWidget):
             pairs += [("lora rank", self.rank, t.lora.rank),
                       ("lora alpha", self.alpha, t.lora.alpha if t.lora.alpha is not None
                        else t.lora.rank), ("lora dropout", self.lora_dropout, t.lora.dropout)]
-        changed = []
+        changed, kept = [], []
         for name, w, v in pairs:
+            if id(w) in fixed:
+                if not math.isclose(w.value(), v, rel_tol=1e-9):
+                    kept.append(f"{name} {v:g}" if isinstance(v, float) else f"{name} {v}")
+                continue
             w.setValue(min(max(v, w.minimum()), w.maximum()))  # type: ignore[arg-type]  # int->int box
             if not math.isclose(w.value(), v, rel_tol=1e-9):
                 changed.append(f"{name} {v:g} -> {w.text()}" if isinstance(v, float)
                                else f"{name} {v} -> {w.text()}")
-        self.checkpointing.setChecked(t.activation_checkpointing)
+        if kept:
+            changed.append(f"not {', '.join(kept)}: the continued run keeps its own (File > New "
+                           "model trains a new run with them)")
+        if not continuing:
+            self.checkpointing.setChecked(t.activation_checkpointing)
         self._show_adapt(t)
         base = engine.TrainConfig.for_preset(self._defaults_of)
         self.extras = {k: getattr(t, k) for k in NO_BOX_TRAIN if getattr(t, k) != getattr(base, k)}

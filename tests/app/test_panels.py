@@ -51,6 +51,26 @@ def tiny_run(tmp_path_factory):
     return str(run.folder)
 
 
+def test_a_settings_file_opened_for_a_continue_leaves_what_the_run_keeps(win, tiny_run, tmp_path):
+    """Continue, then Open settings: the greyed boxes took the file's batch 6, seq len 96 and
+    seed, and the estimate counted the file's steps an epoch (7) where the run kept its own
+    batch (11). The boxes keep the run's values and the file's others are named; what a
+    Continue may change (epochs, learning rate) is taken."""
+    win.choose_continue(tiny_run)
+    before = (win.train.batch.value(), win.train.seq_len.value(), win.train.seed.value(),
+              win.train.d_model.value(), win.train.preset.currentText())
+    path = tmp_path / "s.toml"
+    path.write_text('[run]\npreset = "tiny"\n[model]\nd_model = 48\n[train]\nbatch_size = 6\n'
+                    "seq_len = 96\nseed = 11\nepochs = 7\nlr = 0.001\n")
+    win.load_settings_file(str(path))
+    assert (win.train.batch.value(), win.train.seq_len.value(), win.train.seed.value(),
+            win.train.d_model.value(), win.train.preset.currentText()) == before
+    assert (win.train.epochs.value(), win.train.lr.value()) == (7, pytest.approx(0.001)), (win.errors, win.log.toPlainText()[-600:])
+    assert win.continue_overrides()["epochs"] == 7
+    assert ("not d_model 48, batch_size 6, seq_len 96, seed 11: the continued run keeps its own"
+            in win.errors[-1]), win.errors
+
+
 def test_playground_streams_tokens(win, qtbot, tiny_run, monkeypatch):
     from app import workers
 
