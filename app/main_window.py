@@ -81,6 +81,8 @@ PREPARING_FORMAT = "preparing…"  # ... and before its first step
 IDLE_FORMAT = "no run training"  # ... and while none trains
 CORPUS_KEY = "corpus/paths"  # the corpus of the last session (app settings)
 RECORDS_KEY = "corpus/records"  # ... and its Examples choice
+OPENED_KEY = "model/opened"  # the model opened as the next run's start (reopened at launch: the
+# panel kept its LoRA, rate and tokenizer, and the next Start trained them from random weights)
 
 
 class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
@@ -255,6 +257,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.setAcceptDrops(True)  # files dropped anywhere on the window join the corpus
         self._gc = collect_on_gui_thread()  # never in the training thread: see app/gc_thread.py
         self._restore_corpus()
+        self._reopen_model()
         self.corpus.changed.connect(self._remember_corpus)
         self._set_state("idle")
         self._update_next()
@@ -1048,6 +1051,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.continue_spec = spec
         self.continue_shown = None  # no overrides while the panel is being set
         self.init_dir = None
+        settings.save(OPENED_KEY, "")
         self._drop_opened_model()  # nor is an opened model the next new run's start any more
         self.train.show_resumable(spec)  # the panel starts from the run's own values
         try:  # ... and its model (a run from opened weights has their shape, not its preset's)
@@ -1101,6 +1105,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             for note in said:
                 self._log(f"warning: {note}")
             self.init_dir = path
+            settings.save(OPENED_KEY, path)
             self.continue_dir = None
             self.train.end_resumable()
             self.train.model_override = lm.config
@@ -1122,8 +1127,24 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         if self.corpus.tokenizer is None:
             self.corpus.set_new_run_kind(kind)
 
+    def _reopen_model(self) -> None:
+        """Open again the model opened when the app was last closed (a relaunch showed its
+        LoRA settings over a new model of random weights, and said nothing)."""
+        path = str(settings.load(OPENED_KEY, ""))
+        if not path:
+            return
+        if not Path(path).exists():
+            settings.save(OPENED_KEY, "")
+            self._log(f"note: the model opened last time, {path}, is gone; the next Start trains "
+                      "a new model (File > Open model… to start from another)")
+            return
+        self._log(f"reopening {path}, the model opened last time (File > New model to start "
+                  "from random weights)")
+        self.open_model(path)
+
     def new_model(self) -> None:
         self.init_dir = self.continue_dir = None
+        settings.save(OPENED_KEY, "")
         self.train.end_resumable()
         self._drop_opened_model()
         self._update_next()

@@ -65,10 +65,48 @@ def test_a_settings_file_opened_for_a_continue_leaves_what_the_run_keeps(win, ti
     win.load_settings_file(str(path))
     assert (win.train.batch.value(), win.train.seq_len.value(), win.train.seed.value(),
             win.train.d_model.value(), win.train.preset.currentText()) == before
-    assert (win.train.epochs.value(), win.train.lr.value()) == (7, pytest.approx(0.001)), (win.errors, win.log.toPlainText()[-600:])
+    assert (win.train.epochs.value(), win.train.lr.value()) == (7, pytest.approx(0.001))
     assert win.continue_overrides()["epochs"] == 7
     assert ("not d_model 48, batch_size 6, seq_len 96, seed 11: the continued run keeps its own"
             in win.errors[-1]), win.errors
+
+
+def test_the_model_opened_when_the_app_closed_is_reopened_at_launch(qtbot, tiny_run, tmp_path):
+    """A relaunch forgot the opened model but kept the panel's LoRA, rate and tokenizer: the
+    next Start trained them on a new model of random weights, unsaid. The model is opened
+    again (a gone one is said), and File > New model is remembered as such."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_run, model)
+
+    def launch():  # noqa: ANN202
+        return small_window(qtbot, tmp_path / "runs")
+
+    w = launch()
+    w.open_model(str(model))
+    qtbot.waitUntil(lambda: w.init_dir == str(model), timeout=RUN_TIMEOUT)
+    close_window(qtbot, w)
+    w = launch()
+    qtbot.waitUntil(lambda: w.init_dir == str(model), timeout=RUN_TIMEOUT)
+    assert f"reopening {model}, the model opened last time" in w.log.toPlainText()
+    assert w.train.model_override is not None
+    close_window(qtbot, w)
+    shutil.rmtree(model)
+    w = launch()
+    assert w.init_dir is None
+    assert f"the model opened last time, {model}, is gone" in w.log.toPlainText()
+    close_window(qtbot, w)
+    w = launch()  # said once
+    assert "is gone" not in w.log.toPlainText()
+    shutil.copytree(tiny_run, model)
+    w.open_model(str(model))
+    qtbot.waitUntil(lambda: w.init_dir == str(model), timeout=RUN_TIMEOUT)
+    w.new_model()
+    close_window(qtbot, w)
+    w = launch()
+    assert w.init_dir is None and "reopening" not in w.log.toPlainText()
+    close_window(qtbot, w)
 
 
 def test_playground_streams_tokens(win, qtbot, tiny_run, monkeypatch):
