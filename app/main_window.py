@@ -1078,8 +1078,12 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         if folder == self.shown_run:
             self._say(f"{Path(folder).name} is the run shown; Compare overlays another run")
             return
-        self.plots.set_compare(Path(folder).name, engine.read_kept_metrics(folder),
-                               engine.read_tokens_per_byte(Path(folder)))
+        rows = engine.read_kept_metrics(folder)
+        if not rows:  # (a run deleted meanwhile: its grey label over no curve, unsaid)
+            why = "is gone" if not Path(folder).is_dir() else "has no training steps to draw yet"
+            self._error(f"cannot compare {Path(folder).name}: it {why}")
+            return
+        self.plots.set_compare(Path(folder).name, rows, engine.read_tokens_per_byte(Path(folder)))
         self.compared_run = folder
         self.tabs.setCurrentIndex(0)
 

@@ -1927,6 +1927,20 @@ def test_compare_and_sort_gaps(win, tmp_path, qtbot):
     assert engine.snapshot_run(run.folder / "snapshots" / "step-2") == run.folder
 
 
+def test_compare_with_a_run_deleted_meanwhile_says_so_and_draws_nothing_grey(win, tiny_run,
+                                                                            tmp_path):
+    """A run deleted from disk after it was listed: Compare put its grey label over no curve
+    and said nothing (the label stayed across Opens)."""
+    import shutil
+
+    gone = tmp_path / "gone-run"
+    shutil.copytree(tiny_run, gone)
+    shutil.rmtree(gone)
+    win.compare_run(str(gone))
+    assert win.errors[-1] == "cannot compare gone-run: it is gone", win.errors
+    assert win.compared_run is None and "gone-run" not in win.plots.compare_label.full
+
+
 def test_a_skipped_file_is_explained_in_the_windows_terms(tmp_path):
     """A folder's .zip said "if it is text, name the file itself to read it" in the window:
     the CLI's way; the window's is Add files."""
