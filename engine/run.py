@@ -207,9 +207,11 @@ class Run:
         val = self.trainer.held_out(lambda: local.stopped)
         return val.loss if val is not None else None
 
-    def _status(self, state: str) -> None:
+    def _status(self, state: str, reason: str = "") -> None:
+        """status.json; ``reason``: why early stopping ended the run (the Runs list showed such a
+        run "stopped", as one stopped by hand)."""
         rf.write_status(self.folder, state, step=self.step, total_steps=self.trainer.total_steps,
-                        best_val_loss=self.best_val)
+                        best_val_loss=self.best_val, **({"reason": reason} if reason else {}))
 
     def _status_if_possible(self, state: str) -> None:
         """``_status`` on a path that is already failing: its own write error must not hide the
@@ -428,7 +430,7 @@ class Run:
                     and self.step not in last_eval)  # a stop during the final evaluation: the
         state = "finished" if done and not unscored else "stopped"  # run said "finished"
         try:
-            self._status(state)
+            self._status(state, reason[0] if state == "stopped" else "")
         except (OSError, MambaStudioError) as exc:  # (the folder moved during the last save)
             raise self._write_failed(exc) from exc
         return TrainResult(state, self.step, self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step),

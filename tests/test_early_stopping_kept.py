@@ -264,3 +264,22 @@ def test_the_resumed_measurement_feeds_early_stopping_and_is_saved(tmp_path):
     assert bad(tmp_path / "stopped") == bad(tmp_path / "plain") == 1
     meta = seen[0]  # step-2 re-saved with its measured loss, no longer marked
     assert meta.get("val_loss") is not None and "eval_stopped" not in meta
+
+
+def test_a_run_its_early_stopping_ended_is_listed_as_such(tmp_path, corpus):
+    """The Runs list said "stopped" of a run early stopping ended, as of one stopped by hand,
+    and its Continue stopped again after a few steps without a word before. status.json keeps
+    the reason; the list says "early-stopped"; a run stopped by hand stays "stopped"."""
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=12,
+                                                    eval_every=2),
+                   early_stopping=EarlyStopping(target_loss=900.0))
+    with start(spec, [corpus], out=tmp_path / "runs" / "early") as run:
+        reason = run.train().reason
+    assert engine.read_status(tmp_path / "runs" / "early")["reason"] == reason
+    with start(replace(spec, early_stopping=EarlyStopping()), [corpus],
+               out=tmp_path / "runs" / "hand") as run:
+        control = engine.TrainControl()
+        run.train(control=control, on_step=lambda r: control.stop())
+    states = {r.name: r.status for r in engine.list_runs(tmp_path / "runs")}
+    assert states == {"early": "early-stopped", "hand": "stopped"}, states
+    assert "reason" not in engine.read_status(tmp_path / "runs" / "hand")

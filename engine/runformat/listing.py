@@ -24,7 +24,8 @@ class RunInfo:
     preset: str  # its preset, "custom" or "opened weights" (", LoRA r8" / ", WSLA")
     steps: int
     best_val_loss: float | None
-    status: str  # running | paused | stopped | finished | diverged | interrupted | broken
+    status: str  # running | paused | stopped | early-stopped | finished | diverged |
+    # interrupted | broken
     error: str | None = None
     source: str = ""  # where a run from a model started ("from RUN/snapshots/step-N (step N)")
     bits_per_byte: float | None = None  # best_val_loss in bits per corpus byte, which compares
@@ -67,6 +68,8 @@ def list_runs(root: str | Path) -> list[RunInfo]:
             # only once its first step starts)
         elif state in ("running", "paused"):
             state = "interrupted"
+        elif state == "stopped" and st.get("reason"):  # by its early stopping, not by hand
+            state = "early-stopped"
         kept = expected_snapshot(p)  # (latest.json's step said 165 of a run whose step-165
         best = best_pointer(p)  # was gone: Continue and Open took step 154)
         spec = d["spec"]  # a run of its own sizes, or from opened weights, records the default

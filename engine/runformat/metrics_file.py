@@ -204,8 +204,9 @@ def write_status(folder: Path, state: str, **fields: Any) -> None:
 
 
 def read_status(folder: str | Path) -> dict[str, Any]:
-    """status.json ({"state", "step", "total_steps", "best_val_loss", "pid", "updated"}; its
-    step is the latest saved one), or {} when it cannot be read."""
+    """status.json ({"state", "step", "total_steps", "best_val_loss", "pid", "updated"}, and
+    "reason" when early stopping ended the run; its step is the latest saved one), or {} when
+    it cannot be read."""
     folder = Path(folder)
     try:
         d = read_entry(folder / STATUS, STATUS)

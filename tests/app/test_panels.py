@@ -109,6 +109,24 @@ def test_the_model_opened_when_the_app_closed_is_reopened_at_launch(qtbot, tiny_
     close_window(qtbot, w)
 
 
+def test_continue_of_a_run_its_early_stopping_ended_says_it_stops_again(win, tmp_path):
+    """Its Continue trained a few steps and stopped again, with no word before Start."""
+    import engine
+    from engine.trainer import TrainConfig
+
+    corpus = Path(__file__).resolve().parents[2] / "assets" / "sample_corpus"
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=4, seq_len=64, max_steps=9,
+                                                            eval_every=2),
+                          early_stopping=engine.EarlyStopping(target_loss=900.0))
+    with runapi.start(spec, [corpus], root=tmp_path / "own") as run:
+        run.train()
+    win.choose_continue(str(run.folder))
+    assert (f"note: {run.folder.name} was ended by its early stopping: held-out loss"
+            in win.log.toPlainText()), win.log.toPlainText()[-400:]
+    assert "Continue stops again at the next held-out check unless Patience or Target loss "\
+        "change" in win.log.toPlainText()
+
+
 def test_playground_streams_tokens(win, qtbot, tiny_run, monkeypatch):
     from app import workers
 
