@@ -563,6 +563,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
                     "were printed in the terminal that started Mamba Studio; please report them.")
 
     def _error(self, msg: str) -> None:
+        msg = in_window_terms(msg)  # (an engine error shown as it is named the CLI's flags)
         self.errors.append(msg)
         self._log(f"ERROR: {msg}")
         self.statusBar().clearMessage()  # ("writing the export to …" stayed under its error)

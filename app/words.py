@@ -20,6 +20,9 @@ _CLI_ADVICE = (
      "if it is text, add the file itself with Add files…"),
     ("; pass --epochs ", "; set Epochs to "),  # (epochs that end a run before its max steps)
     ("; check the --config path", "; check the settings file's path"),  # (a settings file)
+    ("; pass a run folder (runs/...) or a model folder",  # (a model gone from disk: the
+     "; choose a run in the Runs tab, or a model folder"),  # Playground said "pass")
+    ("; pass a run folder (runs/...)", "; choose a run in the Runs tab"),
     ("no such file or folder; check the name, or leave it out of the corpus",  # (a corpus file
      "no such file or folder (moved or deleted since it was added); select it in the Corpus "
      "list and Remove it, or add it from where it is now"),  # gone since it was added)

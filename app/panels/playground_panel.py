@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 import engine
 
 from .. import settings
+from ..words import in_window_terms
 from ..workers import GenerateWorker
 from .number_boxes import FloatBox, IntBox, say_untaken
 from .preview_panel import SAMPLING_TIPS, visible_controls
@@ -207,7 +208,7 @@ class PlaygroundPanel(QWidget):
         self.gen_thread.started.connect(self.worker.run)
         self.worker.piece.connect(self._piece)
         self.worker.progress.connect(self.status.setText)
-        self.worker.failed.connect(self.status.setText)
+        self.worker.failed.connect(self._failed)
         self.worker.done.connect(self._done)
         self.generate_btn.setEnabled(False)
         self.stop_btn.setEnabled(True)
@@ -223,6 +224,11 @@ class PlaygroundPanel(QWidget):
         self.output.insertPlainText(visible_controls(text))
         if not self.status.text().startswith("generating"):  # (the count of tokens stays)
             self.status.setText("generating…")
+
+    def _failed(self, msg: str) -> None:
+        """A generation that failed: its error in the window's terms (a model gone from disk
+        said "pass a run folder", the CLI's)."""
+        self.status.setText(in_window_terms(msg))
 
     def _done(self, summary: str) -> None:
         if summary != "failed":

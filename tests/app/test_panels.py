@@ -127,6 +127,21 @@ def test_continue_of_a_run_its_early_stopping_ended_says_it_stops_again(win, tmp
         "change" in win.log.toPlainText()
 
 
+def test_a_playground_model_gone_from_disk_is_said_in_the_windows_terms(win, qtbot, tmp_path):
+    """The Playground's model removed by rm -rf: "no such file or folder; pass a run folder
+    (runs/...) or a model folder", the CLI's words; Continue of a removed run likewise."""
+    gone = tmp_path / "gone"
+    pg = win.playground
+    pg.source.setCurrentText(str(gone))
+    pg.generate()
+    qtbot.waitUntil(lambda: "no such file or folder" in pg.status.text(), timeout=RUN_TIMEOUT)
+    assert pg.status.text() == (f"{gone}: no such file or folder; choose a run in the Runs tab, "
+                                "or a model folder"), pg.status.text()
+    win.choose_continue(str(gone))
+    assert "pass" not in win.errors[-1] and "choose a run in the Runs tab" in win.errors[-1], \
+        win.errors
+
+
 def test_playground_streams_tokens(win, qtbot, tiny_run, monkeypatch):
     from app import workers
 
