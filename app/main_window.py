@@ -186,6 +186,9 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         split.addWidget(left)
         split.addWidget(center)
         split.setSizes([430, 850])
+        for s in (center, split):  # a pane dragged to nothing stayed so at every launch, behind
+            s.setChildrenCollapsible(False)  # a 6-px handle (the Preview and Log, found by none)
+        self.plots.setMinimumHeight(150)  # (at 700x500 the curves got 60 px: axes, no curve)
         self.splitters = {"window/center_split": center, "window/side_split": split}
         train_page = QWidget()
         tl = QVBoxLayout(train_page)

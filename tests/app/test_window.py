@@ -1160,3 +1160,17 @@ def test_every_tab_stop_of_the_train_page_shows_where_the_keys_go(win):
 
     assert win.plots.canvas.focusPolicy() == Qt.FocusPolicy.NoFocus
     assert win.train_scroll.focusPolicy() == Qt.FocusPolicy.NoFocus
+
+
+def test_no_pane_can_be_dragged_to_nothing_and_the_curves_keep_room(win, qtbot):
+    """The Preview / Log pane dragged down to nothing stayed so at every launch, behind a 6-px
+    handle; at 700x500 the plots got 60 px (axes, no curve)."""
+    center = win.splitters["window/center_split"]
+    side = win.splitters["window/side_split"]
+    center.setSizes([900, 0])
+    side.setSizes([0, 1200])
+    qtbot.wait(20)
+    assert center.sizes()[1] > 0 and side.sizes()[0] > 0, (center.sizes(), side.sizes())
+    win.resize(700, 500)
+    qtbot.wait(50)
+    assert win.plots.height() >= 150
