@@ -11,7 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from .cli_train import RANK_TIMEOUT_S, cmd_train
 from .cliout import PROGRESS, forgiving_stderr, stdout_gone, terminal_safe, text_out, write_text
@@ -26,6 +26,9 @@ from .documents import RECORDS
 from .errors import CorpusError, MambaStudioError
 from .samples import SAMPLE_EVERY
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
+
+if TYPE_CHECKING:
+    from .evaluation import EvalReport
 
 
 class _Parser(argparse.ArgumentParser):
@@ -312,10 +315,16 @@ def cmd_eval(a: argparse.Namespace) -> int:
         r = evaluate(lm, rows, seq_len, max_tokens=a.max_tokens)
     how = (f"{records} records" + (", as the run was trained" if spec is not None
                                    and records == spec.records and not a.records else ""))
-    print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
-          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.describe()}; {how}, "
-          f"seq len {seq_len})")
+    _eval_line(r, f"{r.describe()}; {how}, seq len {seq_len}")
     return 0
+
+
+def _eval_line(r: EvalReport, what: str) -> None:
+    """eval's result, one line on stdout (its output: a full disk there is said as generate says
+    it, naming standard output; it was "error: No space left on device")."""
+    write_text(text_out(), f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token "
+               f"{r.bits_per_token:.4f}  bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}"
+               f"  ({what})\n", flush=True)
 
 
 def _eval_run_heldout(folder: str, max_tokens: int, snapshot: Path | None = None) -> int:
@@ -337,9 +346,7 @@ def _eval_run_heldout(folder: str, max_tokens: int, snapshot: Path | None = None
     if not tr.has_val:
         raise CorpusError(f"{folder}: the run has no held-out split (holdout 0); pass a corpus")
     r = tr.evaluate(max_tokens=max_tokens)
-    print(f"loss {r.loss:.4f}  perplexity {r.perplexity:.3f}  bits/token {r.bits_per_token:.4f}  "
-          f"bits/byte {r.bits_per_byte:.4f}  top-1 {r.accuracy:.4f}  ({r.describe()}, the "
-          f"run's held-out split at step {step})")
+    _eval_line(r, f"{r.describe()}, the run's held-out split at step {step}")
     return 0
 
 

@@ -5,7 +5,7 @@ settings files read theirs from it), its range checks, and what a resume may cha
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from .config import PRESETS, MambaConfig, preset
@@ -73,6 +73,10 @@ class RunSpec:
                 raise CheckpointError(f"{where}: early_stopping has no setting {odd[0]!r:.40} (it "
                                       f"has {', '.join(EarlyStopping().settings())})")
             d["early_stopping"] = EarlyStopping(**es) if isinstance(es, dict) else es
+            unknown = sorted(set(d) - {f.name for f in fields(cls)})
+            if unknown:  # (it said "RunSpec.__init__() got an unexpected keyword argument")
+                raise CheckpointError(f"{where}: its spec has no setting {unknown[0]!r:.40} "
+                                      "(edited by hand?); remove it from the file")
             spec = cls(**d)
         except (TypeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{where}: unusable spec ({exc})") from None
@@ -120,9 +124,12 @@ class RunSpec:
              f"tokenizer must be 'auto', 'bytes' or 'bpe', not {self.tokenizer!r}"),
             (not (0.0 <= self.holdout <= 0.9),
              f"held-out fraction {self.holdout} is outside [0, 0.9]"),
-            (not (self.autosave_steps >= 0 and math.isfinite(self.autosave_minutes)
-                  and self.autosave_minutes >= 0 and self.keep >= 1),
-             "autosave_steps/minutes must be >= 0 and finite, keep >= 1"),
+            (not self.autosave_steps >= 0,
+             f"autosave_steps = {self.autosave_steps!r:.40} is below 0 (0: off)"),
+            (not (math.isfinite(self.autosave_minutes) and self.autosave_minutes >= 0),
+             f"autosave_minutes = {self.autosave_minutes!r:.40} is not a number >= 0 (0: off)"),
+            (not self.keep >= 1,
+             f"keep = {self.keep!r:.40}: a run keeps at least its 1 latest snapshot"),
             (not (isinstance(self.prompts, tuple) and 1 <= len(self.prompts) <= MAX_PROMPTS
                   and all(isinstance(p, str) and len(p) <= MAX_PROMPT_CHARS
                           for p in self.prompts)),

@@ -64,14 +64,16 @@ def test_a_reader_that_stops_early_ends_generate_quietly(run):
     assert p.wait(timeout=600) == 0 and "error" not in err and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("command", ["generate", "eval"])
 @pytest.mark.parametrize("how", ["closed", "full"])
-def test_a_closed_or_full_stdout_is_one_line_naming_it(run, how):
+def test_a_closed_or_full_stdout_is_one_line_naming_it(run, how, command):
     """``generate ... >&-`` raised AttributeError from sys.stdout being None (a traceback);
-    ``> /dev/full`` said "No space left on device" without saying where."""
+    ``> /dev/full`` said "No space left on device" without saying where (eval still did)."""
     if how == "full" and not Path("/dev/full").exists():
         pytest.skip("no /dev/full here")
+    more = ["--max-new-tokens", "5"] if command == "generate" else []
     with open("/dev/full" if how == "full" else os.devnull, "w") as full:
-        p = _engine("generate", str(run), "--max-new-tokens", "5", stderr=subprocess.PIPE,
+        p = _engine(command, str(run), *more, stderr=subprocess.PIPE,
                     text=True, stdout=full if how == "full" else None,
                     preexec_fn=(lambda: os.close(1)) if how == "closed" else None)
         _, err = p.communicate(timeout=600)

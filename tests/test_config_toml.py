@@ -571,3 +571,13 @@ def test_a_lora_without_targets_adapts_what_peft_applies_as_the_window_does(fold
     spec = load_settings(toml).spec
     assert spec.train.lora is not None and spec.train.lora.targets == ("in_proj", "x_proj")
     assert not set(spec.train.lora.targets) & set(PEFT_REFUSES)
+
+
+def test_keep_0_in_a_settings_file_names_the_key(folder, capsys):
+    """It said "autosave_steps/minutes must be >= 0 and finite, keep >= 1" of keep = 0."""
+    toml = folder / "k.toml"
+    toml.write_text("[run]\nkeep = 0\n")
+    assert main(["train", "--config", str(toml), "--out", str(folder / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: {toml}: keep = 0: a run keeps at least its 1 latest snapshot; fix "
+                   "that setting in the file"), err

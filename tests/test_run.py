@@ -1046,3 +1046,21 @@ def test_the_held_out_tokens_per_byte_of_many_documents_past_the_budget_stay_in_
     assert runmod._measure_heldout_per_byte(Tok(), {"ids": ids, "val_spans": narrow}, 0) == 1.0
     assert runmod._measure_heldout_per_byte(Tok(), {"ids": ids, "val_spans": wide}, 0) == 0.25
     assert Tok.calls == 2 * 64  # (64 windows each)
+
+
+def test_a_run_json_with_a_setting_it_does_not_know_names_it(tmp_path, capsys):
+    """A hand-edited run.json with a key its spec has no field for: "unusable spec
+    (RunSpec.__init__() got an unexpected keyword argument 'seed')", Python's words."""
+    import json
+
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=1))
+    with start(spec, [two_file_corpus(tmp_path)], out=tmp_path / "r") as run:
+        run.train()
+    path = tmp_path / "r" / "run.json"
+    d = json.loads(path.read_text())
+    d["spec"]["seed"] = 10**30
+    path.write_text(json.dumps(d))
+    assert main(["eval", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: {path}: its spec has no setting 'seed' (edited by hand?); remove it "
+                   "from the file"), err
