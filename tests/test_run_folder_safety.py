@@ -1673,3 +1673,14 @@ def test_intact_weights_load_when_only_the_training_state_is_damaged(made_run, t
     (latest / ckpt.SINGLE).write_bytes(b"x" * 64)  # damaged weights are still refused
     with pytest.raises(CheckpointError, match="do not match|is complete"):
         load_model(latest)
+
+
+def test_a_run_whose_data_folder_was_deleted_says_how_to_go_on(made_run, tmp_path, capsys):
+    """``train --resume`` of a run without data/ said "no such data manifest" and no fix."""
+    run = _copy(made_run, tmp_path)
+    shutil.rmtree(run / rf.DATA)
+    assert main(["train", "--resume", str(run), "--max-steps", "6"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"error: {run / rf.DATA_MANIFEST}: no such data manifest; every snapshot "
+                   "shares these token ids, so the run cannot go on: start a new run on the "
+                   f"corpus with --init {run / rf.SNAPSHOTS}/step-N to keep its weights"), err

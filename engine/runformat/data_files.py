@@ -142,7 +142,12 @@ def write_data(folder: Path, arrays: dict[str, np.ndarray], n_train: int,
 
 def read_data(folder: Path) -> RunData:
     """data/ with checksums verified; the ids are memory-mapped (read-only), not read whole."""
-    m = read_entry(folder / DATA_MANIFEST, "data manifest")
+    lost = ("every snapshot shares these token ids, so the run cannot go on: start a new run on "
+            f"the corpus with --init {folder / SNAPSHOTS}/step-N to keep its weights")
+    try:
+        m = read_entry(folder / DATA_MANIFEST, "data manifest")
+    except CheckpointError as exc:  # (data/ deleted: "no such data manifest", and no way on)
+        raise CheckpointError(f"{exc}; {lost}") from None
     if not isinstance(m, dict) or not isinstance(m.get("sha256"), dict) or not isinstance(
             m.get("n_train"), int):
         raise CheckpointError(f"{folder / DATA_MANIFEST}: not a data manifest")
@@ -151,9 +156,7 @@ def read_data(folder: Path) -> RunData:
         raise CheckpointError(f"{folder / DATA_MANIFEST}: its checksums do not name the run's "
                               "data files " + ", ".join(sorted(Path(n).name
                                                                for n in DATA_FILES.values())))
-    verify_files(folder / DATA, m["sha256"], DATA_MANIFEST,
-                 "every snapshot shares these token ids, so the run cannot go on: start a new run "
-                 f"on the corpus with --init {folder / SNAPSHOTS}/step-N to keep its weights")
+    verify_files(folder / DATA, m["sha256"], DATA_MANIFEST, lost)
     arrays = {}
     try:
         for key, name in DATA_FILES.items():
