@@ -11,7 +11,6 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from statistics import median
 
 from PySide6.QtCore import QEvent, QObject, Qt, QThread, QTimer, Signal
 from PySide6.QtGui import (
@@ -865,13 +864,13 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.train_thread = None
         again = self.worker is not None and self.worker.nothing_left  # a Continue with no step
         run = self.worker.run_obj if self.worker is not None else None
-        if run is not None and len(run.trainer.eta.recent) >= 5:
+        step_s = run.typical_step_s() if run is not None else None
+        if run is not None and step_s is not None:
             # the run's median step: the estimate timed 3 steps once, on a machine busy then
             # (388 ms/step shown at a first launch for ~100 ms steps, until the settings
             # changed); kept across launches, under the model the run trained (a BPE run's
             # learned vocabulary, not the one asked: a 273-token run's time was shown for 2,048)
-            self._step_times.from_run(estimate_key(run.lm.config, run.trainer.cfg),
-                                      median(run.trainer.eta.recent))
+            self._step_times.from_run(estimate_key(run.lm.config, run.trainer.cfg), step_s)
         refused = bool(self.worker is not None and self.worker.refused)
         self.worker = None  # left: it stays chosen (Start after raising Epochs made a new run)
         QTimer.singleShot(1000, self, self._release_memory)  # once the worker is gone too
@@ -1062,7 +1061,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             self.train.model_override = engine.read_model_config(folder)
         except (OSError, ValueError, engine.MambaStudioError):
             self.train.model_override = None
-        self.train._update()
+        self.train.refresh()
         self.preview.set_prompts(spec.prompts)  # ... and its preview prompts (run.json)
         self.continue_shown = self.train.train_config()
         self.continue_early_shown = self.train.early_stopping()
@@ -1122,7 +1121,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             self.train.end_resumable()
             self.train.model_override = lm.config
             self.train.show_opened_tokenizer(lm.tokenizer.kind)
-            self.train._update()
+            self.train.refresh()
             self.corpus.set_tokenizer(lm.tokenizer, lm.tokenizer.kind)
             self._update_next()
             snap = (f" (snapshot {lm.source.name})" if lm.source is not None
@@ -1166,7 +1165,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         the corpus token counts follow the panel's preset and tokenizer choice again."""
         self.train.model_override = None
         self.train.show_opened_tokenizer(None)
-        self.train._update()
+        self.train.refresh()
         if self.corpus.tokenizer is not None:
             self.corpus.set_tokenizer(None, self.train.tokenizer.currentText())
 

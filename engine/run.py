@@ -207,6 +207,12 @@ class Run:
         val = self.trainer.held_out(lambda: local.stopped)
         return val.loss if val is not None else None
 
+    def typical_step_s(self, at_least: int = 5) -> float | None:
+        """The median of this process's recent step times, once ``at_least`` were timed (the
+        step time an estimate of this run's model keeps), else None."""
+        eta = self.trainer.eta
+        return eta.typical_step_s() if len(eta.recent) >= at_least else None
+
     def _status(self, state: str, reason: str = "") -> None:
         """status.json; ``reason``: why early stopping ended the run (the Runs list showed such a
         run "stopped", as one stopped by hand)."""

@@ -272,17 +272,17 @@ class TrainPanel(QWidget):
         self.model_extras: dict[str, Any] = {}  # its [model] settings past BOXED_MODEL (custom)
         self.preset.currentTextChanged.connect(self._follow_preset)
         for combo in (self.preset, self.tokenizer, self.init_scheme):
-            combo.currentIndexChanged.connect(self._update)
+            combo.currentIndexChanged.connect(self.refresh)
         for w in (self.d_model, self.n_layer, self.d_state, self.rank, self.bpe_vocab):
-            w.valueChanged.connect(self._update)
+            w.valueChanged.connect(self.refresh)
         for w in (self.batch, self.seq_len, self.accum, self.epochs, self.lr, self.max_steps,
                   self.eval_every, self.holdout, self.patience, self.target_loss):  # (early
             # stopping changed on a Continue was left out of the Next Start line)
             w.valueChanged.connect(lambda _v: self.changed.emit())
         self.checkpointing.toggled.connect(lambda _v: self.changed.emit())
         for cb in (self.lora, self.wsla, *self.targets.values()):
-            cb.toggled.connect(self._update)
-        self._update()
+            cb.toggled.connect(self.refresh)
+        self.refresh()
 
     def _training_boxes(self) -> dict[str, QSpinBox | QDoubleSpinBox]:
         """The boxes of the preset's training defaults, by TrainConfig field."""
@@ -359,7 +359,7 @@ class TrainPanel(QWidget):
         """The corpus size a new run's tokenizer "auto" is chosen by (the estimate's vocabulary)."""
         if n != self.corpus_bytes:
             self.corpus_bytes = n
-            self._update()
+            self.refresh()
 
     def run_spec(self, init: str | None, eval_every: int) -> engine.RunSpec:
         """The RunSpec of these settings (``eval_every`` 0: "auto", resolved by the run)."""
@@ -393,12 +393,12 @@ class TrainPanel(QWidget):
             cb.setToolTip(TIPS[name.lower()] if start == "opened"
                           else NOT_ADAPTABLE[start].format(name))
         if start != was:
-            self._update()  # the tokenizer box follows
+            self.refresh()  # the tokenizer box follows
 
     # what a continued run keeps as it was trained (engine.RESUME_OVERRIDES are the others)
     CONTINUE_FIXED = ("preset", "d_model", "n_layer", "d_state", "batch", "seq_len", "accum",
                       "weight_decay", "clip", "seed", "holdout", "checkpointing")
-    # shown as the run has them, off while continuing (``_update``): a continue trains with its own
+    # shown as the run has them, off while continuing (``refresh``): a continue trains with its own
     # tokenizer and weights (the previous run's "bpe" stayed shown for a bytes run)
     _RUN_OWN = ("tokenizer", "bpe_vocab", "init_scheme")
     _RESUMED = ("epochs", "lr", "max_steps", "eval_every", "patience", "target_loss",
@@ -442,11 +442,11 @@ class TrainPanel(QWidget):
             getattr(self, k).setEnabled(False)
             getattr(self, k).setToolTip(KEPT_ON_CONTINUE)
         self._show_adapt(tc)
-        self._update()
+        self.refresh()
 
     def show_opened_tokenizer(self, kind: str | None) -> None:
         """While weights are opened, the (disabled) tokenizer box shows their tokenizer and the
-        size boxes their dims (``_update``), not the new-run choices ("auto" read beside "opened
+        size boxes their dims (``refresh``), not the new-run choices ("auto" read beside "opened
         ...: bytes tokenizer", a custom d_model 96 beside a 128-wide model); None puts the
         choices back."""
         if kind is not None:
@@ -475,7 +475,7 @@ class TrainPanel(QWidget):
             for k in self.CONTINUE_FIXED:
                 getattr(self, k).setEnabled(True)
                 getattr(self, k).setToolTip(TIPS.get(k, ""))
-            self._update()
+            self.refresh()
 
     def set_from(self, spec: engine.RunSpec, early: engine.EarlyStopping) -> list[str]:
         """Show a RunSpec (e.g. from a settings file). Returns what the panel could not show as
@@ -538,7 +538,7 @@ class TrainPanel(QWidget):
         if self.start == "new" and not spec.init and (t.lora is not None or t.wsla):
             changed.append("LoRA / WSLA -> off (they adapt a trained model; the file starts a new "
                            "one)")
-        self._update()
+        self.refresh()
         return changed
 
     def _show_adapt(self, t: engine.TrainConfig) -> None:
@@ -555,7 +555,7 @@ class TrainPanel(QWidget):
             self.lora_dropout.setValue(t.lora.dropout)
 
     # ---------------------------------------------------------------- live readout
-    def _update(self) -> None:
+    def refresh(self) -> None:
         custom = (self.preset.currentText() == "custom" and self.model_override is None
                   and self.start != "continue")  # a continued run keeps its dims
         for w in (self.d_model, self.n_layer, self.d_state):

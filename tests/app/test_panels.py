@@ -661,7 +661,7 @@ def test_trainable_count_follows_the_opened_model(win, qtbot, tiny_run):
     win.train.lora.setChecked(True)
     assert all(w.isEnabled() for w in lora_knobs)
     win.train.setEnabled(False)  # as while a run trains; a refresh then (e.g. Open settings)
-    win.train._update()
+    win.train.refresh()
     win.train.setEnabled(True)  # ... left them off after the run
     assert all(w.isEnabled() for w in lora_knobs) and win.train.targets["x_proj"].isEnabled()
     win.train.lora.setChecked(False)  # LoRA off: its rank, alpha and dropout go off with it
