@@ -8,6 +8,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cliout import PROGRESS, terminal_safe
 from .defaults import PRESET_DEFAULTS, SAMPLE_CORPUS
@@ -15,10 +16,16 @@ from .errors import CorpusError
 from .reports import format_duration
 from .words import plural
 
+if TYPE_CHECKING:
+    from .distributed_run import DistributedJob
+    from .run import Run
+    from .runspec import RunSpec
+    from .trainer import EpochReport, StepReport
+
 RANK_TIMEOUT_S = 300.0  # train --distributed: silence from another rank that ends the job
 
 
-def _progress(report) -> None:
+def _progress(report: StepReport) -> None:
     frac = report.step / max(report.total_steps, 1)
     bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
     flag = " NaN-skipped" if report.nonfinite else ""
@@ -49,7 +56,7 @@ _RUN_FLAGS = {"preset": "preset", "tokenizer": "tokenizer", "bpe_vocab": "bpe_vo
               "autosave_minutes": "autosave_minutes"}
 
 
-def _spec(a: argparse.Namespace):
+def _spec(a: argparse.Namespace) -> RunSpec:
     """The RunSpec of a new run: the preset's defaults with the flags given; with --config, the
     file's settings with each flag given on top, setting by setting (``overlay_settings``, as
     the window opens a file): --preset over a file's preset moves each training setting at
@@ -269,17 +276,17 @@ def cmd_train(a: argparse.Namespace) -> int:
 def _check_adapter_export(targets: tuple[str, ...] | None) -> None:
     """``--export-adapter`` for a run whose LoRA adapts ``targets`` (None: no LoRA): refused
     before training when the export after it would be (it trained, saved, then failed)."""
-    from .lora import PEFT_REFUSES
+    from .export.peft import peft_refused
 
     fix = "drop --export-adapter and use: python -m engine export --merged RUN OUT"
     if targets is None:
         raise ValueError(f"--export-adapter needs a LoRA run (--lora); {fix}")
-    bad = sorted(set(targets) & set(PEFT_REFUSES))
+    bad = peft_refused(targets)
     if bad:
         raise ValueError(f"--export-adapter: PEFT does not apply LoRA on {bad} un-merged; {fix}")
 
 
-def _train(a: argparse.Namespace, run, job) -> int:
+def _train(a: argparse.Namespace, run: Run, job: DistributedJob | None) -> int:
     from dataclasses import replace
 
     from .control import TrainControl
@@ -344,7 +351,7 @@ def _train(a: argparse.Namespace, run, job) -> int:
                     append_sample(run.folder, sample_record(tag, step, epochs, prompt,
                                                             prompt + text, s, "cpu"))
 
-        def on_epoch(rep) -> None:
+        def on_epoch(rep: EpochReport) -> None:
             sys.stderr.write("\n")
             val = (f" | held-out loss {rep.val.loss:.4f} ppl {rep.val.perplexity:.2f} "
                    f"bpb {rep.val.bits_per_byte:.3f} acc {rep.val.accuracy:.3f} on "
@@ -360,14 +367,14 @@ def _train(a: argparse.Namespace, run, job) -> int:
         tb = run_logger(run, resumed=bool(a.resume), wanted=a.tensorboard,
                         on_error=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
 
-        def on_step(r) -> None:
+        def on_step(r: StepReport) -> None:
             _progress(r)
             if tb is not None:
                 tb.on_step(r)
             if schedule.due(r.step, tr.at_epoch_end):
                 show_sample(f"at step {r.step}")
 
-        def on_epoch_end(rep) -> None:
+        def on_epoch_end(rep: EpochReport) -> None:
             on_epoch(rep)
             if tb is not None:
                 tb.on_epoch(run.step, rep)

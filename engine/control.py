@@ -51,12 +51,22 @@ class TrainControl:
             pass
 
 
+class RunControl(LoopControl, Protocol):
+    """What a run is driven by: ``TrainControl`` in one process, ``CollectiveControl`` across
+    MPI ranks (a stop asked on any rank stops them all)."""
+
+    @property
+    def paused(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
 class PauseReporting:
     """``inner`` as a training loop sees it, telling ``report`` when the loop parks on a pause
     ("paused") and when it goes on ("running"): a run's status file says "paused" while paused.
     Calls come from the training thread."""
 
-    def __init__(self, inner: TrainControl, report: Callable[[str], None]) -> None:
+    def __init__(self, inner: RunControl, report: Callable[[str], None]) -> None:
         self.inner = inner
         self._report = report
 

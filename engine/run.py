@@ -31,7 +31,7 @@ import numpy as np
 from . import checkpoint as ckpt
 from . import runformat as rf
 from .config import MambaConfig
-from .control import PauseReporting, TrainControl
+from .control import PauseReporting, RunControl, TrainControl
 from .corpuswalk import summary
 from .data import encode_corpus, id_dtype, load_corpus, require_present, split_holdout
 from .defaults import BPE_MIN_BYTES
@@ -198,7 +198,7 @@ class Run:
         rf.rewrite_run_spec(self.folder, spec.to_dict())
         self.spec = spec
 
-    def _val_loss(self, control: TrainControl) -> float | None:
+    def _val_loss(self, control: RunControl) -> float | None:
         """Held-out loss for the last save: None without a held-out set, after a stop request,
         or when one comes during it (checked between batches: Stop / SIGTERM end promptly)."""
         local = getattr(control, "local", control)  # a collective control's own rank's flag
@@ -274,7 +274,7 @@ class Run:
     # ------------------------------------------------------------------ training
     def train(self, on_step: Callable[[StepReport], None] | None = None,
               on_epoch: Callable[[EpochReport], None] | None = None,
-              control: TrainControl | None = None,
+              control: RunControl | None = None,
               on_save: Callable[[Path], None] | None = None,
               on_notice: Callable[[str], None] | None = None) -> TrainResult:
         """Train to the end (or until ``control.stop()``), autosaving; always ends with a saved
