@@ -1684,3 +1684,30 @@ def test_a_run_whose_data_folder_was_deleted_says_how_to_go_on(made_run, tmp_pat
     assert err == (f"error: {run / rf.DATA_MANIFEST}: no such data manifest; every snapshot "
                    "shares these token ids, so the run cannot go on: start a new run on the "
                    f"corpus with --init {run / rf.SNAPSHOTS}/step-N to keep its weights"), err
+
+
+def test_a_run_killed_before_its_first_save_is_listed_and_can_be_deleted(tmp_path):
+    """A kill -9 during a new run's first save left its folder (the lock, data/ with the
+    corpus's ids, a hidden snapshots/.tmp-step-0-*) without run.json: the Runs list skipped
+    it, so a window user could neither see nor delete it. It is listed as broken, saying what
+    happened, and Delete removes it; one being prepared by a live process is not listed."""
+    from engine.runformat.listing import UNFINISHED
+    from engine.runformat.removal import delete_run
+
+    root = tmp_path / "runs"
+    killed = root / "killed"
+    (killed / rf.DATA).mkdir(parents=True)
+    (killed / rf.DATA / "ids.npy").write_bytes(b"x" * 100)
+    (killed / rf.SNAPSHOTS / ".tmp-step-0-123").mkdir(parents=True)
+    (killed / rf.LOCK).write_text("")
+    runs = list_runs(root)
+    assert [(r.name, r.status, r.error) for r in runs] == [("killed", "broken", UNFINISHED)]
+    delete_run(killed)
+    assert not killed.exists()
+    busy = root / "busy"
+    busy.mkdir()
+    lock = rf.RunLock(busy).acquire()
+    try:
+        assert list_runs(root) == []
+    finally:
+        lock.release()

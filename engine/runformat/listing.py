@@ -1,4 +1,4 @@
-"""The runs under a runs root, as the Runs list and ``python -m engine runs`` show them.
+"""The runs under a runs root, as the window's Runs list shows them.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from ..units import bits_per_byte
 from .data_files import read_tokens_per_byte
 from .metrics_file import read_status
 from .names import RUN_JSON
+from .out_folder import prepared_only
 from .run_file import init_described, read_run_json
 from .run_lock import RunLock
 from .snapshot_dirs import best_pointer, expected_snapshot
@@ -47,6 +48,10 @@ def model_label(spec: dict) -> str:
     return f"{base}, WSLA" if train.get("wsla") is True else base
 
 
+UNFINISHED = ("killed while it was being prepared, before its first save: nothing of it can be "
+              "resumed; delete it, or start the run again")
+
+
 def list_runs(root: str | Path) -> list[RunInfo]:
     """Every run folder directly under ``root``, newest first (unreadable ones as "broken")."""
     root = Path(root)
@@ -55,6 +60,9 @@ def list_runs(root: str | Path) -> list[RunInfo]:
         return out
     for p in root.iterdir():
         if not (p / RUN_JSON).exists():
+            if prepared_only(p) and not p.is_symlink() and not RunLock(p).held_elsewhere():
+                out.append(RunInfo(p, p.name, "", "", 0, None, "broken", UNFINISHED))  # (a kill
+                # before its first save left it unlisted: never seen, never deleted, its data kept)
             continue
         try:
             d = read_run_json(p)

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..errors import CheckpointError
 from ..words import listing
 from .names import LOCK, RUN_ENTRIES, RUN_JSON, is_temp, real_dir
+from .out_folder import prepared_only
 from .run_file import foreign_entries
 from .run_lock import RunLock
 
@@ -60,7 +61,7 @@ def why_not_delete(folder: str | Path, keep_others: bool = False) -> str | None:
     process trains it, or (unless ``keep_others``) it holds files no run writes (named: a
     user's notes there were deleted with the run)."""
     folder = Path(folder)
-    if not (folder / RUN_JSON).is_file() or folder.is_symlink():
+    if (not (folder / RUN_JSON).is_file() and not prepared_only(folder)) or folder.is_symlink():
         return f"{folder} is not a run folder (no {RUN_JSON}); nothing deleted"
     if RunLock(folder).held_elsewhere():
         return f"{folder} is training in another process; stop it there first"
