@@ -126,10 +126,13 @@ def atomic_write_tensors(path: Path, tensors: dict[str, np.ndarray],
     from safetensors.numpy import save_file
 
     with _atomic(path, make_parents=False) as (fd, tmp):
+        mode = os.fstat(fd).st_mode & 0o777  # 0666 less the umask, as every file we write
         os.close(fd)
         try:
             save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, tmp,
                       metadata={"format": "pt", **(metadata or {})})
+            os.chmod(tmp, mode)  # safetensors replaces the file with its own, owner-only (0600):
+            # another account or a service read an export's config but not its weights
         except SafetensorError as exc:  # its I/O errors (a full disk: "Error while serializing:
             why = str(exc).rsplit("I/O error: ", 1)[-1].split(" (os error")[0]  # I/O error: No
             raise CheckpointError(f"could not write {path}: {why}") from None  # space left...")

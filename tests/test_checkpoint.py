@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from engine import CheckpointError, MambaLM
-from engine.checkpoint import atomic_write_bytes, atomic_write_tensors
+from engine.checkpoint import atomic_write_bytes, atomic_write_json, atomic_write_tensors
 from engine.run import load_model
 from engine.tokenizer import ByteTokenizer
 from tests.helpers import random_batch, tiny_config, write_legacy_checkpoint
@@ -212,3 +212,18 @@ def test_a_full_disk_inside_safetensors_is_a_one_line_checkpoint_error(tmp_path)
     assert out.stdout.strip() == f"could not write {tmp_path}/model.safetensors: File too large", (
         out.stdout, out.stderr)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_weights_are_written_with_the_modes_of_every_other_file(tmp_path):
+    """safetensors writes its file owner-only (0600): a run's and an export's weights were
+    unreadable by another account or a service that read their config.json (0644)."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_tensors(tmp_path / "model.safetensors", {"a": np.zeros(3, np.float32)})
+        atomic_write_json(tmp_path / "config.json", {})
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == {"model.safetensors": 0o644, "config.json": 0o644}, modes
