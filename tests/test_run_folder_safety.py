@@ -1711,3 +1711,15 @@ def test_a_run_killed_before_its_first_save_is_listed_and_can_be_deleted(tmp_pat
         assert list_runs(root) == []
     finally:
         lock.release()
+
+
+def test_the_snapshot_check_knows_every_field_of_the_trainers_cursor():
+    """A snapshot's trainer.json is checked field by field before a resume trusts it; a cursor
+    field added to the trainer and not to the check would refuse every new snapshot (or a
+    removed one pass unchecked)."""
+    from dataclasses import fields
+
+    from engine.trainer import _Cursor
+
+    assert {f.name for f in fields(_Cursor)} == {*snapshot_dirs.CURSOR_COUNTS,
+                                                 *snapshot_dirs.CURSOR_SUMS}

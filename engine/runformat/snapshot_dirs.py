@@ -212,6 +212,10 @@ def _count(v: Any) -> bool:
     return type(v) is int and v >= 0
 
 
+CURSOR_COUNTS = ("step", "epoch", "group", "good", "steps")  # trainer._Cursor's fields, which a
+CURSOR_SUMS = ("loss_sum", "norm_sum")  # snapshot's trainer.json keeps (a test ties the two)
+
+
 def _trainer_problem(t: Any) -> str | None:
     """What makes a snapshot's trainer.json unusable for a resume, or None: the fields
     ``Trainer.load_state_dict`` reads, with their types and ranges (a missing ``lr_scale``
@@ -221,13 +225,13 @@ def _trainer_problem(t: Any) -> str | None:
     cur = t.get("cursor")
     if not isinstance(cur, dict):
         return "no cursor"
-    for k in ("step", "epoch", "group", "good", "steps"):
+    for k in CURSOR_COUNTS:
         if not _count(cur.get(k)):
             return f"cursor.{k} is {cur.get(k)!r:.40}, not a count"
-    for k in ("loss_sum", "norm_sum"):
+    for k in CURSOR_SUMS:
         if type(cur.get(k)) not in (int, float):
             return f"cursor.{k} is {cur.get(k)!r:.40}, not a number"
-    if set(cur) - {"step", "epoch", "group", "good", "steps", "loss_sum", "norm_sum"}:
+    if set(cur) - {*CURSOR_COUNTS, *CURSOR_SUMS}:
         return f"cursor holds unknown keys {sorted(set(cur))}"
     scale = t.get("lr_scale")
     if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not 0 < scale <= 1:
