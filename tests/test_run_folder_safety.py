@@ -1723,3 +1723,17 @@ def test_the_snapshot_check_knows_every_field_of_the_trainers_cursor():
 
     assert {f.name for f in fields(_Cursor)} == {*snapshot_dirs.CURSOR_COUNTS,
                                                  *snapshot_dirs.CURSOR_SUMS}
+
+
+def test_snapshots_unreadable_for_their_mode_say_chmod_not_start_again(made_run, tmp_path,
+                                                                       monkeypatch):
+    """Weights a file mode kept from this user: "none of its 3 snapshots is complete (...
+    Permission denied); start a new run", advice that led to deleting a run a chmod mends."""
+    def denied(p, **_kw):  # noqa: ANN001, ANN202
+        raise CheckpointError(f"{p / ckpt.SINGLE}: cannot read (Permission denied)")
+
+    monkeypatch.setattr(snapshot_dirs, "verify_snapshot", denied)
+    with pytest.raises(CheckpointError) as exc:
+        snapshot_dirs.find_snapshot(made_run)
+    assert str(exc.value).endswith(f"make its files readable (chmod -R u+rX {made_run}) and try "
+                                   "again"), exc.value

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -326,11 +327,14 @@ def find_snapshot(folder: Path, which: str = LATEST, model_only: bool = False
         raise CheckpointError(f"{folder}: no snapshot in {folder / SNAPSHOTS}; the run was never "
                               "saved: start it again")
     present = len(snapshots(folder))  # (not the errors: latest.json's missing one counted,
+    fix = ("start a new run (--init takes any other model folder)"  # (a file mode: "start a
+           if "Permission denied" not in errors[0] else  # new run" led users to delete it)
+           f"make its files readable (chmod -R u+rX {shlex.quote(str(folder))}) and try again")
     if present == 0:  # "none of its 1 snapshot" with none there)
         raise CheckpointError(f"{folder}: no snapshot in {folder / SNAPSHOTS} ({errors[0]}); "
-                              "start a new run (--init takes any other model folder)")
+                              f"{fix}")
     raise CheckpointError(f"{folder}: none of its {plural(present, 'snapshot')} is complete "
-                          f"({errors[0]}); start a new run (--init takes any other model folder)")
+                          f"({errors[0]}); {fix}")
 
 
 def unreadable_newer(folder: Path, chosen: Path) -> Path | None:
