@@ -96,6 +96,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.runs_root = runs_root or default_runs_root()
         Path(self.runs_root).mkdir(parents=True, exist_ok=True)
         self.errors: list[str] = []
+        self._reopening: str | None = None  # the model opened last time, while it is reopened
         self.state = "idle"
         self.last_end = ""  # how the last run of this window ended, shown while idle
         self.train_thread: QThread | None = None
@@ -272,6 +273,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             state = settings.load(key, None)
             if state is not None:
                 splitter.restoreState(state)
+            splitter.setChildrenCollapsible(False)  # (a restored state brings its own flag back)
         newest = max((r for r in self.runs.runs if r.status != "broken"),  # (the table's
                      key=lambda r: (r.created, r.name), default=None)  # saved sort aside)
         if newest is not None:  # the newest run is shown as Open shows it, as the Gallery and
@@ -724,6 +726,10 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
     def start_training(self) -> None:
         if self.state != "idle":
             return
+        if self._reopening is not None:  # (a Start before it landed trained random weights)
+            self._error(f"{self._reopening}, the model opened last time, is still being "
+                        "opened; Start again when it is")
+            return
         if not self.continue_dir and self.corpus.pending:
             self._error("The corpus is still being read; Start again when it is done.")
             return
@@ -1054,6 +1060,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.continue_spec = spec
         self.continue_shown = None  # no overrides while the panel is being set
         self.init_dir = None
+        self._reopening = None
         settings.save(OPENED_KEY, "")
         self._drop_opened_model()  # nor is an opened model the next new run's start any more
         self.train.show_resumable(spec)  # the panel starts from the run's own values
@@ -1104,15 +1111,29 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             return
         self.worker.request("save", "")
 
-    def open_model(self, path: str) -> None:
+    def open_model(self, path: str, reopen: bool = False) -> None:
         """Use a model folder (a run, a snapshot, ours or a local HF Mamba folder) as the
-        starting point of the next new run."""
+        starting point of the next new run. ``reopen``: the model opened when the app last
+        closed (``_reopen_model``): Start waits for it, and another choice made meanwhile (a
+        Continue, New model, another model) wins over it."""
         said: list[str] = []  # (a PEFT export without base/: which base it took, unsaid)
+        self._reopening = path if reopen else None
 
         def load() -> engine.MambaLM:
             return engine.load_model(path, notify=said.append)
 
+        def failed(msg: str) -> None:
+            if not reopen:
+                self._error(msg)
+            elif self._reopening == path:  # (an ERROR at every launch, for a model now broken)
+                self._reopening = None
+                settings.save(OPENED_KEY, "")
+                self._log(f"note: the model opened last time could not be opened again: {msg}")
+
         def done(lm: engine.MambaLM) -> None:
+            if reopen and self._reopening != path:  # the user chose something else meanwhile
+                return
+            self._reopening = None
             for note in said:
                 self._log(f"warning: {note}")
             self.init_dir = path
@@ -1130,7 +1151,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             self._say(f"opened {path}{snap}: {lm.n_params:,} parameters, {lm.tokenizer.kind} "
                       "tokenizer")
 
-        run_in_thread(load, done, self._error, owner=self)
+        run_in_thread(load, done, failed, owner=self)
 
     def _tokenizer_changed(self, kind: str) -> None:
         """A new run's tokenizer choice: the corpus summary says what it will be (token counts
@@ -1151,9 +1172,10 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             return
         self._log(f"reopening {path}, the model opened last time (File > New model to start "
                   "from random weights)")
-        self.open_model(path)
+        self.open_model(path, reopen=True)
 
     def new_model(self) -> None:
+        self._reopening = None
         self.init_dir = self.continue_dir = None
         settings.save(OPENED_KEY, "")
         self.train.end_resumable()

@@ -142,6 +142,28 @@ def test_a_playground_model_gone_from_disk_is_said_in_the_windows_terms(win, qtb
         win.errors
 
 
+def test_a_choice_made_while_the_last_model_reopens_wins_and_start_waits(qtbot, tiny_run,
+                                                                         tmp_path):
+    """The reopen at launch loads in the background: a Start before it landed trained random
+    weights, and a Continue chosen meanwhile was replaced by the opened model when it landed."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_run, model)
+    w = small_window(qtbot, tmp_path / "runs")
+    w.open_model(str(model))
+    qtbot.waitUntil(lambda: w.init_dir == str(model), timeout=RUN_TIMEOUT)
+    close_window(qtbot, w)
+    w = small_window(qtbot, tmp_path / "runs")
+    assert w._reopening == str(model)
+    w.start_training()
+    assert w.worker is None and "is still being opened; Start again when it is" in w.errors[-1]
+    w.choose_continue(tiny_run)
+    qtbot.wait(1500)  # the reopen lands meanwhile
+    assert w.continue_dir == tiny_run and w.init_dir is None
+    close_window(qtbot, w)
+
+
 def test_playground_streams_tokens(win, qtbot, tiny_run, monkeypatch):
     from app import workers
 

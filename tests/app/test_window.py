@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QSplitter, QWidget
 
 import engine
 from app.main_window import MainWindow
@@ -1174,3 +1174,20 @@ def test_no_pane_can_be_dragged_to_nothing_and_the_curves_keep_room(win, qtbot):
     win.resize(700, 500)
     qtbot.wait(50)
     assert win.plots.height() >= 150
+
+
+def test_a_splitter_state_saved_by_an_earlier_version_cannot_collapse_a_pane(qtbot, tmp_path):
+    """A saved splitter state carries its own "collapsible" flag: restored after the window set
+    it off, the Preview / Log could again be dragged to nothing, for every existing user."""
+    from app import settings
+    from app.main_window import MainWindow
+
+    old = QSplitter()
+    old.addWidget(QWidget())
+    old.addWidget(QWidget())
+    old.setChildrenCollapsible(True)
+    settings.save("window/center_split", old.saveState())
+    w = MainWindow(runs_root=str(tmp_path / "runs"))
+    qtbot.addWidget(w)
+    assert not any(s.childrenCollapsible() for s in w.splitters.values())
+    w.close()
