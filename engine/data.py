@@ -337,11 +337,24 @@ def require_present(paths: Sequence[str | Path]) -> None:
     """Raise CorpusError naming the first of ``paths`` that does not exist (a name mistyped or a
     file moved): a run or an evaluation on the rest, with one "skipped" line, read as done on
     all of them. A link that leads nowhere is left to ``load_corpus``, which says why."""
-    missing = [p for p in paths if not os.path.lexists(p)]
+    missing = [p for p in paths if _absent(p)]
     if missing:
-        more = f" (and {len(missing) - 1:,} more)" if len(missing) > 1 else ""
-        raise CorpusError(f"{missing[0]}: no such file or folder{more}; check the name, or "
-                          "leave it out of the corpus")
+        n = len(missing) - 1
+        more = f" ({n:,} more named {'is' if n == 1 else 'are'} missing too)" if n else ""
+        raise CorpusError(f"{missing[0]}: no such file or folder; check the name, or leave it "
+                          f"out of the corpus{more}")
+
+
+def _absent(path: str | Path) -> bool:
+    """Whether nothing is at ``path`` (a folder this user may not enter is no proof of that:
+    ``load_corpus`` says why it cannot be read)."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: bool = False) -> Corpus:

@@ -289,8 +289,11 @@ def test_a_corpus_file_named_but_missing_is_refused_before_any_work(tmp_path, ca
     capsys.readouterr()
     assert main(["eval", str(out), str(text), str(typo), str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith(f"error: {typo}: no such file or folder (and 1 more); check the name, or "
-                        "leave it out of the corpus"), err
+    assert err.endswith(f"error: {typo}: no such file or folder; check the name, or leave it out "
+                        "of the corpus (1 more named is missing too)"), err
+    from app.words import in_window_terms  # the window's words hold for several files too
+
+    assert "Remove it" in in_window_terms(err), in_window_terms(err)
 
 
 def test_an_out_folder_that_cannot_be_made_is_refused_before_the_corpus_is_read(tmp_path, capsys,
