@@ -327,3 +327,22 @@ def test_a_temperature_too_small_to_divide_by_samples_greedily():
         for top_k in (0, 1, 2):
             cfg = SamplingConfig(temperature=1e-320, top_k=top_k)
             assert [sample(logits, cfg, rng) for _ in range(5)] == [1] * 5
+
+
+def test_a_read_only_out_folder_is_refused_before_the_corpus_is_read(tmp_path, capsys,
+                                                                     monkeypatch):
+    """An existing --out this user may not write (a read-only disk) was refused only after the
+    corpus was read and its tokenizer trained."""
+    import os
+
+    import engine.run as run_mod
+    from engine.runformat import out_folder
+
+    text = tmp_path / "a.txt"
+    text.write_bytes(TEXT)
+    out = tmp_path / "ro"
+    out.mkdir()
+    monkeypatch.setattr(out_folder.os, "access", lambda p, mode: Path(p) != out and os.access(p, mode))
+    monkeypatch.setattr(run_mod, "load_corpus", lambda *a, **k: 1 / 0)
+    assert main(["train", str(text), "--preset", "tiny", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {out}: not writable; choose another --out"

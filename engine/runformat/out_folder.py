@@ -47,7 +47,11 @@ def check_can_create(folder: Path) -> None:
     its nearest existing parent tells (a folder there, writable). ``check_out_dir`` makes it
     later; "a.txt/sub" or a read-only disk was said only after minutes of tokenizing."""
     parent = next((p for p in (folder, *folder.parents) if p.exists() or p.is_symlink()), None)
-    if parent is None or parent == folder:
+    if parent is None:
+        return
+    if parent == folder:  # there already (an empty folder): written into, so writable
+        if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+            raise CheckpointError(f"{folder}: not writable; choose another --out")
         return
     if not parent.is_dir():
         raise CheckpointError(f"{folder}: cannot create the run folder ({parent} is not a "
