@@ -1081,10 +1081,9 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.tabs.setCurrentIndex(0)  # the Train tab: its curves and the Start it sets up
         if not quiet:
             self._say(f"next Start continues {folder}")
-        why = engine.read_status(folder).get("reason")
-        if why and not quiet:  # (its Continue stopped again after a few steps, unwarned)
-            self._log(f"note: {Path(folder).name} was ended by its {why}; Continue stops again "
-                      "at the next held-out check unless Patience or Target loss change")
+        early = engine.early_stop_note(folder)
+        if early and not quiet:  # (its Continue stopped again after a few steps, unwarned)
+            self._log(f"note: {in_window_terms(early)}")
 
     def compare_run(self, folder: str) -> None:
         """Overlay a run's curves (grey) on the shown run's; the shown run stays the one File >

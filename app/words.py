@@ -23,6 +23,7 @@ _CLI_ADVICE = (
     ("; pass a run folder (runs/...) or a model folder",  # (a model gone from disk: the
      "; choose a run in the Runs tab, or a model folder"),  # Playground said "pass")
     ("; pass a run folder (runs/...)", "; choose a run in the Runs tab"),
+    ("unless --patience or --target-loss change", "unless Patience or Target loss change"),
     ("no such file or folder; check the name, or leave it out of the corpus",  # (a corpus file
      "no such file or folder (moved or deleted since it was added); select it in the Corpus "
      "list and Remove it, or add it from where it is now"),  # gone since it was added)

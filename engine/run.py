@@ -888,6 +888,9 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         if odd:
             run.notices.append(f"{folder / rf.METRICS}: {odd:,} line(s) that are not metric rows "
                                "kept as they are (the plots skip them)")
+        early = rf.early_stop_note(folder)
+        if early and overrides.get("early_stopping") is None and run.step < tr.total_steps:
+            run.notices.append(early)
         if train_kw or run_kw:
             rf.rewrite_run_spec(folder, spec.to_dict())
     except BaseException:

@@ -283,3 +283,19 @@ def test_a_run_its_early_stopping_ended_is_listed_as_such(tmp_path, corpus):
     states = {r.name: r.status for r in engine.list_runs(tmp_path / "runs")}
     assert states == {"early": "early-stopped", "hand": "stopped"}, states
     assert "reason" not in engine.read_status(tmp_path / "runs" / "hand")
+
+
+def test_a_resume_of_a_run_its_early_stopping_ended_says_it_stops_again(tmp_path, corpus, capsys):
+    """``train --resume`` of such a run stopped again after two steps without a word (only the
+    window warned): the engine's note, printed by the CLI; not when early stopping changes."""
+    out = tmp_path / "r"
+    assert main(["train", str(corpus), *TINY, "--max-steps", "12", "--target-loss", "900",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert ("note: r was ended by its early stopping: held-out loss" in err
+            and "it stops again at its next held-out check unless --patience or --target-loss "
+            "change" in err), err
+    assert main(["train", "--resume", str(out), "--target-loss", "0"]) == 0
+    assert "was ended by its early stopping" not in capsys.readouterr().err

@@ -16,7 +16,8 @@
     metrics.csv               one row per optimizer step (kind "step") and per held-out evaluation
                               (kind "eval"); rows past the resumed snapshot are dropped on resume
     status.json               {"state": running|paused|stopped|finished|diverged, "step", "total_steps",
-                               "best_val_loss", "pid", "updated"}
+                               "best_val_loss", "pid", "updated", and "reason" when its early
+                               stopping ended it}
     lock                      flock()ed by the one writer; holds its pid (a dead holder's lock is
                               released by the kernel, so a stale lock is simply taken over)
     tb/                       TensorBoard event files (``engine.tblog``)
@@ -52,6 +53,7 @@ from .listing import (
 )
 from .metrics_file import (
     append_metric,
+    early_stop_note,
     read_kept_metrics,
     read_kept_samples,
     read_metrics,
@@ -213,6 +215,7 @@ __all__ = [
     "read_metrics",
     "read_pointer",
     "read_run_json",
+    "early_stop_note",
     "read_status",
     "read_tokens_per_byte",
     "real_dir",

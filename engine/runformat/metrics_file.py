@@ -203,6 +203,17 @@ def write_status(folder: Path, state: str, **fields: Any) -> None:
                                              "updated": now_iso(), **fields}, make_parents=False)
 
 
+def early_stop_note(folder: str | Path) -> str | None:
+    """What a resume of a run its early stopping ended is told (None for any other run): it
+    stops again at its next held-out check, with the same settings (such a Continue trained a
+    few steps and stopped, unwarned, in the CLI and the window alike)."""
+    why = read_status(folder).get("reason")
+    if not isinstance(why, str) or not why:
+        return None
+    return (f"{Path(folder).name} was ended by its {why}; it stops again at its next held-out "
+            "check unless --patience or --target-loss change")
+
+
 def read_status(folder: str | Path) -> dict[str, Any]:
     """status.json ({"state", "step", "total_steps", "best_val_loss", "pid", "updated"}, and
     "reason" when early stopping ended the run; its step is the latest saved one), or {} when

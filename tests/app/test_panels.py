@@ -123,7 +123,7 @@ def test_continue_of_a_run_its_early_stopping_ended_says_it_stops_again(win, tmp
     win.choose_continue(str(run.folder))
     assert (f"note: {run.folder.name} was ended by its early stopping: held-out loss"
             in win.log.toPlainText()), win.log.toPlainText()[-400:]
-    assert "Continue stops again at the next held-out check unless Patience or Target loss "\
+    assert "it stops again at its next held-out check unless Patience or Target loss "\
         "change" in win.log.toPlainText()
 
 
