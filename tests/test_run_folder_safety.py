@@ -1668,8 +1668,10 @@ def test_intact_weights_load_when_only_the_training_state_is_damaged(made_run, t
     assert all(np.array_equal(lm.params[k], want.params[k]) for k in want.params)
     load_model(latest)  # one snapshot given by name too
     assert main(["generate", str(run), "--max-new-tokens", "4", "--no-stream"]) == 0
-    with pytest.raises(CheckpointError, match="none of its 3 snapshots is complete"):
+    with pytest.raises(CheckpointError, match="none of its 3 snapshots is complete") as exc:
         resume(run, max_steps=6)
+    assert str(exc.value).endswith(f"its weights (step-4) still load: generate, or start a new "
+                                   f"run with --init {run} to keep them"), exc.value
     (latest / ckpt.SINGLE).write_bytes(b"x" * 64)  # damaged weights are still refused
     with pytest.raises(CheckpointError, match="do not match|is complete"):
         load_model(latest)

@@ -6,6 +6,7 @@ rollback point.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
@@ -330,6 +331,11 @@ def find_snapshot(folder: Path, which: str = LATEST, model_only: bool = False
     fix = ("start a new run (--init takes any other model folder)"  # (a file mode: "start a
            if "Permission denied" not in errors[0] else  # new run" led users to delete it)
            f"make its files readable (chmod -R u+rX {shlex.quote(str(folder))}) and try again")
+    if not model_only and "Permission denied" not in errors[0]:
+        with contextlib.suppress(CheckpointError):  # only its training state is damaged
+            weights = find_snapshot(folder, which, model_only=True)[0]
+            fix = (f"its weights ({weights.name}) still load: generate, or start a new run with "
+                   f"--init {shlex.quote(str(folder))} to keep them")
     if present == 0:  # "none of its 1 snapshot" with none there)
         raise CheckpointError(f"{folder}: no snapshot in {folder / SNAPSHOTS} ({errors[0]}); "
                               f"{fix}")
