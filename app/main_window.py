@@ -468,7 +468,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
                 if isinstance(v, engine.EarlyStopping) else
                 f"{LABELS[k]} {v or 'no limit'} (was "
                 f"{getattr(saved, k) or 'no limit'})" if k == "max_steps" else
-                f"{LABELS[k]} {v:g} (was {getattr(saved, k) or 'no limit'})"
+                f"{LABELS.get(k, k)} {v:g} (was {getattr(saved, k, None) or 'no limit'})"
                 for k, v in over.items())
             how = (f"with {changes}" if changes else
                    "with its own settings (change epochs, max steps, learning rate, held-out "
@@ -717,6 +717,11 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             and getattr(now, k) and getattr(now, k) != getattr(shown, k)}
         if now.max_steps is None and shown.max_steps is not None:  # set back to "no limit"
             over["max_steps"] = engine.NO_LIMIT
+        spec = self.continue_spec
+        if spec is not None:  # a settings file's warmup_steps, autosave_...: no box (dropped,
+            for k, v in self.train.extras.items():  # where train --resume --config took them)
+                if k in engine.RESUME_OVERRIDES and v != getattr(spec.train, k, getattr(spec, k, v)):
+                    over[k] = v
         early = self.train.early_stopping()
         if self.continue_spec is not None and early != self.continue_early_shown:
             over["early_stopping"] = replace(early, min_delta=self.continue_spec.early_stopping

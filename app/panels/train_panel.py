@@ -522,9 +522,6 @@ class TrainPanel(QWidget):
             if not math.isclose(w.value(), v, rel_tol=1e-9):
                 changed.append(f"{name} {v:g} -> {w.text()}" if isinstance(v, float)
                                else f"{name} {v} -> {w.text()}")
-        if kept:
-            changed.append(f"not {', '.join(kept)}: the continued run keeps its own (File > New "
-                           "model trains a new run with them)")
         if not continuing:
             self.checkpointing.setChecked(t.activation_checkpointing)
         self._show_adapt(t)
@@ -535,6 +532,14 @@ class TrainPanel(QWidget):
         self.extras |= {k: getattr(spec, k) for k in NO_BOX_RUN
                         if getattr(spec, k) != getattr(engine.RunSpec, k)}
         self.model_extras = {k: v for k, v in (spec.model or {}).items() if k not in BOXED_MODEL}
+        if continuing:  # what a resume cannot change (beta2, d_conv, ...) is named, not kept
+            for k in [k for k in self.extras if k not in engine.RESUME_OVERRIDES
+                      and k != "min_delta"] + list(self.model_extras):
+                v = self.extras.pop(k) if k in self.extras else self.model_extras.pop(k)
+                kept.append(f"{k} {setting_text(v)}")
+        if kept:
+            changed.append(f"not {', '.join(kept)}: the continued run keeps its own (File > New "
+                           "model trains a new run with them)")
         if self.start == "new" and not spec.init and (t.lora is not None or t.wsla):
             changed.append("LoRA / WSLA -> off (they adapt a trained model; the file starts a new "
                            "one)")

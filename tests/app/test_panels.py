@@ -61,14 +61,17 @@ def test_a_settings_file_opened_for_a_continue_leaves_what_the_run_keeps(win, ti
               win.train.d_model.value(), win.train.preset.currentText())
     path = tmp_path / "s.toml"
     path.write_text('[run]\npreset = "tiny"\n[model]\nd_model = 48\n[train]\nbatch_size = 6\n'
-                    "seq_len = 96\nseed = 11\nepochs = 7\nlr = 0.001\n")
+                    "seq_len = 96\nseed = 11\nepochs = 7\nlr = 0.001\nwarmup_steps = 50\n"
+                    "beta2 = 0.95\n")
     win.load_settings_file(str(path))
     assert (win.train.batch.value(), win.train.seq_len.value(), win.train.seed.value(),
             win.train.d_model.value(), win.train.preset.currentText()) == before
     assert (win.train.epochs.value(), win.train.lr.value()) == (7, pytest.approx(0.001))
-    assert win.continue_overrides()["epochs"] == 7
-    assert ("not d_model 48, batch_size 6, seq_len 96, seed 11: the continued run keeps its own"
-            in win.errors[-1]), win.errors
+    over = win.continue_overrides()
+    assert (over["epochs"], over["warmup_steps"]) == (7, 50)  # as train --resume --config
+    assert "beta2" not in over
+    assert ("not d_model 48, batch_size 6, seq_len 96, seed 11, beta2 0.95: the continued run "
+            "keeps its own" in win.errors[-1]), win.errors
 
 
 def test_the_model_opened_when_the_app_closed_is_reopened_at_launch(qtbot, tiny_run, tmp_path):
