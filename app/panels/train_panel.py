@@ -294,6 +294,8 @@ class TrainPanel(QWidget):
         (``engine.follow_preset``, as a settings file naming a preset does; medium trained at
         small's rate, and so without the BPE doubling that a rate at the default gets); one set
         by hand stays. A continued run's values are its own (``show_resumable`` sets them)."""
+        if name != "custom" and self.start != "continue":  # a preset's shape is its own: a
+            self.model_extras = {}  # file's d_conv went on to every later custom model, unshown
         old, self._defaults_of = self._defaults_of, _training_preset(name, self._defaults_of)
         if self.start == "continue" or old == self._defaults_of:
             return

@@ -87,6 +87,9 @@ def test_a_files_settings_without_a_box_are_trained_and_saved_as_given(win, tmp_
     saved = engine.load_settings(str(again)).spec
     assert saved.model_config(264) == cli.model_config(264)
     assert saved.train.beta2 == 0.95 and not saved.train.shuffle
+    win.train.preset.setCurrentText("tiny")  # a preset chosen: its own shape, and custom sizes
+    win.train.preset.setCurrentText("custom")  # chosen after it have no d_conv 3 left over
+    assert win.train.model_config().d_conv == 4
 
 
 def test_typed_values_out_of_range_are_not_taken(win, qtbot):
