@@ -1739,3 +1739,16 @@ def test_snapshots_unreadable_for_their_mode_say_chmod_not_start_again(made_run,
         snapshot_dirs.find_snapshot(made_run)
     assert str(exc.value).endswith(f"make its files readable (chmod -R u+rX {made_run}) and try "
                                    "again"), exc.value
+
+
+@pytest.mark.parametrize("text", ["garbage", '{"snapshot": "../../x/snapshots/step-6", "step": 6}'])
+def test_a_damaged_latest_pointer_is_said_when_the_newest_snapshot_is_taken(made_run, tmp_path,
+                                                                             capsys, text):
+    """latest.json replaced by garbage, or naming a snapshot outside the run, was passed over
+    for the newest snapshot without a word."""
+    run = _copy(made_run, tmp_path)
+    (run / rf.LATEST).write_text(text)
+    assert main(["generate", str(run), "--max-new-tokens", "2", "--no-stream"]) == 0
+    err = capsys.readouterr().err
+    assert (f"warning: {run / rf.LATEST}: damaged or naming no snapshot of this run; using "
+            "step-4 instead") in err, err
