@@ -339,7 +339,7 @@ def _eval_run_heldout(folder: str, max_tokens: int, snapshot: Path | None = None
             print(f"warning: {note}", file=sys.stderr)
         lm, step, data, spec = view.lm, view.step, view.data, view.spec
     else:  # that snapshot's weights alone (the latest's were loaded too, and warned about)
-        lm, step = load_model(snapshot), rf.verify_snapshot(snapshot)["step"]
+        lm, step = load_model(snapshot), rf.snapshot_step(snapshot.name) or 0
         data, spec = rf.read_data(Path(folder)), read_run_spec(folder)
     lm.check_finite(str(snapshot or folder))
     tr = _trainer(lm, data, spec.train)

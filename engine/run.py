@@ -787,10 +787,10 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     return run
 
 
-def _open(folder: Path, which: str = rf.LATEST
+def _open(folder: Path, which: str = rf.LATEST, model_only: bool = False
           ) -> tuple[RunSpec, Path, dict[str, Any], list[str]]:
     spec = read_run_spec(folder)
-    snap, trainer, refused = rf.find_snapshot(folder, which)
+    snap, trainer, refused = rf.find_snapshot(folder, which, model_only=model_only)
     return spec, snap, trainer, [f"{e}; using {snap.name} instead" for e in refused]
 
 
@@ -957,10 +957,11 @@ class RunView:
 
 
 def open_run(folder: str | Path, which: str = rf.LATEST) -> RunView:
-    """Open a run read-only at its latest (or ``which="best.json"``) snapshot, checksums verified."""
+    """Open a run read-only at its latest (or ``which="best.json"``) snapshot, the model's
+    checksums verified (its training state is not read: a damaged one locked eval out)."""
     folder = Path(folder)
-    spec, snap, meta, refused = _open(folder, which)
-    return RunView(folder, spec, MambaLM.load(snap), snap, int(meta.get("step", 0)),
+    spec, snap, _, refused = _open(folder, which, model_only=True)
+    return RunView(folder, spec, MambaLM.load(snap), snap, rf.snapshot_step(snap.name) or 0,
                    rf.read_data(folder), refused)
 
 

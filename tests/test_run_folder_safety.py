@@ -792,11 +792,11 @@ def test_a_fifo_among_a_snapshots_files_is_passed_over_not_waited_on(made_run, t
     waits on it (the regular-file check, and the hash's own non-blocking open behind it), and
     `eval` uses the older snapshot."""
     run = _copy(made_run, tmp_path)
-    _fifo_in_place_of(run / rf.SNAPSHOTS / "step-4" / rf.SNAP_STATE)
-    with _no_hang("eval"):
+    _fifo_in_place_of(run / rf.SNAPSHOTS / "step-4" / ckpt.SINGLE)  # (eval reads the model's
+    with _no_hang("eval"):  # files alone: a FIFO as its optimizer state is never opened by it)
         assert main(["eval", str(run)]) == 0
         with pytest.raises(CheckpointError, match="FIFO"):
-            ckpt.sha256_file(run / rf.SNAPSHOTS / "step-4" / rf.SNAP_STATE)
+            ckpt.sha256_file(run / rf.SNAPSHOTS / "step-4" / ckpt.SINGLE)
     err = capsys.readouterr().err
     assert "is a FIFO (named pipe)" in err and "using step-2 instead" in err, err
 
@@ -1668,6 +1668,8 @@ def test_intact_weights_load_when_only_the_training_state_is_damaged(made_run, t
     assert all(np.array_equal(lm.params[k], want.params[k]) for k in want.params)
     load_model(latest)  # one snapshot given by name too
     assert main(["generate", str(run), "--max-new-tokens", "4", "--no-stream"]) == 0
+    assert main(["eval", str(run)]) == 0 and main(["eval", str(latest)]) == 0  # held-out split
+    assert "at step 4)" in capsys.readouterr().out
     with pytest.raises(CheckpointError, match="none of its 3 snapshots is complete") as exc:
         resume(run, max_steps=6)
     assert str(exc.value).endswith(f"its weights (step-4) still load: generate, or start a new "
