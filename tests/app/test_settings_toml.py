@@ -317,3 +317,14 @@ def test_a_settings_file_too_large_to_read_is_said_in_the_windows_terms(win, tmp
     win.load_settings_file(str(big))
     assert str(big) in win.errors[-1] and "check the settings file's path" in win.errors[-1]
     assert "--config" not in win.errors[-1]
+
+
+def test_a_settings_file_without_epochs_trains_as_many_in_the_cli_and_the_window(win, tmp_path):
+    """Epochs defaulted to 3 from ``train --config`` and showed 10 in a fresh window: one file,
+    two runs (the window's 10 reach past the warmup on the bundled corpus; 3 stayed inside it)."""
+    import engine
+
+    path = tmp_path / "s.toml"
+    path.write_text('[run]\npreset = "small"\n')
+    cli = engine.load_settings(str(path)).spec.train.epochs
+    assert win.train.epochs.value() == cli == engine.DEFAULT_EPOCHS == 10
