@@ -179,3 +179,22 @@ def test_the_ends_of_a_boxs_range_are_taken(qtbot, said):
     assert panel.lr.value() == 10
     qtbot.wait(400)
     assert said == []
+
+
+def test_the_arrows_of_a_box_with_a_step_go_to_its_multiples(qtbot):
+    """d_model 1 went 17, 33, 49 by its arrows (a step of 16 from wherever it stood): the
+    arrows of a box with a step go to that step's multiples, within its range."""
+    panel = TrainPanel()
+    qtbot.addWidget(panel)
+    panel.preset.setCurrentText("custom")
+    box = panel.d_model
+    seen = []
+    for start, key in ((1, Qt.Key.Key_Up), (17, Qt.Key.Key_Up), (17, Qt.Key.Key_Down),
+                       (16, Qt.Key.Key_Down), (1, Qt.Key.Key_Down), (130, Qt.Key.Key_PageUp)):
+        box.setValue(start)
+        QTest.keyClick(box, key)
+        seen.append(box.value())
+    assert seen == [16, 32, 16, 1, 1, 288], seen  # PageUp: ten steps from 128
+    panel.n_layer.setValue(3)  # a step of 1 is as before
+    QTest.keyClick(panel.n_layer, Qt.Key.Key_Up)
+    assert panel.n_layer.value() == 4
