@@ -974,3 +974,25 @@ def test_an_export_name_is_measured_in_bytes_not_characters(tmp_path):
     with pytest.raises(CheckpointError, match="a name of 241 bytes; .* at most 237 bytes"):
         check_dest(tmp_path / ("é" * 118 + ".gguf"), file=True)
     check_dest(tmp_path / ("é" * 116 + ".gguf"), file=True)  # 237 bytes: taken
+
+
+def test_a_lora_run_whose_training_state_is_damaged_exports_merged_not_its_adapters(
+        lora_run: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Every export refused a run whose snapshots' training state was damaged, its weights
+    intact. The merged export writes them; the PEFT export, whose adapters live in that state,
+    says so (it would have said "not a LoRA run")."""
+    import shutil
+
+    from engine import runformat as rf
+
+    run = tmp_path / "run"
+    shutil.copytree(lora_run, run)
+    for _, snap in rf.snapshots(run):
+        with open(snap / rf.SNAP_STATE, "r+b") as f:
+            f.truncate(100)
+    assert main(["export", "--merged", str(run), str(tmp_path / "m")]) == 0
+    capsys.readouterr()
+    assert main(["export", "--peft", str(run), str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert "its LoRA adapters are kept in its training state, which is damaged" in err, err
+    assert "export --merged still writes its weights" in err and not (tmp_path / "p").exists()

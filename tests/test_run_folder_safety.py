@@ -1670,6 +1670,12 @@ def test_intact_weights_load_when_only_the_training_state_is_damaged(made_run, t
     assert main(["generate", str(run), "--max-new-tokens", "4", "--no-stream"]) == 0
     assert main(["eval", str(run)]) == 0 and main(["eval", str(latest)]) == 0  # held-out split
     assert "at step 4)" in capsys.readouterr().out
+    out = tmp_path / "merged"
+    assert main(["export", "--merged", str(run), str(out)]) == 0  # the exports too
+    assert "its training state is damaged" in capsys.readouterr().err
+    exported = MambaLM.load(out)
+    assert all(np.array_equal(exported.params[k], want.params[k]) for k in want.params)
+    assert main(["export", "--gguf", str(run), str(tmp_path / "m.gguf")]) == 0
     with pytest.raises(CheckpointError, match="none of its 3 snapshots is complete") as exc:
         resume(run, max_steps=6)
     assert str(exc.value).endswith(f"its weights (step-4) still load: generate, or start a new "

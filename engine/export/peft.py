@@ -69,6 +69,10 @@ def export_peft(src_folder: str | Path, out: str | Path, force: bool = False,
         raise CheckpointError(  # (it said "not a LoRA run" of a LoRA adapter's folder)
             f"{src_folder}: already a PEFT adapter export (it loads as it is); copy the folder "
             "to share it, or give it to the merged export for one model folder")
+    if run.lora is None and run.state_problem is not None and run.train.get("lora"):
+        raise CheckpointError(f"{src_folder}: its LoRA adapters are kept in its training state, "
+                              f"which is damaged ({run.state_problem}); export --merged "
+                              "still writes its weights")
     if run.lora is None:
         raise CheckpointError(
             f"{src_folder}: not a LoRA run (no adapters to export); use the merged export")

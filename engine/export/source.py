@@ -40,6 +40,7 @@ class RunSource:
     spec: dict[str, Any] = field(default_factory=dict)  # the run's RunSpec dict ({} outside a run)
     snap_val_loss: float | None = None  # held-out loss of these very weights, saved with them
     notices: list[str] = field(default_factory=list)  # corrupt snapshots passed over
+    state_problem: str | None = None  # why the training state (a LoRA's adapters) is unread
 
 
 def _lora(lm: MambaLM, lora_cfg: dict[str, Any] | None, state: Path,
@@ -341,11 +342,22 @@ def open_run(folder: str | Path) -> RunSource:
         raise bad
     if rf.is_run(folder) or (folder / rf.SNAP_MANIFEST).exists():
         refused: list[str] = []
-        if rf.is_run(folder):
-            run_dir = folder
-            snap, meta, refused = rf.find_snapshot(folder)
-        else:
-            run_dir, snap, meta = folder.parent.parent, folder, rf.verify_snapshot(folder)
+        state_problem: str | None = None
+        run_dir = folder if rf.is_run(folder) else folder.parent.parent
+        try:
+            if rf.is_run(folder):
+                snap, meta, refused = rf.find_snapshot(folder)
+            else:
+                snap, meta = folder, rf.verify_snapshot(folder)
+        except CheckpointError as exc:  # its weights may be intact (the training state damaged:
+            try:  # they were locked out of every export)
+                if rf.is_run(folder):
+                    snap, _, refused = rf.find_snapshot(folder, model_only=True)
+                else:
+                    snap, _ = folder, rf.verify_snapshot(folder, model_only=True)
+            except CheckpointError:
+                raise exc from None
+            meta, state_problem = {"step": rf.snapshot_step(snap.name) or 0}, str(exc)
         spec = rf.read_run_json(run_dir)["spec"] if rf.is_run(run_dir) else {}
         spec = spec if isinstance(spec, dict) else {}
         train = spec.get("train", {})
@@ -353,13 +365,18 @@ def open_run(folder: str | Path) -> RunSource:
         lm.check_finite(snap)
         val, val_step = _last_val(meta.get("epochs", []))
         notices = [f"{e}; using {snap.name} instead" for e in refused]
+        if state_problem is not None:
+            notices.append(f"its training state is damaged ({state_problem}); its weights, "
+                           f"{snap.name}, are intact and exported (the card names no held-out "
+                           "loss)")
         if rf.is_run(folder) and rf.RunLock(folder).held_elsewhere():  # (it was said nowhere)
             notices.append(f"{folder} is training: this is its latest snapshot, {snap.name}; "
                            "the steps after it are not in the export")
-        return RunSource(folder, lm, _lora(lm, train.get("lora"), snap / rf.SNAP_STATE, "trainable."),
-                         train, int(meta.get("step", 0)), val, val_step,
+        lora = None if state_problem else _lora(lm, train.get("lora"), snap / rf.SNAP_STATE,
+                                                "trainable.")
+        return RunSource(folder, lm, lora, train, int(meta.get("step", 0)), val, val_step,
                          run_dir if rf.is_run(run_dir) else None, spec,
-                         _float_or_none(meta.get("val_loss")), notices)
+                         _float_or_none(meta.get("val_loss")), notices, state_problem)
     if (folder / "trainer_state.json").exists():  # a checkpoint from before run folders
         state = read_trainer_state(folder)
         ckpt.verify_hashes(folder, state["files"])
