@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         follow_preset,
     )
     from .docstore import load_documents, save_documents
-    from .documents import RECORDS, Documents, encode_documents, split_documents
+    from .documents import RECORDS, Documents, encode_documents, held_out_files, split_documents
     from .earlystop import EarlyStopping
     from .errors import (
         CheckpointError,
@@ -170,6 +170,7 @@ _EXPORTS: dict[str, str] = {
     "Documents": "documents",
     "encode_documents": "documents",
     "split_documents": "documents",
+    "held_out_files": "documents",
     "CheckpointError": "errors",
     "CorpusError": "errors",
     "MambaStudioError": "errors",
@@ -418,6 +419,7 @@ __all__ = [
     "save_settings",
     "ShardSpec",
     "split_documents",
+    "held_out_files",
     "split_holdout",
     "start_run",
     "StepReport",

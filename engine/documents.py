@@ -26,6 +26,7 @@ import re
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -265,6 +266,30 @@ def split_documents(docs: Documents, fraction: float, seed: int = 0,
         return train[~mask], train[np.sort(np.asarray(chosen))]
     return _split_window(train, target, rng)
 
+
+
+def held_out_files(tokens: dict[str, int], fraction: float, seed: int = 0,
+                   min_tokens: int = 0) -> dict[str, bool]:
+    """Which files a run on ``tokens`` (file path -> its token count; each file one document,
+    records "file") holds out, by ``split_documents`` over the documents ``encode_documents``
+    makes of them: in path order (``load_corpus``'s), each with its end-of-text token. True for a
+    file held out whole, False for one a window of which is (no whole file fits the share). The
+    window's Corpus table marks them before Start; its own copy of this rule drifted once (it
+    counted no end-of-text token)."""
+    if fraction <= 0 or not tokens:
+        return {}
+    paths = sorted(tokens, key=Path)
+    lengths = np.array([tokens[p] + 1 for p in paths])
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    _, val = split_documents(Documents(np.zeros(int(offsets[-1]), dtype=np.uint8), offsets),
+                             fraction, seed, min_tokens)
+    out: dict[str, bool] = {}
+    for start, n in val:
+        first = int(np.searchsorted(offsets, start, side="right")) - 1
+        last = int(np.searchsorted(offsets, start + n - 1, side="right")) - 1
+        whole = start == offsets[first] and start + n == offsets[last + 1]
+        out.update(dict.fromkeys(paths[first:last + 1], bool(whole)))
+    return out
 
 def _split_window(spans: np.ndarray, target: int, rng: np.random.Generator
                   ) -> tuple[np.ndarray, np.ndarray]:

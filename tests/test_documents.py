@@ -217,3 +217,30 @@ def test_a_link_to_a_corpus_file_is_read_once(tmp_path):
                                "read once")
     assert why["zz-hard.txt"].startswith(f"the same file as {c / 'doc2.txt'}")
     assert "doc1.txt" not in why  # given twice (in its folder and by name): once, unsaid
+
+
+def test_held_out_files_names_the_files_a_run_holds_out(tmp_path):
+    """The window's Corpus table marks held-out files before Start from token counts alone; the
+    rule is the engine's, checked here against the split of the documents a run encodes."""
+    import engine
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(10):  # small files a token apart: the end token decides which fit
+        (data / f"{i:02d}.txt").write_text("x" * (10 + i) + "\n")
+    corpus = engine.load_corpus([str(data)])
+    docs = engine.encode_documents(corpus, engine.ByteTokenizer(), "file")
+    starts = [int(s) for s in docs.offsets[:-1]]
+    paths = [str(f.path) for f in corpus.files]
+    counts = {str(f.path): f.n_bytes for f in reversed(corpus.files)}  # any order
+    seen_whole = 0
+    for seed in range(30):
+        for min_tokens in (0, 17, 65):
+            _, val = engine.split_documents(docs, 0.1, seed, min_tokens)
+            held = {paths[starts.index(int(s))] for s, n in val if int(s) in starts
+                    and int(s) + int(n) in [*starts[1:], int(docs.offsets[-1])]}
+            predicted = engine.held_out_files(counts, 0.1, seed, min_tokens)
+            assert {p for p, whole in predicted.items() if whole} == held, (seed, min_tokens)
+            seen_whole += bool(held)
+    assert seen_whole > 30
+    assert engine.held_out_files(counts, 0.0) == {}

@@ -11,7 +11,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
@@ -465,20 +464,10 @@ class CorpusPanel(QWidget):
         whole file fits the held-out share), by the engine's own seeded split of whole documents
         (engine.documents.split_documents) over these files' token counts (each file one
         document, as with records "file"); ``seed``/``min_tokens`` follow the training panel."""
-        if self.holdout <= 0 or not self.files or self.record_mode() != "file":
+        if self.record_mode() != "file":
             return {}  # lines / paragraphs: examples of every file are held out, not files
-        paths = sorted(self.files, key=Path)  # the engine's order (engine.load_corpus)
-        lengths = np.array([self.tokens.get(p, self.files[p].n_bytes) + 1 for p in paths])
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        docs = engine.Documents(np.zeros(int(offsets[-1]), dtype=np.uint8), offsets)
-        _, val = engine.split_documents(docs, self.holdout, self.seed, self.min_tokens)
-        out: dict[str, bool] = {}
-        for start, n in val:
-            first = int(np.searchsorted(offsets, start, side="right")) - 1
-            last = int(np.searchsorted(offsets, start + n - 1, side="right")) - 1
-            whole = start == offsets[first] and start + n == offsets[last + 1]
-            out.update(dict.fromkeys(paths[first:last + 1], bool(whole)))
-        return out
+        return engine.held_out_files({p: self.tokens.get(p, f.n_bytes) for p, f in self.files.items()},
+                                     self.holdout, self.seed, self.min_tokens)
 
     def set_split(self, holdout: float, seed: int, min_tokens: int) -> None:
         if (holdout, seed, min_tokens) != (self.holdout, self.seed, self.min_tokens):
