@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         peft_refused,
     )
     from .gpu import GpuUnavailable, open_stepper, pick_backend
+    from .history import History, read_history
     from .limits import MODEL_RANGES
     from .lm import MambaLM
     from .lora import (
@@ -170,6 +171,8 @@ _EXPORTS: dict[str, str] = {
     "Documents": "documents",
     "encode_documents": "documents",
     "split_documents": "documents",
+    "History": "history",
+    "read_history": "history",
     "held_out_files": "documents",
     "CheckpointError": "errors",
     "CorpusError": "errors",
@@ -419,6 +422,8 @@ __all__ = [
     "save_settings",
     "ShardSpec",
     "split_documents",
+    "History",
+    "read_history",
     "held_out_files",
     "split_holdout",
     "start_run",

@@ -265,65 +265,18 @@ class PlotsPanel(QWidget):
         self.set_tokens_per_byte(run_tokens_per_byte(folder) or 1.0)
 
     def load_history(self, rows: list[dict[str, Any]], epochs_done: int = 0) -> None:
-        """Replace the curves with a run's metrics.csv rows (engine.run.read_metrics), drawn as
-        the live run drew them: step curves, one train/grad-norm epoch-mean point per completed
-        epoch (mean of its finite steps, at its last step), held-out points per step and per
-        epoch. An "eval" row that repeats its step row's ``val_loss`` is that step's held-out
-        loss; any other is an epoch's; an epoch ending at an evaluated step has that step's. An
-        epoch counts as completed when a later epoch has steps, it has an epoch held-out row, it
-        has as many steps as a completed one, or it is among the first ``epochs_done`` (the
-        latest snapshot's count). Live reports of steps and epochs
-        already drawn from here are not drawn twice."""
+        """Replace the curves with a run's metrics.csv rows, drawn as the live run drew them
+        (``engine.read_history``: step curves, one epoch-mean point per completed epoch,
+        held-out points per step and per epoch). Live reports of steps and epochs already drawn
+        from here are not drawn twice."""
         self.clear()
-        per_epoch: dict[int, list[tuple[float, float, float]]] = {}  # epoch: (step, loss, norm)
-        last_step: dict[int, float] = {}
-        counts: dict[int, int] = {}  # epoch: its step rows
-        epoch_val: dict[int, tuple[float, float]] = {}
-        step_eval: tuple[int, float] | None = None  # the step row whose eval row comes next
-        for row in rows:
-            epoch = int(row.get("epoch") or 0)
-            if row["kind"] == "step":
-                loss, norm, val = row.get("loss"), row.get("grad_norm"), row.get("val_loss")
-                last_step[epoch] = max(last_step.get(epoch, 0), row["step"])
-                counts[epoch] = counts.get(epoch, 0) + 1
-                if loss is None or not math.isfinite(loss):
-                    self.nan_steps.append(row["step"])
-                    self.nan_y.append(self.losses[-1] if self.losses else 0.0)
-                    per_epoch.setdefault(epoch, [])
-                else:
-                    self.steps.append(row["step"])
-                    self.losses.append(loss)
-                    self.norms.append(norm or 0.0)
-                    per_epoch.setdefault(epoch, []).append((row["step"], loss, norm or 0.0))
-                step_eval = None
-                if val is not None and math.isfinite(val):
-                    self.val_step_x.append(row["step"])
-                    self.val_step_losses.append(val)
-                    step_eval = (row["step"], val)
-            elif row["kind"] == "eval" and row.get("val_loss") is not None:
-                if step_eval == (row["step"], row["val_loss"]):
-                    step_eval = None  # the step row's own held-out loss, drawn already
-                else:
-                    epoch_val[epoch] = (row["step"], row["val_loss"])
-        top = max(per_epoch, default=-1)
-        done = {e for e in per_epoch if e < top or e in epoch_val or e < epochs_done}
-        full = {counts[e] for e in done}
-        done |= {e for e in per_epoch if counts[e] in full}
-        step_val = dict(zip(self.val_step_x, self.val_step_losses, strict=True))
-        for e in done - set(epoch_val):  # its last step was evaluated: the epoch's own held-out
-            if last_step[e] in step_val:  # loss is that one, logged once
-                epoch_val[e] = (last_step[e], step_val[last_step[e]])
-        for e in sorted(done):
-            good = per_epoch[e]
-            x = good[-1][0] if good else last_step[e]
-            self.epoch_x.append(x)
-            self.epoch_losses.append(sum(g[1] for g in good) / len(good) if good else math.nan)
-            self.epoch_norms.append(sum(g[2] for g in good) / len(good) if good else math.nan)
-            if e in epoch_val:
-                self.val_x.append(x)
-                self.val_losses.append(epoch_val[e][1])
-        self._history_step = int(max(last_step.values(), default=0))
-        self._history_epochs = done
+        h = engine.read_history(rows, epochs_done)
+        for name in ("steps", "losses", "norms", "nan_steps", "nan_y", "val_step_x",
+                     "val_step_losses", "epoch_x", "epoch_losses", "epoch_norms", "val_x",
+                     "val_losses"):
+            setattr(self, name, getattr(h, name))
+        self._history_step = h.last_step
+        self._history_epochs = h.epochs_done
         self._dirty = True
 
     def set_compare(self, name: str, rows: list[dict[str, Any]],
