@@ -11,7 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .cli_train import RANK_TIMEOUT_S, cmd_train
 from .cliout import PROGRESS, forgiving_stderr, stdout_gone, terminal_safe, text_out, write_text
@@ -370,20 +370,27 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .bench import BENCH_CONFIGS
-    from .evaluation import HELDOUT_SAMPLE_TOKENS
-    from .lora import LORA_TARGETS, LoRAConfig
-    from .params import INITS
-    from .runspec import RunSpec
-    from .sampling import GENERATION_DEFAULTS
-    from .tokenizer import MAX_BPE
-    from .trainer import TrainConfig
-
-    preset = PRESET_DEFAULTS[DEFAULT_PRESET]
     p = _Parser(prog="python -m engine", description="Mamba Studio without a window: train a "
                 "model, generate from it, evaluate it, benchmark a step, export it for other tools.")
     commands = "{train,generate,eval,bench,export}"  # named in the error when none is given
     sub = p.add_subparsers(dest="cmd", required=True, metavar=commands)
+    _add_train(sub)
+    _add_generate(sub)
+    _add_eval(sub)
+    _add_bench(sub)
+    _add_export(sub)
+    return p
+
+
+def _add_train(sub: Any) -> None:
+    """The ``train`` command's arguments."""
+    from .lora import LORA_TARGETS, LoRAConfig
+    from .params import INITS
+    from .runspec import RunSpec
+    from .tokenizer import MAX_BPE
+    from .trainer import TrainConfig
+
+    preset = PRESET_DEFAULTS[DEFAULT_PRESET]
     t = sub.add_parser("train", help="train on text files/folders (default: bundled sample corpus)")
     t.add_argument("corpus", nargs="*", type=_path,
                    help="text/code files or folders to train on (default: the bundled sample "
@@ -495,6 +502,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --distributed: seconds without an answer from another rank before "
                         f"the job is ended (default {RANK_TIMEOUT_S:g})")
     t.set_defaults(fn=cmd_train)
+
+
+def _add_generate(sub: Any) -> None:
+    """The ``generate`` command's arguments."""
+    from .sampling import GENERATION_DEFAULTS
+
     g = sub.add_parser("generate", help="generate text from a model folder")
     g.add_argument("model", type=_path, help="run folder (latest snapshot), snapshot or model folder")
     gen = GENERATION_DEFAULTS  # the defaults the app's Playground and previews show too
@@ -529,6 +542,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cpu (default), gpu (wgpu: a hardware GPU, else Mesa's software "
                         "lavapipe), or auto: a hardware GPU if any, else the CPU")
     g.set_defaults(fn=cmd_generate)
+
+
+def _add_eval(sub: Any) -> None:
+    """The ``eval`` command's arguments."""
+    from .evaluation import HELDOUT_SAMPLE_TOKENS
+
     e = sub.add_parser("eval", help="held-out metrics of a model on a corpus")
     e.add_argument("model", type=_path,
                    help="run folder (latest snapshot), snapshot or model folder")
@@ -545,6 +564,12 @@ def build_parser() -> argparse.ArgumentParser:
                         f"evenly over the text, at least one row (default "
                         f"{HELDOUT_SAMPLE_TOKENS:,}, as training does; 0: all)")
     e.set_defaults(fn=cmd_eval)
+
+
+def _add_bench(sub: Any) -> None:
+    """The ``bench`` command's arguments."""
+    from .bench import BENCH_CONFIGS
+
     b = sub.add_parser(
         "bench", help="training-step throughput",
         description="Time training steps (forward + backward + AdamW) of fixed shapes, so "
@@ -567,6 +592,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--generate", type=_names(("cpu", "wgpu")),
                    help="decode throughput instead, e.g. cpu,wgpu")
     b.set_defaults(fn=cmd_bench)
+
+
+def _add_export(sub: Any) -> None:
+    """The ``export`` command's arguments."""
     from .export.peft import LINES, PEFT_SUPPORT
 
     table = "; ".join(f"{t}: " + "/".join(PEFT_SUPPORT[t][line] for line in LINES)
@@ -589,7 +618,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace an earlier export in OUT (a folder holding other files is "
                         "never emptied)")
     x.set_defaults(fn=cmd_export)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
