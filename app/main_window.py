@@ -68,6 +68,11 @@ LABELS = {"epochs": "epochs", "max_steps": "max steps", "lr": "learning rate",
           "eval_every": "held-out eval every"}  # the Continue overrides, as the Next Start line says
 
 
+def _run_value(spec: engine.RunSpec | None, key: str) -> float:
+    """A continued run's own value of a setting with no box (its training's, else its run's)."""
+    return float(getattr(spec.train, key, getattr(spec, key, 0)) if spec is not None else 0)
+
+
 def _early_text(es: engine.EarlyStopping) -> str:
     """An early stopping setting in words ("patience 3, target loss 1.2", "off")."""
     parts = ([f"patience {es.patience}"] if es.patience else []) + (
@@ -468,7 +473,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
                 if isinstance(v, engine.EarlyStopping) else
                 f"{LABELS[k]} {v or 'no limit'} (was "
                 f"{getattr(saved, k) or 'no limit'})" if k == "max_steps" else
-                f"{LABELS.get(k, k)} {v:g} (was {getattr(saved, k, None) or 'no limit'})"
+                f"{LABELS[k]} {v:g} (was {getattr(saved, k) or 'no limit'})" if k in LABELS else
+                f"{k.replace('_', ' ')} {v:g} (was {_run_value(self.continue_spec, k):g})"
                 for k, v in over.items())
             how = (f"with {changes}" if changes else
                    "with its own settings (change epochs, max steps, learning rate, held-out "
@@ -719,13 +725,15 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             over["max_steps"] = engine.NO_LIMIT
         spec = self.continue_spec
         if spec is not None:  # a settings file's warmup_steps, autosave_...: no box (dropped,
-            for k, v in self.train.extras.items():  # where train --resume --config took them)
+            for k, v in self.train.continue_extras.items():  # where --resume --config took them)
                 if k in engine.RESUME_OVERRIDES and v != getattr(spec.train, k, getattr(spec, k, v)):
                     over[k] = v
-        early = self.train.early_stopping()
-        if self.continue_spec is not None and early != self.continue_early_shown:
-            over["early_stopping"] = replace(early, min_delta=self.continue_spec.early_stopping
-                                             .min_delta)  # (no box: the run's stays)
+        early, was = self.train.early_stopping(), self.continue_early_shown
+        if self.continue_spec is not None:
+            had = self.continue_spec.early_stopping.min_delta  # (no box: a file's, else the run's)
+            md = self.train.continue_extras.get("min_delta", had)
+            if (early.patience, early.target_loss) != (was.patience, was.target_loss) or md != had:
+                over["early_stopping"] = replace(early, min_delta=md)
         return over
 
     def start_training(self) -> None:

@@ -33,6 +33,8 @@ _CLI_ADVICE = (
 
 
 _INIT_ADVICE = re.compile(r"start a new run on the corpus with --init (\S+) to keep its weights")
+_WEIGHTS_LOAD = re.compile(r"still load: generate, or start a new run with --init (\S+) to keep "
+                           "them")
 
 
 def in_window_terms(msg: str) -> str:
@@ -40,5 +42,7 @@ def in_window_terms(msg: str) -> str:
     window does it (a window user was told to "train into another --out")."""
     for cli, window in _CLI_ADVICE:
         msg = msg.replace(cli, window)
+    msg = _WEIGHTS_LOAD.sub(r"still load: open \1 with File > Open model… (the Playground "
+                            "generates from it) and Start a new run to keep them", msg)
     return _INIT_ADVICE.sub(r"open \1 with File > Open model… and Start a new run to keep its "
                             "weights", msg)

@@ -1743,6 +1743,8 @@ def test_snapshots_unreadable_for_their_mode_say_chmod_not_start_again(made_run,
         raise CheckpointError(f"{p / ckpt.SINGLE}: cannot read (Permission denied)")
 
     monkeypatch.setattr(snapshot_dirs, "verify_snapshot", denied)
+    monkeypatch.setattr(snapshot_dirs, "_pointer_file", lambda *a: None)  # latest.json unread
+    # too: its reason comes first, and the advice looked at the first reason only
     with pytest.raises(CheckpointError) as exc:
         snapshot_dirs.find_snapshot(made_run)
     assert str(exc.value).endswith(f"make its files readable (chmod -R u+rX {made_run}) and try "
@@ -1758,5 +1760,21 @@ def test_a_damaged_latest_pointer_is_said_when_the_newest_snapshot_is_taken(made
     (run / rf.LATEST).write_text(text)
     assert main(["generate", str(run), "--max-new-tokens", "2", "--no-stream"]) == 0
     err = capsys.readouterr().err
-    assert (f"warning: {run / rf.LATEST}: damaged or naming no snapshot of this run; using "
-            "step-4 instead") in err, err
+    assert (f"warning: {run / rf.LATEST}: unreadable, damaged or naming no snapshot of this "
+            "run; using step-4 instead") in err, err
+
+
+def test_the_window_says_the_weights_still_load_in_its_own_words(made_run, tmp_path):
+    """The resume's refusal of a run whose training state is damaged says the weights still
+    load with the CLI's "generate" and "--init": the window says where it does those."""
+    from app.words import in_window_terms
+
+    run = _copy(made_run, tmp_path)
+    for _, snap in rf.snapshots(run):
+        (snap / rf.SNAP_TRAINER).write_text('"nope"')
+    (run / rf.LATEST).write_text("garbage")  # first among the reasons, now
+    with pytest.raises(CheckpointError) as exc:
+        snapshot_dirs.find_snapshot(run)
+    said = in_window_terms(str(exc.value))
+    assert said.endswith(f"its weights (step-4) still load: open {run} with File > Open model… "
+                         "(the Playground generates from it) and Start a new run to keep them"), said

@@ -269,6 +269,8 @@ class TrainPanel(QWidget):
         self._restore()
         self._defaults_of = _training_preset(self.preset.currentText())
         self.extras: dict[str, Any] = {}  # NO_BOX_TRAIN / NO_BOX_RUN values from a settings file
+        self.continue_extras: dict[str, Any] = {}  # those a file opened for the chosen Continue
+        # set that a resume may change (warmup_steps, autosave, min_delta): only those reach it
         self.model_extras: dict[str, Any] = {}  # its [model] settings past BOXED_MODEL (custom)
         self.preset.currentTextChanged.connect(self._follow_preset)
         for combo in (self.preset, self.tokenizer, self.init_scheme):
@@ -413,6 +415,7 @@ class TrainPanel(QWidget):
         replaced come back with ``end_resumable``: a continued BPE run's 2x rate must not become
         the next new run's (or the next launch's) rate."""
         tc = spec.train
+        self.continue_extras = {}  # (a file opened for an earlier choice reached this Continue)
         if self._before_resume is None:
             self._before_resume = {k: _value(getattr(self, k)) for k in self._RESUMED}
             self._defaults_before = self._defaults_of
@@ -468,6 +471,7 @@ class TrainPanel(QWidget):
     def end_resumable(self) -> None:
         """Put back the new-run values ``show_resumable`` replaced, and let the settings a
         continued run keeps be edited again (no-op if none)."""
+        self.continue_extras = {}
         if self._before_resume is not None:
             before, self._before_resume = self._before_resume, None
             self.model_override = None  # the continued run's model (MainWindow.choose_continue)
@@ -534,11 +538,12 @@ class TrainPanel(QWidget):
         self.extras |= {k: getattr(spec, k) for k in NO_BOX_RUN
                         if getattr(spec, k) != getattr(engine.RunSpec, k)}
         self.model_extras = {k: v for k, v in (spec.model or {}).items() if k not in BOXED_MODEL}
-        if continuing:  # what a resume cannot change (beta2, d_conv, ...) is named, not kept
-            for k in [k for k in self.extras if k not in engine.RESUME_OVERRIDES
-                      and k != "min_delta"] + list(self.model_extras):
-                v = self.extras.pop(k) if k in self.extras else self.model_extras.pop(k)
-                kept.append(f"{k} {setting_text(v)}")
+        if continuing:  # what a resume cannot change (beta2, d_conv, ...) is named; it stays
+            kept += [f"{k} {setting_text(v)}" for k, v in  # for the next new run (New model)
+                     [*self.extras.items(), *self.model_extras.items()]
+                     if k not in engine.RESUME_OVERRIDES and k != "min_delta"]
+            self.continue_extras = {k: v for k, v in self.extras.items()
+                                    if k in engine.RESUME_OVERRIDES or k == "min_delta"}
         if kept:
             changed.append(f"not {', '.join(kept)}: the continued run keeps its own (File > New "
                            "model trains a new run with them)")

@@ -367,8 +367,7 @@ def open_run(folder: str | Path) -> RunSource:
         notices = [f"{e}; using {snap.name} instead" for e in refused]
         if state_problem is not None:
             notices.append(f"its training state is damaged ({state_problem}); its weights, "
-                           f"{snap.name}, are intact and exported (the card names no held-out "
-                           "loss)")
+                           f"{snap.name}, are intact and exported")
         if rf.is_run(folder) and rf.RunLock(folder).held_elsewhere():  # (it was said nowhere)
             notices.append(f"{folder} is training: this is its latest snapshot, {snap.name}; "
                            "the steps after it are not in the export")

@@ -309,7 +309,8 @@ def find_snapshot(folder: Path, which: str = LATEST, model_only: bool = False
     newer = [p for n, p in reversed(snapshots(folder))
              if which == LATEST and ptr is not None and n > ptr["step"]]
     if ptr is None and ((folder / which).exists() or (folder / which).is_symlink()):
-        errors.append(f"{folder / which}: damaged or naming no snapshot of this run")  # (the
+        errors.append(f"{folder / which}: unreadable, damaged or naming no snapshot of this "
+                      "run")  # (the
         # newest snapshot was taken without a word)
     candidates = [*newer, *([folder / SNAPSHOTS / ptr["snapshot"]] if ptr else [])]
     candidates += [p for _, p in reversed(snapshots(folder)) if p not in candidates]
@@ -331,10 +332,10 @@ def find_snapshot(folder: Path, which: str = LATEST, model_only: bool = False
         raise CheckpointError(f"{folder}: no snapshot in {folder / SNAPSHOTS}; the run was never "
                               "saved: start it again")
     present = len(snapshots(folder))  # (not the errors: latest.json's missing one counted,
-    fix = ("start a new run (--init takes any other model folder)"  # (a file mode: "start a
-           if "Permission denied" not in errors[0] else  # new run" led users to delete it)
+    denied = any("Permission denied" in e for e in errors)  # (a file mode: "start a new run"
+    fix = ("start a new run (--init takes any other model folder)" if not denied else  # led
            f"make its files readable (chmod -R u+rX {shlex.quote(str(folder))}) and try again")
-    if not model_only and "Permission denied" not in errors[0]:
+    if not model_only and not denied:  # users to delete it)
         with contextlib.suppress(CheckpointError):  # only its training state is damaged
             weights = find_snapshot(folder, which, model_only=True)[0]
             fix = (f"its weights ({weights.name}) still load: generate, or start a new run with "

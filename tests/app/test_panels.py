@@ -60,18 +60,25 @@ def test_a_settings_file_opened_for_a_continue_leaves_what_the_run_keeps(win, ti
     before = (win.train.batch.value(), win.train.seq_len.value(), win.train.seed.value(),
               win.train.d_model.value(), win.train.preset.currentText())
     path = tmp_path / "s.toml"
-    path.write_text('[run]\npreset = "tiny"\n[model]\nd_model = 48\n[train]\nbatch_size = 6\n'
+    path.write_text('[run]\npreset = "tiny"\nautosave_minutes = 1.0\n[model]\nd_model = 48\n'
+                    "[train]\nbatch_size = 6\n"
                     "seq_len = 96\nseed = 11\nepochs = 7\nlr = 0.001\nwarmup_steps = 50\n"
-                    "beta2 = 0.95\n")
+                    "beta2 = 0.95\n[early_stopping]\nmin_delta = 0.2\n")
     win.load_settings_file(str(path))
     assert (win.train.batch.value(), win.train.seq_len.value(), win.train.seed.value(),
             win.train.d_model.value(), win.train.preset.currentText()) == before
     assert (win.train.epochs.value(), win.train.lr.value()) == (7, pytest.approx(0.001))
     over = win.continue_overrides()
     assert (over["epochs"], over["warmup_steps"]) == (7, 50)  # as train --resume --config
-    assert "beta2" not in over
+    assert over["early_stopping"].min_delta == 0.2 and "beta2" not in over
     assert ("not d_model 48, batch_size 6, seq_len 96, seed 11, beta2 0.95: the continued run "
-            "keeps its own" in win.errors[-1]), win.errors
+            "keeps its own (File > New model trains a new run with them)" in win.errors[-1]), \
+        win.errors
+    assert "autosave minutes 1 (was 5)" in win.next_label.full, win.next_label.full
+    win.new_model()  # ... as it says: the file's other settings are the next new run's
+    assert win.train.train_config().beta2 == 0.95 and win.continue_overrides() == {}
+    win.choose_continue(tiny_run)  # chosen again: nothing of the file reaches this Continue
+    assert win.continue_overrides() == {}, win.continue_overrides()
 
 
 def test_the_model_opened_when_the_app_closed_is_reopened_at_launch(qtbot, tiny_run, tmp_path):
