@@ -191,8 +191,6 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         split.addWidget(left)
         split.addWidget(center)
         split.setSizes([430, 850])
-        for s in (center, split):  # a pane dragged to nothing stayed so at every launch, behind
-            s.setChildrenCollapsible(False)  # a 6-px handle (the Preview and Log, found by none)
         self.plots.setMinimumHeight(150)  # (at 700x500 the curves got 60 px: axes, no curve)
         self.splitters = {"window/center_split": center, "window/side_split": split}
         train_page = QWidget()
@@ -278,7 +276,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             state = settings.load(key, None)
             if state is not None:
                 splitter.restoreState(state)
-            splitter.setChildrenCollapsible(False)  # (a restored state brings its own flag back)
+            splitter.setChildrenCollapsible(False)  # a pane dragged to nothing stayed so at every
+            # launch, behind a 6-px handle (after the restore: a saved state brings its own flag)
         newest = max((r for r in self.runs.runs if r.status != "broken"),  # (the table's
                      key=lambda r: (r.created, r.name), default=None)  # saved sort aside)
         if newest is not None:  # the newest run is shown as Open shows it, as the Gallery and
@@ -564,7 +563,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
     def _failed(self, msg: str) -> None:
         """A run that failed: its error, with the engine's command-line advice in the window's
         terms."""
-        self._error(in_window_terms(msg))
+        self._error(msg)  # (in the window's terms: _error says every message so)
 
     def unexpected_error(self, exc: BaseException) -> None:
         """An exception no handler expected (a bug that escaped a slot), in one line."""
@@ -728,9 +727,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             for k, v in self.train.continue_extras.items():  # where --resume --config took them)
                 if k in engine.RESUME_OVERRIDES and v != getattr(spec.train, k, getattr(spec, k, v)):
                     over[k] = v
-        early, was = self.train.early_stopping(), self.continue_early_shown
-        if self.continue_spec is not None:
-            had = self.continue_spec.early_stopping.min_delta  # (no box: a file's, else the run's)
+            early, was = self.train.early_stopping(), self.continue_early_shown
+            had = spec.early_stopping.min_delta  # (no box: a file's, else the run's)
             md = self.train.continue_extras.get("min_delta", had)
             if (early.patience, early.target_loss) != (was.patience, was.target_loss) or md != had:
                 over["early_stopping"] = replace(early, min_delta=md)
@@ -1073,8 +1071,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.continue_spec = spec
         self.continue_shown = None  # no overrides while the panel is being set
         self.init_dir = None
-        self._reopening = None
-        settings.save(OPENED_KEY, "")
+        self._forget_opened()
         self._drop_opened_model()  # nor is an opened model the next new run's start any more
         self.train.show_resumable(spec)  # the panel starts from the run's own values
         try:  # ... and its model (a run from opened weights has their shape, not its preset's)
@@ -1138,8 +1135,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             if not reopen:
                 self._error(msg)
             elif self._reopening == path:  # (an ERROR at every launch, for a model now broken)
-                self._reopening = None
-                settings.save(OPENED_KEY, "")
+                self._forget_opened()
                 self._log(f"note: the model opened last time could not be opened again: {msg}")
 
         def done(lm: engine.MambaLM) -> None:
@@ -1178,7 +1174,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         if not path:
             return
         if not Path(path).exists():
-            settings.save(OPENED_KEY, "")
+            self._forget_opened()
             self._log(f"note: the model opened last time, {path}, is gone; the next Start trains "
                       "a new model (File > Open model… to start from another)")
             return
@@ -1186,10 +1182,14 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
                   "from random weights)")
         self.open_model(path, reopen=True)
 
-    def new_model(self) -> None:
+    def _forget_opened(self) -> None:
+        """No model is reopened at the next launch (nor is one being reopened now)."""
         self._reopening = None
-        self.init_dir = self.continue_dir = None
         settings.save(OPENED_KEY, "")
+
+    def new_model(self) -> None:
+        self._forget_opened()
+        self.init_dir = self.continue_dir = None
         self.train.end_resumable()
         self._drop_opened_model()
         self._update_next()

@@ -18,7 +18,7 @@ from . import settings
 from .panels.corpus_panel import CorpusPanel
 from .panels.preview_panel import PreviewPanel
 from .panels.train_panel import TrainPanel, setting_text
-from .words import in_window_terms, plural
+from .words import plural
 
 
 class SettingsFlow:
@@ -53,7 +53,7 @@ class SettingsFlow:
         try:
             s = engine.load_settings(path)
         except engine.MambaStudioError as exc:
-            self._error(in_window_terms(str(exc)))  # (it said "check the --config path")
+            self._error(str(exc))  # (in the window's terms: it said "check the --config path")
             return
         # the settings the file names, over what the window shows (a file naming only lr reset
         # Epochs 10 -> 3, the preset and the preview prompts to their defaults)

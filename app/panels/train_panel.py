@@ -117,7 +117,6 @@ def _set_value(w: QWidget, v: object) -> None:
 
 # settings with no box in the panel: a loaded settings file's values are kept for the next runs
 # of the session, and saved with the settings (they were dropped: a file's warmup_steps 50
-# trained with 100, its holdout 0.3 with 0.1 before the box came)
 # trained with 100, its holdout 0.3 with 0.1 before the box came; its beta2, shuffle and the
 # model's d_conv or expand were still dropped, so the window trained another model than --config)
 BOXED_TRAIN = ("epochs", "lr", "batch_size", "seq_len", "grad_accum", "weight_decay",
@@ -129,9 +128,10 @@ BOXED_MODEL = ("d_model", "n_layer", "d_state")  # a file's other [model] sizes:
 
 
 def setting_text(value: Any) -> str:
-    """A setting's value as a settings file writes it (True: "true", 0.0003: "0.0003")."""
+    """A setting's value as a settings file writes it (True: "true", 0.0003: "0.0003", a seed
+    3000000000 as it is: ``:g`` wrote "3e+09")."""
     return str(value).lower() if isinstance(value, bool) else f"{value:g}" \
-        if isinstance(value, (int, float)) else str(value)
+        if isinstance(value, float) else str(value)
 
 
 def _training_preset(shown: str, before: str = engine.DEFAULT_PRESET) -> str:
@@ -522,12 +522,11 @@ class TrainPanel(QWidget):
         for name, w, v in pairs:
             if id(w) in fixed:
                 if not math.isclose(w.value(), v, rel_tol=1e-9):
-                    kept.append(f"{name} {v:g}" if isinstance(v, float) else f"{name} {v}")
+                    kept.append(f"{name} {setting_text(v)}")
                 continue
             w.setValue(min(max(v, w.minimum()), w.maximum()))  # type: ignore[arg-type]  # int->int box
             if not math.isclose(w.value(), v, rel_tol=1e-9):
-                changed.append(f"{name} {v:g} -> {w.text()}" if isinstance(v, float)
-                               else f"{name} {v} -> {w.text()}")
+                changed.append(f"{name} {setting_text(v)} -> {w.text()}")
         if not continuing:
             self.checkpointing.setChecked(t.activation_checkpointing)
         self._show_adapt(t)

@@ -344,17 +344,16 @@ def open_run(folder: str | Path) -> RunSource:
         refused: list[str] = []
         state_problem: str | None = None
         run_dir = folder if rf.is_run(folder) else folder.parent.parent
-        try:
+        def locate(model_only: bool) -> tuple[Path, dict[str, Any], list[str]]:
             if rf.is_run(folder):
-                snap, meta, refused = rf.find_snapshot(folder)
-            else:
-                snap, meta = folder, rf.verify_snapshot(folder)
+                return rf.find_snapshot(folder, model_only=model_only)
+            return folder, rf.verify_snapshot(folder, model_only=model_only), []
+
+        try:
+            snap, meta, refused = locate(model_only=False)
         except CheckpointError as exc:  # its weights may be intact (the training state damaged:
             try:  # they were locked out of every export)
-                if rf.is_run(folder):
-                    snap, _, refused = rf.find_snapshot(folder, model_only=True)
-                else:
-                    snap, _ = folder, rf.verify_snapshot(folder, model_only=True)
+                snap, _, refused = locate(model_only=True)
             except CheckpointError:
                 raise exc from None
             meta, state_problem = {"step": rf.snapshot_step(snap.name) or 0}, str(exc)

@@ -310,8 +310,7 @@ def find_snapshot(folder: Path, which: str = LATEST, model_only: bool = False
              if which == LATEST and ptr is not None and n > ptr["step"]]
     if ptr is None and ((folder / which).exists() or (folder / which).is_symlink()):
         errors.append(f"{folder / which}: unreadable, damaged or naming no snapshot of this "
-                      "run")  # (the
-        # newest snapshot was taken without a word)
+                      "run")  # (the newest snapshot was taken without a word)
     candidates = [*newer, *([folder / SNAPSHOTS / ptr["snapshot"]] if ptr else [])]
     candidates += [p for _, p in reversed(snapshots(folder)) if p not in candidates]
     for p in candidates:
