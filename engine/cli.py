@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import math
 import os
+import re
 import shlex
 import signal
 import sys
@@ -30,9 +31,19 @@ from .signals import Interrupted, interrupt_on_signals, note_interrupted
 if TYPE_CHECKING:
     from .evaluation import EvalReport
 
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
 
 class _Parser(argparse.ArgumentParser):
-    """Bad arguments give one line (``error: ...``) and exit code 2, without the usage block."""
+    """Bad arguments give one line (``error: ...``) and exit code 2, without the usage block.
+
+    A value such as ``-1e-3`` or ``-inf`` is read as a (negative) number, so its option's own
+    check names what is wrong with it; argparse's default takes only ``-1`` / ``-.5`` forms as
+    numbers and said "expected one argument" for the others."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_NUMBER
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")

@@ -397,6 +397,17 @@ def test_cli_bad_arguments_are_one_line(argv, capsys):
     assert err.startswith("error: ") and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize("value", ["-1e-3", "-inf", "-Infinity", "-nan", "-.5", "-2"])
+def test_cli_negative_numbers_are_checked_as_numbers(value, capsys):
+    """`--lr -1e-3` said "expected one argument": argparse read the value as an option."""
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--lr", value])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: argument --lr: {value} is out of range (0, 10]"
+                   " (see python -m engine train --help)\n")
+
+
 def test_cli_bad_files_are_one_line(tmp_path, capsys):
     os.mkfifo(tmp_path / "fifo.txt")
     lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer())
