@@ -111,6 +111,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.continue_spec: engine.RunSpec | None = None  # ... whose saved settings these are
         self.continue_shown: engine.TrainConfig | None = None  # the panel as Continue set it
         self.continue_early_shown = engine.EarlyStopping()  # ... and its early stopping
+        self.early_note_said = ""  # the early-stop note the Log has of the Continue chosen
         self.current_run: str | None = None  # the run training now, or the last one
         self.compared_run: str | None = None  # the run whose curves are overlaid in grey
         self.last_report: engine.StepReport | None = None  # this run's latest step
@@ -510,7 +511,10 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         """A line from the engine while a run works (its preparation, warnings, notes), in the
         window's terms (the Log said "name the file itself" and "--out")."""
         msg = in_window_terms(msg)
-        self._log(msg)
+        if msg == self.early_note_said:  # said when the Continue was chosen (it was said twice)
+            self.early_note_said = ""
+        else:
+            self._log(msg)
         if self.status.full.startswith(PREPARING):  # before step 1, the latest stage shows
             self.status.set_full(f"{PREPARING}: {msg.splitlines()[0] if msg else ''}")
 
@@ -1092,8 +1096,10 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         if not quiet:
             self._say(f"next Start continues {folder}")
         early = engine.early_stop_note(folder)
+        self.early_note_said = ""
         if early and not quiet:  # (its Continue stopped again after a few steps, unwarned)
-            self._log(f"note: {in_window_terms(early)}")
+            self.early_note_said = f"note: {in_window_terms(early)}"
+            self._log(self.early_note_said)
 
     def compare_run(self, folder: str) -> None:
         """Overlay a run's curves (grey) on the shown run's; the shown run stays the one File >

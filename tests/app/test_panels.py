@@ -119,7 +119,7 @@ def test_the_model_opened_when_the_app_closed_is_reopened_at_launch(qtbot, tiny_
     close_window(qtbot, w)
 
 
-def test_continue_of_a_run_its_early_stopping_ended_says_it_stops_again(win, tmp_path):
+def test_continue_of_a_run_its_early_stopping_ended_says_it_stops_again(win, qtbot, tmp_path):
     """Its Continue trained a few steps and stopped again, with no word before Start."""
     import engine
     from engine.trainer import TrainConfig
@@ -135,6 +135,10 @@ def test_continue_of_a_run_its_early_stopping_ended_says_it_stops_again(win, tmp
             in win.log.toPlainText()), win.log.toPlainText()[-400:]
     assert "it stops again at its next held-out check unless Patience or Target loss "\
         "change" in win.log.toPlainText()
+    train_until_idle(qtbot, win)  # its Start: the note is not said a second time
+    log = win.log.toPlainText()
+    assert log.count("was ended by its early stopping") == 1, log[-1500:]
+    assert "stopped at step 4 (early stopping: held-out loss" in log, log[-1500:]
 
 
 def test_a_playground_model_gone_from_disk_is_said_in_the_windows_terms(win, qtbot, tmp_path):
