@@ -80,6 +80,16 @@ def _early_text(es: engine.EarlyStopping) -> str:
     return ", ".join(parts) or "off"
 
 
+ELSEWHERE = "trains in another process"
+
+
+def _how_it_ended(run: engine.RunInfo) -> str:
+    """The idle line's "last run: ..." of a listed run (its state and last snapshot's step)."""
+    if run.status in ("running", "paused"):
+        return f"{run.name} {ELSEWHERE}"
+    return f"{run.name} {run.status} at step {run.steps:,}"
+
+
 STEPS_FORMAT = "%v / %m steps"  # the step bar while a run trains
 PREPARING_FORMAT = "preparing…"  # ... and before its first step
 IDLE_FORMAT = "no run training"  # ... and while none trains
@@ -283,10 +293,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
                      key=lambda r: (r.created, r.name), default=None)  # saved sort aside)
         if newest is not None:  # the newest run is shown as Open shows it, as the Gallery and
             self.open_run_view(str(newest.path))  # the Playground took it (the Train tab was
-            self.last_end = (f"{newest.name} trains in another process" if newest.status in (
-                "running", "paused") else f"{newest.name} {newest.status} at step "  # (empty,
-                f"{newest.steps:,}")
-            self._set_state("idle")  # "idle", after a close while it trained)
+            self.last_end = _how_it_ended(newest)  # (empty, "idle", after a close while it
+            self._set_state("idle")  # trained)
         self._say_settings_problems()
 
     def _say_settings_problems(self) -> None:
@@ -1003,13 +1011,19 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         if isinstance(total, int) and total >= step:
             self.progress.setRange(0, max(total, 1))
             self.progress.setValue(step)
-            self.progress.setFormat(f"{Path(folder).name} trains in another process: step "
+            self.progress.setFormat(f"{Path(folder).name} {ELSEWHERE}: step "
                                     f"{step:,} of {total:,}")
 
     def _followed_ended(self, folder: str) -> None:
+        name = Path(folder).name
+        if self.last_end == f"{name} {ELSEWHERE}":  # the idle line said so until a Start
+            ended = [r for r in engine.list_runs(Path(folder).parent) if r.path == Path(folder)]
+            self.last_end = _how_it_ended(ended[0]) if ended else ""
+            if self.state == "idle":
+                self._set_state("idle")
         if folder == self.shown_run and self.worker is None:
             self._reset_progress()
-            self._say(f"{Path(folder).name} is no longer training in another process")
+            self._say(f"{name} is no longer training in another process")
             self.runs.refresh_soon()
 
     def _run_deleted(self, folder: str) -> None:

@@ -13,7 +13,7 @@ from app.main_window import IDLE_FORMAT
 from engine.samples import SAMPLES
 from tests.helpers import default_signals
 
-from .helpers import RUN_TIMEOUT
+from .helpers import RUN_TIMEOUT, close_window, small_window
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,8 +23,8 @@ def _steps_drawn(w) -> int:
     return 0 if xs is None else len(xs)
 
 
-def test_a_run_another_process_trains_is_followed_until_it_ends(win, qtbot, tmp_path):
-    out = tmp_path / "runs" / "cli-run"
+def _train_elsewhere(qtbot, out: Path, tmp_path: Path) -> subprocess.Popen:
+    """A command-line run of 100,000 steps training into ``out``, past its third step."""
     corpus = tmp_path / "c.txt"
     corpus.write_text("the cat sat on the mat and looked at the hat. " * 400)
     proc = subprocess.Popen(
@@ -36,6 +36,17 @@ def test_a_run_another_process_trains_is_followed_until_it_ends(win, qtbot, tmp_
     try:
         qtbot.waitUntil(lambda: (out / "run.json").exists() and engine.RunLock(out).held_elsewhere()
                         and len(engine.read_metrics(out)) >= 3, timeout=RUN_TIMEOUT)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
+
+
+def test_a_run_another_process_trains_is_followed_until_it_ends(win, qtbot, tmp_path):
+    out = tmp_path / "runs" / "cli-run"
+    proc = _train_elsewhere(qtbot, out, tmp_path)
+    try:
         win.follower.interval_ms = 100
         win.open_run_view(str(out))
         assert win.follower.folder == str(out)
@@ -60,6 +71,27 @@ def test_a_run_another_process_trains_is_followed_until_it_ends(win, qtbot, tmp_
     qtbot.waitUntil(lambda: _steps_drawn(win) == steps)  # every step, the last ones too
     assert "cli-run is no longer training in another process" in win.statusBar().currentMessage()
     assert win.progress.format() == IDLE_FORMAT
+
+
+def test_the_idle_line_of_a_launch_beside_a_training_run_says_when_it_ends(qtbot, tmp_path):
+    """Launched while a command-line run trained, the window's idle line kept "last run: cli-run
+    trains in another process" after that run had ended."""
+    out = tmp_path / "runs" / "cli-run"
+    proc = _train_elsewhere(qtbot, out, tmp_path)
+    w = small_window(qtbot, tmp_path / "runs")
+    try:
+        assert w.status.full == "idle · last run: cli-run trains in another process", w.status.full
+        w.follower.interval_ms = 100
+        proc.send_signal(signal.SIGTERM)  # it saves and ends
+        assert proc.wait(timeout=RUN_TIMEOUT / 1000) == 0
+        qtbot.waitUntil(lambda: w.follower.folder is None, timeout=RUN_TIMEOUT)
+        step = engine.list_runs(out.parent)[0].steps
+        assert step >= 3
+        assert w.status.full == f"idle · last run: cli-run stopped at step {step:,}", w.status.full
+    finally:
+        proc.kill()
+        proc.wait()
+        close_window(qtbot, w)
 
 
 def test_a_run_no_process_trains_is_not_followed(win, tmp_path):
