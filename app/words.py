@@ -29,7 +29,19 @@ _CLI_ADVICE = (
      "list and Remove it, or add it from where it is now"),  # gone since it was added)
     ("choose a new file name (--force replaces only an earlier GGUF export)",  # (an export
      "choose a new file name (only an earlier GGUF export is ever replaced)"),  # error)
+    ("start a new run (--init takes any other model folder)",  # (no intact snapshot)
+     "start a new run (File > Open model… starts one from any other model folder)"),
+    ("use the merged export (python -m engine export --merged)",  # (PEFT refuses a target)
+     "use File > Export model (merged)…"),
+    ("; export --merged still writes its weights",
+     "; File > Export model (merged)… still writes its weights"),
+    ("start a new run with --init from its snapshot",  # (an older run format)
+     "open one of its snapshots with File > Open model… and Start a new run from it"),
 )
+_RESTART = re.compile(r"start it again on its corpus with --out (\S+) --force")  # (a kill while
+# a run was prepared)
+_GIVE_OR_INIT = re.compile(r"give (\S+) to generate, eval or export, or --init it to a new run")
+_TO_TRAIN_ON = re.compile(r"to train on, start a new run with --init (\S+)")
 
 
 _INIT_ADVICE = re.compile(r"start a new run on the corpus with --init (\S+) to keep its weights")
@@ -42,6 +54,11 @@ def in_window_terms(msg: str) -> str:
     window does it (a window user was told to "train into another --out")."""
     for cli, window in _CLI_ADVICE:
         msg = msg.replace(cli, window)
+    msg = _RESTART.sub(r"delete it in the Runs tab and Start the run again", msg)
+    msg = _GIVE_OR_INIT.sub(r"open \1 with File > Open model… (the Playground generates from it)"
+                            " and Start a new run from it", msg)
+    msg = _TO_TRAIN_ON.sub(r"to train on, open \1 with File > Open model… and Start a new run",
+                           msg)
     msg = _WEIGHTS_LOAD.sub(r"still load: open \1 with File > Open model… (the Playground "
                             "generates from it) and Start a new run to keep them", msg)
     return _INIT_ADVICE.sub(r"open \1 with File > Open model… and Start a new run to keep its "

@@ -32,3 +32,72 @@ def test_listing_names_the_first_few_and_counts_the_rest():
     assert listing(["a", "b", "c"]) == "a, b, c"
     assert listing(["a", "b", "c", "d", "e"]) == "a, b, c and 2 more"
     assert listing([str(i) for i in range(1_005)], most=2) == "0, 1 and 1,003 more"
+
+
+def test_the_engines_advice_reaches_the_window_without_command_line_flags(tmp_path):
+    """Six of the engine's fixes reached the window as the CLI's words ("--init it to a new
+    run", "--out X --force", "python -m engine export --merged"): each situation made for
+    real, its message said in the window's terms, names no flag and says the window's way."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    import pytest
+
+    from app.words import in_window_terms
+    from engine import run as runapi
+    from engine.errors import MambaStudioError
+    from engine.export import export_peft
+    from engine.lora import LoRAConfig
+    from engine.trainer import TrainConfig
+
+    corpus = Path(__file__).resolve().parents[1] / "assets" / "sample_corpus"
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=1))
+    with runapi.start(spec, [corpus], root=tmp_path / "runs") as run:
+        run.train()
+    lspec = runapi.RunSpec(preset="tiny", init=str(run.folder), train=TrainConfig(
+        batch_size=2, seq_len=32, max_steps=1, lora=LoRAConfig(("in_proj", "out_proj"))))
+    with runapi.start(lspec, [corpus], root=tmp_path / "runs") as lora:
+        lora.train()
+
+    def variant(name: str) -> Path:
+        return Path(shutil.copytree(run.folder, tmp_path / name))
+
+    said: dict[str, str] = {}
+
+    def window_words(key: str, call, *args) -> None:  # noqa: ANN001
+        with pytest.raises(MambaStudioError) as info:
+            call(*args)
+        said[key] = in_window_terms(str(info.value))
+
+    corrupt = variant("corrupt")
+    (corrupt / "run.json").write_text("{not json")
+    window_words("corrupt", runapi.open_run, corrupt)
+    lost = variant("lost")
+    (lost / "run.json").unlink()
+    window_words("lost", runapi.open_run, lost)
+    old = variant("old")
+    d = json.loads((old / "run.json").read_text())
+    (old / "run.json").write_text(json.dumps({**d, "version": d["version"] - 1}))
+    window_words("old", runapi.open_run, old)
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    (prepared / "lock").write_text("")
+    window_words("prepared", runapi.load_model, prepared)
+    damaged = variant("damaged")
+    for snap in (damaged / "snapshots").iterdir():
+        (snap / "model.safetensors").write_bytes(b"")
+    window_words("damaged", runapi.load_model, damaged)
+    window_words("peft", export_peft, lora.folder, tmp_path / "adapter")
+    for snap in (lora.folder / "snapshots").iterdir():
+        (snap / "state.safetensors").write_bytes(b"")
+    window_words("state", export_peft, lora.folder, tmp_path / "adapter2")
+    for key, msg in said.items():
+        assert " --" not in msg and "python -m" not in msg, (key, msg)
+    assert "and Start a new run from it" in said["corrupt"], said["corrupt"]
+    assert "to train on, open " in said["lost"] and "File > Open model…" in said["lost"]
+    assert "open one of its snapshots with File > Open model…" in said["old"], said["old"]
+    assert "delete it in the Runs tab and Start the run again" in said["prepared"]
+    assert "File > Open model… starts one from any other model folder" in said["damaged"]
+    assert "use File > Export model (merged)…" in said["peft"], said["peft"]
+    assert "File > Export model (merged)… still writes its weights" in said["state"]
