@@ -615,16 +615,16 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             tc = self.train.train_config()
             spec = replace(self.train.run_spec(self.init_dir, tc.eval_every),
                            records=self.corpus.record_mode())
-            est = engine.estimate_run(cfg, tc, self._corpus_tokens())
+            rows = self._epoch_rows(spec)
+            key = estimate_key(cfg, tc)
+            step_s = self._step_times.get(key)
+            est = engine.estimate_run(cfg, tc, self._corpus_tokens(),  # (once: a second call,
+                                      rows=rows if isinstance(rows, int) else None,  # outside
+                                      step_s=step_s)  # this try, could raise past it)
         except (ValueError, engine.MambaStudioError) as exc:
             self.estimate.set_full(f"settings: {exc}")
             return
-        rows = self._epoch_rows(spec)
-        key = estimate_key(cfg, tc)
-        step_s = self._step_times.get(key)
         may_measure = self.state == "idle" and os.environ.get("MAMBA_STUDIO_NO_MEASURE") != "1"
-        est = engine.estimate_run(cfg, tc, self._corpus_tokens(),
-                                  rows=rows if isinstance(rows, int) else None, step_s=step_s)
         refused = engine.why_not_measured(cfg, tc) if step_s is None else None
         if refused is not None:  # too large to fit or to time: never built in the background
             self.estimate.set_full("Estimate: " + est.human(

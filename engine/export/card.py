@@ -14,6 +14,7 @@ import numpy as np
 from .. import checkpoint as ckpt
 from ..errors import MambaStudioError
 from ..sampling import SamplingConfig
+from ..words import plural
 from .source import RunSource
 
 SAMPLE_PROMPTS = ("The ",)  # a model folder's; a run's card uses the run's preview prompts
@@ -263,7 +264,7 @@ def card_text(run: RunSource, kind: str, out: str = ".", held: HeldOut | None = 
                f"{lora.get('dropout', 0.0)}) on {', '.join(lora['targets'])}" if lora
                else "only x_proj (WSLA)" if tc.get("wsla") else "all weights")
         lines += ["", "## Training", "",
-                  f"- {run.step:,} optimizer steps, batch {tc.get('batch_size')} x "
+                  f"- {plural(run.step, 'optimizer step')}, batch {tc.get('batch_size')} x "
                   f"{tc.get('seq_len')} tokens x {tc.get('grad_accum', 1)} accumulation, "
                   f"lr {tc.get('lr')}; trained: {how}"]
         if run.spec.get("init"):  # (a reader took 15 steps of LoRA for the whole training)

@@ -339,7 +339,7 @@ def test_export_offers_the_best_snapshot_when_the_latest_weights_are_worse(
     assert asked and asked[0]["step"] == 1
     assert "(best, step 1)" in calls[0][0] and Path(calls[0][1]).name == f"{folder.name}-step-1-merged"
     card = (tmp_path / "exports" / "best-merged" / "README.md").read_text()
-    assert "1 optimizer steps" in card or "1 optimizer step" in card, card
+    assert "\n- 1 optimizer step, batch " in card, card  # (it said "1 optimizer steps")
     assert f"(from run {folder.name}, snapshot {snaps[0]})" in win.log.toPlainText()  # (it
     # said "from run step-1": which run, and that it was a snapshot, went unsaid)
     calls = _fake_save(monkeypatch, tmp_path / "exports" / "latest.gguf")
