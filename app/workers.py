@@ -40,8 +40,11 @@ class TrainJob:
 
 
 def describe_error(exc: BaseException) -> str:
-    """One line for our errors; the traceback only for bugs."""
-    return str(exc) if isinstance(exc, (engine.MambaStudioError, ValueError, OSError)) \
+    """One line for our errors (a file's as the CLI says it, "FILE: reason"; running out of
+    memory with what to make smaller); the traceback only for bugs."""
+    if isinstance(exc, (OSError, MemoryError)):
+        return engine.one_line(exc)
+    return str(exc) if isinstance(exc, (engine.MambaStudioError, ValueError)) \
         else traceback.format_exc()
 
 

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         TokenizerError,
         TrainingError,
         missing_dependency,
+        one_line,
     )
     from .estimate import estimate_run, measure_step_seconds, why_not_measured
     from .evaluation import HELDOUT_SAMPLE_TOKENS
@@ -177,6 +178,7 @@ _EXPORTS: dict[str, str] = {
     "CheckpointError": "errors",
     "CorpusError": "errors",
     "MambaStudioError": "errors",
+    "one_line": "errors",
     "TokenizerError": "errors",
     "Stopped": "errors",
     "TrainingError": "errors",
@@ -372,6 +374,7 @@ __all__ = [
     "MambaConfig",
     "MambaLM",
     "MambaStudioError",
+    "one_line",
     "measure_step_seconds",
     "why_not_measured",
     "NO_LIMIT",

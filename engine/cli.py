@@ -24,7 +24,7 @@ from .defaults import (
     SAMPLE_CORPUS,
 )
 from .documents import RECORDS
-from .errors import CorpusError, MambaStudioError
+from .errors import CorpusError, MambaStudioError, one_line
 from .samples import SAMPLE_EVERY
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
 
@@ -652,13 +652,13 @@ def _run(args: argparse.Namespace) -> int:
     except BrokenPipeError as exc:  # stdout's reader went away (stderr's is let go by
         if stdout_gone():  # forgiving_stderr): its reader has what it wanted, as generate's
             return 0
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     except (MambaStudioError, OSError, ValueError, FloatingPointError, MemoryError) as exc:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # (closed, or gone)
             sys.stdout.flush()
         end = "\n" if PROGRESS.open else ""  # not glued to the end of a progress line
-        print(f"{end}error: {_one_line(exc)}", file=sys.stderr)
+        print(f"{end}error: {one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C outside training (which saves and exits 0):
         note_interrupted()
@@ -672,13 +672,3 @@ def _run(args: argparse.Namespace) -> int:
             if not follower:  # (every rank of a distributed job said it: rank 0 speaks for all)
                 print(f"\ninterrupted ({name})", file=sys.stderr)
         return 128 + (signal.Signals[name].value if isinstance(exc, Interrupted) else 2)
-
-
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        where = f"{exc.filename}: " if exc.filename else ""
-        return f"{where}{exc.strerror}"
-    if isinstance(exc, MemoryError):
-        return "out of memory; use a smaller model, batch or sequence length"
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 2000 else text[:2000] + "..."

@@ -40,3 +40,17 @@ def missing_dependency(exc: ModuleNotFoundError, package: str) -> str | None:
         return None
     return (f"error: {exc.name} is not installed for {sys.executable}; run `bash scripts/setup.sh` "
             "once, then use .venv/bin/python (or `source .venv/bin/activate` first)")
+
+
+def one_line(exc: BaseException) -> str:
+    """What went wrong, in one line, as the CLI prints it after ``error:`` and the window shows
+    it: a file error as "FILE: reason" (the window said "[Errno 13] Permission denied: 'FILE'"),
+    running out of memory with what to make smaller, anything else its message on one line
+    (at most 2,000 characters)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror}"
+    if isinstance(exc, MemoryError):
+        return "out of memory; use a smaller model, batch or sequence length"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 2000 else text[:2000] + "..."

@@ -141,7 +141,10 @@ def test_a_file_error_is_said_in_one_line_not_as_a_traceback():
     """A run folder that cannot be written (a full disk, permissions) is the user's to fix: the
     Log got a Python traceback for it."""
     exc = PermissionError(13, "Permission denied", "/runs/r/lock")
-    assert describe_error(exc) == "[Errno 13] Permission denied: '/runs/r/lock'"
+    assert describe_error(exc) == "/runs/r/lock: Permission denied"  # as the CLI says it (it
+    # read "[Errno 13] Permission denied: '/runs/r/lock'")
+    assert describe_error(MemoryError()) == ("out of memory; use a smaller model, batch or "
+                                             "sequence length")  # (a traceback)
 
 
 def test_a_preview_whose_numbers_overflow_says_so_and_the_run_goes_on(qtbot, tmp_path,
