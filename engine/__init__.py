@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     )
     from .gpu import GpuUnavailable, open_stepper, pick_backend
     from .history import History, read_history
-    from .limits import MODEL_RANGES
+    from .limits import LORA_RANGES, MODEL_RANGES, TRAIN_RANGES, Range
     from .lm import MambaLM
     from .lora import (
         LORA_TARGETS,
@@ -111,7 +111,7 @@ if TYPE_CHECKING:
         snapshot_run,
         why_not_delete,
     )
-    from .runspec import RESUME_OVERRIDES, RunSpec
+    from .runspec import BPE_VOCAB_RANGE, RESUME_OVERRIDES, RunSpec
     from .runtime import configure, release_freed_memory
     from .runtoml import (
         RunSettings,
@@ -203,6 +203,10 @@ _EXPORTS: dict[str, str] = {
     "missing_dependency": "errors",
     "plural": "words",
     "MODEL_RANGES": "limits",
+    "TRAIN_RANGES": "limits",
+    "LORA_RANGES": "limits",
+    "Range": "limits",
+    "BPE_VOCAB_RANGE": "runspec",
     "listing": "words",
     "release_freed_memory": "runtime",
     "SamplingConfig": "sampling",
@@ -313,6 +317,10 @@ __all__ = [
     "missing_dependency",
     "plural",
     "MODEL_RANGES",
+    "TRAIN_RANGES",
+    "LORA_RANGES",
+    "Range",
+    "BPE_VOCAB_RANGE",
     "listing",
     "release_freed_memory",
     "Corpus",

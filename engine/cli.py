@@ -30,6 +30,7 @@ from .signals import Interrupted, interrupt_on_signals, note_interrupted
 
 if TYPE_CHECKING:
     from .evaluation import EvalReport
+    from .limits import Range
 
 _NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
 
@@ -120,6 +121,13 @@ def _names(choices: Iterable[str]) -> Callable[[str], str]:
 
 
 NONNEG = _int_in(0, 1 << 40)
+
+
+def _ranged(rng: Range) -> Callable[[str], Any]:
+    """The flag's type for one of the engine's setting ranges (``TRAIN_RANGES``, ...)."""
+    if isinstance(rng.lo, int) and isinstance(rng.hi, int):
+        return _int_in(rng.lo, rng.hi)
+    return _float_in(rng.lo, rng.hi, lo_open=rng.lo_open)
 
 
 def cmd_export(a: argparse.Namespace) -> int:
@@ -395,10 +403,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_train(sub: Any) -> None:
     """The ``train`` command's arguments."""
+    from .limits import LORA_RANGES, TRAIN_RANGES
     from .lora import LORA_TARGETS, LoRAConfig
     from .params import INITS
-    from .runspec import RunSpec
-    from .tokenizer import MAX_BPE
+    from .runspec import BPE_VOCAB_RANGE, RunSpec
     from .trainer import TrainConfig
 
     preset = PRESET_DEFAULTS[DEFAULT_PRESET]
@@ -419,38 +427,38 @@ def _add_train(sub: Any) -> None:
                                     for k, v in PRESET_DEFAULTS.items()) + ")")
     t.add_argument("--tokenizer", choices=["auto", "bytes", "bpe"],
                    help="auto (default): bytes below 4 MB of corpus, else a BPE trained on it")
-    t.add_argument("--bpe-vocab", type=_int_in(257, MAX_BPE),
+    t.add_argument("--bpe-vocab", type=_ranged(BPE_VOCAB_RANGE),
                    help=f"tokens of a BPE tokenizer trained on the corpus (default "
                         f"{RunSpec.bpe_vocab:,}; a small corpus may learn fewer)")
     t.add_argument("--init", type=_path, help="start from this model folder, run or snapshot (ours or HF)")
     t.add_argument("--init-scheme", choices=INITS,
                    help="weight init of a new model (default: default; reference = mamba_ssm / "
                         "Hugging Face init)")
-    t.add_argument("--epochs", type=_int_in(1, 1_000_000),
+    t.add_argument("--epochs", type=_ranged(TRAIN_RANGES["epochs"]),
                    help=f"passes over the training text (default {TrainConfig.epochs}; "
                         "--max-steps may end the run sooner)")
-    t.add_argument("--lr", type=_float_in(0.0, 10.0, lo_open=True),
+    t.add_argument("--lr", type=_ranged(TRAIN_RANGES["lr"]),
                    help=f"peak learning rate (default: the preset's, {preset.lr:g} for "
                         f"{DEFAULT_PRESET}, twice as high when a new "
                         "run's tokenizer is BPE; a rate equal to the byte default also doubles "
                         "then; --init and --resume runs take the rate as it is)")
-    t.add_argument("--batch", type=_int_in(1, 65_536),
+    t.add_argument("--batch", type=_ranged(TRAIN_RANGES["batch_size"]),
                    help=f"rows a step (default: the preset's, {preset.batch_size})")
-    t.add_argument("--seq-len", type=_int_in(2, 1 << 24),
+    t.add_argument("--seq-len", type=_ranged(TRAIN_RANGES["seq_len"]),
                    help=f"tokens a row (default: the preset's, {preset.seq_len})")
-    t.add_argument("--accum", type=_int_in(1, 65_536),
+    t.add_argument("--accum", type=_ranged(TRAIN_RANGES["grad_accum"]),
                    help=f"gradient accumulation: batches summed into one optimizer step, as one "
                         f"batch this many times larger (default {TrainConfig.grad_accum})")
     t.add_argument("--warmup", type=NONNEG,
                    help=f"steps of linear learning-rate warmup (default: the preset's, "
                         f"{preset.warmup_steps}; cut to a fifth of a shorter run)")
-    t.add_argument("--weight-decay", type=_float_in(0.0, 1e3),
+    t.add_argument("--weight-decay", type=_ranged(TRAIN_RANGES["weight_decay"]),
                    help=f"AdamW's decoupled weight decay on the projections (default: the "
                         f"preset's, {preset.weight_decay:g}; never A_log, D, norms, embeddings)")
-    t.add_argument("--clip", type=_float_in(0.0, 1e12),
+    t.add_argument("--clip", type=_ranged(TRAIN_RANGES["max_grad_norm"]),
                    help=f"global gradient-norm clip (default {TrainConfig.max_grad_norm:g}; 0: "
                         "off)")
-    t.add_argument("--seed", type=_int_in(0, (1 << 63) - 1),
+    t.add_argument("--seed", type=_ranged(TRAIN_RANGES["seed"]),
                    help=f"weights, data order and held-out split (default {TrainConfig.seed})")
     t.add_argument("--max-steps", type=NONNEG,
                    help="total optimizer steps (default: none, all epochs; with --resume: new "
@@ -488,12 +496,12 @@ def _add_train(sub: Any) -> None:
                    help="comma-separated LoRA targets, e.g. in_proj,x_proj (the default of the "
                         "window and of a settings file's [train.lora]; out_proj, conv1d, "
                         "A_log and embeddings export merged only)")
-    t.add_argument("--lora-rank", type=_int_in(1, 4096),
+    t.add_argument("--lora-rank", type=_ranged(LORA_RANGES["rank"]),
                    help=f"with --lora (default {LoRAConfig.rank})")
-    t.add_argument("--lora-alpha", type=_float_in(0.0, 1e6, lo_open=True),
+    t.add_argument("--lora-alpha", type=_ranged(LORA_RANGES["alpha"]),
                    help="with --lora: the update's scale is alpha / rank (default: the rank, "
                         "scale 1)")
-    t.add_argument("--lora-dropout", type=_float_in(0.0, 0.999),
+    t.add_argument("--lora-dropout", type=_ranged(LORA_RANGES["dropout"]),
                    help=f"with --lora (default {LoRAConfig.dropout:g})")
     t.add_argument("--export-adapter", type=_path,
                    help="with --lora: write the PEFT adapter here (+ its unmerged base in ./base)")

@@ -21,7 +21,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import MambaStudioError
 
@@ -55,6 +55,56 @@ MODEL_RANGES: dict[str, tuple[int, int]] = {
     "dt_rank": (1, 1 << 16),
     "pad_vocab_size_multiple": (1, 1 << 12),
 }
+
+
+class Range(NamedTuple):
+    """A setting's allowed values: [lo, hi], or (lo, hi] where ``lo_open``; whole numbers where
+    both ends are ints."""
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+
+
+# The ranges of the training settings: the one table the engine's checks, the CLI's flags and
+# the window's boxes read (the window's had drifted from the others: BPE vocab 300-32,000 and a
+# gradient clip up to 1e6 where a settings file or the CLI took 257-1,048,576 and 1e12).
+TRAIN_RANGES: dict[str, Range] = {
+    "epochs": Range(1, 1_000_000),
+    "batch_size": Range(1, 65_536),
+    "seq_len": Range(2, 1 << 24),
+    "grad_accum": Range(1, 65_536),
+    "lr": Range(0.0, 10.0, lo_open=True),
+    "min_lr_ratio": Range(0.0, 1.0),
+    "decay_fraction": Range(0.0, 1.0),
+    "warmup_steps": Range(0, 1 << 40),
+    "weight_decay": Range(0.0, 1e3),
+    "max_grad_norm": Range(0.0, 1e12),
+    "max_delta": Range(0.0, 1e12),
+    "beta1": Range(0.0, 0.999999),
+    "beta2": Range(0.0, 0.999999999),
+    "eps": Range(0.0, 1.0, lo_open=True),
+    "seed": Range(0, (1 << 63) - 1),
+    "max_steps": Range(1, 1 << 40),  # (None, or 0 where the CLI and the window take it: no limit)
+    "eval_every": Range(0, 1 << 40),
+    "max_bad_steps": Range(1, 1 << 20),
+}
+_TRAIN_NAMES = {"batch_size": "batch size", "seq_len": "sequence length",  # in messages
+                "grad_accum": "gradient accumulation", "lr": "learning rate",
+                "warmup_steps": "warmup steps", "weight_decay": "weight decay",
+                "max_grad_norm": "gradient clip", "max_steps": "max steps"}
+LORA_RANGES: dict[str, Range] = {"rank": Range(1, 4096), "alpha": Range(0.0, 1e6, lo_open=True),
+                                 "dropout": Range(0.0, 0.999)}
+
+
+def in_range(value: Any, name: str, rng: Range, source: str) -> float:
+    """``value`` checked against ``rng`` (as an integer where its ends are ints); ConfigError
+    naming ``source`` and ``name`` otherwise."""
+    if isinstance(rng.lo, int) and isinstance(rng.hi, int):
+        return _int(value, name, rng.lo, rng.hi, source)
+    return _float(value, name, rng.lo, rng.hi, source, lo_open=rng.lo_open)
+
+
 MAX_PARAMS = 1 << 36  # 68 G parameters: no config beyond this is a plausible file
 # HF config.json spellings -> MambaConfig field
 HF_INT_KEYS = {
@@ -160,9 +210,9 @@ def lora_problems(targets: Any, rank: Any, alpha: Any, dropout: Any, source: str
     if unknown:
         out.append(f"{source}: unknown target(s) {unknown}; choose from {list(LORA_TARGETS)}")
     return out + problems_of([
-        lambda: _int(rank, "rank", 1, 4096, source),
-        lambda: alpha is None or _float(alpha, "alpha", 0.0, 1e6, source, lo_open=True),
-        lambda: _float(dropout, "dropout", 0.0, 0.999, source)])
+        lambda: in_range(rank, "rank", LORA_RANGES["rank"], source),
+        lambda: alpha is None or in_range(alpha, "alpha", LORA_RANGES["alpha"], source),
+        lambda: in_range(dropout, "dropout", LORA_RANGES["dropout"], source)])
 
 
 def check_lora(lc: Any, source: str = "LoRA") -> None:
@@ -190,27 +240,16 @@ def train_problems(tc: Any, source: str = "training settings") -> list[str]:
         if tc.wsla and set(tc.lora.targets) - set(WSLA_TARGETS):
             raise ConfigError(f"{source}: WSLA + LoRA allows only the x_proj target")
 
-    checks: list[Callable[[], Any]] = [
-        lambda: _int(tc.epochs, "epochs", 1, 1_000_000, source),
-        lambda: _int(tc.batch_size, "batch size", 1, 65_536, source),
-        lambda: _int(tc.seq_len, "sequence length", 2, 1 << 24, source),
-        lambda: _int(tc.grad_accum, "gradient accumulation", 1, 65_536, source),
-        lambda: _float(tc.lr, "learning rate", 0.0, 10.0, source, lo_open=True),
-        lambda: _float(tc.min_lr_ratio, "min_lr_ratio", 0.0, 1.0, source),
-        lambda: _float(tc.decay_fraction, "decay_fraction", 0.0, 1.0, source),
-        lambda: _int(tc.warmup_steps, "warmup steps", 0, 1 << 40, source),
-        lambda: _float(tc.weight_decay, "weight decay", 0.0, 1e3, source),
-        lambda: _float(tc.max_grad_norm, "gradient clip", 0.0, 1e12, source),
-        lambda: _float(tc.max_delta, "max_delta", 0.0, 1e12, source),
-        lambda: _float(tc.beta1, "beta1", 0.0, 0.999999, source),
-        lambda: _float(tc.beta2, "beta2", 0.0, 0.999999999, source),
-        lambda: _float(tc.eps, "eps", 0.0, 1.0, source, lo_open=True),
-        lambda: _int(tc.seed, "seed", 0, (1 << 63) - 1, source),
-        lambda: tc.max_steps is None or _no_limit_hint(
-            lambda: _int(tc.max_steps, "max steps", 1, 1 << 40, source)),
-        lambda: _int(tc.eval_every, "eval_every", 0, 1 << 40, source),
-        lambda: _int(tc.max_bad_steps, "max_bad_steps", 1, 1 << 20, source),
-    ]
+    def ranged(key: str) -> Callable[[], Any]:
+        def check() -> float:
+            return in_range(getattr(tc, key), _TRAIN_NAMES.get(key, key), TRAIN_RANGES[key],
+                            source)
+
+        if key == "max_steps":  # None: no limit
+            return lambda: tc.max_steps is None or _no_limit_hint(check)
+        return check
+
+    checks: list[Callable[[], Any]] = [ranged(key) for key in TRAIN_RANGES]
     if tc.lora is not None:
         checks += [lambda: check_lora(tc.lora), wsla_lora]
     return problems_of(checks)

@@ -13,13 +13,15 @@ from .defaults import DEFAULT_PROMPT, PRESET_DEFAULTS, choose_tokenizer
 from .documents import RECORDS
 from .earlystop import EarlyStopping
 from .errors import CheckpointError
-from .limits import Problems, check_model, problems_of, train_problems
+from .limits import Problems, Range, check_model, problems_of, train_problems
 from .runformat import KEEP, RUN_JSON
 from .tokenizer import MAX_BPE
 from .trainer import TrainConfig
 
 RESUME_OVERRIDES = ("epochs", "max_steps", "lr", "eval_every", "warmup_steps", "min_lr_ratio",
                     "autosave_steps", "autosave_minutes", "prompts", "early_stopping")
+BPE_VOCAB_RANGE = Range(257, MAX_BPE)  # a trained BPE's tokens: the 256 bytes and more (the
+# check here, the CLI's --bpe-vocab and the window's box)
 MAX_PROMPTS = 16  # preview prompts of a run, each at most MAX_PROMPT_CHARS
 MAX_PROMPT_CHARS = 4096
 
@@ -115,9 +117,11 @@ class RunSpec:
             (new and bool(self.init) and self.init_scheme != RunSpec.init_scheme,
              f"init scheme {self.init_scheme!r} applies to a new model; starting from "
              f"{self.init} keeps its trained weights (drop one)"),
-            (new and self.tokenizer != "bytes" and (type(self.bpe_vocab) is not int
-                                                    or not 257 <= self.bpe_vocab <= MAX_BPE),
-             f"bpe_vocab must be an integer in [257, {MAX_BPE:,}], not {self.bpe_vocab!r:.40}"),
+            (new and self.tokenizer != "bytes" and (
+                type(self.bpe_vocab) is not int
+                or not BPE_VOCAB_RANGE.lo <= self.bpe_vocab <= BPE_VOCAB_RANGE.hi),
+             f"bpe_vocab must be an integer in [{BPE_VOCAB_RANGE.lo:,}, {BPE_VOCAB_RANGE.hi:,}], "
+             f"not {self.bpe_vocab!r:.40}"),
             (self.records not in ("stream", *RECORDS),
              f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}"),
             (self.tokenizer not in ("auto", "bytes", "bpe"),

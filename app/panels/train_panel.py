@@ -79,6 +79,15 @@ TIPS = {
 }
 
 
+QT_INT_MAX = 2**31 - 1  # a spin box's largest value
+
+
+def _ints(rng: engine.Range) -> tuple[int, int]:
+    """An engine range of whole numbers as a spin box can hold it (a seed up to 2^63 - 1 is
+    typed into a box of at most 2^31 - 1)."""
+    return int(rng.lo), int(min(rng.hi, QT_INT_MAX))
+
+
 # LoRA and WSLA adapt trained weights: off (and saying why) while the next Start is a new model
 NOT_ADAPTABLE = {
     "new": ("{} adapts a trained model: choose Start from one first (File > Open model or HF Mamba "
@@ -158,7 +167,7 @@ class TrainPanel(QWidget):
         self.d_state = int_box(*sizes["d_state"], 16)
         self.tokenizer = QComboBox()
         self.tokenizer.addItems(["auto", "bytes", "bpe"])
-        self.bpe_vocab = int_box(300, 32000, 2048, 256)
+        self.bpe_vocab = int_box(*_ints(engine.BPE_VOCAB_RANGE), engine.RunSpec.bpe_vocab, 256)
         self.init_scheme = QComboBox()
         for i, name in enumerate(engine.INITS):  # read now: the engine owns the list
             self.init_scheme.addItem(name)
@@ -177,17 +186,18 @@ class TrainPanel(QWidget):
         mf.addRow("Start from", self.model_source)
         # --- training
         d = engine.PRESET_DEFAULTS[engine.DEFAULT_PRESET]  # the engine's table, not a copy
-        self.epochs = int_box(1, 1_000_000, engine.DEFAULT_EPOCHS)
-        self.lr = GBox(1e-8, 10.0, d.lr, 1e-3)  # the engine takes (0, 10]
-        self.batch = int_box(1, 65536, d.batch_size)
-        self.seq_len = int_box(2, 1 << 24, d.seq_len, 32)
-        self.accum = int_box(1, 65536, 1)
-        self.weight_decay = GBox(0.0, 1000.0, d.weight_decay, 0.01)
-        self.clip = float_box(0.0, 1e6, 1.0, 2, 0.1)
-        self.seed = int_box(0, 2**31 - 1, 0)
-        self.max_steps = int_box(0, 2**31 - 1, 0)
+        r = engine.TRAIN_RANGES  # the engine's ranges, as the CLI's flags and a file's are checked
+        self.epochs = int_box(*_ints(r["epochs"]), engine.DEFAULT_EPOCHS)
+        self.lr = GBox(1e-8, r["lr"].hi, d.lr, 1e-3)  # (the engine takes (0, 10])
+        self.batch = int_box(*_ints(r["batch_size"]), d.batch_size)
+        self.seq_len = int_box(*_ints(r["seq_len"]), d.seq_len, 32)
+        self.accum = int_box(*_ints(r["grad_accum"]), 1)
+        self.weight_decay = GBox(*r["weight_decay"][:2], d.weight_decay, 0.01)
+        self.clip = GBox(*r["max_grad_norm"][:2], engine.TrainConfig.max_grad_norm, 0.1)
+        self.seed = int_box(*_ints(r["seed"]), 0)
+        self.max_steps = int_box(0, _ints(r["max_steps"])[1], 0)
         self.max_steps.setSpecialValueText("no limit")
-        self.eval_every = int_box(0, 2**31 - 1, 0)
+        self.eval_every = int_box(*_ints(r["eval_every"]), 0)
         self.eval_every.setSpecialValueText("auto")  # (its tooltip says what auto does: the
         # longer text widened the panel past its scroll area at 1024x700)
         self.holdout = float_box(0.0, 0.9, engine.RunSpec.holdout, 2, 0.05)  # the engine's range
@@ -214,9 +224,11 @@ class TrainPanel(QWidget):
         self.targets = {t: QCheckBox(t) for t in engine.LORA_TARGETS}
         for t in engine.LoRAConfig.targets:
             self.targets[t].setChecked(True)
-        self.rank = int_box(1, 4096, engine.LoRAConfig.rank)
-        self.alpha = float_box(0.01, 1e6, 8.0, 2, 1.0)
-        self.lora_dropout = float_box(0.0, 0.999, 0.0, 3, 0.05)
+        lr_ = engine.LORA_RANGES
+        self.rank = int_box(*_ints(lr_["rank"]), engine.LoRAConfig.rank)
+        self.alpha = float_box(0.01, lr_["alpha"].hi, engine.LoRAConfig.rank, 2, 1.0)  # (the
+        # engine takes (0, hi]; no alpha means the rank, scale 1)
+        self.lora_dropout = float_box(*lr_["dropout"][:2], engine.LoRAConfig.dropout, 3, 0.05)
         self.wsla = QCheckBox("WSLA fast-adapt (x_proj only)")
         self.trainable = QLabel()
         self.trainable.setWordWrap(True)  # a long warning wraps instead of widening the panel

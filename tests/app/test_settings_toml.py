@@ -5,6 +5,8 @@ from dataclasses import replace
 
 import pytest
 
+from .helpers import RUN_TIMEOUT
+
 
 @pytest.mark.parametrize("text, key", [
     ('[model]\nd_model = "big"\n', "model.d_model"),
@@ -55,6 +57,54 @@ def test_a_files_model_sizes_give_the_window_the_model_the_cli_trains(win, tmp_p
     shown = win.make_job().spec.model
     assert shown is not None and {k: shown[k] for k in ("d_model", "n_layer", "d_state")} == {
         "d_model": 7, "n_layer": 60, "d_state": 100}
+
+
+def test_a_files_training_settings_the_cli_takes_are_taken_by_the_window(win, qtbot, tmp_path):
+    """bpe_vocab 65,536 and a clip of 1e9 trained from ``train --config`` and were changed in
+    the window (its boxes held 300-32,000 and 1e6): the boxes take the engine's ranges."""
+    import engine
+    from engine.tokenizer import ByteTokenizer
+    from tests.helpers import tiny_config
+
+    path = tmp_path / "s.toml"
+    path.write_text('[run]\ntokenizer = "bpe"\nbpe_vocab = 65536\n'
+                    "[train]\nmax_grad_norm = 1e9\nepochs = 1000000\n")
+    cli = engine.load_settings(str(path)).spec
+    win.load_settings_file(str(path))
+    assert not win.errors, win.errors
+    spec = win.make_job().spec
+    assert (spec.bpe_vocab, spec.train.max_grad_norm, spec.train.epochs) == (
+        cli.bpe_vocab, cli.train.max_grad_norm, cli.train.epochs) == (65536, 1e9, 1_000_000)
+    model = tmp_path / "model"
+    engine.MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer()).save(model)
+    path.write_text(f'[run]\ninit = "{model}"\n'  # (LoRA adapts a trained model only)
+                    "[train.lora]\nrank = 4096\ndropout = 0.999\n")
+    win.load_settings_file(str(path))
+    qtbot.waitUntil(lambda: win.init_dir == str(model), timeout=RUN_TIMEOUT)
+    assert not win.errors, win.errors
+    lora = win.make_job().spec.train.lora
+    assert lora is not None and (lora.rank, lora.dropout) == (4096, 0.999), lora
+
+
+def test_the_windows_boxes_hold_the_engines_ranges(win):
+    """Each training box's range is the engine's (the one the CLI's flags and a settings file
+    are checked against), cut only where a spin box cannot hold more."""
+    import engine
+
+    t = win.train
+    boxes = {"epochs": t.epochs, "batch_size": t.batch, "seq_len": t.seq_len,
+             "grad_accum": t.accum, "weight_decay": t.weight_decay, "max_grad_norm": t.clip,
+             "seed": t.seed, "eval_every": t.eval_every}
+    for key, box in boxes.items():
+        lo, hi, _ = engine.TRAIN_RANGES[key]
+        cap = 2**31 - 1 if isinstance(hi, int) else hi  # (an int box's limit)
+        assert (box.minimum(), box.maximum()) == (lo, min(hi, cap)), key
+    assert t.lr.maximum() == engine.TRAIN_RANGES["lr"].hi
+    assert t.max_steps.maximum() == min(engine.TRAIN_RANGES["max_steps"].hi, 2**31 - 1)
+    assert (t.bpe_vocab.minimum(), t.bpe_vocab.maximum()) == engine.BPE_VOCAB_RANGE[:2]
+    assert (t.rank.minimum(), t.rank.maximum()) == engine.LORA_RANGES["rank"][:2]
+    assert (t.lora_dropout.minimum(), t.lora_dropout.maximum()) == engine.LORA_RANGES["dropout"][:2]
+    assert t.alpha.maximum() == engine.LORA_RANGES["alpha"].hi
 
 
 def test_a_files_settings_without_a_box_are_trained_and_saved_as_given(win, tmp_path):
