@@ -365,8 +365,7 @@ class GenerateWorker(QObject):
                 return False
             first = t0  # when the first new token came (the prompt read)
             n, stopped = 0, False
-            stream = lm.tokenizer.stream()  # as lm.generate, counting tokens, not pieces
-            eos = lm.tokenizer.eos_id
+            text = engine.GeneratedText(lm.tokenizer)  # as lm.generate, counting tokens
             shown = 0.0  # when the count of tokens was last said
             pending: list[str] = []  # text not yet sent to the window, and when it last was
             sent = 0.0
@@ -378,9 +377,7 @@ class GenerateWorker(QObject):
                     shown = now  # (a 100,000-token generation said only "generating…")
                     self.progress.emit(f"generating… {n:,} of "
                                        f"{plural(self.sampling.max_new_tokens, 'token')}")
-                # "stop at end of text" off: an end of text decoded to nothing (bytes: the
-                # examples ran together) or "<|endoftext|>" (BPE); a line break for both
-                piece = stream.flush() + "\n" if tok == eos else stream.step(int(tok))
+                piece = text.step(tok)
                 if piece:
                     pending.append(piece)
                     if (now := time.perf_counter()) - sent >= PIECE_EVERY_S:
@@ -394,7 +391,7 @@ class GenerateWorker(QObject):
                 self.done.emit(f"stopped while reading the prompt ({cut[0] - 1:,} of "
                                f"{plural(given, 'token')} read)")
                 return
-            tail = "".join(pending) + stream.flush()
+            tail = "".join(pending) + text.flush()
             if tail:
                 self.piece.emit(tail)
             end = time.perf_counter()

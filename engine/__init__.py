@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from .gpu import GpuUnavailable, open_stepper, pick_backend
     from .history import History, read_history
     from .limits import LORA_RANGES, MODEL_RANGES, TRAIN_RANGES, Range
-    from .lm import MambaLM
+    from .lm import GeneratedText, MambaLM
     from .lora import (
         LORA_TARGETS,
         PEFT_PARTIAL,
@@ -185,6 +185,7 @@ _EXPORTS: dict[str, str] = {
     "GpuUnavailable": "gpu",
     "open_stepper": "gpu",
     "MambaLM": "lm",
+    "GeneratedText": "lm",
     "LORA_TARGETS": "lora",
     "PEFT_PARTIAL": "lora",
     "PEFT_REFUSES": "lora",
@@ -381,6 +382,7 @@ __all__ = [
     "LoRATrainable",
     "MambaConfig",
     "MambaLM",
+    "GeneratedText",
     "MambaStudioError",
     "one_line",
     "measure_step_seconds",

@@ -106,12 +106,12 @@ class MambaLM:
         incremental (the tokenizer's ``stream()``), so each token costs the same however long the
         text already is. The prompt is read as ``prompt_ids`` gives it."""
         sampling = sampling or SamplingConfig()
-        stream = self.tokenizer.stream()
+        text = GeneratedText(self.tokenizer)
         for tok in self.generate_ids(self.prompt_ids(prompt), sampling, backend):
-            piece = stream.step(int(tok))
+            piece = text.step(tok)
             if piece:
                 yield piece
-        tail = stream.flush()
+        tail = text.flush()
         if tail:
             yield tail
 
@@ -137,3 +137,20 @@ class MambaLM:
         check_fits(tok, cfg.vocab_size, Path(folder) / "tokenizer.json")
         return cls(cfg, params, tok, source=Path(folder))
 
+
+class GeneratedText:
+    """Generated tokens as text, one piece a token (``tokenizer.stream()``: a character split
+    over tokens comes whole), where an end-of-text token that generation went past (``stop_at_eos``
+    off) is a line break between the documents: it decoded to nothing with the byte tokenizer (the
+    examples ran together) and to "<|endoftext|>" with BPE. ``generate`` and the window's
+    Playground decode alike through this."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._stream = tokenizer.stream()
+        self._eos = tokenizer.eos_id
+
+    def step(self, tok: int) -> str:
+        return self._stream.flush() + "\n" if tok == self._eos else self._stream.step(int(tok))
+
+    def flush(self) -> str:
+        return self._stream.flush()
