@@ -121,7 +121,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.continue_spec: engine.RunSpec | None = None  # ... whose saved settings these are
         self.continue_shown: engine.TrainConfig | None = None  # the panel as Continue set it
         self.continue_early_shown = engine.EarlyStopping()  # ... and its early stopping
-        self.early_note_said = ""  # the early-stop note the Log has of the Continue chosen
+        self.notes_said: set[str] = set()  # the notes the Log has of the Continue chosen (its
+        # early stopping, steps lost after its last snapshot), not said again at its Start
         self.current_run: str | None = None  # the run training now, or the last one
         self.compared_run: str | None = None  # the run whose curves are overlaid in grey
         self.last_report: engine.StepReport | None = None  # this run's latest step
@@ -519,8 +520,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         """A line from the engine while a run works (its preparation, warnings, notes), in the
         window's terms (the Log said "name the file itself" and "--out")."""
         msg = in_window_terms(msg)
-        if msg == self.early_note_said:  # said when the Continue was chosen (it was said twice)
-            self.early_note_said = ""
+        if msg in self.notes_said:  # said when the Continue was chosen (it was said twice)
+            self.notes_said.discard(msg)
         else:
             self._log(msg)
         if self.status.full.startswith(PREPARING):  # before step 1, the latest stage shows
@@ -1109,11 +1110,14 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.tabs.setCurrentIndex(0)  # the Train tab: its curves and the Start it sets up
         if not quiet:
             self._say(f"next Start continues {folder}")
-        early = engine.early_stop_note(folder)
-        self.early_note_said = ""
-        if early and not quiet:  # (its Continue stopped again after a few steps, unwarned)
-            self.early_note_said = f"note: {in_window_terms(early)}"
-            self._log(self.early_note_said)
+        self.notes_said = set()
+        # (its Continue stopped again after a few steps, unwarned; a killed run went on from
+        # its last snapshot without a word of the steps lost after it)
+        for note in (engine.early_stop_note(folder), engine.lost_steps_note(folder)):
+            if note and not quiet:
+                said = f"note: {in_window_terms(note)}"
+                self.notes_said.add(said)
+                self._log(said)
 
     def compare_run(self, folder: str) -> None:
         """Overlay a run's curves (grey) on the shown run's; the shown run stays the one File >

@@ -878,6 +878,8 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         run.best_val = best.get("val_loss") if best else None
         bad = meta.get("early_bad", 0)  # (a snapshot from before: 0)
         run.early_bad = bad if type(bad) is int and bad >= 0 else 0
+        if lost := rf.lost_steps_note(folder, run.step):  # (before the truncation drops them)
+            run.notices.append(lost)
         try:
             rf.truncate_samples(folder, run.step)  # (the lost work's came back in the Gallery)
             odd = rf.truncate_metrics(folder, run.step)

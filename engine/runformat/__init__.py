@@ -54,6 +54,7 @@ from .listing import (
 from .metrics_file import (
     append_metric,
     early_stop_note,
+    lost_steps_note,
     read_kept_metrics,
     read_kept_samples,
     read_metrics,
@@ -216,6 +217,7 @@ __all__ = [
     "read_pointer",
     "read_run_json",
     "early_stop_note",
+    "lost_steps_note",
     "read_status",
     "read_tokens_per_byte",
     "real_dir",

@@ -14,6 +14,7 @@ from .. import checkpoint as ckpt
 from ..errors import CheckpointError, MambaStudioError
 from ..safeio import open_append, open_regular, read_bytes
 from ..samples import SAMPLES, read_samples
+from ..words import plural
 from .names import METRIC_FIELDS, METRICS, METRICS_LIMIT, STATUS, fsync_dir, now_iso, read_entry
 from .run_lock import RunLock
 from .snapshot_dirs import expected_snapshot
@@ -212,6 +213,26 @@ def early_stop_note(folder: str | Path) -> str | None:
         return None
     return (f"{Path(folder).name} was ended by its {why}; it stops again at its next held-out "
             "check unless --patience or --target-loss change")
+
+
+def lost_steps_note(folder: str | Path, kept: int | None = None) -> str | None:
+    """What a resume is told of steps a run trained after its last snapshot (``kept``: the step
+    it goes on from, by default its latest snapshot's), lost when it ended without saving (kill
+    -9, a crash, a power cut); None when there are none, or while another process holds the
+    run. A window relaunched after a kill said "interrupted at step 0", hid the 137 steps of
+    curves and went on from step 0 without a word."""
+    folder = Path(folder)
+    kept = _kept_step(folder) if kept is None else kept
+    if kept is None:
+        return None
+    last = max((int(r["step"]) for r in read_metrics(folder) if r.get("kind") == "step"),
+               default=kept)
+    if last <= kept:
+        return None
+    return (f"{folder.name} trained to step {last:,}, but its last snapshot is step {kept:,}: "
+            f"{plural(last - kept, 'step')} after it were lost when it ended without saving (a "
+            f"kill or a crash) and are trained again from step {kept:,} (a run saves at each "
+            "epoch's end, on its autosave settings, and when it is stopped)")
 
 
 def read_status(folder: str | Path) -> dict[str, Any]:

@@ -173,3 +173,20 @@ def test_the_follower_says_which_file_grew(tmp_path, qtbot):
     (tmp_path / rf.METRICS).write_text("kind\n")
     f._poll()
     assert f.changed == (True, False)
+
+
+def test_a_continue_after_a_kill_says_once_which_steps_were_lost(win, qtbot, tmp_path):
+    """Relaunched after a kill -9, the window said "interrupted at step 0" and its Continue
+    went on from step 0 without a word of the steps trained after that snapshot."""
+    from tests.test_lost_steps import killed_run
+
+    from .helpers import train_until_idle
+
+    out, last = killed_run(tmp_path)
+    win.choose_continue(str(out))
+    said = f"note: killed trained to step {last:,}, but its last snapshot is step 0: "
+    assert win.log.toPlainText().count(said) == 1, win.log.toPlainText()[-800:]
+    train_until_idle(qtbot, win, max_steps=2)
+    log = win.log.toPlainText()
+    assert log.count(said) == 1, log[-1500:]  # (not again at its Start)
+    assert "finished at step 2 (held-out loss" in log, log[-800:]

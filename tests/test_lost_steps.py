@@ -1,0 +1,55 @@
+"""Steps a run trained after its last snapshot, lost to a kill -9: a resume says so (the window
+said "interrupted at step 0", hid the curves of 137 steps and went on from step 0 unsaid)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import engine
+from engine.cli import main
+from tests.helpers import default_signals
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def killed_run(tmp_path: Path) -> tuple[Path, int]:
+    """A command-line run killed (SIGKILL) after a few steps past its step-0 snapshot; returns
+    its folder and the last step its metrics.csv holds."""
+    out = tmp_path / "runs" / "killed"
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat and looked at the hat. " * 400)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine", "train", str(corpus), "--preset", "tiny", "--seq-len",
+         "32", "--batch", "2", "--max-steps", "100000", "--sample-tokens", "0", "--out", str(out)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=default_signals)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if (out / "run.json").exists() and sum(
+                    r["kind"] == "step" for r in engine.read_metrics(out)) >= 4:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    steps = [r["step"] for r in engine.read_metrics(out) if r["kind"] == "step"]
+    assert engine.list_runs(out.parent)[0].steps == 0 and len(steps) >= 4, steps
+    return out, max(steps)
+
+
+def test_a_resume_after_a_kill_names_the_steps_lost_after_the_last_snapshot(tmp_path, capsys):
+    out, last = killed_run(tmp_path)
+    note = engine.lost_steps_note(out)
+    assert note == (f"killed trained to step {last:,}, but its last snapshot is step 0: {last:,} "
+                    "steps after it were lost when it ended without saving (a kill or a crash) "
+                    "and are trained again from step 0 (a run saves at each epoch's end, on its "
+                    "autosave settings, and when it is stopped)")
+    assert main(["train", "--resume", str(out), "--max-steps", "2", "--sample-tokens", "0"]) == 0
+    err = capsys.readouterr().err
+    assert err.count(f"killed trained to step {last:,}, but its last snapshot is step 0") == 1, err
+    assert engine.lost_steps_note(out) is None  # said once: the resume trained them again
