@@ -83,6 +83,13 @@ def _early_text(es: engine.EarlyStopping) -> str:
 ELSEWHERE = "trains in another process"
 
 
+def _about(folder: str, exc: BaseException) -> str:
+    """"FOLDER: why", the folder said once (an engine message that starts with it read
+    "cannot continue F: F: no run.json, ...")."""
+    why = str(exc)
+    return why if why.startswith(f"{folder}: ") else f"{folder}: {why}"
+
+
 def _how_it_ended(run: engine.RunInfo) -> str:
     """The idle line's "last run: ..." of a listed run (its state and last snapshot's step)."""
     if run.status in ("running", "paused"):
@@ -376,7 +383,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
                 ("&Start", "Ctrl+Return", self.start_training),
                 ("&Pause / resume", "Ctrl+P", self.toggle_pause),
                 ("S&top (saves)", "Ctrl+.", self.stop),
-                ("&Generate in the Playground", "Ctrl+G", self.playground.generate)):
+                ("&Generate in the Playground", "Ctrl+G", self._generate_in_playground)):
             act = QAction(text, self)
             act.setShortcut(QKeySequence(key))
             act.triggered.connect(slot)
@@ -538,6 +545,12 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
                           "(Ctrl+. stops it, Ctrl+P pauses)")
             return True
         return super().eventFilter(watched, event)
+
+    def _generate_in_playground(self) -> None:
+        """Ctrl+G: the Playground shown, and its generation started (from the Train tab it
+        generated in the hidden tab, seen nowhere)."""
+        self.tabs.setCurrentWidget(self.playground)
+        self.playground.generate()
 
     def _say(self, msg: str) -> None:
         """A success/info message the user sees (status bar) and the log keeps."""
@@ -958,7 +971,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         try:  # a run.json that cannot be read is said now (it showed empty plots, no error)
             engine.read_run_spec(folder)
         except (OSError, ValueError, engine.MambaStudioError) as exc:
-            self._error(f"cannot open {folder}: {exc}")
+            self._error(f"cannot open {_about(folder, exc)}")
             return
         self._draw_run(folder)  # its history and its own bits/byte scale
         if folder == self.compared_run:  # not drawn over itself in grey
@@ -1080,7 +1093,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         try:
             spec = engine.read_run_spec(folder)
         except (OSError, ValueError, engine.MambaStudioError) as exc:
-            self._error(f"cannot continue {folder}: {exc}")
+            self._error(f"cannot continue {_about(folder, exc)}")
             return
         if engine.RunLock(Path(folder)).held_elsewhere():  # (taken, then Start failed: "in use
             self._error(f"cannot continue {Path(folder).name}: another process is training it; "

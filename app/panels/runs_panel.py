@@ -37,6 +37,7 @@ ADAPTER_TIP = "Write the LoRA adapter in PEFT format (LoRA runs only)"
 NO_ADAPTER_TIP = "This run trained all its weights, no LoRA adapter: use Export model…"
 NO_RUN_SELECTED = "Select a run first."
 ROW_BUTTONS = ("Open", "Continue", "Compare", "Export model…", "Delete…")  # act on the selected
+BROKEN_BUTTONS = ("Open", "Delete…")  # what a broken run's row offers
 EXPORT_CHOICES = {"merged": "Model folder (transformers; any LoRA merged)…",
                   "gguf": "GGUF file (llama.cpp, Ollama, LM Studio)…"}  # Export model…'s menu
 REFRESH_MS = 3000  # while the tab is visible: re-read every run's status this often (off-thread)
@@ -157,6 +158,7 @@ class RunsPanel(QWidget):
             ("Refresh", "Read the runs folder again", self.refresh),
         )
         self.buttons: dict[str, QPushButton] = {}
+        self.tips = {text: tip for text, tip, _ in specs}
         for text, tip, slot in specs:
             b = QPushButton(text)
             b.setToolTip(tip)
@@ -190,6 +192,9 @@ class RunsPanel(QWidget):
         if (watched is self.table and event.type() == QEvent.Type.KeyPress
                 and isinstance(event, QKeyEvent)
                 and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)):
+            current = self.table.currentIndex()  # the row with the keyboard's focus frame,
+            if not self.table.selectedIndexes() and current.isValid():  # tabbed to, unselected
+                self.table.selectRow(current.row())  # (it said "Select a run first.")
             self._emit(self.open_requested)
             return True
         return super().eventFilter(watched, event)
@@ -303,12 +308,19 @@ class RunsPanel(QWidget):
         """Export adapter… is off (and says why) for a selected run without LoRA (it complained
         only after the destination was picked)."""
         folder = self.selected()
-        why = adapter_problem(folder)
+        info = next((r for r in self.runs if str(r.path) == folder), None)
+        broken = info.error or "broken" if info is not None and info.status == "broken" else None
+        why = broken or adapter_problem(folder)
         button = self.buttons["Export adapter…"]
         button.setEnabled(why is None)
         button.setToolTip(ADAPTER_TIP if why is None else why)
         for name in ROW_BUTTONS:  # (on with no row, each said "Select a run first." when pressed)
-            self.buttons[name].setEnabled(folder is not None)
+            # a broken run can be opened (which says why it is broken) and deleted: the others
+            # could only fail (a run killed while prepared offered all five)
+            off = folder is None or (broken is not None and name not in BROKEN_BUTTONS)
+            self.buttons[name].setEnabled(not off)
+            self.buttons[name].setToolTip(f"{info.name if info else ''} is broken: {broken}"
+                                          if off and broken else self.tips[name])
 
     def _emit(self, signal: SignalInstance) -> None:
         folder = self.selected()

@@ -2439,3 +2439,60 @@ def test_return_on_a_run_in_the_runs_list_opens_it(win, qtbot, tiny_run):
     cell = runs.table.visualRect(runs.table.model().index(0, 0)).center()
     qtbot.mouseClick(runs.table.viewport(), Qt.MouseButton.LeftButton, pos=cell)
     assert opened == []  # one click selects, never opens (whatever the desktop's setting)
+
+
+def test_return_on_the_focused_unselected_run_opens_it(win, qtbot, tiny_run):
+    """Tabbed to, the Runs list's row had the focus frame but no selection: Return said "Select
+    a run first." (only Space, then Return, opened it)."""
+    from PySide6.QtCore import QItemSelectionModel, Qt
+
+    runs = win.runs
+    runs.root = str(Path(tiny_run).parent)
+    runs.refresh()
+    qtbot.waitUntil(lambda: runs.table.rowCount() >= 1, timeout=RUN_TIMEOUT)
+    opened: list[str] = []
+    runs.open_requested.connect(opened.append)
+    runs.table.clearSelection()
+    runs.table.selectionModel().setCurrentIndex(runs.table.model().index(0, 0),
+                                                QItemSelectionModel.SelectionFlag.NoUpdate)
+    assert runs.selected() is None
+    qtbot.keyClick(runs.table, Qt.Key.Key_Return)
+    assert opened == [str(runs.runs[0].path)], opened
+
+
+def test_a_broken_runs_row_offers_open_and_delete_only(win, qtbot, tmp_path):
+    """A run killed while it was prepared (a lock, no run.json) is listed as broken; its row
+    offered Continue, Compare and the exports, each of which could only fail."""
+    root = tmp_path / "own"
+    (root / "half").mkdir(parents=True)
+    (root / "half" / "lock").write_text("")
+    runs = win.runs
+    runs.root = str(root)
+    runs.refresh()
+    qtbot.waitUntil(lambda: runs.table.rowCount() == 1, timeout=RUN_TIMEOUT)
+    runs.table.selectRow(0)
+    assert runs.runs[0].status == "broken"
+    on = {name for name, b in runs.buttons.items() if b.isEnabled()}
+    assert on == {"Open", "Delete…", "Refresh"}, on
+    tip = runs.buttons["Continue"].toolTip()
+    assert tip.startswith("half is broken: killed while it was being prepared"), tip
+    win.choose_continue(str(root / "half"))  # (from File > Continue the same): said once,
+    assert win.errors[-1] == (  # in the window's words
+        f"cannot continue {root / 'half'}: no run.json, not a run folder: a run ended while it "
+        "was being prepared, before its first save; nothing of it can be resumed: delete it in "
+        "the Runs tab and Start the run again"), win.errors[-1]
+    runs.table.clearSelection()  # no row: each row button off, with its own tooltip back
+    assert not runs.buttons["Delete…"].isEnabled()
+    assert runs.buttons["Continue"].toolTip().startswith("The next Start continues this run")
+
+
+def test_ctrl_g_shows_the_playground_it_generates_in(win, qtbot, monkeypatch):
+    """From the Train tab, Generate in the Playground (Ctrl+G) generated in the hidden tab."""
+    calls: list[int] = []
+    monkeypatch.setattr(win.playground, "generate", lambda: calls.append(1))
+    win.tabs.setCurrentIndex(0)
+    menus = [a.menu() for a in win.menuBar().actions() if a.menu() is not None]
+    act = next(a for m in menus for a in m.actions()
+               if a.text().replace("&", "") == "Generate in the Playground")
+    act.trigger()
+    assert win.tabs.currentWidget() is win.playground and calls == [1]
