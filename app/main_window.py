@@ -90,6 +90,11 @@ def _about(folder: str, exc: BaseException) -> str:
     return why if why.startswith(f"{folder}: ") else f"{folder}: {why}"
 
 
+def _inside(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or lies in it (an opened run's snapshot in its run)."""
+    return Path(path) == Path(folder) or Path(folder) in Path(path).parents
+
+
 def _how_it_ended(run: engine.RunInfo) -> str:
     """The idle line's "last run: ..." of a listed run (its state and last snapshot's step)."""
     if run.status in ("running", "paused"):
@@ -152,6 +157,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.plots = PlotsPanel()
         self.preview = PreviewPanel()
         self.runs = RunsPanel(self.runs_root)
+        self.runs.next_start_use = self._next_start_use
         self.playground = PlaygroundPanel(self.runs_root)
         self.gallery = GalleryPanel()
         self.log = QPlainTextEdit()
@@ -1043,7 +1049,11 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
     def _run_deleted(self, folder: str) -> None:
         """A deleted run leaves no view behind (its curves, samples, Gallery and Playground stayed
         on screen) and is no longer the next Start's Continue or starting weights."""
-        if folder in (self.continue_dir, self.init_dir):
+        if self.init_dir is not None and _inside(self.init_dir, folder):
+            self._log(f"note: {self._opened_words()} went with {Path(folder).name}: the next "
+                      "Start trains a new model from random weights")
+            self.new_model()
+        elif folder == self.continue_dir:
             self.new_model()
         if self.follower.folder == folder:
             self.follower.stop()
@@ -1099,6 +1109,9 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             self._error(f"cannot continue {Path(folder).name}: another process is training it; "
                         "Open follows it as it trains, and Continue works once it ends")
             return  # by process N", with the status line saying "last run: not started")
+        if self.init_dir is not None and not quiet:  # (dropped unsaid, LoRA set-up and all)
+            self._log(f"note: {self._opened_words()} is no longer where the next Start begins: "
+                      f"it continues {Path(folder).name} (File > Open model… opens it again)")
         self.continue_dir = folder
         self.continue_spec = spec
         self.continue_shown = None  # no overrides while the panel is being set
@@ -1230,6 +1243,22 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.train.end_resumable()
         self._drop_opened_model()
         self._update_next()
+
+    def _opened_words(self) -> str:
+        """The opened model, and the adapter set up to train on it ("the opened model X, with
+        its LoRA set-up")."""
+        adapt = (" with its LoRA set-up" if self.train.lora.isChecked() else
+                 " with its WSLA set-up" if self.train.wsla.isChecked() else "")
+        return f"the opened model {self.init_dir}{adapt}"
+
+    def _next_start_use(self, folder: str) -> str:
+        """What deleting run ``folder`` takes from the next Start, for the Delete dialog."""
+        if self.init_dir is not None and _inside(self.init_dir, folder):
+            return (" It holds the model the next Start begins from (opened with File > Open "
+                    "model…): that Start would train a new model from random weights.")
+        if folder == self.continue_dir:
+            return " The next Start continues it: that Start would train a new run instead."
+        return ""
 
     def _drop_opened_model(self) -> None:
         """Forget an opened model's shape and tokenizer (``open_model``): the model settings and

@@ -177,6 +177,8 @@ class RunsPanel(QWidget):
         lay.addWidget(self.table, 1)
         lay.addLayout(buttons)
         self.live: tuple[str, int, str] | None = None  # (folder, step, state) training here
+        self.next_start_use: Callable[[str], str] = lambda folder: ""  # what deleting a run
+        # takes from the next Start (the window's model or Continue), said in the Delete dialog
         self._reading = False
         self._generation = 0
         self.refresh()
@@ -345,7 +347,8 @@ class RunsPanel(QWidget):
             return  # refused)
         others = engine.others_in_run(folder)
         if not others:
-            if confirm(self, "Delete run", f"Delete {folder} and all its snapshots?"):
+            if confirm(self, "Delete run", f"Delete {folder} and all its snapshots?"
+                       f"{self.next_start_use(folder)}"):
                 self.delete_run(folder)
             return
         if confirm(self, "Delete run", f"{folder} also holds files that no run writes "

@@ -177,9 +177,10 @@ def test_the_runs_tab_exports_the_selected_run_as_a_folder_or_a_gguf_file(win, t
                                       "(llama.cpp)"], titles
 
 
-def test_export_adapter_stays_on_for_a_run_whose_run_json_cannot_be_read(win, tmp_path):
+def test_export_adapter_of_a_run_whose_run_json_cannot_be_read_says_what_is_wrong(win, tmp_path):
     """A run whose run.json is damaged: Export adapter… was off, saying the run "trained all
-    its weights", where the export itself says what is wrong with the run."""
+    its weights". The run is listed broken: the button says what is wrong with it, and its
+    way on (its snapshots still load)."""
     from app.panels.runs_panel import adapter_problem
 
     folder = _run(tmp_path / "runs", 0, lora=True)
@@ -188,7 +189,9 @@ def test_export_adapter_stays_on_for_a_run_whose_run_json_cannot_be_read(win, tm
     win.runs.select(folder)
     assert adapter_problem(folder) is None
     button = win.runs.buttons["Export adapter…"]
-    assert button.isEnabled() and "no LoRA adapter" not in button.toolTip()
+    assert not button.isEnabled() and "no LoRA adapter" not in button.toolTip()
+    assert "run.json: corrupt JSON" in button.toolTip() and "its snapshots still load" in \
+        button.toolTip(), button.toolTip()
 
 
 def test_export_adapter_is_off_and_says_why_before_a_folder_is_asked(win, tmp_path):
@@ -904,3 +907,38 @@ def test_the_playground_on_a_peft_export_without_base_names_no_passed_over_snaps
     with qtbot.waitSignal(pg.finished, timeout=RUN_TIMEOUT) as done:
         pg.generate()
     assert "· moved" in done.args[0] and "latest.json" not in done.args[0], done.args[0]
+
+
+def test_continue_or_delete_says_what_it_takes_from_the_opened_model(win, qtbot, tmp_path,
+                                                                       monkeypatch):
+    """A model opened with its LoRA set up was dropped, unsaid, by a Continue of another run,
+    and by deleting its run (the dialog said only "Delete …?"): the next Start trained a new
+    model from random weights."""
+    from app.panels import runs_panel
+
+    base, other = _run(tmp_path / "runs", 1), _run(tmp_path / "runs", 1)
+    win.open_model(base)
+    qtbot.waitUntil(lambda: win.init_dir is not None, timeout=RUN_TIMEOUT)
+    opened = win.init_dir
+    win.train.lora.setChecked(True)
+    win.choose_continue(other)
+    assert (f"note: the opened model {opened} with its LoRA set-up is no longer where the next "
+            f"Start begins: it continues {Path(other).name} (File > Open model… opens it again)"
+            in win.log.toPlainText()), win.log.toPlainText()[-600:]
+    win.open_model(base)
+    qtbot.waitUntil(lambda: win.init_dir is not None, timeout=RUN_TIMEOUT)
+    asked: list[str] = []
+    monkeypatch.setattr(runs_panel, "confirm", lambda *a: asked.append(a[2]) or True)
+    win.runs.refresh()
+    win.runs.select(base)
+    win.runs._delete_selected()
+    assert asked == [f"Delete {base} and all its snapshots? It holds the model the next Start "
+                     "begins from (opened with File > Open model…): that Start would train a new "
+                     "model from random weights."], asked
+    assert not Path(base).exists() and win.init_dir is None
+    assert (f"note: the opened model {opened} with its LoRA set-up went with {Path(base).name}"
+            ": the next Start "
+            "trains a new model from random weights") in win.log.toPlainText()
+    win.runs.select(other)  # a run the next Start does not use: the plain question
+    win.runs._delete_selected()
+    assert asked[-1] == f"Delete {other} and all its snapshots?", asked
