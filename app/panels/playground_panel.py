@@ -35,6 +35,8 @@ BACKEND_TIPS = {"auto": "a hardware GPU when there is one, else the CPU step",
                 "gpu": "any wgpu adapter, including lavapipe (Vulkan on the CPU, slow)"}
 
 
+KEPT_PROMPT_CHARS = 100_000  # the longest prompt kept for the next launch
+
 class PlaygroundPanel(QWidget):
     finished = Signal(str)
 
@@ -180,7 +182,10 @@ class PlaygroundPanel(QWidget):
 
     def remember(self) -> None:
         """The prompt and the sampling boxes, for the next launch."""
-        settings.save("playground/prompt", self.prompt.toPlainText())
+        prompt = self.prompt.toPlainText()  # (a pasted 854 KB prompt went into the settings
+        # file and slowed every launch by ~2 s: one longer than this is not kept)
+        settings.save("playground/prompt", prompt if len(prompt) <= KEPT_PROMPT_CHARS
+                      else engine.DEFAULT_PROMPT)
         for key, box in self._knobs().items():
             settings.save_box(box, f"playground/{key}")
 

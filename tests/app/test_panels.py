@@ -2160,6 +2160,24 @@ def test_playground_knobs_are_kept_across_launches(qtbot, tmp_path):
     w2.close()
 
 
+def test_a_playground_prompt_is_kept_across_launches_unless_huge(qtbot, tmp_path):
+    """A pasted 854 KB prompt went into the settings file and slowed every launch by ~2 s."""
+    import engine
+    from app.main_window import MainWindow
+    from app.panels.playground_panel import KEPT_PROMPT_CHARS
+
+    for prompt, back in (("x" * KEPT_PROMPT_CHARS, "x" * KEPT_PROMPT_CHARS),
+                         ("y" * (KEPT_PROMPT_CHARS + 1), engine.DEFAULT_PROMPT)):
+        w = MainWindow(runs_root=str(tmp_path / "runs"))
+        qtbot.addWidget(w)
+        w.playground.prompt.setPlainText(prompt)
+        w.close()
+        w2 = MainWindow(runs_root=str(tmp_path / "runs"))
+        qtbot.addWidget(w2)
+        assert w2.playground.prompt.toPlainText() == back
+        w2.close()
+
+
 def test_playground_counts_tokens_while_generating_and_says_the_gpu_note_once(monkeypatch):
     import engine
     from app.workers import GenerateWorker
