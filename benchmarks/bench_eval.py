@@ -20,13 +20,13 @@ from engine.runtime import configure  # noqa: E402
 configure(tune_allocator=True)  # the process settings of training, before NumPy loads
 
 import numpy as np  # noqa: E402
+from roofline import exp_ns  # noqa: E402
 
 from engine.bench import cpu_model, set_threads  # noqa: E402
 from engine.config import MambaConfig  # noqa: E402
 from engine.lm import MambaLM  # noqa: E402
 from engine.model import logits_forward  # noqa: E402
 from engine.ops.cross_entropy import cross_entropy_scores  # noqa: E402
-from engine.roofline import exp_ns  # noqa: E402
 
 # name: (vocab, d_model, n_layer); 8 x 256 tokens a batch, as evaluation reads them
 CONFIGS = {"small-bytes": (259, 128, 4), "small-bpe2k": (2048, 128, 4),

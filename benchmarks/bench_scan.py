@@ -21,9 +21,9 @@ from engine.runtime import configure  # noqa: E402
 configure(tune_allocator=True)  # same process settings as training, before NumPy loads
 
 import numpy as np  # noqa: E402
+from roofline import exp_ns, fma_peak_gflops, scan_counts  # noqa: E402
 
 from engine.bench import set_threads  # noqa: E402
-from engine.roofline import exp_ns, fma_peak_gflops, scan_counts  # noqa: E402
 
 CONFIGS = {"small": (4, 256, 256, 16), "medium": (8, 256, 512, 16)}
 

@@ -17,7 +17,7 @@ import time
 import numpy as np
 from numba import prange
 
-from ._jit import fast_exp, parallel_kernel
+from engine._jit import fast_exp, parallel_kernel
 
 _LANES = 4096  # per thread block: 16 KiB of float32, L1-resident
 _REPS = 200
