@@ -166,6 +166,7 @@ class Run:
     def save(self, val_loss: float | None = None) -> Path:
         """Publish a snapshot of the current state (refused if any weight is NaN/Inf)."""
         tr = self.trainer
+        self._here()
         try:
             self.lm.check_finite(self.folder)
         except CheckpointError as exc:
@@ -213,9 +214,30 @@ class Run:
         eta = self.trainer.eta
         return eta.typical_step_s() if len(eta.recent) >= at_least else None
 
+    def _here(self) -> None:
+        """TrainingError when the run folder's path no longer leads to the folder this process
+        locked (moved, or swapped for another run's): nothing more is written by that path."""
+        if self.lock.moved():
+            raise TrainingError(self._moved_message())
+
+    def _moved_message(self) -> str:
+        lost = (f"its steps after {self.saved_step} were not saved" if self.step !=
+                self.saved_step else f"its last snapshot is step {self.step}")
+        other = (" (another folder is at its path now: nothing was written there)"
+                 if (self.folder / rf.RUN_JSON).exists() else "")
+        return (f"{self.folder}: the run folder was moved or deleted while training{other}; "
+                f"training stopped at step {self.step}, and {lost}; if it was moved, resume it "
+                "where it is now")
+
+    def _metric(self, row: dict[str, Any]) -> None:
+        """One row of metrics.csv (after ``_here``)."""
+        self._here()
+        rf.append_metric(self.folder, row)
+
     def _status(self, state: str, reason: str = "") -> None:
         """status.json; ``reason``: why early stopping ended the run (the Runs list showed such a
         run "stopped", as one stopped by hand)."""
+        self._here()
         rf.write_status(self.folder, state, step=self.step, total_steps=self.trainer.total_steps,
                         best_val_loss=self.best_val, **({"reason": reason} if reason else {}))
 
@@ -229,14 +251,9 @@ class Run:
         """The error for a write that failed while training (a save, a metrics row, the status
         file): what failed, what was kept, how to go on; status "stopped" where it can be
         written."""
+        if self.lock.moved() or not (self.folder / rf.RUN_JSON).exists():  # it said "fix
+            return TrainingError(self._moved_message())  # that, then resume" of a folder gone
         self._status_if_possible("stopped")
-        if not (self.folder / rf.RUN_JSON).exists():  # it said "fix that, then resume" a
-            lost = (f"its steps after {self.saved_step} were not saved" if self.step !=  # folder
-                    self.saved_step else f"its last snapshot is step {self.step}")  # now gone
-            return TrainingError(
-                f"{self.folder}: the run folder was moved or deleted while training; training "
-                f"stopped at step {self.step}, and {lost}; if it was moved, resume it where it "
-                "is now")
         kept, goes_on = f"the last snapshot is step {self.saved_step}", ""
         if self.saved_step != self.step:
             kept = f"the steps after {self.saved_step} could not be saved"
@@ -249,6 +266,7 @@ class Run:
         ``reported``) or saved: their metric rows and samples are of undone steps (the retrained
         ones came after them: step 4 twice), and a snapshot saved since the step now holds
         weights it found bad (``rf.drop_after``); all are dropped, as a resume drops a crash's."""
+        self._here()
         if self.saved_step > self.step:
             left = rf.drop_after(self.folder, self.step)
             self.saved_step, self.saved_val = left if left is not None else (-1, None)
@@ -323,16 +341,16 @@ class Run:
             """The held-out loss of the current step in metrics.csv, with its step's epoch."""
             cur = self.trainer.cursor
             epoch = cur.epoch - 1 if cur.group == 0 and cur.step > 0 else cur.epoch
-            rf.append_metric(self.folder, {"kind": "eval", "step": self.step, "epoch": epoch,
+            self._metric({"kind": "eval", "step": self.step, "epoch": epoch,
                                            "val_loss": val})
 
         def step_hook(r: StepReport) -> None:
-            rf.append_metric(self.folder, {"kind": "step", **asdict(r)})
+            self._metric({"kind": "step", **asdict(r)})
             reported[0] = r.step
             if r.val_loss is not None:
                 last_eval.clear()
                 last_eval[r.step] = r.val_loss
-                rf.append_metric(self.folder, {"kind": "eval", "step": r.step, "epoch": r.epoch,
+                self._metric({"kind": "eval", "step": r.step, "epoch": r.epoch,
                                                "val_loss": r.val_loss})
             if on_step is not None:
                 on_step(r)
@@ -349,7 +367,7 @@ class Run:
             val = rep.val.loss if rep.val is not None else None
             fresh = self.step not in last_eval  # not measured by the step's own evaluation
             if val is not None and fresh:  # once per step in metrics.csv
-                rf.append_metric(self.folder, {"kind": "eval", "step": self.step, "epoch": rep.epoch,
+                self._metric({"kind": "eval", "step": self.step, "epoch": rep.epoch,
                                                "val_loss": val})
                 last_eval.clear()
                 last_eval[self.step] = val

@@ -603,6 +603,45 @@ def test_a_run_folder_moved_or_deleted_while_training_is_not_made_again(tmp_path
             assert again.step == 0  # its last snapshot (step 0: autosave is far away)
 
 
+@pytest.mark.parametrize("how", ["swapped", "relinked"])
+def test_another_run_put_at_a_training_runs_path_is_never_written(tmp_path, how):
+    """`mv A A-old && mv B A` (or a link re-pointed from A to B) while A trained: the trainer
+    went on writing by path into B, saved its snapshots there, rewrote B's latest.json, best.json
+    and metrics.csv, and pruned every snapshot of B's own, its best one too."""
+    other, real = tmp_path / "other", tmp_path / "a-real"
+    for out in (other, real):
+        with start(replace(_spec(max_steps=2), autosave_steps=1), [_corpus(tmp_path)],
+                   out=out) as run:
+            run.train()
+    before = {p.relative_to(other): p.read_bytes() for p in other.rglob("*") if p.is_file()
+              and p.name != "lock"}
+    folder = tmp_path / "a"  # the path it is resumed by: the folder, or a link to it
+    os.symlink(real, folder) if how == "relinked" else os.rename(real, folder)
+
+    def swap_at_step_3(r):  # noqa: ANN001
+        if r.step == 3:
+            if how == "swapped":
+                os.rename(folder, tmp_path / "a-old")
+                os.rename(other, folder)
+            else:
+                os.unlink(folder)
+                os.symlink(other, folder)
+
+    with resume(folder, max_steps=8) as run, pytest.raises(TrainingError) as info:
+        run.train(on_step=swap_at_step_3)
+    msg = str(info.value)
+    assert "the run folder was moved or deleted while training (another folder is at its path " \
+        "now: nothing was written there)" in msg, msg
+    now = folder.resolve()
+    after = {p.relative_to(now): p.read_bytes() for p in now.rglob("*") if p.is_file()
+             and p.name != "lock"}
+    assert after == before  # not one file of the other run written, added or removed
+    kept = real if how == "relinked" else tmp_path / "a-old"
+    assert "stopped at step 3, and its steps after 2 were not saved" in msg, msg  # (the swap
+    with resume(kept) as again:  # came before step 3's save) the trained run, where it is now
+        assert again.step == 2
+
+
 def test_a_run_folder_moved_during_the_last_save_says_nothing_was_lost(tmp_path):
     """Moved between the last save and the final status write: a raw "could not create a
     temporary file … status.json" after a run whose every step was saved."""

@@ -77,6 +77,20 @@ class RunLock:
             os.close(self.fd)  # closing drops the flock
             self.fd = None
 
+    def moved(self) -> bool:
+        """Whether the lock this process holds is no longer the file at its path: the run folder
+        was moved, or renamed and another folder put at its path (``mv A A-old && mv B A``), or
+        the link it was opened through re-pointed. Writes by path would land in that other
+        folder (a swapped-in run lost its own snapshots, its best one too, to the trainer's)."""
+        if self.fd is None:
+            return False
+        try:
+            here = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return True
+        held = os.fstat(self.fd)
+        return (here.st_dev, here.st_ino) != (held.st_dev, held.st_ino)
+
     def held_elsewhere(self) -> bool:
         """True when another process holds the lock now (for listing runs)."""
         try:
