@@ -554,6 +554,36 @@ def test_a_short_gguf_write_names_the_file_and_the_free_space(lora_run: Path, tm
     assert list(tmp_path.iterdir()) == []
 
 
+def test_two_gguf_exports_to_one_new_name_do_not_both_say_wrote(lora_run: Path, tmp_path: Path,
+                                                                 monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Two exports to one new file at once: both said "wrote", the later had replaced the
+    earlier without --force. The one that finds the file made meanwhile refuses and leaves it."""
+    from engine.export import gguf_file
+
+    out = tmp_path / "m.gguf"
+    write = gguf_file._write
+
+    def other_export_first(gguf, run, out_path, tmp):  # noqa: ANN001, ANN202
+        write(gguf, run, out_path, tmp)
+        out_path.write_bytes(b"the other export's file")  # published while this one wrote
+
+    monkeypatch.setattr(gguf_file, "_write", other_export_first)
+    with pytest.raises(CheckpointError, match=r"m\.gguf: written by another export meanwhile; "
+                                              "export into a new file name"):
+        export_gguf(lora_run, out)
+    assert out.read_bytes() == b"the other export's file"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.gguf"]  # no temporary file left
+    monkeypatch.setattr(gguf_file, "_write", write)
+    export_gguf(lora_run, tmp_path / "n.gguf")  # alone: published, no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf", "n.gguf"]
+    assert (tmp_path / "n.gguf").read_bytes()[:4] == b"GGUF"
+    assert (tmp_path / "n.gguf").stat().st_nlink == 1
+    before = (tmp_path / "n.gguf").stat().st_ino
+    export_gguf(lora_run, tmp_path / "n.gguf", force=True)  # --force replaces an earlier one
+    assert (tmp_path / "n.gguf").stat().st_ino != before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf", "n.gguf"]
+
+
 def test_an_export_folder_is_readable_as_mkdir_makes_it(lora_run: Path, tmp_path: Path) -> None:
     """Staged through mkdtemp, exports were published with mode 0700 (only their writer could
     read them)."""

@@ -103,13 +103,37 @@ def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = Fals
     notes = check_out(src_folder, given, file=True, force=force)  # --force kept 23 MB of them
     run = open_run(src_folder)
     clear_out(out_path)
+    replacing = out_path.exists()  # an earlier GGUF export, which check_out let --force replace
     with locked_temp(out_path) as tmp:
         _write(gguf, run, out_path, tmp)
+        try:
+            _publish(Path(tmp), out_path, replacing)
+        finally:
+            Path(tmp).unlink(missing_ok=True)  # (published: a link, or renamed away)
     return notes + run.notices
 
 
+def _publish(tmp: Path, out_path: Path, replacing: bool) -> None:
+    """``tmp`` becomes ``out_path``: replacing the earlier export checked, else only where no file
+    is there yet (two exports to one new name at once both said "wrote"; the later had silently
+    replaced the earlier): a hard link, which a file made meanwhile refuses."""
+    if replacing:
+        os.replace(tmp, out_path)
+        return
+    try:
+        os.link(tmp, out_path)
+    except FileExistsError:
+        raise CheckpointError(f"{out_path}: written by another export meanwhile; export into a "
+                              "new file name") from None
+    except OSError:  # a filesystem without hard links (FAT): as close as a rename can come
+        if out_path.exists():
+            raise CheckpointError(f"{out_path}: written by another export meanwhile; export "
+                                  "into a new file name") from None
+        os.replace(tmp, out_path)
+
+
 def _write(gguf: Any, run: RunSource, out_path: Path, tmp: str) -> None:
-    """The GGUF file of ``run`` written to ``tmp``, then renamed to ``out_path``."""
+    """The GGUF file of ``run`` written to ``tmp`` (``out_path`` names it inside)."""
     cfg = run.lm.config
     try:
         w = gguf.GGUFWriter(tmp, "mamba")
@@ -145,7 +169,6 @@ def _write(gguf: Any, run: RunSource, out_path: Path, tmp: str) -> None:
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
         w.close()
-        os.replace(tmp, out_path)
     except OSError as exc:  # numpy's short write says only "2048 requested and 1344 written"
         Path(tmp).unlink(missing_ok=True)
         free = shutil.disk_usage(out_path.parent).free
