@@ -971,9 +971,11 @@ def test_a_name_too_long_for_the_hidden_staging_name_is_refused_with_the_limit(
     assert (tmp_path / ("z" * 238) / "config.json").is_file()
 
 
-def test_a_gguf_export_stopped_by_a_file_size_limit_does_not_say_free_some_space(lora_run,
-                                                                                    tmp_path):
-    """Under `ulimit -f` the GGUF export said "free some space" with 54 GB free on the disk."""
+@pytest.mark.parametrize("kind", ["--gguf", "--merged", "--peft"])
+def test_an_export_stopped_by_a_file_size_limit_does_not_say_free_some_space(lora_run, tmp_path,
+                                                                              kind):
+    """Under `ulimit -f` the GGUF export said "free some space" with 54 GB free on the disk, and
+    the merged and PEFT exports said so with 48 GB free."""
     import subprocess
     import sys
 
@@ -982,14 +984,16 @@ def test_a_gguf_export_stopped_by_a_file_size_limit_does_not_say_free_some_space
             "resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))\n"
             "from engine.cli import main\n"
             "sys.exit(main(sys.argv[1:]))\n")
-    out = subprocess.run([sys.executable, "-c", code, "export", "--gguf", str(lora_run),
-                          str(tmp_path / "m.gguf")], capture_output=True, text=True, timeout=240,
+    dest = tmp_path / ("m.gguf" if kind == "--gguf" else "m")
+    out = subprocess.run([sys.executable, "-c", code, "export", kind, str(lora_run), str(dest)],
+                         capture_output=True, text=True, timeout=240,
                          cwd=Path(__file__).resolve().parents[1])
     err = out.stderr.strip().splitlines()[-1]
-    assert out.returncode == 2 and err.startswith(f"error: {tmp_path / 'm.gguf'}: cannot write "
-                                                  "the GGUF file"), (out.returncode, out.stderr)
-    assert "the disk has room, so a file-size limit stopped it (ulimit -f" in err, err
-    assert not (tmp_path / "m.gguf").exists()
+    what = "the GGUF file" if kind == "--gguf" else "the export"
+    assert out.returncode == 2 and err.startswith(f"error: {dest}: cannot write {what}"), (
+        out.returncode, out.stderr)
+    assert "a file-size limit stopped it (ulimit -f" in err and "free some space" not in err, err
+    assert not dest.exists()
 
 
 def test_an_export_name_is_measured_in_bytes_not_characters(tmp_path):

@@ -219,20 +219,14 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
         _publish(tmp, out, force)
     except OSError as exc:  # a full disk named the hidden staging folder's file, with no fix
         shutil.rmtree(tmp, ignore_errors=True)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            free = shutil.disk_usage(out.parent).free
-            fix = f"{free / 1e6:,.1f} MB free on its disk: free some space or choose another folder"
-        else:
-            fix = "choose another folder"
         raise CheckpointError(f"{out}: cannot write the export ({exc.strerror or exc}); nothing "
-                              f"new was written there; {fix}") from None
+                              f"new was written there; {_write_fix(out, exc)}") from None
     except CheckpointError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if tmp.name not in str(exc):
             raise
         raise CheckpointError(f"{out}: cannot write the export ({str(exc).rsplit(': ', 1)[-1]});"
-                              " nothing new was written there; free some space or choose another "
-                              "folder") from None
+                              f" nothing new was written there; {_write_fix(out, exc)}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -290,6 +284,20 @@ def clear_stale_temps(out: Path) -> None:
                 p.unlink()
         finally:
             os.close(fd)
+
+
+def _write_fix(out: Path, exc: BaseException) -> str:
+    """What to do about a failed export write: a full disk (its free space said), a file-size
+    limit (it said "free some space" with 48 GB free), or another folder."""
+    cause = exc if isinstance(exc, OSError) else exc.__cause__ or exc.__context__
+    code = cause.errno if isinstance(cause, OSError) else None
+    if code == errno.EFBIG or "File too large" in str(exc):
+        return ("a file-size limit stopped it (ulimit -f, or the filesystem's largest file): "
+                "raise it or choose another folder")
+    if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc):
+        free = shutil.disk_usage(out.parent).free
+        return f"{free / 1e6:,.1f} MB free on its disk: free some space or choose another folder"
+    return "choose another folder"
 
 
 @contextmanager
