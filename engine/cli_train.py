@@ -5,6 +5,7 @@ the final save). ``engine.cli`` builds the parser and routes here."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .cliout import PROGRESS, terminal_safe
 from .defaults import PRESET_DEFAULTS, SAMPLE_CORPUS
-from .errors import CorpusError
+from .errors import CorpusError, MambaStudioError, one_line
 from .reports import format_duration
 from .words import plural
 
@@ -410,7 +411,16 @@ def _train(a: argparse.Namespace, run: Run, job: DistributedJob | None) -> int:
 
             # the snapshot this process just saved (given the run folder, the export said the
             # run "is training: the steps after it are not in the export", of its own lock)
-            for w in export_peft(result.snapshot, a.export_adapter, force=a.force):
+            again = (f"the run is saved ({result.snapshot}): export its adapter with `python -m "
+                     f"engine export --peft {shlex.quote(str(run.folder))} OUT`")
+            try:
+                notes = export_peft(result.snapshot, a.export_adapter, force=a.force)
+            except (MambaStudioError, OSError) as exc:  # (read as lost training: no word of
+                raise MambaStudioError(f"{one_line(exc)}; {again}") from None  # the run)
+            except KeyboardInterrupt:
+                print(f"\n{again}", file=sys.stderr)
+                raise
+            for w in notes:
                 print(f"warning: {w}", file=sys.stderr)
             print(f"PEFT adapter: {a.export_adapter} (its unmerged base: "
                   f"{Path(a.export_adapter) / 'base'})", file=sys.stderr)

@@ -109,6 +109,42 @@ def test_lora_bpe_and_adapter_export(tmp_path, capsys):
     assert "random weights" not in capsys.readouterr().err
 
 
+def test_an_adapter_export_failing_after_training_says_the_run_is_saved(tmp_path, capsys,
+                                                                        monkeypatch):
+    """Two trainings racing for one adapter folder: the loser said only "written by another
+    export meanwhile" (exit 2), read as lost training; it names the saved run and the export
+    that writes the adapter."""
+    from engine import export
+    from engine.errors import CheckpointError
+
+    def raced(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise CheckpointError(f"{tmp_path / 'ad'}: written by another export meanwhile "
+                                     "(Directory not empty); export into a new folder")
+
+    monkeypatch.setattr(export, "export_peft", raced)
+    out = tmp_path / "run"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "16",
+                 "--batch", "2", "--max-steps", "2", "--lora", "in_proj",
+                 "--export-adapter", str(tmp_path / "ad"), "--out", str(out),
+                 "--sample-tokens", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"error: {tmp_path / 'ad'}: written by another export meanwhile (Directory not "
+                   f"empty); export into a new folder; the run is saved ({out}/snapshots/step-2): "
+                   f"export its adapter with `python -m engine export --peft {out} OUT`"), err
+    assert main(["eval", str(out)]) == 0  # (it is)
+
+    def stopped(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise KeyboardInterrupt  # a Ctrl-C or SIGTERM while the adapter is written
+
+    monkeypatch.setattr(export, "export_peft", stopped)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--max-steps", "3", "--sample-tokens", "0",
+                 "--export-adapter", str(tmp_path / "ad2")]) == 130
+    err = capsys.readouterr().err
+    assert (f"the run is saved ({out}/snapshots/step-3): export its adapter with `python -m "
+            f"engine export --peft {out} OUT`\n\ninterrupted (Ctrl-C)") in err, err
+
+
 def test_adapter_export_peft_cannot_load_is_refused_before_training(tmp_path, capsys):
     assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--lora", "in_proj,out_proj",
                  "--export-adapter", str(tmp_path / "ad"), "--out", str(tmp_path / "run")]) == 2
