@@ -237,8 +237,10 @@ class Run:
     def _status(self, state: str, reason: str = "") -> None:
         """status.json; ``reason``: why early stopping ended the run (the Runs list showed such a
         run "stopped", as one stopped by hand)."""
-        self._here()
-        rf.write_status(self.folder, state, step=self.step, total_steps=self.trainer.total_steps,
+        self._here()  # (its step: the latest snapshot's, as its readers take it; a failed
+        # save wrote the step trained, where latest.json named an earlier one)
+        rf.write_status(self.folder, state, step=max(self.saved_step, 0),
+                        total_steps=self.trainer.total_steps,
                         best_val_loss=self.best_val, **({"reason": reason} if reason else {}))
 
     def _status_if_possible(self, state: str) -> None:

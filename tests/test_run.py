@@ -495,7 +495,9 @@ def test_a_failed_last_save_says_what_was_lost_and_how_to_go_on(tmp_path, monkey
     assert "snapshots/step-6/state.safetensors: No space left on device" in msg, msg
     assert "training stopped at step 6 and the steps after 0 could not be saved" in msg
     assert f"resume {tmp_path / 'r'} (it goes on from step 0)" in msg
-    assert rf.read_status(tmp_path / "r")["state"] == "stopped"
+    status = rf.read_status(tmp_path / "r")  # its step is the saved one (it said 6, where
+    assert (status["state"], status["step"]) == ("stopped", 0)  # latest.json said 0)
+    assert rf.read_pointer(tmp_path / "r")["step"] == 0
 
 
 def test_second_sigint_during_the_save_corrupts_nothing(tmp_path):
