@@ -171,15 +171,9 @@ class Run:
             self.lm.check_finite(self.folder)
         except CheckpointError as exc:
             raise TrainingError(f"not saving: {exc}") from None
-        state = tr.state_dict()
-        tensors = {f"optimizer.{k}": v for k, v in state["optimizer"]["tensors"].items()}
-        tensors.update({f"trainable.{k}": v for k, v in state["trainable"]["tensors"].items()})
-        meta = {"cursor": state["cursor"], "lr_scale": state["lr_scale"], "epochs": state["epochs"],
-                "early_bad": self.early_bad,  # evaluations since the best (early stopping)
-                "optimizer_t": state["optimizer"]["t"]}
-        stopped = val_loss is None and tr.eval_stopped_at == tr.cursor.step
-        if stopped:  # the step's evaluation was cut short by a stop: the resume measures it
-            meta["eval_stopped"] = True
+        stopped = val_loss is None and tr.eval_stopped_at == tr.cursor.step  # (a stop cut the
+        # step's evaluation short: the resume measures it)
+        tensors, meta = rf.trainer_state.pack(tr.state_dict(), self.early_bad, stopped)
         path = rf.write_snapshot(
             self.folder, tr.cursor.step,
             lambda d: ckpt.save_model_files(d, self.lm.config, self.lm.params, self.lm.tokenizer),
@@ -851,12 +845,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         check_fits(lm.tokenizer, lm.config.vocab_size, snap / "tokenizer.json")
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.warnings = refused  # (said as "note:" on a resume, "warning:" everywhere else)
-        tensors = ckpt.read_tensors(snap / rf.SNAP_STATE)
-        state = {
-            "cursor": meta["cursor"], "lr_scale": meta["lr_scale"], "epochs": meta["epochs"],
-            "optimizer": {"t": meta["optimizer_t"], "tensors": _prefixed(tensors, "optimizer.")},
-            "trainable": {"tensors": _prefixed(tensors, "trainable.")},
-        }
+        state = rf.trainer_state.unpack(meta, ckpt.read_tensors(snap / rf.SNAP_STATE))
         try:
             run.trainer.load_state_dict(state)
         except (KeyError, TypeError, ValueError) as exc:
@@ -896,8 +885,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
                                 f"may be intact (the run goes on from {snap.name})")
         best = rf.best_pointer(folder)
         run.best_val = best.get("val_loss") if best else None
-        bad = meta.get("early_bad", 0)  # (a snapshot from before: 0)
-        run.early_bad = bad if type(bad) is int and bad >= 0 else 0
+        run.early_bad = rf.trainer_state.early_bad(meta)
         if lost := rf.lost_steps_note(folder, run.step):  # (before the truncation drops them)
             run.notices.append(lost)
         try:
@@ -956,10 +944,6 @@ def read_epoch_rows(folder: str | Path) -> int:
     rows = _train_rows(data, seq_len, load_tokenizer(kept[0]))
     assert rows is not None
     return len(rows)
-
-
-def _prefixed(tensors: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
-    return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
 
 
 @dataclass(frozen=True)

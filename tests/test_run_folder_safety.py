@@ -23,7 +23,7 @@ from engine import runformat as rf
 from engine.cli import main
 from engine.errors import CheckpointError, MambaStudioError, TrainingError
 from engine.run import RunSpec, list_runs, start
-from engine.runformat import snapshot_dirs
+from engine.runformat import snapshot_dirs, trainer_state
 from engine.trainer import TrainConfig
 from tests.helpers import two_file_corpus
 
@@ -1731,8 +1731,36 @@ def test_the_snapshot_check_knows_every_field_of_the_trainers_cursor():
 
     from engine.trainer import _Cursor
 
-    assert {f.name for f in fields(_Cursor)} == {*snapshot_dirs.CURSOR_COUNTS,
-                                                 *snapshot_dirs.CURSOR_SUMS}
+    assert {f.name for f in fields(_Cursor)} == {*trainer_state.CURSOR_COUNTS,
+                                                 *trainer_state.CURSOR_SUMS}
+
+
+def test_a_trainers_state_comes_back_whole_from_a_snapshots_packing():
+    """``trainer_state.pack`` / ``unpack``, the one writer and reader of a snapshot's training
+    state: every cursor field, the schedule, the epochs, the optimizer's and a LoRA's tensors."""
+    from engine import Trainer
+    from engine.lm import MambaLM
+    from engine.lora import LoRAConfig
+    from engine.tokenizer import ByteTokenizer
+    from tests.helpers import tiny_config
+
+    ids = np.arange(400) % 50
+    lm = MambaLM.create(tiny_config(vocab_size=264), ByteTokenizer())
+    tr = Trainer(lm, ids, ids[:0], TrainConfig(seq_len=16, batch_size=2, max_steps=3,
+                                               lora=LoRAConfig(("in_proj",))))
+    tr.train_step(np.arange(2))
+    state = tr.state_dict()
+    tensors, meta = trainer_state.pack(state, early_bad=2, eval_stopped=True)
+    assert (meta["early_bad"], meta["eval_stopped"]) == (2, True)
+    back = trainer_state.unpack(meta, tensors)
+    assert {k: back[k] for k in ("cursor", "lr_scale", "epochs")} == {
+        k: state[k] for k in ("cursor", "lr_scale", "epochs")}
+    assert back["optimizer"]["t"] == state["optimizer"]["t"] > 0
+    for part in ("optimizer", "trainable"):
+        got, want = back[part]["tensors"], state[part]["tensors"]
+        assert got.keys() == want.keys() and len(want) > 0, part
+        assert all(np.array_equal(got[k], want[k]) for k in want), part
+    assert "eval_stopped" not in trainer_state.pack(state, 0, eval_stopped=False)[1]
 
 
 def test_snapshots_unreadable_for_their_mode_say_chmod_not_start_again(made_run, tmp_path,

@@ -47,7 +47,7 @@ def _lora(lm: MambaLM, lora_cfg: dict[str, Any] | None, state: Path,
           prefix: str) -> LoRATrainable | None:
     if not lora_cfg:
         return None
-    tensors = {k[len(prefix):]: v for k, v in ckpt.read_tensors(state).items() if k.startswith(prefix)}
+    tensors = rf.trainer_state.prefixed(ckpt.read_tensors(state), prefix)
     params = {k: v.copy() for k, v in lm.params.items()}
     lora = LoRATrainable(params, LoRAConfig.from_dict(lora_cfg))
     try:
@@ -56,23 +56,6 @@ def _lora(lm: MambaLM, lora_cfg: dict[str, Any] | None, state: Path,
         raise CheckpointError(f"{state}: no LoRA state for {exc}") from None
     lora.unmerge()  # lora.params now holds the exact base the adapters were trained on
     return lora
-
-
-def _last_val(epochs: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, int | None]:
-    """The last epoch's held-out evaluation and the step it was measured at (the end of that
-    epoch: the steps of every epoch up to it); (None, None) if no epoch has one."""
-    last: tuple[dict[str, Any] | None, int | None] = (None, None)
-    step = 0
-    for e in epochs:
-        if not isinstance(e, dict):
-            continue
-        try:
-            step += int(e.get("steps", 0))
-        except (TypeError, ValueError):
-            return last[0], None
-        if e.get("val"):
-            last = (e["val"], step)
-    return last
 
 
 def _float_or_none(x: Any) -> float | None:
@@ -370,7 +353,7 @@ def open_run(folder: str | Path) -> RunSource:
         train = spec.get("train", {})
         lm = MambaLM.load(snap)
         lm.check_finite(snap)
-        val, val_step = _last_val(meta.get("epochs", []))
+        val, val_step = rf.trainer_state.last_epoch_eval(meta.get("epochs", []))
         notices = [f"{e}; using {snap.name} instead" for e in refused]
         if state_problem is not None:
             notices.append(f"its training state is damaged ({state_problem}); its weights, "
@@ -379,7 +362,7 @@ def open_run(folder: str | Path) -> RunSource:
             notices.append(f"{folder} is training: this is its latest snapshot, {snap.name}; "
                            "the steps after it are not in the export")
         lora = None if state_problem else _lora(lm, train.get("lora"), snap / rf.SNAP_STATE,
-                                                "trainable.")
+                                                rf.trainer_state.TRAINABLE)
         return RunSource(folder, lm, lora, train, int(meta.get("step", 0)), val, val_step,
                          run_dir if rf.is_run(run_dir) else None, spec,
                          _float_or_none(meta.get("val_loss")), notices, state_problem)
@@ -389,7 +372,7 @@ def open_run(folder: str | Path) -> RunSource:
         lm = MambaLM.load(folder)
         lm.check_finite(folder)
         train = state.get("train_config", {})
-        val, val_step = _last_val(state.get("epochs", []))
+        val, val_step = rf.trainer_state.last_epoch_eval(state.get("epochs", []))
         return RunSource(folder, lm, _lora(lm, train.get("lora"), folder / "optimizer.safetensors", ""),
                          train, int(state.get("step", 0)), val, val_step)
     from ..run import load_model  # a model folder, or a PEFT export: its base with the adapter

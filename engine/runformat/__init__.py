@@ -28,13 +28,15 @@ parent fsynced). A crash at any moment leaves the previous snapshot and pointer 
 are removed by ``clean_stale`` when a run is opened for writing.
 
 One module a part of the folder: ``names`` (file names, primitives), ``snapshot_dirs``,
-``data_files``, ``run_lock``, ``out_folder``, ``run_file`` (run.json), ``metrics_file``
-(metrics.csv, samples.jsonl, status.json), ``listing``, ``removal`` (deleting a run's files).
+``trainer_state`` (a snapshot's trainer.json and state.safetensors), ``data_files``,
+``run_lock``, ``out_folder``, ``run_file`` (run.json), ``metrics_file`` (metrics.csv,
+samples.jsonl, status.json), ``listing``, ``removal`` (deleting a run's files).
 Callers use the names re-exported here.
 """
 
 from __future__ import annotations
 
+from . import trainer_state
 from .data_files import (
     DATA_FILES,
     RunData,
@@ -147,6 +149,7 @@ from .snapshot_dirs import (
 )
 
 __all__ = [
+    "trainer_state",
     "ANOTHER_SNAPSHOT",
     "BEST",
     "DAMAGED",

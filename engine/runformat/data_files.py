@@ -15,6 +15,7 @@ from .. import checkpoint as ckpt
 from ..docstore import npy_bytes
 from ..errors import CheckpointError, MambaStudioError
 from ..safeio import open_regular, read_json
+from . import trainer_state
 from .names import DATA, DATA_MANIFEST, IDS, SNAP_TRAINER, SNAPSHOTS, fsync_dir, read_entry, write_json
 from .snapshot_dirs import read_pointer, verify_files
 
@@ -114,10 +115,8 @@ def read_epochs_done(folder: Path) -> int:
     if pointer is None:
         return 0
     try:
-        state = read_json(folder / SNAPSHOTS / str(pointer["snapshot"]) / SNAP_TRAINER,
-                          what="trainer state")
-        epochs = state.get("epochs", []) if isinstance(state, dict) else []
-        return len(epochs) if isinstance(epochs, list) else 0
+        return trainer_state.epochs_done(read_json(
+            folder / SNAPSHOTS / str(pointer["snapshot"]) / SNAP_TRAINER, what="trainer state"))
     except (MambaStudioError, OSError, ValueError):
         return 0
 

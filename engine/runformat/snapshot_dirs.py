@@ -20,6 +20,7 @@ import numpy as np
 from .. import checkpoint as ckpt
 from ..errors import CheckpointError
 from ..words import plural
+from . import trainer_state
 from .names import (
     BEST,
     DAMAGED,
@@ -204,45 +205,12 @@ def verify_snapshot(path: Path, weights: bool = True, model_only: bool = False) 
     verify_files(path, files, SNAP_MANIFEST,
                  unhashed=frozenset() if weights else frozenset(files) - {SNAP_TRAINER})
     trainer = read_entry(path / SNAP_TRAINER, "trainer state")
-    why = _trainer_problem(trainer)
+    why = trainer_state.problem(trainer)
     if why is not None:
         raise CheckpointError(f"{path / SNAP_TRAINER}: {why}")
     return trainer
 
 
-def _count(v: Any) -> bool:
-    return type(v) is int and v >= 0
-
-
-CURSOR_COUNTS = ("step", "epoch", "group", "good", "steps")  # trainer._Cursor's fields, which a
-CURSOR_SUMS = ("loss_sum", "norm_sum")  # snapshot's trainer.json keeps (a test ties the two)
-
-
-def _trainer_problem(t: Any) -> str | None:
-    """What makes a snapshot's trainer.json unusable for a resume, or None: the fields
-    ``Trainer.load_state_dict`` reads, with their types and ranges (a missing ``lr_scale``
-    was a KeyError traceback; a step of -5 resumed "at step -5")."""
-    if not isinstance(t, dict):
-        return "not a JSON object"
-    cur = t.get("cursor")
-    if not isinstance(cur, dict):
-        return "no cursor"
-    for k in CURSOR_COUNTS:
-        if not _count(cur.get(k)):
-            return f"cursor.{k} is {cur.get(k)!r:.40}, not a count"
-    for k in CURSOR_SUMS:
-        if type(cur.get(k)) not in (int, float):
-            return f"cursor.{k} is {cur.get(k)!r:.40}, not a number"
-    if set(cur) - {*CURSOR_COUNTS, *CURSOR_SUMS}:
-        return f"cursor holds unknown keys {sorted(set(cur))}"
-    scale = t.get("lr_scale")
-    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not 0 < scale <= 1:
-        return f"lr_scale is {scale!r:.40}, not a number in (0, 1]"
-    if not _count(t.get("optimizer_t")) or not isinstance(t.get("epochs"), list):
-        return "optimizer_t or epochs missing or of the wrong type"
-    if t.get("step") != cur["step"]:
-        return f"step {t.get('step')!r:.40} differs from cursor.step {cur['step']}"
-    return None
 
 
 def snapshots(folder: Path) -> list[tuple[int, Path]]:
