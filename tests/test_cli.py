@@ -311,6 +311,37 @@ def test_an_adapter_folder_inside_the_run_folder_is_refused_before_training(tmp_
     assert "step" not in err and not out.exists(), err
 
 
+def test_an_adapter_folder_inside_a_resumed_run_is_refused_before_training(tmp_path, capsys,
+                                                                            monkeypatch):
+    """The same for ``train --resume RUN --export-adapter RUN/ad``: refused before any step."""
+    from engine import run as run_mod
+
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("the cat sat on the mat. " * 40)
+    out = tmp_path / "run"
+    assert main(["train", str(corpus), "--out", str(out), "--lora", "in_proj", "--max-steps", "1",
+                 "--sample-tokens", "0"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(run_mod.Run, "train", lambda *a, **k: 1 / 0)  # (never reached)
+    assert main(["train", "--resume", str(out), "--max-steps", "2",
+                 "--export-adapter", str(out / "ad")]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'ad'}: inside (or around) the folder being exported, {out}" in err, err
+
+
+@pytest.mark.parametrize(("flags", "fix"), [(["--epochs", "1"], "--epochs"),
+                                           (["--epochs", "50", "--max-steps", "3"], "--max-steps")])
+def test_a_short_runs_warmup_note_names_the_setting_that_ends_it(tmp_path, capsys, flags, fix):
+    """The note that a run too short for its warmup learns little names what to raise: the
+    setting that ends the run (raising --max-steps does nothing when the epochs end it)."""
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("the cat sat on the mat. " * 40)
+    assert main(["train", str(corpus), "--preset", "tiny", "--seq-len", "16", "--batch", "2",
+                 *flags, "--sample-tokens", "0", "--out", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert f"a run this short learns little: raise {fix}\n" in err, err
+
+
 def test_a_full_disk_while_training_says_what_was_kept_on_its_own_line(tmp_path, capsys,
                                                                      monkeypatch):
     """A full disk while appending metrics printed "error: No space left on device" glued to the

@@ -573,11 +573,16 @@ def test_a_lora_without_targets_adapts_what_peft_applies_as_the_window_does(fold
     assert not set(spec.train.lora.targets) & set(PEFT_REFUSES)
 
 
-def test_keep_0_in_a_settings_file_names_the_key(folder, capsys):
+@pytest.mark.parametrize(("line", "said"), [
+    ("keep = 0", "keep = 0: a run keeps at least its 1 latest snapshot"),
+    ("autosave_steps = -1", "autosave_steps = -1 is below 0 (0: off)"),
+    ("autosave_minutes = inf", "autosave_minutes = inf is not a number >= 0 (0: off)"),
+    ("autosave_minutes = -2.0", "autosave_minutes = -2.0 is not a number >= 0 (0: off)"),
+])
+def test_a_run_setting_out_of_range_in_a_settings_file_names_the_key(folder, capsys, line, said):
     """It said "autosave_steps/minutes must be >= 0 and finite, keep >= 1" of keep = 0."""
     toml = folder / "k.toml"
-    toml.write_text("[run]\nkeep = 0\n")
+    toml.write_text(f"[run]\n{line}\n")
     assert main(["train", "--config", str(toml), "--out", str(folder / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"error: {toml}: keep = 0: a run keeps at least its 1 latest snapshot; fix "
-                   "that setting in the file"), err
+    assert err == f"error: {toml}: {said}; fix that setting in the file", err

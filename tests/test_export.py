@@ -1025,7 +1025,12 @@ def test_a_lora_run_whose_training_state_is_damaged_exports_merged_not_its_adapt
         with open(snap / rf.SNAP_STATE, "r+b") as f:
             f.truncate(100)
     assert main(["export", "--merged", str(run), str(tmp_path / "m")]) == 0
-    capsys.readouterr()
+    err = capsys.readouterr().err
+    step = rf.snapshots(run)[-1][0]
+    assert step > 0 and ("its training state is damaged (" in err and f"its weights, step-{step}"
+                         ", are intact and exported" in err), err
+    card = (tmp_path / "m" / "README.md").read_text()
+    assert f"- {step} optimizer step" in card, card  # the snapshot's step, not 0
     assert main(["export", "--peft", str(run), str(tmp_path / "p")]) == 2
     err = capsys.readouterr().err
     assert "its LoRA adapters are kept in its training state, which is damaged" in err, err

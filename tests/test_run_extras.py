@@ -124,6 +124,25 @@ def test_a_resume_hides_the_steps_a_crash_lost_from_tensorboard(tmp_path):
     assert [e.value for e in train] == [11, 12, 13, 14, 25, 26, 27, 28]
 
 
+def test_the_run_logger_of_a_resume_starts_at_the_runs_step(tmp_path, monkeypatch):
+    """``run_logger`` (the CLI's and the window's) gives the logger the resumed run's step, so
+    the events a crash left after the snapshot are hidden, as the test above shows of it."""
+    from pathlib import Path
+
+    from engine import tblog
+    from engine.trainer import TrainConfig
+
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=2))
+    corpus = Path(__file__).resolve().parents[1] / "assets" / "sample_corpus"
+    with engine.start_run(spec, [corpus], out=tmp_path / "r") as run:
+        run.train()
+    made: list[dict] = []
+    monkeypatch.setattr(tblog, "TBLogger", lambda *a, **k: made.append(k) or "logger")
+    with engine.resume_run(tmp_path / "r", max_steps=4) as run:
+        assert tblog.run_logger(run, resumed=True, wanted=True) == "logger"
+        assert run.step == 2 and made[-1]["step"] == 2, made
+
+
 def test_steps_a_rollback_undid_are_hidden_from_tensorboard(tmp_path):
     """The guard can roll back past logged steps; the retrained ones were logged after them, so
     TensorBoard drew each of those steps twice."""

@@ -311,6 +311,16 @@ def test_an_out_folder_that_cannot_be_made_is_refused_before_the_corpus_is_read(
     assert err == (f"error: {text / 'sub'}: cannot create the run folder ({text} is not a "
                    "folder); choose another --out"), err
     assert read == []
+    from engine.runformat import out_folder  # a parent this user may not write (tests run as
+    ro = tmp_path / "ro"  # root here, where a mode 0555 folder is writable: its answer faked)
+    ro.mkdir()
+    real = out_folder.os.access
+    monkeypatch.setattr(out_folder.os, "access", lambda p, m: Path(p) != ro and real(p, m))
+    assert main(["train", str(text), "--preset", "tiny", "--out", str(ro / "new")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: {ro / 'new'}: cannot create the run folder ({ro} is not writable); "
+                   "choose another --out"), err
+    assert read == []
 
 
 def test_a_temperature_too_small_to_divide_by_samples_greedily():

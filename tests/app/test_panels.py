@@ -81,6 +81,44 @@ def test_a_settings_file_opened_for_a_continue_leaves_what_the_run_keeps(win, ti
     assert win.continue_overrides() == {}, win.continue_overrides()
 
 
+def test_a_model_that_cannot_be_reopened_at_launch_is_forgotten(qtbot, tiny_run, tmp_path):
+    """A model opened last time and damaged since is said once, not retried at every launch."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_run, model)
+    w = small_window(qtbot, tmp_path / "runs")
+    w.open_model(str(model))
+    qtbot.waitUntil(lambda: w.init_dir is not None, timeout=RUN_TIMEOUT)
+    close_window(qtbot, w)
+    for weights in model.rglob("model.safetensors"):
+        weights.write_bytes(b"")
+    w = small_window(qtbot, tmp_path / "runs")
+    qtbot.waitUntil(lambda: "could not be opened again" in w.log.toPlainText(),
+                    timeout=RUN_TIMEOUT)
+    assert w.init_dir is None
+    close_window(qtbot, w)
+    w = small_window(qtbot, tmp_path / "runs")
+    assert "reopening" not in w.log.toPlainText() and w._reopening is None
+    close_window(qtbot, w)
+
+
+def test_a_settings_file_opened_for_one_continue_never_reaches_another(win, tiny_run, tmp_path):
+    """Continue of run A, Open settings (warmup, autosave, min_delta), then Continue of run B:
+    B's resume must not take A's file's settings (they would be written into B's run.json)."""
+    import shutil
+
+    other = shutil.copytree(tiny_run, tmp_path / "other")
+    win.choose_continue(tiny_run)
+    path = tmp_path / "s.toml"
+    path.write_text("[run]\nautosave_steps = 3\n[train]\nwarmup_steps = 7\n"
+                    "[early_stopping]\nmin_delta = 0.2\n")
+    win.load_settings_file(str(path))
+    assert {"warmup_steps", "autosave_steps", "early_stopping"} <= set(win.continue_overrides())
+    win.choose_continue(str(other))
+    assert win.continue_overrides() == {}, win.continue_overrides()
+
+
 def test_the_model_opened_when_the_app_closed_is_reopened_at_launch(qtbot, tiny_run, tmp_path):
     """A relaunch forgot the opened model but kept the panel's LoRA, rate and tokenizer: the
     next Start trained them on a new model of random weights, unsaid. The model is opened
