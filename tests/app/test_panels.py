@@ -2474,17 +2474,23 @@ def test_an_exception_that_escapes_a_slot_is_said_in_the_window(win, monkeypatch
     assert len(win.errors) == n
 
 
+def _runs_listing(win, qtbot, root: Path):  # noqa: ANN202
+    """The Runs tab showing ``root``'s runs, and the folders its Open is asked for."""
+    runs = win.runs
+    runs.root = str(root)
+    runs.refresh()
+    qtbot.waitUntil(lambda: runs.table.rowCount() >= 1, timeout=RUN_TIMEOUT)
+    opened: list[str] = []
+    runs.open_requested.connect(opened.append)
+    return runs, opened
+
+
 def test_return_on_a_run_in_the_runs_list_opens_it(win, qtbot, tiny_run):
     """Return on a selected row did nothing (only a double click opened it): a keyboard user had
     to Tab to Open."""
     from PySide6.QtCore import Qt
 
-    runs = win.runs
-    runs.root = str(Path(tiny_run).parent)
-    runs.refresh()
-    qtbot.waitUntil(lambda: runs.table.rowCount() >= 1, timeout=RUN_TIMEOUT)
-    opened: list[str] = []
-    runs.open_requested.connect(opened.append)
+    runs, opened = _runs_listing(win, qtbot, Path(tiny_run).parent)
     runs.table.selectRow(0)
     runs.table.setCurrentCell(0, 0)
     qtbot.keyClick(runs.table, Qt.Key.Key_Return)
@@ -2502,12 +2508,7 @@ def test_return_on_the_focused_unselected_run_opens_it(win, qtbot, tiny_run):
     a run first." (only Space, then Return, opened it)."""
     from PySide6.QtCore import QItemSelectionModel, Qt
 
-    runs = win.runs
-    runs.root = str(Path(tiny_run).parent)
-    runs.refresh()
-    qtbot.waitUntil(lambda: runs.table.rowCount() >= 1, timeout=RUN_TIMEOUT)
-    opened: list[str] = []
-    runs.open_requested.connect(opened.append)
+    runs, opened = _runs_listing(win, qtbot, Path(tiny_run).parent)
     runs.table.clearSelection()
     runs.table.selectionModel().setCurrentIndex(runs.table.model().index(0, 0),
                                                 QItemSelectionModel.SelectionFlag.NoUpdate)
