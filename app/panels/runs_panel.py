@@ -311,7 +311,8 @@ class RunsPanel(QWidget):
         only after the destination was picked)."""
         folder = self.selected()
         info = next((r for r in self.runs if str(r.path) == folder), None)
-        broken = info.error or "broken" if info is not None and info.status == "broken" else None
+        broken = ((info.error or "broken") if info is not None and info.status == "broken"
+                  else None)
         why = broken or adapter_problem(folder)
         button = self.buttons["Export adapter…"]
         button.setEnabled(why is None)

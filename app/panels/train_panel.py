@@ -224,11 +224,11 @@ class TrainPanel(QWidget):
         self.targets = {t: QCheckBox(t) for t in engine.LORA_TARGETS}
         for t in engine.LoRAConfig.targets:
             self.targets[t].setChecked(True)
-        lr_ = engine.LORA_RANGES
-        self.rank = int_box(*_ints(lr_["rank"]), engine.LoRAConfig.rank)
-        self.alpha = float_box(0.01, lr_["alpha"].hi, engine.LoRAConfig.rank, 2, 1.0)  # (the
+        lora_r = engine.LORA_RANGES
+        self.rank = int_box(*_ints(lora_r["rank"]), engine.LoRAConfig.rank)
+        self.alpha = float_box(0.01, lora_r["alpha"].hi, engine.LoRAConfig.rank, 2, 1.0)  # (the
         # engine takes (0, hi]; no alpha means the rank, scale 1)
-        self.lora_dropout = float_box(*lr_["dropout"][:2], engine.LoRAConfig.dropout, 3, 0.05)
+        self.lora_dropout = float_box(*lora_r["dropout"][:2], engine.LoRAConfig.dropout, 3, 0.05)
         self.wsla = QCheckBox("WSLA fast-adapt (x_proj only)")
         self.trainable = QLabel()
         self.trainable.setWordWrap(True)  # a long warning wraps instead of widening the panel
