@@ -81,6 +81,8 @@ def _early_text(es: engine.EarlyStopping) -> str:
 
 
 ELSEWHERE = "trains in another process"
+NEW_RUN_SAMPLE = ("the new run's first sample, of its untrained weights, is made while it "
+                  "trains")  # (it said "comes before its first step", still shown at step 20)
 
 
 def _about(folder: str, exc: BaseException) -> str:
@@ -792,8 +794,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.plots.clear()
         self._clear_compare()
         if not self.continue_dir:  # a Continue shows its run's saved samples already
-            self.preview.show_preview("the new run's first sample comes before its first step",
-                                      "", "—")  # (the previous run's stayed, even after a Stop)
+            self.preview.show_preview(NEW_RUN_SAMPLE, "", "—")  # (the previous run's stayed,
+            # even after a Stop)
         self.worker = TrainWorker(job, self.preview.prompt_list(), self.preview.sampling(),
                                   self.preview.every.value())
         self.train_thread = QThread(self)
