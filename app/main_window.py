@@ -311,7 +311,16 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             self.open_run_view(str(newest.path))  # the Playground took it (the Train tab was
             self.last_end = _how_it_ended(newest)  # (empty, "idle", after a close while it
             self._set_state("idle")  # trained)
+        for key, tabs in self._tab_keys().items():  # the tabs shown when the window closed (a
+            index = settings.load(key, 0)  # relaunch opened on Train, Corpus, whatever was shown)
+            if 0 <= index < tabs.count():
+                tabs.setCurrentIndex(index)
         self._say_settings_problems()
+
+    def _tab_keys(self) -> dict[str, QTabWidget]:
+        """The tab widgets whose shown tab a relaunch restores, by settings key."""
+        return {"window/tab": self.tabs, "window/side_tab": self.left_tabs,
+                "window/bottom_tab": self.bottom_tabs}
 
     def _say_settings_problems(self) -> None:
         """Saved values the boxes could not take (kept at their defaults) and a settings file Qt
@@ -1324,6 +1333,8 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         settings.save("window/geometry", self.saveGeometry())
         for key, splitter in self.splitters.items():
             settings.save(key, splitter.saveState())
+        for key, tabs in self._tab_keys().items():
+            settings.save(key, tabs.currentIndex())
         settings.save("preview/backend", self.backend.currentText())
         self.train.remember()
         self.preview.remember()

@@ -2198,6 +2198,23 @@ def test_playground_knobs_are_kept_across_launches(qtbot, tmp_path):
     w2.close()
 
 
+def test_a_relaunch_shows_the_tabs_shown_at_close(qtbot, tmp_path):
+    """A relaunch opened on Train, its Corpus pane and the Preview, whatever was shown at close."""
+    from app.main_window import MainWindow
+
+    w = MainWindow(runs_root=str(tmp_path / "runs"))
+    qtbot.addWidget(w)
+    w.tabs.setCurrentWidget(w.playground)
+    w.left_tabs.setCurrentIndex(1)  # Model & training
+    w.bottom_tabs.setCurrentWidget(w.log)
+    w.close()
+    w2 = MainWindow(runs_root=str(tmp_path / "runs"))
+    qtbot.addWidget(w2)
+    assert w2.tabs.currentWidget() is w2.playground
+    assert (w2.left_tabs.currentIndex(), w2.bottom_tabs.currentWidget()) == (1, w2.log)
+    w2.close()
+
+
 def test_a_playground_prompt_is_kept_across_launches_unless_huge(qtbot, tmp_path):
     """A pasted 854 KB prompt went into the settings file and slowed every launch by ~2 s."""
     import engine
