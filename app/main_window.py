@@ -124,6 +124,20 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             self.setWindowIcon(QIcon(str(ICON)))
         self.runs_root = runs_root or default_runs_root()
         Path(self.runs_root).mkdir(parents=True, exist_ok=True)
+        self._init_state()
+        self._build_controls()
+        self._build_layout()
+        self._menus()
+        self.statusBar()  # made now: made by the first message, it moved everything above it
+        # up by its height (a click on the Runs tab's Continue landed between two buttons)
+        self._shortcuts()
+        self._connect_signals()
+        self._make_timers()
+        self._restore_session()
+
+    def _init_state(self) -> None:
+        """What the window keeps track of (the next Start's source, the shown run, the
+        caches)."""
         self.errors: list[str] = []
         self._reopening: str | None = None  # the model opened last time, while it is reopened
         self.state = "idle"
@@ -154,6 +168,9 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self._counting: tuple | None = None
         self.skip_box: QMessageBox | None = None  # the open "nothing was added" warning
 
+    def _build_controls(self) -> None:
+        """The panels, the run buttons, the preview backend box, the step bar and the three
+        one-line labels."""
         self.corpus = CorpusPanel(engine.SAMPLE_CORPUS)
         self.train = TrainPanel()
         self.plots = PlotsPanel()
@@ -195,6 +212,9 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
             "estimating…", tip="Parameters, peak memory and time per epoch: the run's steps per "
             "epoch (its packed rows) x the median of three real steps timed")
 
+    def _build_layout(self) -> None:
+        """The Train page (the side tabs, the curves over the Preview / Log), the main tabs,
+        the button bar and the labels above them."""
         left = QTabWidget()
         left.addTab(self.corpus, "Corpus")
         scroll = QScrollArea()
@@ -248,10 +268,9 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         lay.addWidget(self.status)
         lay.addWidget(self.tabs, 1)
         self.setCentralWidget(body)
-        self._menus()
-        self.statusBar()  # made now: made by the first message, it moved everything above it
-        # up by its height (a click on the Runs tab's Continue landed between two buttons)
-        self._shortcuts()
+
+    def _connect_signals(self) -> None:
+        """The panels' signals to the window's slots."""
         self.corpus.rejected.connect(self._notice)
         self.corpus.added.connect(self._on_corpus_added)
         self.corpus.changed.connect(self._schedule_estimate)
@@ -272,6 +291,10 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.runs.deleted.connect(self._run_deleted)
         self.runs.listed.connect(self._listed)
         self.estimate_ready.connect(self.estimate.set_full)
+
+    def _make_timers(self) -> None:
+        """The estimate's debounce and settle timers, and the follower of a run another
+        process trains."""
         self._est_timer = QTimer(self)
         self._est_timer.setSingleShot(True)
         self._est_timer.setInterval(300)
@@ -287,6 +310,10 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         self.follower.ended.connect(self._followed_ended)
         self._settling: object = None  # the settings key the settle timer waits on
         self._settled: object = None  # the last key left alone for MEASURE_AFTER_MS
+
+    def _restore_session(self) -> None:
+        """The last session back: the corpus, the opened model, the geometry, the splitters,
+        the newest run shown, the tabs."""
         self.setAcceptDrops(True)  # files dropped anywhere on the window join the corpus
         self._gc = collect_on_gui_thread()  # never in the training thread: see app/gc_thread.py
         self._restore_corpus()
