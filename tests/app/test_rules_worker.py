@@ -242,3 +242,17 @@ def test_an_epochs_sample_is_recorded_with_that_epoch_done(qtbot, tmp_path):
     w.run()
     rows = [(r["tag"], r["epoch"]) for r in engine.read_samples(w.folder)]
     assert ("step 0, untrained", 0) in rows and ("epoch 1", 1) in rows, rows
+
+
+@pytest.mark.parametrize(("steps", "epochs", "fix"), [(None, 1, "Epochs"), (3, 50, "Max steps")])
+def test_a_short_runs_warmup_note_names_the_box_that_ends_it(qtbot, tmp_path, steps, epochs, fix):
+    """The window's note that a run too short for its warmup learns little names the box to
+    raise: the one whose total ends the run (raising Max steps does nothing when Epochs end it)."""
+    spec = runapi.RunSpec(preset="tiny", autosave_minutes=0, train=TrainConfig(  # 5 steps an
+        batch_size=64, seq_len=64, epochs=epochs, max_steps=steps))  # epoch
+    w = _worker(tmp_path, spec)
+    said: list[str] = []
+    w.saved.connect(said.append)
+    w.run()
+    notes = [s for s in said if "learns little" in s]
+    assert len(notes) == 1 and notes[0].endswith(f"learns little: raise {fix}"), said
