@@ -21,7 +21,7 @@ import errno
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -237,6 +237,15 @@ class Run:
                         total_steps=self.trainer.total_steps,
                         best_val_loss=self.best_val, **({"reason": reason} if reason else {}))
 
+    @contextlib.contextmanager
+    def _writes(self) -> Iterator[None]:
+        """A write that fails (a save, a metrics row, the status file) raised as
+        ``_write_failed`` says it: what failed, what was kept, how to go on."""
+        try:
+            yield
+        except (OSError, MambaStudioError) as exc:
+            raise self._write_failed(exc) from exc
+
     def _status_if_possible(self, state: str) -> None:
         """``_status`` on a path that is already failing: its own write error must not hide the
         error being raised."""
@@ -298,164 +307,170 @@ class Run:
         the run's own end, counting from the run's best so far, and stops the run when it says
         so; the result's ``reason`` says why."""
         control = control or TrainControl()
-        spec = self.spec
-        early = spec.early_stopping.fresh(self.best_val, self.early_bad)
-        last_save = [time.monotonic()]
-        reason = [""]
-        if early.enabled and not self.trainer.has_val and on_notice:
+        p = _Pass(self, control, on_step, on_epoch, on_save, on_notice)
+        if p.early.enabled and not self.trainer.has_val and on_notice:
             on_notice("early stopping is off: the run holds out no text to measure (holdout 0, "
                       "or a corpus too small to hold any out)")  # it would never stop the run
-        local = getattr(control, "local", control)  # (a collective control's `stopped` is a
-        # collective: rank 0 alone evaluates, so it reads its own rank's flag)
-
-        fed: list[tuple[int, float, int]] = []  # (step, best, bad) before each loss fed to it
-
-        def held_out(val: float) -> None:
-            """Early stopping, never at the run's own end (it would claim a natural finish)."""
-            if not early.enabled or local.stopped or self.step >= self.trainer.total_steps:
-                return
-            fed.append((self.step, early.best, early.bad))
-            stop = early.update(val)
-            self.early_bad = early.bad  # saved with the next snapshot
-            if stop:
-                reason[0] = f"early stopping: {early.reason}"
-                local.stop()
-
-        def save(val: float | None = None) -> None:
-            path = self.save(val)
-            self._status("running")  # status.json's step follows the saved snapshots
-            last_save[0] = time.monotonic()
-            if on_save is not None:
-                on_save(path)
-
-        reported = [self.step]  # the last step in metrics.csv
-        last_eval: dict[int, float] = {}  # the latest held-out loss measured, by its step
-        if self.saved_val is not None and self.saved_step == self.step:  # (a resume's snapshot's)
-            last_eval[self.step] = self.saved_val
-
-        def eval_row(val: float) -> None:
-            """The held-out loss of the current step in metrics.csv, with its step's epoch."""
-            cur = self.trainer.cursor
-            epoch = cur.epoch - 1 if cur.group == 0 and cur.step > 0 else cur.epoch
-            self._metric({"kind": "eval", "step": self.step, "epoch": epoch,
-                                           "val_loss": val})
-
-        def step_hook(r: StepReport) -> None:
-            self._metric({"kind": "step", **asdict(r)})
-            reported[0] = r.step
-            if r.val_loss is not None:
-                last_eval.clear()
-                last_eval[r.step] = r.val_loss
-                self._metric({"kind": "eval", "step": r.step, "epoch": r.epoch,
-                                               "val_loss": r.val_loss})
-            if on_step is not None:
-                on_step(r)
-            if r.val_loss is not None:
-                held_out(r.val_loss)
-            due_steps = spec.autosave_steps > 0 and r.step % spec.autosave_steps == 0
-            due_time = (spec.autosave_minutes > 0
-                        and time.monotonic() - last_save[0] >= 60 * spec.autosave_minutes)
-            better = r.val_loss is not None and (self.best_val is None or r.val_loss < self.best_val)
-            if (due_steps or due_time or better) and not self.trainer.at_epoch_end:  # the epoch's hook saves
-                save(r.val_loss)  # this step next, with the epoch's report (it was saved twice)
-
-        def epoch_hook(rep: EpochReport) -> None:
-            val = rep.val.loss if rep.val is not None else None
-            fresh = self.step not in last_eval  # not measured by the step's own evaluation
-            if val is not None and fresh:  # once per step in metrics.csv
-                self._metric({"kind": "eval", "step": self.step, "epoch": rep.epoch,
-                                               "val_loss": val})
-                last_eval.clear()
-                last_eval[self.step] = val
-            if on_epoch is not None:
-                on_epoch(rep)
-            if val is not None and fresh:  # (the step's evaluation fed it already: fed twice,
-                held_out(val)  # the same loss counted as one without improvement, and a run
-            save(val)  # still improving stopped at its first epoch's end with patience 1)
-
-        def forget_undone() -> None:
-            """After a rollback: the files of the steps it undid (``_forget_diverged``), and
-            their held-out losses: measured on weights thrown away, they are neither the step's
-            (its end is measured again) nor early stopping's."""
-            self._forget_diverged(reported[0])
-            for step in [s for s in last_eval if s > self.step]:
-                del last_eval[step]
-            undone = [f for f in fed if f[0] > self.step]
-            if undone:
-                _, early.best, early.bad = undone[0]
-                self.early_bad = early.bad
-                del fed[len(fed) - len(undone):]
-
-        def rolled_back(message: str) -> None:
-            forget_undone()
-            if on_notice is not None:
-                on_notice(message)
-
-        guard = DivergenceGuard(on_rollback=rolled_back)
+        guard = DivergenceGuard(on_rollback=p.rolled_back)
         self._status("running")
         try:
             if self.interrupted_eval and (val := self._val_loss(control)) is not None:
-                last_eval[self.step] = val  # (first: a stop had cut it short)
-                eval_row(val)
-                held_out(val)
-                save(val)
-            self.trainer.run(step_hook, epoch_hook, PauseReporting(control, self._status), guard)
+                p.last_eval[self.step] = val  # (first: a stop had cut it short)
+                p.eval_row(val)
+                p.held_out(val)
+                p.save(val)
+            self.trainer.run(p.step_hook, p.epoch_hook, PauseReporting(control, self._status), guard)
         except TrainingError as exc:
-            forget_undone()
+            p.forget_undone()
             if self.step != self.saved_step:
-                save()
+                p.save()
             self._status("diverged")
             raise TrainingError(f"{exc}; kept {self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step)}"
                                 ) from None
         except (OSError, MambaStudioError) as exc:  # a hook's write failed (a full disk...)
-            self._save_what_can_be_saved(save)
+            self._save_what_can_be_saved(p.save)
             raise self._write_failed(exc) from exc
         except BaseException:
             self._status_if_possible("stopped")
             raise
         done = self.done
+        last_eval = p.last_eval
         unmeasured = done and self.trainer.has_val and self.step not in last_eval  # (a resume
         # of a run stopped during its final evaluation trains nothing: it said "finished", unscored)
         if self.step != self.saved_step or unmeasured:
-            try:
-                # the run's last step was evaluated (an end mid-epoch): not again
+            with self._writes():  # the last save: the run's end or a Stop (it said only
+                # "could not write <temp>"); a last step evaluated (an end mid-epoch): not again
                 if self.step not in last_eval and (val := self._val_loss(control)) is not None:
                     last_eval.clear()
                     last_eval[self.step] = val
-                    eval_row(val)  # (with the epoch its step is in, as the step's row)
-            except (OSError, MambaStudioError) as exc:
-                raise self._write_failed(exc) from exc
-            try:
+                    p.eval_row(val)  # (with the epoch its step is in, as the step's row)
                 if self.step != self.saved_step or self.step in last_eval:
-                    save(last_eval.get(self.step))
-            except (OSError, MambaStudioError) as exc:  # the last save: the run's end or a Stop
-                raise self._write_failed(exc) from exc  # (it said only "could not write <temp>")
+                    p.save(last_eval.get(self.step))
         val = last_eval.get(self.step)
         if guard.kept and val is not None and (
                 why := guard.held_out_problem(self.trainer, val)) is not None:
             ruined = self.step  # (its weights: no later step's loss judged them)
             guard.restore(self.trainer)
-            forget_undone()
-            try:
+            p.forget_undone()
+            with self._writes():
                 if self.step != self.saved_step:
-                    save()
+                    p.save()
                 self._status("diverged")
-            except (OSError, MambaStudioError) as exc:
-                raise self._write_failed(exc) from exc
             raise TrainingError(
                 f"training diverged at its last step, {ruined} ({why}); the model was rolled "
                 f"back to step {self.step}: lower the learning rate; kept "
                 f"{self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step)}")
-        unscored = (done and local.stopped and self.trainer.has_val
+        unscored = (done and p.local.stopped and self.trainer.has_val
                     and self.step not in last_eval)  # a stop during the final evaluation: the
         state = "finished" if done and not unscored else "stopped"  # run said "finished"
-        try:
-            self._status(state, reason[0] if state == "stopped" else "")
-        except (OSError, MambaStudioError) as exc:  # (the folder moved during the last save)
-            raise self._write_failed(exc) from exc
+        with self._writes():  # (the folder moved during the last save)
+            self._status(state, p.reason if state == "stopped" else "")
         return TrainResult(state, self.step, self.folder / rf.SNAPSHOTS / rf.snapshot_name(self.step),
-                           last_eval.get(self.step), reason[0] if state == "stopped" else "",
+                           last_eval.get(self.step), p.reason if state == "stopped" else "",
                            unscored)
+
+
+class _Pass:
+    """One ``Run.train`` call's bookkeeping and the hooks it gives the trainer: the metrics rows,
+    the saves (autosave, a better held-out loss, each epoch's end), early stopping fed every
+    held-out loss, and what a rollback undoes of them."""
+
+    def __init__(self, run: Run, control: RunControl,
+                 on_step: Callable[[StepReport], None] | None,
+                 on_epoch: Callable[[EpochReport], None] | None,
+                 on_save: Callable[[Path], None] | None,
+                 on_notice: Callable[[str], None] | None) -> None:
+        self.run = run
+        self.on_step, self.on_epoch, self.on_save, self.on_notice = (on_step, on_epoch, on_save,
+                                                                     on_notice)
+        self.early = run.spec.early_stopping.fresh(run.best_val, run.early_bad)
+        self.last_save = time.monotonic()
+        self.reason = ""  # why early stopping ended the run
+        self.local = getattr(control, "local", control)  # (a collective control's `stopped` is
+        # a collective: rank 0 alone evaluates, so it reads its own rank's flag)
+        self.fed: list[tuple[int, float, int]] = []  # (step, best, bad) before each loss fed
+        self.reported = run.step  # the last step in metrics.csv
+        self.last_eval: dict[int, float] = {}  # the latest held-out loss measured, by its step
+        if run.saved_val is not None and run.saved_step == run.step:  # (a resume's snapshot's)
+            self.last_eval[run.step] = run.saved_val
+
+    def held_out(self, val: float) -> None:
+        """Early stopping, never at the run's own end (it would claim a natural finish)."""
+        run, early = self.run, self.early
+        if not early.enabled or self.local.stopped or run.step >= run.trainer.total_steps:
+            return
+        self.fed.append((run.step, early.best, early.bad))
+        stop = early.update(val)
+        run.early_bad = early.bad  # saved with the next snapshot
+        if stop:
+            self.reason = f"early stopping: {early.reason}"
+            self.local.stop()
+
+    def save(self, val: float | None = None) -> None:
+        path = self.run.save(val)
+        self.run._status("running")  # status.json's step follows the saved snapshots
+        self.last_save = time.monotonic()
+        if self.on_save is not None:
+            self.on_save(path)
+
+    def eval_row(self, val: float) -> None:
+        """The held-out loss of the current step in metrics.csv, with its step's epoch."""
+        cur = self.run.trainer.cursor
+        epoch = cur.epoch - 1 if cur.group == 0 and cur.step > 0 else cur.epoch
+        self.run._metric({"kind": "eval", "step": self.run.step, "epoch": epoch, "val_loss": val})
+
+    def step_hook(self, r: StepReport) -> None:
+        run, spec = self.run, self.run.spec
+        run._metric({"kind": "step", **asdict(r)})
+        self.reported = r.step
+        if r.val_loss is not None:
+            self.last_eval.clear()
+            self.last_eval[r.step] = r.val_loss
+            run._metric({"kind": "eval", "step": r.step, "epoch": r.epoch, "val_loss": r.val_loss})
+        if self.on_step is not None:
+            self.on_step(r)
+        if r.val_loss is not None:
+            self.held_out(r.val_loss)
+        due_steps = spec.autosave_steps > 0 and r.step % spec.autosave_steps == 0
+        due_time = (spec.autosave_minutes > 0
+                    and time.monotonic() - self.last_save >= 60 * spec.autosave_minutes)
+        better = r.val_loss is not None and (run.best_val is None or r.val_loss < run.best_val)
+        if (due_steps or due_time or better) and not run.trainer.at_epoch_end:  # the epoch's
+            self.save(r.val_loss)  # hook saves this step next, with the epoch's report (it was
+            # saved twice)
+
+    def epoch_hook(self, rep: EpochReport) -> None:
+        run = self.run
+        val = rep.val.loss if rep.val is not None else None
+        fresh = run.step not in self.last_eval  # not measured by the step's own evaluation
+        if val is not None and fresh:  # once per step in metrics.csv
+            run._metric({"kind": "eval", "step": run.step, "epoch": rep.epoch, "val_loss": val})
+            self.last_eval.clear()
+            self.last_eval[run.step] = val
+        if self.on_epoch is not None:
+            self.on_epoch(rep)
+        if val is not None and fresh:  # (the step's evaluation fed it already: fed twice, the
+            self.held_out(val)  # same loss counted as one without improvement, and a run still
+        self.save(val)  # improving stopped at its first epoch's end with patience 1)
+
+    def forget_undone(self) -> None:
+        """After a rollback: the files of the steps it undid (``_forget_diverged``), and their
+        held-out losses: measured on weights thrown away, they are neither the step's (its end
+        is measured again) nor early stopping's."""
+        run, early = self.run, self.early
+        run._forget_diverged(self.reported)
+        for step in [s for s in self.last_eval if s > run.step]:
+            del self.last_eval[step]
+        undone = [f for f in self.fed if f[0] > run.step]
+        if undone:
+            _, early.best, early.bad = undone[0]
+            run.early_bad = early.bad
+            del self.fed[len(self.fed) - len(undone):]
+
+    def rolled_back(self, message: str) -> None:
+        self.forget_undone()
+        if self.on_notice is not None:
+            self.on_notice(message)
 
 
 def _what_failed(exc: BaseException) -> str:
