@@ -647,6 +647,18 @@ def test_estimate_changes_with_batch_size(win, qtbot, monkeypatch):
     assert steps == [-(-rows[0] // 4), -(-rows[0] // 16)], (steps, rows)  # 4x batch, 1/4 steps
 
 
+def test_the_estimate_of_a_bpe_still_to_be_trained_is_an_upper_bound(win):
+    """A corpus whose BPE tokenizer is trained at Start: the estimate counted the 2,048 tokens
+    asked for (196,544 parameters) where the tokenizer learned 369 (89,536 trained)."""
+    win.train.tokenizer.setCurrentText("bpe")
+    win._refresh_estimate()
+    assert win.estimate.full.startswith("Estimate: up to ") and " parameters (" in \
+        win.estimate.full, win.estimate.full
+    win.train.tokenizer.setCurrentText("bytes")
+    win._refresh_estimate()
+    assert win.estimate.full.startswith("Estimate: ") and "up to" not in win.estimate.full
+
+
 def test_estimate_counts_the_steps_of_the_examples_chosen(win, qtbot, monkeypatch):
     """Changing Examples (how the text splits into documents) left the estimate's steps an
     epoch at the old split (17 shown, 19 trained) until another box changed."""
