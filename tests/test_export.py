@@ -392,11 +392,11 @@ def test_card_says_when_its_held_out_loss_is_from_an_earlier_step(lora_run: Path
     from dataclasses import replace
 
     from engine.export.card import card_text, measure_held_out
-    from engine.export.source import open_run
+    from engine.export.source import open_source
 
     val = {"loss": 2.135, "perplexity": 8.46, "bits_per_byte": 3.08, "accuracy": 0.4,
            "tokens": 2909, "of_tokens": 2909}
-    run = replace(open_run(lora_run), val=val, val_step=2, snap_val_loss=None)
+    run = replace(open_source(lora_run), val=val, val_step=2, snap_val_loss=None)
     held = measure_held_out(run, budget_s=0.0)  # gives up at once
     assert held.step == 2 and held.exported_step == 4 and not held.current
     assert held.note is not None and "not measured" in held.note and "step 2" in held.note

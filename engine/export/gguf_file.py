@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import CheckpointError
 from ..params import EMBEDDINGS, LM_HEAD, NORM_F
 from ..tokenizer import BPETokenizer, byte_tokenizer_json
-from .source import RunSource, check_out, clear_out, clear_stale_temps, locked_temp, open_run
+from .source import RunSource, check_out, clear_out, clear_stale_temps, locked_temp, open_source
 
 _MIXER = {"in_proj.weight": "ssm_in.weight", "conv1d.weight": "ssm_conv1d.weight",
           "conv1d.bias": "ssm_conv1d.bias", "x_proj.weight": "ssm_x.weight",
@@ -101,7 +101,7 @@ def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = Fals
     out_path = given.resolve() if given.is_symlink() else given  # would (check_out refuses a
     clear_stale_temps(out_path)  # dangling one); temps first: an export refused for want of
     notes = check_out(src_folder, given, file=True, force=force)  # --force kept 23 MB of them
-    run = open_run(src_folder)
+    run = open_source(src_folder)
     clear_out(out_path)
     replacing = out_path.exists()  # an earlier GGUF export, which check_out let --force replace
     with locked_temp(out_path) as tmp:

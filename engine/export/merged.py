@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import checkpoint as ckpt
 from .card import measure_held_out, write_card
-from .source import check_out, open_run, staged_folder
+from .source import check_out, open_source, staged_folder
 
 
 def export_merged(src_folder: str | Path, out: str | Path, force: bool = False,
@@ -19,7 +19,7 @@ def export_merged(src_folder: str | Path, out: str | Path, force: bool = False,
     over for an older one, a held-out loss not measured). ``progress``: told as the card's
     held-out scoring starts."""
     notes = check_out(src_folder, out, force=force)
-    run = open_run(src_folder)
+    run = open_source(src_folder)
     held = measure_held_out(run, progress=progress) if run.train else None
     with staged_folder(out, force) as tmp:
         ckpt.save_model_files(tmp, run.lm.config, run.lm.params, run.lm.tokenizer)

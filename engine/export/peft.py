@@ -21,7 +21,7 @@ from pathlib import Path
 from .. import checkpoint as ckpt
 from ..errors import CheckpointError
 from .card import measure_held_out, write_card
-from .source import check_out, open_run, staged_folder
+from .source import check_out, open_source, staged_folder
 
 LINES = ("5.x", "4.x")
 PEFT_SUPPORT: dict[str, dict[str, str]] = {
@@ -64,7 +64,7 @@ def export_peft(src_folder: str | Path, out: str | Path, force: bool = False,
     latest snapshot passed over, a held-out loss not measured). ``out``
     must be new or empty (``force``: replace an earlier export there)."""
     notes = check_out(src_folder, out, force=force)
-    run = open_run(src_folder)
+    run = open_source(src_folder)
     if run.lora is None and (Path(src_folder) / "adapter_config.json").is_file():
         raise CheckpointError(  # (it said "not a LoRA run" of a LoRA adapter's folder)
             f"{src_folder}: already a PEFT adapter export (it loads as it is); copy the folder "

@@ -324,7 +324,7 @@ def clear_out(out: str | Path) -> None:
     Path(out).parent.mkdir(parents=True, exist_ok=True)
 
 
-def open_run(folder: str | Path) -> RunSource:
+def open_source(folder: str | Path) -> RunSource:
     """Load ``folder`` for export (see the module docstring for what it may be)."""
     from ..legacy import read_trainer_state
 
@@ -383,4 +383,4 @@ def open_run(folder: str | Path) -> RunSource:
     return RunSource(folder, lm, None, notices=said)
 
 
-__all__ = ["RunSource", "check_dest", "check_out", "clear_out", "open_run", "staged_folder"]
+__all__ = ["RunSource", "check_dest", "check_out", "clear_out", "open_source", "staged_folder"]

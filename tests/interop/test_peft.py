@@ -37,9 +37,9 @@ def _ours(run: Path, ids: np.ndarray) -> np.ndarray:
 def _write_adapter(run: Path, out: Path) -> None:
     """The PEFT files of a run, whatever its targets (export_peft refuses the broken ones)."""
     from engine import checkpoint as ckpt
-    from engine.export.source import open_run
+    from engine.export.source import open_source
 
-    src = open_run(run)
+    src = open_source(run)
     assert src.lora is not None
     ckpt.save_model_files(out / "base", src.lm.config, src.lora.params, src.lm.tokenizer)
     src.lora.save_adapter(out, base_model=str((out / "base").resolve()))
