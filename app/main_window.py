@@ -68,9 +68,10 @@ LABELS = {"epochs": "epochs", "max_steps": "max steps", "lr": "learning rate",
           "eval_every": "held-out eval every"}  # the Continue overrides, as the Next Start line says
 
 
-def _run_value(spec: engine.RunSpec | None, key: str) -> float:
-    """A continued run's own value of a setting with no box (its training's, else its run's)."""
-    return float(getattr(spec.train, key, getattr(spec, key, 0)) if spec is not None else 0)
+def _run_value(spec: engine.RunSpec | None, key: str, default: float = 0) -> float:
+    """A continued run's own value of a setting with no box: its training's (warmup_steps), else
+    its run's (autosave_minutes), else ``default``."""
+    return default if spec is None else getattr(spec.train, key, getattr(spec, key, default))
 
 
 def _early_text(es: engine.EarlyStopping) -> str:
@@ -800,7 +801,7 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
         spec = self.continue_spec
         if spec is not None:  # a settings file's warmup_steps, autosave_...: no box (dropped,
             for k, v in self.train.continue_extras.items():  # where --resume --config took them)
-                if k in engine.RESUME_OVERRIDES and v != getattr(spec.train, k, getattr(spec, k, v)):
+                if k in engine.RESUME_OVERRIDES and v != _run_value(spec, k, v):
                     over[k] = v
             early, was = self.train.early_stopping(), self.continue_early_shown
             had = spec.early_stopping.min_delta  # (no box: a file's, else the run's)

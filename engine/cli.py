@@ -125,8 +125,8 @@ NONNEG = _int_in(0, 1 << 40)
 
 def _ranged(rng: Range) -> Callable[[str], Any]:
     """The flag's type for one of the engine's setting ranges (``TRAIN_RANGES``, ...)."""
-    if isinstance(rng.lo, int) and isinstance(rng.hi, int):
-        return _int_in(rng.lo, rng.hi)
+    if rng.whole:
+        return _int_in(int(rng.lo), int(rng.hi))
     return _float_in(rng.lo, rng.hi, lo_open=rng.lo_open)
 
 

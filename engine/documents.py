@@ -267,7 +267,6 @@ def split_documents(docs: Documents, fraction: float, seed: int = 0,
     return _split_window(train, target, rng)
 
 
-
 def held_out_files(tokens: dict[str, int], fraction: float, seed: int = 0,
                    min_tokens: int = 0) -> dict[str, bool]:
     """Which files a run on ``tokens`` (file path -> its token count; each file one document,
@@ -290,6 +289,7 @@ def held_out_files(tokens: dict[str, int], fraction: float, seed: int = 0,
         whole = start == offsets[first] and start + n == offsets[last + 1]
         out.update(dict.fromkeys(paths[first:last + 1], bool(whole)))
     return out
+
 
 def _split_window(spans: np.ndarray, target: int, rng: np.random.Generator
                   ) -> tuple[np.ndarray, np.ndarray]:

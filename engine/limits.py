@@ -65,6 +65,11 @@ class Range(NamedTuple):
     hi: float
     lo_open: bool = False
 
+    @property
+    def whole(self) -> bool:
+        """Whether only whole numbers are in it (both ends ints)."""
+        return isinstance(self.lo, int) and isinstance(self.hi, int)
+
 
 # The ranges of the training settings: the one table the engine's checks, the CLI's flags and
 # the window's boxes read (the window's had drifted from the others: BPE vocab 300-32,000 and a
@@ -100,8 +105,8 @@ LORA_RANGES: dict[str, Range] = {"rank": Range(1, 4096), "alpha": Range(0.0, 1e6
 def in_range(value: Any, name: str, rng: Range, source: str) -> float:
     """``value`` checked against ``rng`` (as an integer where its ends are ints); ConfigError
     naming ``source`` and ``name`` otherwise."""
-    if isinstance(rng.lo, int) and isinstance(rng.hi, int):
-        return _int(value, name, rng.lo, rng.hi, source)
+    if rng.whole:
+        return _int(value, name, int(rng.lo), int(rng.hi), source)
     return _float(value, name, rng.lo, rng.hi, source, lo_open=rng.lo_open)
 
 

@@ -36,7 +36,7 @@ from .corpuswalk import summary
 from .data import encode_corpus, id_dtype, load_corpus, require_present, split_holdout
 from .defaults import BPE_MIN_BYTES
 from .documents import encode_documents, split_documents
-from .errors import CheckpointError, MambaStudioError, TrainingError
+from .errors import CheckpointError, MambaStudioError, TrainingError, one_line
 from .evaluation import HELDOUT_SAMPLE_TOKENS
 from .guard import DivergenceGuard
 from .limits import (
@@ -478,11 +478,7 @@ def _what_failed(exc: BaseException) -> str:
     folder named as the snapshot it was to become, a temporary file as the file it was to
     become); a full disk says so, and that it may be out of files (inodes) rather than bytes
     (the space check before a run counts bytes only)."""
-    if isinstance(exc, OSError) and exc.strerror:
-        line = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
-    else:
-        line = " ".join(str(exc).split()) or type(exc).__name__
-    line = re.sub(rf"{re.escape(rf.TMP_PREFIX)}(step-\d+)-\d+", r"\1", line)
+    line = re.sub(rf"{re.escape(rf.TMP_PREFIX)}(step-\d+)-\d+", r"\1", one_line(exc))
     line = re.sub(r"/\.([^/]+)\.[0-9a-f]{12}\.tmp\b", r"/\1", line)  # ckpt.create_temp's names
     cause = exc if isinstance(exc, OSError) else exc.__cause__
     if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:

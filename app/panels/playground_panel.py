@@ -37,6 +37,7 @@ BACKEND_TIPS = {"auto": "a hardware GPU when there is one, else the CPU step",
 
 KEPT_PROMPT_CHARS = 100_000  # the longest prompt kept for the next launch
 
+
 class PlaygroundPanel(QWidget):
     finished = Signal(str)
 

@@ -122,14 +122,15 @@ def _publish(tmp: Path, out_path: Path, replacing: bool) -> None:
         return
     try:
         os.link(tmp, out_path)
+        return
     except FileExistsError:
-        raise CheckpointError(f"{out_path}: written by another export meanwhile; export into a "
-                              "new file name") from None
+        pass
     except OSError:  # a filesystem without hard links (FAT): as close as a rename can come
-        if out_path.exists():
-            raise CheckpointError(f"{out_path}: written by another export meanwhile; export "
-                                  "into a new file name") from None
-        os.replace(tmp, out_path)
+        if not out_path.exists():
+            os.replace(tmp, out_path)
+            return
+    raise CheckpointError(f"{out_path}: written by another export meanwhile; export into a new "
+                          "file name")
 
 
 def _write(gguf: Any, run: RunSource, out_path: Path, tmp: str) -> None:
