@@ -53,3 +53,38 @@ def test_a_resume_after_a_kill_names_the_steps_lost_after_the_last_snapshot(tmp_
     err = capsys.readouterr().err
     assert err.count(f"killed trained to step {last:,}, but its last snapshot is step 0") == 1, err
     assert engine.lost_steps_note(out) is None  # said once: the resume trained them again
+
+
+def saved_run(tmp_path: Path) -> Path:
+    """A 2-step command-line run (its last snapshot: step 2)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat and looked at the hat. " * 200)
+    out = tmp_path / "runs" / "long"
+    assert main(["train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
+                 "--max-steps", "2", "--sample-tokens", "0", "--out", str(out)]) == 0
+    assert engine.list_runs(out.parent)[0].steps == 2
+    return out
+
+
+def test_the_lost_steps_of_a_long_run_are_read_from_the_end_of_its_metrics(tmp_path, monkeypatch):
+    # a Continue of a 100,000-step run read its whole metrics.csv a second time for this note
+    out = saved_run(tmp_path)
+    with (out / "metrics.csv").open("a") as f:
+        for step in range(3, 5003):
+            f.write(f"step,{step},0,1.5,0.5,0.001,1000.0,,{step}.0\n")
+            if step % 1000 == 0:
+                f.write(f"eval,{step},0,,,,,1.4,{step}.0\n")
+    assert (out / "metrics.csv").stat().st_size > 150_000  # > 2 x the 64 KB tail
+    from engine.runformat import metrics_file
+
+    def whole(folder):
+        raise AssertionError("metrics.csv read whole")
+    monkeypatch.setattr(metrics_file, "read_metrics", whole)
+    note = engine.lost_steps_note(out)
+    assert note is not None and note.startswith(
+        "long trained to step 5,002, but its last snapshot is step 2: 5,000 steps after it")
+    monkeypatch.undo()
+    with (out / "metrics.csv").open("a") as f:  # a tail of eval rows only: the whole file is read
+        for step in range(5003, 8003):
+            f.write(f"eval,{step},0,,,,,1.4,{step}.0\n")
+    assert engine.lost_steps_note(out).startswith("long trained to step 5,002, but")
