@@ -153,7 +153,8 @@ class _Untaken(QObject):
         self.box: Any = box  # (either kind: their value() and setValue() differ in type only)
         self.before = box.value()
         self.typed: str | None = None
-        box.installEventFilter(self)
+        self.said: str | None = None  # the refusal on the status bar, cleared once a value is
+        box.installEventFilter(self)  # taken (it stayed its 16 s after the value was fixed)
         edit = box.lineEdit()
         assert edit is not None
         edit.textEdited.connect(self._edited)
@@ -169,6 +170,7 @@ class _Untaken(QObject):
         return False
 
     def _changed(self, _value: float) -> None:
+        self._unsay()
         if self.typed is None:  # set by the program, or by an arrow: kept (a value set while
             self.before = self.box.value()  # the box had the focus was put back)
 
@@ -186,7 +188,17 @@ class _Untaken(QObject):
                 lo += f" (“{box.specialValueText()}”)"
             self._say(f"{label_of(box)} takes a number from {lo} to "
                       f"{box.textFromValue(box.maximum())}: {said}, so it stays {box.text()}")
+        elif typed is not None:
+            self._unsay()
         self.before = box.value()
+
+    def _unsay(self) -> None:
+        """Take this box's refusal off the status bar (when it is still the one shown)."""
+        win = self.box.window()
+        if self.said is not None and isinstance(win, QMainWindow) and \
+                win.statusBar().currentMessage() == self.said:
+            win.statusBar().clearMessage()
+        self.said = None
 
 
     def _say(self, text: str) -> None:
@@ -196,6 +208,7 @@ class _Untaken(QObject):
         win = box.window()
         if isinstance(win, QMainWindow):
             win.statusBar().showMessage(text, 2 * SAY_MS)
+            self.said = text
         QTimer.singleShot(TIP_DELAY_MS, self, lambda: QToolTip.showText(
             box.mapToGlobal(QPoint(0, box.height())), text, box, box.rect(), SAY_MS))
 

@@ -198,3 +198,20 @@ def test_the_arrows_of_a_box_with_a_step_go_to_its_multiples(qtbot):
     panel.n_layer.setValue(3)  # a step of 1 is as before
     QTest.keyClick(panel.n_layer, Qt.Key.Key_Up)
     assert panel.n_layer.value() == 4
+
+
+def test_the_status_bar_drops_the_refusal_once_a_value_is_taken(win, qtbot, said):
+    """(it stayed its 16 s after the box was given a number it takes)"""
+    win.tabs.setCurrentIndex(0)
+    _type(qtbot, win, win.train.lr, "1e300")
+    assert win.statusBar().currentMessage().startswith("Learning rate takes a number")
+    _type(qtbot, win, win.train.lr, "0.002")
+    assert win.train.lr.value() == 0.002
+    assert win.statusBar().currentMessage() == ""
+    _type(qtbot, win, win.train.batch, "100000")  # by an arrow (or a preset) as well
+    assert win.statusBar().currentMessage().startswith("Batch takes a number")
+    win.train.batch.stepUp()
+    assert win.statusBar().currentMessage() == ""
+    win.statusBar().showMessage("something else")  # another message is left alone
+    _type(qtbot, win, win.train.lr, "0.001")
+    assert win.statusBar().currentMessage() == "something else"
