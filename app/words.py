@@ -4,6 +4,7 @@ engine's command-line advice said in the window's terms."""
 from __future__ import annotations
 
 import re
+import shlex
 
 import engine
 
@@ -38,15 +39,28 @@ _CLI_ADVICE = (
     ("start a new run with --init from its snapshot",  # (an older run format)
      "open one of its snapshots with File > Open model… and Start a new run from it"),
 )
-_RESTART = re.compile(r"start it again on its corpus with --out (\S+) --force")  # (a kill while
-# a run was prepared)
-_GIVE_OR_INIT = re.compile(r"give (\S+) to generate, eval or export, or --init it to a new run")
-_TO_TRAIN_ON = re.compile(r"to train on, start a new run with --init (\S+)")
+# a path as the engine writes it into advice: one shell word (``shlex.quote``: quoted when it
+# holds a space; "(\\S+)" cut "/home/u/My Runs/run-3" at its space)
+_PATH = r"((?:'[^']*'|\"[^\"]*\"|[^\s'\"])+)"
+_RESTART = re.compile(rf"start it again on its corpus with --out {_PATH} --force")  # (a kill
+# while a run was prepared)
+_GIVE_OR_INIT = re.compile(rf"give {_PATH} to generate, eval or export, or --init it to a new run")
+_TO_TRAIN_ON = re.compile(rf"to train on, start a new run with --init {_PATH}")
+_INIT_ADVICE = re.compile(rf"start a new run on the corpus with --init {_PATH} to keep its weights")
+_WEIGHTS_LOAD = re.compile(rf"still load: generate, or start a new run with --init {_PATH} to "
+                           "keep them")
 
 
-_INIT_ADVICE = re.compile(r"start a new run on the corpus with --init (\S+) to keep its weights")
-_WEIGHTS_LOAD = re.compile(r"still load: generate, or start a new run with --init (\S+) to keep "
-                           "them")
+def _sub(pattern: re.Pattern[str], words: str, msg: str) -> str:
+    """``pattern`` replaced by ``words``, whose ``{path}`` is the matched shell word unquoted
+    (the window names a folder as it is; the command line needs it quoted)."""
+    def said(m: re.Match[str]) -> str:
+        try:
+            path = " ".join(shlex.split(m.group(1)))
+        except ValueError:
+            path = m.group(1)
+        return words.format(path=path)
+    return pattern.sub(said, msg)
 
 
 def in_window_terms(msg: str) -> str:
@@ -54,12 +68,12 @@ def in_window_terms(msg: str) -> str:
     window does it (a window user was told to "train into another --out")."""
     for cli, window in _CLI_ADVICE:
         msg = msg.replace(cli, window)
-    msg = _RESTART.sub(r"delete it in the Runs tab and Start the run again", msg)
-    msg = _GIVE_OR_INIT.sub(r"open \1 with File > Open model… (the Playground generates from it)"
-                            " and Start a new run from it", msg)
-    msg = _TO_TRAIN_ON.sub(r"to train on, open \1 with File > Open model… and Start a new run",
-                           msg)
-    msg = _WEIGHTS_LOAD.sub(r"still load: open \1 with File > Open model… (the Playground "
-                            "generates from it) and Start a new run to keep them", msg)
-    return _INIT_ADVICE.sub(r"open \1 with File > Open model… and Start a new run to keep its "
-                            "weights", msg)
+    msg = _RESTART.sub("delete it in the Runs tab and Start the run again", msg)
+    msg = _sub(_GIVE_OR_INIT, "open {path} with File > Open model… (the Playground generates "
+               "from it) and Start a new run from it", msg)
+    msg = _sub(_TO_TRAIN_ON, "to train on, open {path} with File > Open model… and Start a new "
+               "run", msg)
+    msg = _sub(_WEIGHTS_LOAD, "still load: open {path} with File > Open model… (the Playground "
+               "generates from it) and Start a new run to keep them", msg)
+    return _sub(_INIT_ADVICE, "open {path} with File > Open model… and Start a new run to keep "
+                "its weights", msg)

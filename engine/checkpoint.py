@@ -348,6 +348,7 @@ def read_config(folder: Path) -> MambaConfig:
         if (bad := not_a_folder(folder)) is not None:
             raise bad
         from .runformat import prepared_only, snapshots  # (runformat imports this module)
+        from .runformat.out_folder import prepared_only_note
 
         usable = [p for _, p in snapshots(folder) if (p / "config.json").is_file()]
         if usable:  # a run folder whose run.json is gone: it said "not a model folder" only
@@ -360,10 +361,7 @@ def read_config(folder: Path) -> MambaConfig:
                                   f"({folder.parent}: its latest snapshot) or one snapshot, "
                                   f"e.g. {inner[-1]}")
         if prepared_only(folder):  # (killed while prepared: "not a model folder" alone)
-            raise CheckpointError(
-                f"{folder}: a run ended while it was being prepared, before its first save; "
-                "there is no model in it: start it again on its corpus with --out "
-                f"{folder} --force")
+            raise CheckpointError(prepared_only_note(folder, "there is no model in it"))
         if folder.is_dir() and not any(folder.iterdir()):
             raise CheckpointError(f"{folder}: an empty folder, not a model folder; pass a run "
                                   "folder, a snapshot or an exported model")

@@ -101,3 +101,81 @@ def test_the_engines_advice_reaches_the_window_without_command_line_flags(tmp_pa
     assert "File > Open model… starts one from any other model folder" in said["damaged"]
     assert "use File > Export model (merged)…" in said["peft"], said["peft"]
     assert "File > Export model (merged)… still writes its weights" in said["state"]
+
+
+def test_advice_naming_a_folder_with_a_space_or_a_quote_is_whole_in_both_front_ends(tmp_path):
+    """The window's rewording cut a path at its first space ("open /home/u/My with File > Open
+    model… and Start a new run Runs/run-3/..."), and the CLI printed such paths unquoted (not
+    one word to paste after --init): every path in advice is one shell word, and the window
+    names it unquoted, whole."""
+    import shlex
+    import shutil
+    from pathlib import Path
+
+    import pytest
+
+    from app.words import in_window_terms
+    from engine import run as runapi
+    from engine.errors import MambaStudioError
+    from engine.runformat import snapshot_dirs
+    from engine.trainer import TrainConfig
+
+    corpus = Path(__file__).resolve().parents[1] / "assets" / "sample_corpus"
+    root = tmp_path / "My Runs"
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=1))
+    with runapi.start(spec, [corpus], root=root) as made:
+        made.train()
+
+    def refusal(name: str, damage, call) -> tuple[Path, str]:  # noqa: ANN001
+        folder = Path(shutil.copytree(made.folder, root / name))
+        damage(folder)
+        with pytest.raises(MambaStudioError) as info:
+            call(folder)
+        return folder, str(info.value)
+
+    def tail(msg: str, before: str, after: str) -> str:
+        """The one shell word between ``before`` and ``after`` in ``msg``, unquoted."""
+        word = msg.split(before, 1)[1].split(after, 1)[0]
+        parts = shlex.split(word)
+        assert len(parts) == 1, (word, msg)
+        return parts[0]
+
+    folder, msg = refusal("lost it's", lambda f: (f / "run.json").unlink(), runapi.open_run)
+    snap = str(folder / "snapshots" / "step-1")
+    assert shlex.split(msg.split("start a new run with --init ", 1)[1]) == [snap], msg
+    assert in_window_terms(msg).endswith(
+        f"to train on, open {snap} with File > Open model… and Start a new run"), msg
+
+    folder, msg = refusal("corrupt run", lambda f: (f / "run.json").write_text("{not json"),
+                          runapi.open_run)
+    snap = str(folder / "snapshots" / "step-1")
+    assert tail(msg, "give ", " to generate, eval or export") == snap, msg
+    assert f"open {snap} with File > Open model… (the Playground generates from it) and Start " \
+           "a new run from it" in in_window_terms(msg), in_window_terms(msg)
+
+    def state(f: Path) -> None:
+        for snap_dir in (f / "snapshots").iterdir():
+            (snap_dir / "trainer.json").write_text('"nope"')
+    folder, msg = refusal("damaged state", state, snapshot_dirs.find_snapshot)
+    assert tail(msg, "start a new run with --init ", " to keep them") == str(folder), msg
+    assert in_window_terms(msg).endswith(
+        f"still load: open {folder} with File > Open model… (the Playground generates from it) "
+        "and Start a new run to keep them"), in_window_terms(msg)
+
+    folder, msg = refusal("no data", lambda f: shutil.rmtree(f / "data"),
+                          lambda f: runapi.resume(f, max_steps=2))
+    steps = str(folder / "snapshots" / "step-N")
+    assert tail(msg, "start a new run on the corpus with --init ", " to keep its weights") == \
+        steps, msg
+    assert in_window_terms(msg).endswith(
+        f"open {steps} with File > Open model… and Start a new run to keep its weights"), msg
+
+    prepared = root / "half made"
+    prepared.mkdir()
+    (prepared / "lock").write_text("")
+    with pytest.raises(MambaStudioError) as info:
+        runapi.load_model(prepared)
+    msg = str(info.value)
+    assert tail(msg, "start it again on its corpus with --out ", " --force") == str(prepared)
+    assert in_window_terms(msg).endswith(
+        "delete it in the Runs tab and Start the run again"), in_window_terms(msg)

@@ -238,8 +238,9 @@ def test_resume_of_a_run_killed_while_it_was_prepared_says_what_to_do(tmp_path, 
     (half / "lock").touch()
     assert main(["train", "--resume", str(half)]) == 2
     err = capsys.readouterr().err
-    assert f"{half}: no run.json, not a run folder: a run ended while it was being prepared" in err
-    assert f"start it again on its corpus with --out {half} --force" in err
+    assert err == (f"error: {half}: a run ended while it was being prepared, before its first "
+                   "save; nothing of it can be resumed: start it again on its corpus with --out "
+                   f"{half} --force\n"), err
 
 
 def test_generate_of_an_empty_folder_or_a_run_killed_while_prepared_says_what_it_is(tmp_path,

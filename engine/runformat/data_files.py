@@ -5,6 +5,7 @@ manifest with digests and the tokens per byte of the corpus and of its held-out 
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,7 +143,8 @@ def write_data(folder: Path, arrays: dict[str, np.ndarray], n_train: int,
 def read_data(folder: Path) -> RunData:
     """data/ with checksums verified; the ids are memory-mapped (read-only), not read whole."""
     lost = ("every snapshot shares these token ids, so the run cannot go on: start a new run on "
-            f"the corpus with --init {folder / SNAPSHOTS}/step-N to keep its weights")
+            f"the corpus with --init {shlex.quote(str(folder / SNAPSHOTS / 'step-N'))} to keep "
+            "its weights")
     try:
         m = read_entry(folder / DATA_MANIFEST, "data manifest")
     except CheckpointError as exc:  # (data/ deleted: "no such data manifest", and no way on)

@@ -24,6 +24,13 @@ def prepared_only(folder: Path) -> bool:
     return (folder / LOCK).is_file() and not (folder / RUN_JSON).exists()
 
 
+def prepared_only_note(folder: Path, lost: str) -> str:
+    """What a run ``prepared_only`` is said to be, and the one way on (``lost``: what there is
+    not: a model, anything to resume)."""
+    return (f"{folder}: a run ended while it was being prepared, before its first save; {lost}: "
+            f"start it again on its corpus with --out {shlex.quote(str(folder))} --force")
+
+
 def _not_writable(folder: Path) -> OSError | None:
     """Why a file cannot be written in ``folder`` (a probe file written and removed), or None."""
     probe = folder / f".write-test-{os.getpid()}.tmp"

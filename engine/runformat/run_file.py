@@ -4,6 +4,7 @@ belongs in a run folder at all (``foreign_entries``: what ``--force`` must never
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from .names import (
     snapshot_step,
     write_json,
 )
-from .out_folder import prepared_only
+from .out_folder import prepared_only, prepared_only_note
 from .snapshot_dirs import snapshots
 
 
@@ -148,15 +149,13 @@ def read_run_json(folder: Path) -> dict[str, Any]:
             hint = f" but a snapshot of the run {run}: resume that"
         elif found := snapshots(here):
             hint = (f" (lost or deleted): its snapshots still load for generate/eval/export; to "
-                    f"train on, start a new run with --init {found[-1][1]}")
+                    f"train on, start a new run with --init {shlex.quote(str(found[-1][1]))}")
         elif prepared_only(here):
-            hint = (": a run ended while it was being prepared, before its first save; nothing "
-                    "of it can be resumed: start it again on its corpus with --out "
-                    f"{folder} --force")
+            raise CheckpointError(prepared_only_note(here, "nothing of it can be resumed"))
         raise CheckpointError(f"{folder}: no {RUN_JSON}, not a run folder{hint}")
     found = snapshots(Path(folder))
-    use = (f"; its snapshots still load: give {found[-1][1]} to generate, eval or export, or "
-           f"--init it to a new run" if found else "")  # (damaged: the file and no way on)
+    use = (f"; its snapshots still load: give {shlex.quote(str(found[-1][1]))} to generate, "
+           "eval or export, or --init it to a new run" if found else "")  # (damaged: the file and no way on)
     try:
         d = read_entry(path, RUN_JSON)
     except CheckpointError as exc:
