@@ -2564,9 +2564,9 @@ def test_a_broken_runs_row_offers_open_and_delete_only(win, qtbot, tmp_path):
     assert tip.startswith("half is broken: killed while it was being prepared"), tip
     win.choose_continue(str(root / "half"))  # (from File > Continue the same): said once,
     assert win.errors[-1] == (  # in the window's words
-        f"cannot continue {root / 'half'}: no run.json, not a run folder: a run ended while it "
-        "was being prepared, before its first save; nothing of it can be resumed: delete it in "
-        "the Runs tab and Start the run again"), win.errors[-1]
+        f"cannot continue {root / 'half'}: a run ended while it was being prepared, before its "
+        "first save; nothing of it can be resumed: delete it in the Runs tab and Start the run "
+        "again"), win.errors[-1]
     runs.table.clearSelection()  # no row: each row button off, with its own tooltip back
     assert not runs.buttons["Delete…"].isEnabled()
     assert runs.buttons["Continue"].toolTip().startswith("The next Start continues this run")
