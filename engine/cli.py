@@ -258,11 +258,14 @@ def cmd_generate(a: argparse.Namespace) -> int:
     shown = terminal_safe if out.isatty() else str  # a file or pipe gets the exact text
     held: list[str] = []  # --no-stream: the text so far, written at the end or at an interrupt
     printed = 0  # characters of new text
+    seen = False  # any of them other than blank space (an end-of-text --no-stop goes past is a
+    # line break: a model making only those printed blank lines, and no note, as "text")
     if a.stream:
         write_text(out, shown(a.prompt))  # (`| head -c 10`: the reader's going is main's to end)
     try:
         for piece in lm.generate(a.prompt, s, backend=backend):
             printed += len(piece)
+            seen = seen or not piece.isspace()
             if a.stream:
                 write_text(out, shown(piece), flush=True)  # each piece once sampled
             else:
@@ -271,10 +274,11 @@ def cmd_generate(a: argparse.Namespace) -> int:
         if not a.stream:
             write_text(out, shown(a.prompt + "".join(held)))
         write_text(out, "\n", flush=True)
-    if printed == 0 and s.max_new_tokens > 0:  # (it printed an empty line and nothing else)
+    if s.max_new_tokens > 0 and (not printed if a.stop else not seen):  # (an empty line, and
         why = ("ended the text at once (end-of-text); train it longer, give a prompt it can go "
-               "on from, or pass --no-stop" if a.stop else "generated only end-of-text tokens, "
-               "which print as nothing; train it longer, or give a prompt it can go on from")
+               "on from, or pass --no-stop" if a.stop else "generated only end-of-text tokens "
+               "(each printed as a line break) or blank space; train it longer, or give a "
+               "prompt it can go on from")  # nothing said)
         print(f"note: no text after the prompt: the model {why}", file=sys.stderr)
     return 0
 
