@@ -171,28 +171,65 @@ _ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i
               "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
 
 
+_HEADER_LIMIT = 100_000_000  # a safetensors header's JSON (names, dtypes, shapes, offsets)
+
+
+def read_header(path: Path) -> tuple[dict[str, Any], int]:
+    """A safetensors file's header ({name: {"dtype", "shape", "data_offsets"}}, "__metadata__"
+    left out) and the offset its data starts at; read alone (at most 100 MB, never blocking on
+    a FIFO), so a file's names and shapes are checked before its tensors are read."""
+    from .safeio import UnsafeFileError, open_regular
+
+    bad = f"{path}: corrupt or truncated safetensors file"
+    try:
+        with open_regular(path, "safetensors file") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(8)
+            n = int.from_bytes(head, "little") if len(head) == 8 else -1
+            if not 2 <= n <= min(size - 8, _HEADER_LIMIT):
+                raise CheckpointError(f"{bad} (header length {n})")
+            raw = f.read(n)
+    except UnsafeFileError as exc:
+        raise CheckpointError(str(exc)) from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        header = json.loads(raw)
+    except ValueError:
+        raise CheckpointError(f"{bad} (its header is not JSON)") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{bad} (its header is not a table of tensors)")
+    header.pop("__metadata__", None)
+    return header, 8 + n
+
+
+def _layout(header: dict[str, Any], path: Path) -> dict[str, tuple[tuple[int, ...], str]]:
+    """name -> (shape, dtype name) of a header's tensors."""
+    out: dict[str, tuple[tuple[int, ...], str]] = {}
+    for name, t in header.items():
+        try:
+            dtype = str(t["dtype"])
+            known = "bfloat16" if dtype == "BF16" else np.dtype(_ST_DTYPES[dtype]).name if \
+                dtype in _ST_DTYPES else dtype  # (another, e.g. F8_E4M3: its read says so)
+            out[name] = (tuple(int(d) for d in t["shape"]), known)
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"{path}: corrupt or truncated safetensors file (tensor "
+                                  f"{name!r:.60}: {str(t)[:80]})") from None
+    return out
+
+
 def _read_with_bfloat16(path: Path) -> dict[str, np.ndarray]:
     """A safetensors file holding bfloat16 tensors (many Hugging Face checkpoints; NumPy has no
     bf16, so safetensors.numpy refused the file): bf16 tensors become float32 exactly (a bf16
     value is the upper 16 bits of its float32), the others as stored. The header's offsets and
     shapes are checked against the file (memory-mapped, not read whole)."""
+    header, start = read_header(path)
     size = path.stat().st_size
     bad = f"{path}: corrupt or truncated safetensors file"
-    with open(path, "rb") as f:
-        head = f.read(8)
-        n = int.from_bytes(head, "little") if len(head) == 8 else -1
-        if not 2 <= n <= min(size - 8, 100_000_000):
-            raise CheckpointError(f"{bad} (header length {n})")
-        try:
-            header = json.loads(f.read(n))
-        except ValueError:
-            raise CheckpointError(f"{bad} (its header is not JSON)") from None
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n) if size > 8 + n else \
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=start) if size > start else \
         np.zeros(0, np.uint8)
     out: dict[str, np.ndarray] = {}
     for name, t in header.items():
-        if name == "__metadata__":
-            continue
         try:
             dtype, shape, (begin, end) = t["dtype"], [int(d) for d in t["shape"]], t["data_offsets"]
             count = int(np.prod(shape, dtype=np.int64))
@@ -210,24 +247,42 @@ def _read_with_bfloat16(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def check_params(tensors: dict[str, np.ndarray], cfg: MambaConfig, source: str) -> Params:
-    """Validate names/shapes against ``cfg``. A tied config tolerates an ``lm_head.weight`` equal
-    to the embeddings (HF writes one) and refuses one that differs (set tie_word_embeddings false);
-    an untied config requires it."""
+def check_layout(layout: dict[str, tuple[tuple[int, ...], str]], cfg: MambaConfig,
+                 source: str) -> None:
+    """Names, shapes and dtypes (name -> (shape, dtype name)) against ``cfg``: each tensor it
+    needs is there, of its shape and a float type, and there is no other. Run on the files'
+    headers before their tensors are read (a 630 MB file of other tensors took 1.33 GB of
+    memory to be refused), and again on the tensors read."""
     shapes = param_shapes(cfg)
-    out: Params = {}
     for name, shape in shapes.items():
         alt = name.replace("backbone.embeddings.", "backbone.embedding.")
-        a = tensors.get(name, tensors.get(alt))
-        if a is None:
+        got = layout.get(name, layout.get(alt))
+        if got is None:
             why = " (the config says tie_word_embeddings false)" if name == LM_HEAD else ""
             raise CheckpointError(f"{source}: tensor {name} is missing (expected shape {shape}){why}")
-        if tuple(a.shape) != shape:
+        if got[0] != shape:
             raise CheckpointError(
-                f"{source}: tensor {name} has shape {tuple(a.shape)}, the config needs {shape}"
+                f"{source}: tensor {name} has shape {got[0]}, the config needs {shape}"
             )
-        if a.dtype.kind != "f":
-            raise CheckpointError(f"{source}: tensor {name} has dtype {a.dtype}, expected float")
+        if got[1].startswith(("int", "uint", "bool", "complex")):  # (a safetensors dtype NumPy
+            # has no name for stays its own, e.g. F8_E4M3: reading the file refuses it)
+            raise CheckpointError(f"{source}: tensor {name} has dtype {got[1]}, expected float")
+    extra = sorted(set(layout) - set(shapes) - {LM_HEAD, "backbone.embedding.weight"})
+    if extra:
+        raise CheckpointError(f"{source}: unexpected tensors {extra[:5]} (not a Mamba-1 checkpoint?)")
+
+
+def check_params(tensors: dict[str, np.ndarray], cfg: MambaConfig, source: str) -> Params:
+    """Validate names/shapes against ``cfg`` (``check_layout``). A tied config tolerates an
+    ``lm_head.weight`` equal to the embeddings (HF writes one) and refuses one that differs (set
+    tie_word_embeddings false); an untied config requires it."""
+    check_layout({k: (tuple(a.shape), a.dtype.name) for k, a in tensors.items()}, cfg, source)
+    shapes = param_shapes(cfg)
+    out: Params = {}
+    for name in shapes:
+        a = tensors.get(name, tensors.get(name.replace("backbone.embeddings.",
+                                                       "backbone.embedding.")))
+        assert a is not None  # (check_layout: every name is there)
         out[name] = np.ascontiguousarray(a, dtype=np.float32)
     if cfg.tie_embeddings and LM_HEAD in tensors:
         head = tensors[LM_HEAD]
@@ -237,9 +292,6 @@ def check_params(tensors: dict[str, np.ndarray], cfg: MambaConfig, source: str) 
                 f"{source}: {LM_HEAD} differs from the embeddings but config.json says "
                 "tie_word_embeddings true; set it to false to use the separate head"
             )
-    extra = sorted(set(tensors) - set(shapes) - {LM_HEAD, "backbone.embedding.weight"})
-    if extra:
-        raise CheckpointError(f"{source}: unexpected tensors {extra[:5]} (not a Mamba-1 checkpoint?)")
     return out
 
 
@@ -410,9 +462,16 @@ def load_model_files(folder: Path) -> tuple[MambaConfig, Params]:
     cfg = read_config(folder)
     tensors: dict[str, np.ndarray] = {}
     paths = find_weights(folder)
+    source = str(paths[0] if len(paths) == 1 else folder / INDEX)
+    layout: dict[str, tuple[tuple[int, ...], str]] = {}
+    for path in paths:  # names and shapes first: nothing read of a file that cannot be this model
+        if not path.exists():
+            raise CheckpointError(f"{path}: file not found")
+        layout.update(_layout(read_header(path)[0], path))
+    check_layout(layout, cfg, source)
     for path in paths:
         tensors.update(read_tensors(path))
-    return cfg, check_params(tensors, cfg, str(paths[0] if len(paths) == 1 else folder / INDEX))
+    return cfg, check_params(tensors, cfg, source)
 
 
 def verify_files(folder: Path, digests: dict[str, Any], manifest: str, fix: str,

@@ -227,3 +227,46 @@ def test_weights_are_written_with_the_modes_of_every_other_file(tmp_path):
         os.umask(old)
     modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
     assert modes == {"model.safetensors": 0o644, "config.json": 0o644}, modes
+
+
+@pytest.mark.parametrize("wrong", ["extra", "shape", "int"])
+def test_weights_that_cannot_be_this_model_are_refused_before_they_are_read(tmp_path, wrong,
+                                                                           monkeypatch):
+    """A model folder whose weights file held 600 MB of other tensors took 1.33 GB of memory to
+    be refused ("unexpected tensors"): the files' headers are checked against config.json
+    first, and nothing of a file that cannot be this model is read."""
+    import tracemalloc
+
+    import engine.checkpoint as ckpt
+
+    lm = _lm()
+    lm.save(tmp_path)
+    tensors = dict(lm.params)
+    name = "backbone.layers.0.mixer.D"
+    if wrong == "extra":
+        tensors["backbone.extra.weight"] = np.zeros((4096, 2048), np.float32)  # 32 MB
+    elif wrong == "shape":
+        tensors[name] = np.zeros(tensors[name].size + 8_000_000, np.float32)
+    else:
+        tensors[name] = np.zeros((8_000_000, 1), np.int32)[:tensors[name].size, 0]
+        tensors["backbone.pad"] = np.zeros(8_000_000, np.int32)
+    atomic_write_tensors(tmp_path / "model.safetensors", tensors)
+    read: list[object] = []
+    real = ckpt.read_tensors
+    monkeypatch.setattr(ckpt, "read_tensors", lambda p: read.append(p) or real(p))
+    tracemalloc.start()
+    try:
+        with pytest.raises(CheckpointError) as info:
+            ckpt.load_model_files(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    msg = str(info.value)
+    said = {"extra": "unexpected tensors ['backbone.extra.weight']",
+            "shape": f"tensor {name} has shape (8000032,), the config needs (32,)",
+            "int": f"tensor {name} has dtype int32, expected float"}[wrong]
+    assert msg.startswith(f"{tmp_path / 'model.safetensors'}: ") and said in msg, msg
+    assert read == [] and peak < 2_000_000, (read, peak)
+    lm.save(tmp_path)  # the model's own file: read, once
+    assert ckpt.load_model_files(tmp_path)[1].keys() == lm.params.keys() and len(read) == 1
+
