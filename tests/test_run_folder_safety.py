@@ -1051,6 +1051,36 @@ def test_a_scalar_token_file_reads_as_unknown_not_a_traceback(made_run, tmp_path
     assert rf.read_tokens_per_byte(run) is None and corpus_summary(run) == ""
 
 
+def test_a_spans_file_whose_header_asks_for_terabytes_leaves_the_card_line_out(made_run,
+                                                                               tmp_path):
+    """A damaged .npy header ("shape": (2 ** 40, 2)) raised MemoryError from the card's corpus
+    line, outside its handling: the export failed over a line of its model card."""
+    from engine.export.card import corpus_summary
+
+    run = _copy(made_run, tmp_path)
+    path = run / rf.DATA_FILES["train_spans"]
+    spans = np.load(path)
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(
+            spans.dtype), "fortran_order": False, "shape": (2 ** 40, 2)})
+        f.write(spans.tobytes())
+    with pytest.raises(MemoryError), open(path, "rb") as f:  # (what the card met)
+        np.load(f)
+    assert corpus_summary(run) == ""
+
+
+def test_a_fifo_at_a_gguf_export_name_is_not_waited_on(tmp_path):
+    from engine.export.source import is_gguf
+
+    fifo = tmp_path / "m.gguf"
+    os.mkfifo(fifo)
+    with _no_hang("looking at a GGUF name"):
+        assert not is_gguf(fifo)
+    real = tmp_path / "r.gguf"
+    real.write_bytes(b"GGUF" + bytes(8))
+    assert is_gguf(real) and not is_gguf(tmp_path / "none.gguf")
+
+
 def test_save_documents_never_follows_a_link_at_a_temp_name(tmp_path):
     """Its fixed temp name `.ids.npy.tmp` was opened through a link (and two writers shared it)."""
     from engine.docstore import IDS, load_documents, save_documents

@@ -175,7 +175,8 @@ def corpus_summary(folder: Path) -> str:
         held = spans["val_spans"]
         return (f"{len(sources)} file(s), {n_bytes:,} bytes, {spans['train_spans'] + held:,} "
                 f"tokens ({held:,} held out)")
-    except (MambaStudioError, OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (MambaStudioError, OSError, ValueError, KeyError, TypeError, AttributeError,
+            MemoryError):  # (a damaged .npy header asking for 14.6 TiB failed the export)
         return ""
 
 

@@ -22,9 +22,10 @@ from typing import Any
 
 from .. import checkpoint as ckpt
 from .. import runformat as rf
-from ..errors import CheckpointError
+from ..errors import CheckpointError, MambaStudioError
 from ..lm import MambaLM
 from ..lora import LoRAConfig, LoRATrainable
+from ..safeio import read_head
 
 
 @dataclass
@@ -84,11 +85,8 @@ def is_gguf(p: Path) -> bool:
     GGUF magic (an earlier --gguf export)."""
     try:
         p = p.resolve()
-        if not p.is_file():
-            return False
-        with open(p, "rb") as f:
-            return f.read(4) == b"GGUF"
-    except OSError:
+        return read_head(p, 4, "GGUF file") == b"GGUF"  # (a FIFO is refused, never waited on)
+    except (OSError, MambaStudioError):
         return False
 
 
