@@ -181,15 +181,14 @@ class TrainWorker(QObject):
                 self._schedule = schedule = engine.SampleSchedule(self.sample_every, run.step)
                 if not any(r.get("step") == run.step for r in engine.read_samples(run.folder)):
                     # (a finished run continued had its last epoch's sample twice in the Gallery)
-                    self._preview(f"step {run.step}" if run.step else  # (blank or one
-                                  "step 0, untrained",  # character over and over: broken?)
+                    self._preview(engine.sample_tag(run.step),  # (step 0: "untrained")
                                   tr.cursor.epoch)  # epochs done (a Continue's said 0)
                 result = run.train(on_step=self._on_step, on_epoch=self._on_epoch,
                                    control=self.control, on_save=self._on_save,
                                    on_notice=self.info.emit)
                 self._serve_requests()
                 if (result.state == "finished" or result.reason) and schedule.last != run.step:
-                    self._preview(f"step {run.step}", run.trainer.cursor.epoch)  # a run ending
+                    self._preview(engine.sample_tag(run.step), run.trainer.cursor.epoch)  # a run ending
                     # inside an epoch showed no sample of its trained model at all
                 self._previews.shutdown(wait=True)  # its samples written while the run is ours
                 prompts = self.preview_settings[0]
@@ -230,14 +229,15 @@ class TrainWorker(QObject):
             schedule.every = self.sample_every
             busy = self._queued is not None and not self._queued.done()  # (the last one still
             if schedule.due(r.step, run.trainer.at_epoch_end) and not busy:  # runs: no queue
-                self._preview(f"step {r.step}", run.trainer.cursor.epoch)  # grows behind it)
+                self._preview(engine.sample_tag(r.step), run.trainer.cursor.epoch)  # grows behind it)
         self._serve_requests()
 
     def _on_epoch(self, report: engine.EpochReport) -> None:
         self.epoch_finished.emit(report)
         if self._tb is not None and self.run_obj is not None:
             self._tb.on_epoch(self.run_obj.step, report)
-        self._preview(f"epoch {report.epoch + 1}", report.epoch + 1)
+        self._preview(engine.sample_tag(self.run_obj.step if self.run_obj else 0,
+                                        report.epoch + 1), report.epoch + 1)
 
     # ---------------------------------------------------------------- previews
     def _preview(self, tag: str, epochs_done: int) -> None:
@@ -282,10 +282,8 @@ class TrainWorker(QObject):
                                        f"Gallery: {exc}")
                     self._unsaved = True
             self.preview_ready.emit(tag, "\n\n".join(texts), self._backend)
-        except (engine.MambaStudioError, OSError) as exc:
-            self.info.emit(f"preview failed: {exc}")
-        except Exception:
-            self.info.emit(f"preview failed: {traceback.format_exc()}")
+        except Exception as exc:  # (an OSError said "[Errno 13] ...", running out of memory a
+            self.info.emit(f"preview failed: {describe_error(exc)}")  # traceback)
 
 
 EXPORTERS = {"merged": "export_merged", "adapter": "export_peft", "gguf": "export_gguf"}

@@ -130,6 +130,7 @@ if TYPE_CHECKING:
         read_samples,
         sample_record,
         sample_seed,
+        sample_tag,
         samples_cut,
         show_bidi,
     )
@@ -282,6 +283,7 @@ _EXPORTS: dict[str, str] = {
     "read_samples": "samples",
     "sample_seed": "samples",
     "sample_record": "samples",
+    "sample_tag": "samples",
     "samples_cut": "samples",
     "TBLogger": "tblog",
     "WSLA_TARGETS": "trainable",
@@ -311,6 +313,7 @@ __all__ = [
     "SAMPLE_EVERY",
     "SampleSchedule",
     "sample_record",
+    "sample_tag",
     "samples_cut",
     "atomic_write_bytes",
     "BPETokenizer",

@@ -292,7 +292,7 @@ def _train(a: argparse.Namespace, run: Run, job: DistributedJob | None) -> int:
 
     from .control import TrainControl
     from .run import UNSCORED, stop_on_signals
-    from .samples import SampleSchedule, append_sample, read_samples, sample_record, sample_seed
+    from .samples import SampleSchedule, append_sample, read_samples, sample_record, sample_seed, sample_tag
     from .sampling import GENERATION_DEFAULTS
     from .tblog import run_logger
 
@@ -338,16 +338,17 @@ def _train(a: argparse.Namespace, run: Run, job: DistributedJob | None) -> int:
 
         schedule = SampleSchedule(a.sample_every, tr.cursor.step)  # (its last: the last shown)
 
-        def show_sample(tag: str) -> None:  # the run's prompts (run.json): the same after resume
-            if a.sample_tokens <= 0:
+        def show_sample(said: str, epoch_end: int | None = None) -> None:  # the run's prompts
+            if a.sample_tokens <= 0:  # (run.json): the same after resume
                 return
             step, epochs = tr.cursor.step, tr.cursor.epoch
+            tag = sample_tag(step, epoch_end)  # (recorded as the window records it)
             schedule.shown(step)
             keep = not any(r.get("step") == step for r in read_samples(run.folder))
             for i, prompt in enumerate(run.spec.prompts):
                 s = replace(sampling, seed=sample_seed(sampling.seed, i))
                 text = "".join(lm.generate(prompt, s))
-                print(f"\n--- sample {tag} ---\n{terminal_safe(prompt + text)}\n", file=sys.stderr)
+                print(f"\n--- sample {said} ---\n{terminal_safe(prompt + text)}\n", file=sys.stderr)
                 if keep:  # the Gallery's too (a CLI run opened in the window showed none)
                     append_sample(run.folder, sample_record(tag, step, epochs, prompt,
                                                             prompt + text, s, "cpu"))
@@ -359,7 +360,7 @@ def _train(a: argparse.Namespace, run: Run, job: DistributedJob | None) -> int:
                    f"{rep.val.describe()}") if rep.val else ""
             print(f"epoch {rep.epoch + 1}: train loss {rep.train_loss:.4f}, grad norm "
                   f"{rep.grad_norm:.3f}{val}", file=sys.stderr)
-            show_sample(f"after epoch {rep.epoch + 1}")
+            show_sample(f"after epoch {rep.epoch + 1}", rep.epoch + 1)
 
         show_sample(f"at step {tr.cursor.step}, resuming" if tr.cursor.step else "before training")
         tr.on_evaluate = lambda: _evaluating(tr.cursor.step)

@@ -86,6 +86,15 @@ def sample_seed(base: int | None, index: int) -> int | None:
     return None if base is None else base + 1009 * index
 
 
+def sample_tag(step: int, epoch: int | None = None) -> str:
+    """A recorded sample's tag, one wording for the CLI and the window (a CLI run continued in
+    the window mixed "after epoch 1" with "epoch 1"): "epoch N" after the N-th epoch's end,
+    else "step S" ("step 0, untrained" before any step)."""
+    if epoch is not None:
+        return f"epoch {epoch}"
+    return f"step {step}" if step else "step 0, untrained"
+
+
 def sample_record(tag: str, step: int, epoch: int, prompt: str, text: str, sampling: Any,
                   backend: str) -> dict[str, Any]:
     """The record of one preview (``append_sample``): what the Gallery shows of it. ``epoch``:

@@ -768,8 +768,12 @@ def test_an_epochs_last_step_is_sampled_once_as_the_epochs_end(tmp_path, capsys)
     assert len(headers) == len(set(headers)), headers
     rows = read_samples(out)
     assert len({r["step"] for r in rows}) == len(rows)  # one record a step (one prompt)
-    first_end = next(r for r in rows if r["tag"] == "after epoch 1")
+    first_end = next(r for r in rows if r["tag"] == "epoch 1")
     assert f"at step {first_end['step']}" not in headers
+    # recorded in the window's words (a CLI run continued there mixed "after epoch 1" with
+    # "epoch 1" in one Preview history): engine.sample_tag's
+    assert rows[0]["tag"] == "step 0, untrained" and "before training" in headers, headers
+    assert all(re.fullmatch(r"epoch [12]|step [1-9]\d*", r["tag"]) for r in rows[1:]), rows
 
 
 def test_a_relative_init_is_recorded_as_an_absolute_path(tmp_path, capsys, monkeypatch):
