@@ -530,3 +530,52 @@ def test_after_a_rollback_the_best_kept_from_before_it_stays_the_runs_best(tmp_p
     assert fired and run.best_val == pytest.approx(4.6)
     assert rf.best_pointer(out)["step"] == 3
     assert rf.read_status(out)["best_val_loss"] == pytest.approx(4.6)
+
+
+def _text_then_other_text(tmp_path):  # noqa: ANN202
+    """A file of one line repeated (its loss falls to ~0), then a file of random symbols."""
+    import random
+
+    rng = random.Random(0)
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("the cat sat on the mat.\n" * 700)
+    b.write_text("".join(rng.choice("qwxzjkv0123456789QWXZJKV!@#$%^&*") for _ in range(3000)))
+    return [a, b]
+
+
+def test_a_batch_of_other_text_is_kept_not_called_a_divergence(tmp_path):
+    """Near-duplicate text, then a file of other text, in order: the new text's first batches
+    jumped above twice the median loss and spiked the gradient norm; each retry (rolled back, the
+    rate halved) scored the same, three rollbacks ended the healthy run "diverged" with "lower
+    the learning rate", which could not help. A retry that shows the same is the batch's: the
+    step is kept, said, and the rate goes back."""
+    said: list[str] = []
+    spec = RunSpec(preset="tiny", tokenizer="bytes", holdout=0.0, autosave_steps=0,
+                   autosave_minutes=0, train=TrainConfig(batch_size=2, seq_len=64, epochs=1,
+                                                         shuffle=False))
+    with start(spec, _text_then_other_text(tmp_path), out=tmp_path / "r") as run:
+        result = run.train(on_notice=said.append)
+        assert result.state == "finished" and run.trainer.lr_scale == 1.0, (result, said)
+    rolled = [m for m in said if "diverged" in m]
+    kept = [m for m in said if "unlike the text before it" in m]
+    assert rolled and kept and len(rolled) <= 3, said  # (once for the new text, not each step)
+    assert any(m.endswith("so it is the text's, not a divergence: kept, and the learning rate "
+                          "is back to scale 1") for m in kept), kept
+
+
+def test_a_jump_whose_retry_scores_otherwise_is_still_the_weights():
+    """The retry's rule keeps only a loss that comes back within 5 % of the one before: one
+    that moved with the weights (lower at the halved rate) is theirs, and NaN never the batch's."""
+    guard = DivergenceGuard()
+    tr = _Trainer()
+    guard._losses = [0.1] * 5
+    tr.lr_scale, guard.rollbacks = 1.0, 0
+    assert not guard._jump_is_the_batchs(tr, 6, 3.0)  # the first: remembered
+    tr.lr_scale, guard.rollbacks = 0.5, 1
+    assert not guard._jump_is_the_batchs(tr, 6, 2.0)  # 33 % lower at the retry: the weights'
+    tr.lr_scale, guard.rollbacks = 0.25, 2  # (2.0 remembered in its place, at scale 0.5)
+    assert guard._jump_is_the_batchs(tr, 6, 2.05)  # within 5 % of the one before: the batch's
+    assert (tr.lr_scale, guard.rollbacks) == (0.5, 1)  # the rate and count before that retry
+    assert guard._losses == []  # the medians start again from the new text
+    assert guard._jump_is_the_batchs(tr, 6, 2.0) and not guard._jump_is_the_batchs(tr, 6, 2.5)
+    assert not guard._jump_is_the_batchs(tr, 7, float("nan"))
