@@ -25,6 +25,7 @@ from .defaults import (
 )
 from .documents import RECORDS
 from .errors import CorpusError, MambaStudioError, one_line
+from .safeio import resolved
 from .samples import SAMPLE_EVERY
 from .signals import Interrupted, interrupt_on_signals, note_interrupted
 
@@ -194,7 +195,7 @@ def _export(a: argparse.Namespace) -> int:
 def _is_output(path: Path, out: Path) -> bool:
     """``path`` is the export ``out``, inside it, its folder, or a hidden file or folder beside
     it that the export writes first (``.NAME...``)."""
-    p, o = path.resolve(), out.resolve()
+    p, o = resolved(path), resolved(out)
     return (p == o or p.is_relative_to(o) or p == o.parent
             or (p.parent == o.parent and p.name.startswith(f".{o.name}")))
 

@@ -15,6 +15,7 @@ from .cliout import PROGRESS, terminal_safe
 from .defaults import PRESET_DEFAULTS, SAMPLE_CORPUS
 from .errors import CorpusError, MambaStudioError, one_line
 from .reports import format_duration
+from .safeio import resolved
 from .words import plural
 
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ def _open_for_training(a: argparse.Namespace):
     if fixed:  # (--checkpointing was called "LoRA/WSLA")
         raise ValueError(f"--resume continues a run with its own settings; {', '.join(fixed)} "
                          f"cannot change (only {', '.join(RESUME_OVERRIDES)} can)")
-    if a.out is not None and Path(a.out).resolve() != Path(a.resume).resolve():
+    if a.out is not None and resolved(a.out) != resolved(a.resume):
         raise ValueError("--resume writes into the run folder itself; drop --out")
     if a.corpus:
         say("note: the corpus arguments are ignored; a resumed run trains on its saved token ids")

@@ -47,6 +47,7 @@ from .lm import MambaLM
 from .lora import count_trainable
 from .packing import PackedRows, pack_documents
 from .runspec import RESUME_OVERRIDES, RunSpec
+from .safeio import resolved
 from .signals import stop_on_signals
 from .tokenizer import BPETokenizer, ByteTokenizer, bpe_sample_every, check_fits
 from .trainer import EpochReport, StepReport, TrainConfig, Trainer, epoch_steps, epochs_end_first
@@ -673,8 +674,8 @@ def _label(spec: RunSpec) -> str:
 
 def _inside(folder: Path, paths: Sequence[Path]) -> Path | None:
     """The first of ``paths`` that lies inside ``folder`` (links resolved), else None."""
-    root = folder.resolve()
-    return next((p for p in paths if p.resolve().is_relative_to(root)), None)
+    root = resolved(folder)
+    return next((p for p in paths if resolved(p).is_relative_to(root)), None)
 
 
 def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | None = None,

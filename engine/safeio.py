@@ -126,13 +126,24 @@ def read_json(path: str | Path, limit: int = JSON_LIMIT, what: str = "JSON file"
         raise UnsafeFileError(f"{path}: JSON nested too deeply") from None
 
 
+def resolved(path: str | Path) -> Path:
+    """``Path(path).resolve()``, a link that loops back to itself raised as an ``OSError``
+    naming it (Python 3.11 raises RuntimeError there, past every ``except OSError``: `export`
+    or `train --out` into such a link printed a traceback)."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:
+        raise OSError(errno.ELOOP, "a link that loops back to itself; point it at a folder or "
+                      "file, or choose another path", str(path)) from None
+
+
 def inside(folder: str | Path, name: str) -> Path:
     """``folder / name`` when it stays inside ``folder`` (no ``..``, absolute paths or symlinks
     leading out); raise otherwise. Use for every file name read from a run folder's own files."""
-    base = Path(folder).resolve()
+    base = resolved(folder)
     if not isinstance(name, str) or not name or "\x00" in name:
         raise UnsafeFileError(f"{folder}: invalid file name {name!r} in its state files")
-    target = (base / name).resolve()
+    target = resolved(base / name)
     if target != base and base not in target.parents:
         raise UnsafeFileError(
             f"{folder}: its state files name {name!r}, which is outside the folder; refusing"

@@ -970,3 +970,25 @@ def test_an_interrupted_distributed_job_says_it_once(tmp_path, capsys, monkeypat
     args.distributed = False  # (not a distributed job: every process says it)
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
     assert cli._run(args) == 143 and "interrupted (SIGTERM)" in capsys.readouterr().err
+
+
+def test_a_link_that_loops_back_to_itself_is_one_line_wherever_a_path_goes(tiny_model, tmp_path,
+                                                                           capsys):
+    """As an export's output, the run exported, `train --out` or `--export-adapter`, a link
+    loop printed a 40-line traceback (Python 3.11's Path.resolve raises RuntimeError there,
+    past every `except OSError`)."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    corpus = _corpus(tmp_path)
+    said = f"error: {loop}: a link that loops back to itself; point it at a folder or file, or " \
+           "choose another path\n"
+    for args in (["export", "--merged", str(tiny_model), str(loop)],
+                 ["export", "--peft", str(tiny_model), str(loop)],
+                 ["export", "--gguf", str(tiny_model), str(loop)],
+                 ["export", "--merged", str(loop), str(tmp_path / "x")],
+                 ["train", str(corpus), "--preset", "tiny", "--out", str(loop), "--max-steps", "1"],
+                 ["train", str(corpus), "--init", str(tiny_model), "--lora", "in_proj", "--out",
+                  str(tmp_path / "a"), "--max-steps", "1", "--export-adapter", str(loop)]):
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert err.endswith(said) and "Traceback" not in err, (args, err)

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import CheckpointError
 from ..params import EMBEDDINGS, LM_HEAD, NORM_F
+from ..safeio import resolved
 from ..tokenizer import BPETokenizer, byte_tokenizer_json
 from .source import RunSource, check_out, clear_out, clear_stale_temps, locked_temp, open_source
 
@@ -98,7 +99,7 @@ def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = Fals
     except ImportError:
         raise CheckpointError("the gguf package is not installed; pip install gguf") from None
     given = Path(out_path)  # a link: the file it points to is replaced, as writing through it
-    out_path = given.resolve() if given.is_symlink() else given  # would (check_out refuses a
+    out_path = resolved(given) if given.is_symlink() else given  # would (check_out refuses a
     clear_stale_temps(out_path)  # dangling one); temps first: an export refused for want of
     notes = check_out(src_folder, given, file=True, force=force)  # --force kept 23 MB of them
     run = open_source(src_folder)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import checkpoint as ckpt
 from ..errors import CheckpointError
+from ..safeio import resolved
 from .card import measure_held_out, write_card
 from .source import check_out, open_source, staged_folder
 
@@ -83,7 +84,7 @@ def export_peft(src_folder: str | Path, out: str | Path, force: bool = False,
                 f"{t}: " + ", ".join(f"{line} {PEFT_SUPPORT[t][line]}" for line in LINES)
                 for t in broken) + "); use the merged export (python -m engine export --merged)")
     held = measure_held_out(run, progress=progress)
-    final_base = (Path(out) / "base").resolve()  # where base/ will be once published
+    final_base = resolved(Path(out) / "base")  # where base/ will be once published
     with staged_folder(out, force) as tmp:
         base = tmp / "base"
         lm = run.lm

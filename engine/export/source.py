@@ -25,7 +25,7 @@ from .. import runformat as rf
 from ..errors import CheckpointError, MambaStudioError
 from ..lm import MambaLM
 from ..lora import LoRAConfig, LoRATrainable
-from ..safeio import read_head
+from ..safeio import read_head, resolved
 
 
 @dataclass
@@ -84,7 +84,7 @@ def is_gguf(p: Path) -> bool:
     """Whether ``p`` (or the file a link ``p`` points to) is a regular file starting with the
     GGUF magic (an earlier --gguf export)."""
     try:
-        p = p.resolve()
+        p = resolved(p)
         return read_head(p, 4, "GGUF file") == b"GGUF"  # (a FIFO is refused, never waited on)
     except (OSError, MambaStudioError):
         return False
@@ -96,7 +96,7 @@ def check_out(src: str | Path, out: str | Path, *, file: bool = False, force: bo
     (``file=True``: the .gguf) or a non-empty folder, unless ``force`` (then only a folder holding
     nothing but an earlier export's files is replaced; see ``staged_folder``). Missing parent folders
     are created later; the returned notices say so. Call before any work."""
-    src_r, out_r = Path(src).resolve(), Path(out).resolve()
+    src_r, out_r = resolved(src), resolved(out)
     if out_r == src_r or src_r in out_r.parents or out_r in src_r.parents:
         raise CheckpointError(f"{out}: inside (or around) the folder being exported, {src}; "
                               "choose an output folder of its own")
@@ -177,7 +177,7 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
     for a folder without its weights)."""
     out = Path(out)
     if out.is_symlink() and out.is_dir():  # a link to a folder: publish into that folder (a
-        out = out.resolve()                # rename onto the link itself fails, ENOTDIR)
+        out = resolved(out)                # rename onto the link itself fails, ENOTDIR)
     out.parent.mkdir(parents=True, exist_ok=True)
     _clear_stale(out)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}", dir=out.parent))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CheckpointError
+from ..safeio import resolved
 from ..samples import SAMPLES
 from .data_files import DATA_FILES
 from .names import (
@@ -121,7 +122,7 @@ def rewrite_run_spec(folder: Path, spec: dict[str, Any]) -> None:
 def init_source(model: Path) -> dict[str, Any]:
     """What a run started from: ``model``, the folder its weights were read from (a run's
     snapshot rather than the run, whose latest snapshot moves on), and that snapshot's step."""
-    model = Path(model).resolve()
+    model = resolved(model)
     step = snapshot_step(model.name) if snapshot_run(model) is not None else None
     return {"path": str(model), "step": step}
 
