@@ -167,7 +167,23 @@ class TBLogger:
         finally:
             if self._events is not None:
                 self._events._closed = True  # its exit hook would write (and fail) again
-            _LOGGERS.discard(self)
+            self._stop_worker()
+            if self._worker is None or not self._worker.is_alive():
+                _LOGGERS.discard(self)
+
+    def _stop_worker(self) -> None:
+        """End the writer thread of a logger that failed (its close was skipped): left waiting
+        on its queue, it raised "handle is closed" at the interpreter's exit, a traceback after
+        the run's one-line error on a full disk. Its shutdown mark goes on the queue, with no
+        event written after it."""
+        w = self._worker
+        if w is None or not w.is_alive():
+            return
+        try:
+            w._queue.put(w._shutdown_signal, timeout=1.0)
+        except Exception:  # noqa: BLE001  (a queue already closed: the thread ends with it)
+            return
+        w.join(timeout=2.0)
 
 
 _LOGGERS: weakref.WeakSet[TBLogger] = weakref.WeakSet()

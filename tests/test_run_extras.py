@@ -221,6 +221,22 @@ def test_a_full_disk_stops_tensorboard_logging_quietly(tmp_path, capfd, monkeypa
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_logger_that_failed_on_a_save_still_ends_its_writer_thread(tmp_path, monkeypatch):
+    """A full disk met by the flush at a save (not by the writer thread) skipped the writer's
+    close, and its thread, left waiting on its queue, printed "OSError: handle is closed" at
+    the interpreter's exit, after the run's one-line error."""
+    log = TBLogger(tmp_path, on_error=lambda _m: None)
+    log.step(1, 2.0, 0.5, 1e-3, 100.0)
+
+    def full() -> None:
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(log.writer, "flush", full)
+    log.flush()
+    assert log.failed and log._worker.is_alive()
+    log.close()
+    assert not log._worker.is_alive()
+
+
 def test_a_tb_link_is_not_followed_out_of_the_run(tmp_path):
     """A run's tb/ turned into a link to another folder (/etc in a test): events were written
     there. Logging stops with one message and training goes on, as for a tb that is a file."""
