@@ -175,10 +175,18 @@ class Run:
         stopped = val_loss is None and tr.eval_stopped_at == tr.cursor.step  # (a stop cut the
         # step's evaluation short: the resume measures it)
         tensors, meta = rf.trainer_state.pack(tr.state_dict(), self.early_bad, stopped)
-        path = rf.write_snapshot(
-            self.folder, tr.cursor.step,
-            lambda d: ckpt.save_model_files(d, self.lm.config, self.lm.params, self.lm.tokenizer),
-            tensors, meta, val_loss, self.spec.keep)
+        try:
+            path = rf.write_snapshot(
+                self.folder, tr.cursor.step,
+                lambda d: ckpt.save_model_files(d, self.lm.config, self.lm.params,
+                                                self.lm.tokenizer),
+                tensors, meta, val_loss, self.spec.keep)
+        except (OSError, MambaStudioError):
+            ptr = rf.read_pointer(self.folder)  # published, then latest.json failed: the
+            if ptr is not None and ptr.get("step") == tr.cursor.step:  # snapshot is the one a
+                self.saved_step, self.saved_val = tr.cursor.step, val_loss  # resume takes (the
+                self.saved_eval_stopped = stopped  # error said its steps were lost)
+            raise
         self.saved_step = tr.cursor.step
         self.saved_val = val_loss
         self.saved_eval_stopped = stopped
@@ -313,7 +321,8 @@ class Run:
             on_notice("early stopping is off: the run holds out no text to measure (holdout 0, "
                       "or a corpus too small to hold any out)")  # it would never stop the run
         guard = DivergenceGuard(on_rollback=p.rolled_back)
-        self._status("running")
+        with self._writes():  # (a full disk at once said "could not write status.json" alone,
+            self._status("running")  # with no fix, nor that the run exists)
         try:
             if self.interrupted_eval and (val := self._val_loss(control)) is not None:
                 p.last_eval[self.step] = val  # (first: a stop had cut it short)

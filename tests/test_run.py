@@ -476,6 +476,55 @@ def test_a_signal_while_a_new_run_prepares_leaves_nothing_and_says_so(tmp_path, 
     assert not out.exists()  # nothing half-made
 
 
+def test_a_latest_pointer_that_fails_after_its_snapshot_is_published_loses_no_step(tmp_path,
+                                                                                   monkeypatch):
+    """latest.json failing on a full disk after snapshots/step-6 was published said "the steps
+    after 0 could not be saved ... it goes on from step 0", while the resume goes on from 6."""
+    from engine.runformat import snapshot_dirs
+
+    real = snapshot_dirs.write_json
+
+    def full(path, obj):  # noqa: ANN001, ANN202
+        if path.name == rf.LATEST and obj.get("step") == 6:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, obj)
+
+    monkeypatch.setattr(snapshot_dirs, "write_json", full)
+    with (start(_spec(max_steps=6), [_corpus(tmp_path)], out=tmp_path / "r") as run,
+          pytest.raises(TrainingError) as info):
+        run.train()
+    msg = str(info.value)
+    assert msg.startswith(f"{tmp_path / 'r' / rf.LATEST}: No space left on device"), msg
+    assert "training stopped at step 6 and the last snapshot is step 6: fix that, then " \
+           f"resume {tmp_path / 'r'}" in msg, msg
+    assert rf.read_pointer(tmp_path / "r")["step"] == 6  # what a resume takes
+    assert rf.read_status(tmp_path / "r")["state"] == "stopped"
+
+
+def test_a_full_disk_at_a_runs_first_status_write_says_the_run_exists_and_how_to_go_on(
+        tmp_path, monkeypatch):
+    """The first status.json write of a run (before its first step) failing on a full disk said
+    "could not write status.json: No space left on device" alone: no fix, nor that the run,
+    with its step-0 snapshot, exists (the same command again was refused: "holds a run")."""
+    real = rf.write_status
+    calls: list[str] = []
+
+    def full(folder, state, **k):  # noqa: ANN001, ANN003, ANN202
+        calls.append(state)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device", str(folder / rf.STATUS))
+        return real(folder, state, **k)
+
+    monkeypatch.setattr(rf, "write_status", full)
+    with (start(_spec(max_steps=6), [_corpus(tmp_path)], out=tmp_path / "r") as run,
+          pytest.raises(TrainingError) as info):
+        run.train()
+    msg = str(info.value)
+    assert msg.startswith(f"{tmp_path / 'r' / rf.STATUS}: No space left on device"), msg
+    assert msg.endswith(f"training stopped at step 0 and the last snapshot is step 0: fix "
+                        f"that, then resume {tmp_path / 'r'}"), msg
+
+
 def test_a_failed_last_save_says_what_was_lost_and_how_to_go_on(tmp_path, monkeypatch):
     """The save at a run's end failing on a full disk said only "could not write
     snapshots/.tmp-step-37-PID/state.safetensors" and left status.json "running"."""
