@@ -186,6 +186,9 @@ def _open_for_training(a: argparse.Namespace):
     if a.patience is not None or a.target_loss is not None:  # over the run's own (or the file's)
         given["early_stopping"] = _early_flags(
             a, given.get("early_stopping") or read_run_spec(a.resume).early_stopping)
+    for k in [k for k in given if k not in RESUME_OVERRIDES]:
+        if _the_runs_own(a.resume, k, given[k]):  # (the run's command line again)
+            del given[k]
     fixed = sorted(k for k in given if k not in RESUME_OVERRIDES)
     fixed += [f for f in ("lora", "lora_rank", "lora_alpha", "lora_dropout", "wsla",
                           "checkpointing") if getattr(a, f)]
@@ -202,6 +205,23 @@ def _open_for_training(a: argparse.Namespace):
     run = resume(a.resume, **given)
     say(f"resumed {run.folder} at step {run.step} of {run.trainer.total_steps}")
     return run
+
+
+def _the_runs_own(folder: str, field: str, value: object) -> bool:
+    """Whether a flag given with --resume holds the run's own value of ``field`` (a RunSpec or
+    TrainConfig field): the run's command line again with --resume added was refused as
+    changing them ("batch_size cannot change" of the run's own batch)."""
+    from dataclasses import fields
+
+    from .run import read_run_spec
+    from .trainer import TrainConfig
+
+    try:
+        spec = read_run_spec(folder)
+    except MambaStudioError:
+        return False  # (the resume says what is wrong with it)
+    own = spec.train if field in {f.name for f in fields(TrainConfig)} else spec
+    return hasattr(own, field) and getattr(own, field) == value
 
 
 def _config_changes(a: argparse.Namespace) -> dict[str, object]:

@@ -228,6 +228,15 @@ def test_flags_a_run_does_not_use_are_named(tmp_path, capsys):
     assert "settings; checkpointing cannot change" in capsys.readouterr().err
     assert main(["train", "--resume", str(base), "--lora-rank", "4"]) == 2  # not "needs --lora"
     assert "settings; lora_rank cannot change" in capsys.readouterr().err
+    # the run's own command line again, --resume added: its own values change nothing (it
+    # was refused: "batch_size cannot change" of the run's own batch 2)
+    assert main(["train", "--resume", str(base), "--preset", "tiny", "--seq-len", "32",
+                 "--batch", "2", "--max-steps", "2", "--sample-tokens", "0"]) == 0
+    from engine import read_pointer
+
+    assert read_pointer(base)["step"] == 2
+    assert main(["train", "--resume", str(base), "--batch", "4"]) == 2  # another value: refused
+    assert "settings; batch_size cannot change" in capsys.readouterr().err
 
 
 def test_lora_knobs_apply_to_a_settings_files_lora(tmp_path, capsys):
