@@ -41,7 +41,9 @@ DEFAULT_PRESET = "small"
 # alike: on the bundled corpus (11 steps an epoch) a first run trains 110 steps, past the
 # 100-step warmup, to word-like samples (3 passes gave 33 steps inside the warmup: noise).
 DEFAULT_EPOCHS = 10
-DEFAULT_PROMPT = "The "  # a run's preview prompt, generate's and the window's until changed
+DEFAULT_PROMPT = "The"  # a run's preview prompt, generate's and the window's until changed
+# (not "The ": a BPE tokenizer reads its trailing space as a token of its own, which training
+# text holds almost only in runs of spaces, so previews of a BPE run showed "The" and spaces)
 PROMPT_PIECE = 2048  # tokens of a prompt read in one call: between pieces a stop is seen (a
 # 200,000-token prompt read in one call took 7-12 s, and its activations grow with its length)
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "assets" / "sample_corpus"  # (bundled:

@@ -470,7 +470,7 @@ def test_cli_previews_go_to_the_runs_gallery(tmp_path, capsys):
     rows = read_samples(out)
     end = json.loads((out / "latest.json").read_text())["step"]
     assert [r["step"] for r in rows] == [0, end]  # before training, after its epoch
-    assert rows[0]["text"].startswith("The ") and rows[1]["epoch"] == 1
+    assert rows[0]["text"].startswith("The") and rows[1]["epoch"] == 1
     assert rows[0]["max_new_tokens"] == 8 and rows[0]["backend"] == "cpu"
     assert main(["train", "--resume", str(out), "--sample-tokens", "8", "--epochs", "2"]) == 0
     steps = [r["step"] for r in read_samples(out)]  # the resume's first sample, at `end`, was

@@ -21,9 +21,9 @@ def _corpus(tmp_path: Path) -> Path:
 
 def test_old_run_json_without_prompts_gets_the_default():
     d = RunSpec().to_dict()
-    assert d["prompts"] == ["The "]
+    assert d["prompts"] == ["The"]
     del d["prompts"]
-    assert RunSpec.from_dict(d).prompts == ("The ",)
+    assert RunSpec.from_dict(d).prompts == ("The",)
     assert RunSpec.from_dict({**d, "prompts": ["Q: ", "A: "]}).prompts == ("Q: ", "A: ")
 
 

@@ -12,12 +12,13 @@ from typing import Any
 import numpy as np
 
 from .. import checkpoint as ckpt
+from ..defaults import DEFAULT_PROMPT
 from ..errors import MambaStudioError
 from ..sampling import SamplingConfig
 from ..words import plural
 from .source import RunSource
 
-SAMPLE_PROMPTS = ("The ",)  # a model folder's; a run's card uses the run's preview prompts
+SAMPLE_PROMPTS = (DEFAULT_PROMPT,)  # a model folder's; a run's card uses its preview prompts
 SAMPLE_TOKENS = 48
 MAX_CARD_SAMPLES = 2
 # The exported weights are evaluated on the run's held-out split at export time, over the same
@@ -32,7 +33,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 tok = AutoTokenizer.from_pretrained("{out}")
 model = AutoModelForCausalLM.from_pretrained("{out}")
 # a prompt is read after <|endoftext|>, as every training document starts
-ids = tok(tok.eos_token + "The ", return_tensors="pt").input_ids
+ids = tok(tok.eos_token + "The", return_tensors="pt").input_ids
 out = model.generate(ids, max_new_tokens=40, do_sample=False)
 print(tok.decode(out[0], skip_special_tokens=True))
 ```""",
@@ -193,7 +194,7 @@ def _model_lines(run: RunSource) -> list[str]:
 def _use_lines(kind: str, out: str) -> list[str]:
     return ["", "## Use", "", USAGE[kind].format(out=out), "",
             "llama.cpp: `python -m engine export --gguf RUN model.gguf`, then "
-            "`llama-cli -m model.gguf -p \"The \"`.", ""]
+            "`llama-cli -m model.gguf -p \"The\"`.", ""]
 
 
 def _base_origin(run: RunSource) -> str:

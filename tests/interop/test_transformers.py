@@ -102,11 +102,11 @@ def test_the_model_cards_recipe_writes_what_generate_writes(runs: dict[str, Path
     lm = MambaLM.load(folder)
     ran: dict[str, object] = {}
     exec(USAGE["merged"].split("```python")[1].split("```")[0].format(out=folder), ran)
-    assert ran["ids"][0].tolist() == lm.prompt_ids("The ").tolist()  # type: ignore[index]
+    assert ran["ids"][0].tolist() == lm.prompt_ids("The").tolist()  # type: ignore[index]
     theirs = capsys.readouterr().out.rstrip("\n")
     cfg = SamplingConfig(temperature=0.0, max_new_tokens=40, stop_at_eos=True)
-    assert theirs == "The " + "".join(lm.generate("The ", cfg))
-    assert len(theirs) > len("The ") + 4  # a real continuation
+    assert theirs == "The" + "".join(lm.generate("The", cfg))
+    assert len(theirs) > len("The") + 4  # a real continuation
 
 
 # --------------------------------------------------------------- HF save_pretrained -> ours
