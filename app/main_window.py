@@ -1038,6 +1038,9 @@ class MainWindow(ExportFlow, SettingsFlow, QMainWindow):
                       "samples follow it")
         else:
             self._say(f"showing {folder}")
+            lost = engine.lost_steps_note(folder)  # (said only at a Continue: a relaunch after
+            if lost:  # a kill showed "interrupted at step 265" and no word of the steps after)
+                self._log(f"note: {in_window_terms(lost)}")
 
     def _draw_run(self, folder: str) -> None:
         """The plots show ``folder``'s curves; a metrics.csv that cannot be read (a FIFO, a link

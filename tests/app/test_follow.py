@@ -183,8 +183,11 @@ def test_a_continue_after_a_kill_says_once_which_steps_were_lost(win, qtbot, tmp
     from .helpers import train_until_idle
 
     out, last = killed_run(tmp_path)
-    win.choose_continue(str(out))
     said = f"note: killed trained to step {last:,}, but its last snapshot is step 0: "
+    win.open_run_view(str(out))  # shown (as a relaunch shows the newest run): said there too
+    assert win.log.toPlainText().count(said) == 1, win.log.toPlainText()[-800:]
+    win.log.clear()
+    win.choose_continue(str(out))
     assert win.log.toPlainText().count(said) == 1, win.log.toPlainText()[-800:]
     train_until_idle(qtbot, win, max_steps=2)
     log = win.log.toPlainText()
