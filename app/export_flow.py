@@ -60,8 +60,9 @@ class ExportFlow:
         if folder is None:
             self._error(NO_RUN_SHOWN)
             return
-        self._say(f"writing the {kind} export to {path}…")  # (~10 s said nothing: a merged
-        # export scores the held-out set for its model card)
+        card = " (its model card's held-out loss is measured first: up to 10 s)" if \
+            kind != "gguf" else ""  # (~10 s with no word of why, then a note it was dropped)
+        self._say(f"writing the {kind} export to {path}…{card}")
         if self.worker is not None and folder == self.current_run:
             self.worker.request(kind, path, force)  # between two steps of the running run
             return

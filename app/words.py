@@ -42,6 +42,8 @@ _CLI_ADVICE = (
 # a path as the engine writes it into advice: one shell word (``shlex.quote``: quoted when it
 # holds a space; "(\\S+)" cut "/home/u/My Runs/run-3" at its space)
 _PATH = r"((?:'[^']*'|\"[^\"]*\"|[^\s'\"])+)"
+_EVAL_FOR_IT = re.compile(r"; run `python -m engine eval [^`]+` for it")  # (an export's card:
+# its held-out loss not measured)
 _RESTART = re.compile(rf"start it again on its corpus with --out {_PATH} --force")  # (a kill
 # while a run was prepared)
 _GIVE_OR_INIT = re.compile(rf"give {_PATH} to generate, eval or export, or --init it to a new run")
@@ -68,6 +70,8 @@ def in_window_terms(msg: str) -> str:
     window does it (a window user was told to "train into another --out")."""
     for cli, window in _CLI_ADVICE:
         msg = msg.replace(cli, window)
+    msg = _EVAL_FOR_IT.sub("; the Train tab's held-out curve has the run's losses as it "
+                           "trained", msg)
     msg = _RESTART.sub("delete it in the Runs tab and Start the run again", msg)
     msg = _sub(_GIVE_OR_INIT, "open {path} with File > Open model… (the Playground generates "
                "from it) and Start a new run from it", msg)

@@ -179,3 +179,30 @@ def test_advice_naming_a_folder_with_a_space_or_a_quote_is_whole_in_both_front_e
     assert tail(msg, "start it again on its corpus with --out ", " --force") == str(prepared)
     assert in_window_terms(msg).endswith(
         "delete it in the Runs tab and Start the run again"), in_window_terms(msg)
+
+
+def test_an_exports_unmeasured_held_out_note_is_said_in_the_windows_words(tmp_path, monkeypatch):
+    """The card's note "run `python -m engine eval RUN` for it" reached the window's Log."""
+    from pathlib import Path
+
+    import engine.evaluation
+    from app.words import in_window_terms
+    from engine import run as runapi
+    from engine.export.card import measure_held_out
+    from engine.export.source import open_source
+    from engine.trainer import TrainConfig
+
+    corpus = Path(__file__).resolve().parents[1] / "assets" / "sample_corpus"
+    spec = runapi.RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=1))
+    with runapi.start(spec, [corpus], root=tmp_path / "my runs") as made:
+        made.train()
+    def slow(*_a, **_k):  # noqa: ANN002, ANN003, ANN202  (a scoring past its 10 s)
+        raise engine.evaluation.EvalStopped()
+    monkeypatch.setattr(engine.evaluation, "evaluate", slow)
+    src = open_source(made.folder)
+    src.snap_val_loss = None  # (a snapshot saved without one: a Stop, the window's Save)
+    note = measure_held_out(src).note
+    assert note is not None and "`python -m engine eval " in note, note
+    said = in_window_terms(note)
+    assert said == ("the exported weights' held-out loss was not measured (it takes over 10 s); "
+                    "the Train tab's held-out curve has the run's losses as it trained"), said
