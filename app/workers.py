@@ -362,7 +362,7 @@ class GenerateWorker(QObject):
                     self.progress.emit(f"{reading_what} {100 * read // len(ids)} %")
                 return False
             first = t0  # when the first new token came (the prompt read)
-            n, stopped = 0, False
+            n, stopped, seen = 0, False, False  # seen: text other than blank space
             text = engine.GeneratedText(lm.tokenizer)  # as lm.generate, counting tokens
             shown = 0.0  # when the count of tokens was last said
             pending: list[str] = []  # text not yet sent to the window, and when it last was
@@ -377,6 +377,7 @@ class GenerateWorker(QObject):
                                        f"{plural(self.sampling.max_new_tokens, 'token')}")
                 piece = text.step(tok)
                 if piece:
+                    seen = seen or not piece.isspace()
                     pending.append(piece)
                     if (now := time.perf_counter()) - sent >= PIECE_EVERY_S:
                         sent = now  # (one insert a token: 583 tokens/s on a long line, where
@@ -391,6 +392,7 @@ class GenerateWorker(QObject):
                 return
             tail = "".join(pending) + text.flush()
             if tail:
+                seen = seen or not tail.isspace()
                 self.piece.emit(tail)
             end = time.perf_counter()
             why = ("stopped" if stopped else "ended at end of text"
@@ -398,6 +400,9 @@ class GenerateWorker(QObject):
             if n == 0 and not stopped and self.sampling.max_new_tokens:  # (a bare "0 tokens")
                 why = ("ended at end of text at once: train it longer, give a prompt it can go "
                        "on from, or untick \"stop at end of text\"")
+            elif n and not seen:  # (unticked as that says: 8,329 blank lines, unexplained)
+                why += (": only end-of-text tokens (each shown as a line break) or blank space; "
+                        "train it longer, or give a prompt it can go on from")
             run = str(Path(self.source)) + "/"  # the note's paths inside the run, shortened
             used = (f" · {Path(lm.source).name}, not the snapshot latest.json names "
                     f"({passed_over[0].replace(run, '')})" if passed_over and lm.source

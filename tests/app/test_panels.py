@@ -1008,6 +1008,31 @@ def test_playground_summary_says_why_generation_ended(qtbot, monkeypatch):
     assert "0 tokens in" in done[0] and 'untick "stop at end of text"' in done[0], done
 
 
+def test_playground_says_why_only_blank_lines_followed_the_prompt(qtbot, monkeypatch):
+    """Unticked as that advice says, a model making only end-of-text tokens filled the output
+    with 8,329 blank lines (each a line break), and the summary said only "stopped"."""
+    import engine
+    from app.workers import GenerateWorker
+    from engine.tokenizer import ByteTokenizer
+
+    eos = ByteTokenizer().eos_id
+    fake_model(monkeypatch, lambda ids, sampling: iter([eos] * sampling.max_new_tokens))
+    w = GenerateWorker("m", "", engine.SamplingConfig(max_new_tokens=5, stop_at_eos=False), "cpu")
+    pieces, done = [], []
+    w.piece.connect(pieces.append)
+    w.done.connect(done.append)
+    w.run()
+    assert "".join(pieces) == "\n" * 5
+    assert done[0].startswith("5 tokens in ") and "reached the length: only end-of-text tokens " \
+        "(each shown as a line break) or blank space; train it longer, or give a prompt it can " \
+        "go on from" in done[0], done
+    fake_model(monkeypatch, lambda ids, sampling: iter([104, eos, eos]))  # text: no such words
+    w = GenerateWorker("m", "", engine.SamplingConfig(max_new_tokens=3, stop_at_eos=False), "cpu")
+    w.done.connect(done.append)
+    w.run()
+    assert "only end-of-text" not in done[-1], done
+
+
 def test_playground_text_goes_to_the_window_in_batches(qtbot, monkeypatch):
     """One signal (and one insert into the output box) a token held generation to 583 tokens/s
     on one long line of spaces, against 1,800/s with line breaks: the text goes in batches at
