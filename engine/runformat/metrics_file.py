@@ -238,17 +238,20 @@ def _last_step(folder: Path) -> int | None:
                 if row is not None and row["kind"] == "step":
                     return int(row["step"])
     except (MambaStudioError, OSError):
-        pass  # read whole below, which says what is wrong with the file
-    return max((int(r["step"]) for r in read_metrics(folder) if r.get("kind") == "step"),
-               default=None)
+        pass  # read whole below
+    try:
+        rows = read_metrics(folder)
+    except (MambaStudioError, OSError):  # (a FIFO, a device: the note is left out; what shows
+        return None  # the curves says what is wrong with the file)
+    return max((int(r["step"]) for r in rows if r.get("kind") == "step"), default=None)
 
 
 def lost_steps_note(folder: str | Path, kept: int | None = None) -> str | None:
     """What a resume is told of steps a run trained after its last snapshot (``kept``: the step
     it goes on from, by default its latest snapshot's), lost when it ended without saving (kill
-    -9, a crash, a power cut); None when there are none, or while another process holds the
-    run. A window relaunched after a kill said "interrupted at step 0", hid the 137 steps of
-    curves and went on from step 0 without a word."""
+    -9, a crash, a power cut); None when there are none, when metrics.csv cannot be read, or
+    while another process holds the run. A window relaunched after a kill said "interrupted at
+    step 0", hid the 137 steps of curves and went on from step 0 without a word."""
     folder = Path(folder)
     kept = _kept_step(folder) if kept is None else kept
     if kept is None:
