@@ -203,6 +203,22 @@ def _open_checked(path: Path):
         raise CorpusError(str(exc)) from None
 
 
+def _not_utf8(path: Path, exc: UnicodeDecodeError, start: int, lines: int, utf8: bool) -> str:
+    """Why a file is refused at its first byte that is not UTF-8 (``start``: the offset of
+    ``exc.object``; ``lines``: the line breaks before it; ``utf8``: valid multi-byte UTF-8 came
+    before the bad byte), and the fix: converting a file that mixes encodings from Latin-1 as a
+    whole garbled its UTF-8 part ("café" became "cafÃ©"), which the corpus then took."""
+    byte = exc.object[exc.start]
+    line = lines + exc.object.count(b"\n", 0, exc.start) + 1
+    where = f"byte 0x{byte:02x} at offset {start + exc.start}, line {line:,}"
+    if utf8:
+        return (f"{path}: mixes encodings: UTF-8 text, then {where} that is not UTF-8; convert "
+                "only the lines from there (converting the whole file from Latin-1 would garble "
+                "its UTF-8 part), or leave the file out")
+    return (f"{path}: not valid UTF-8 ({where}); if it is text, save it as UTF-8 (an editor's "
+            "Save as, or iconv -f latin1 -t utf-8)")
+
+
 def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
     """The file's bytes in chunks, a leading UTF-8 BOM dropped, validated as it goes: raises
     CorpusError for an empty/blank, binary or non-UTF-8 file (naming the offset)."""
@@ -213,6 +229,8 @@ def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
         offset = 0
         content = False
         first = True
+        lines = 0  # line breaks before this chunk, and whether a multi-byte character came
+        utf8 = False  # before it (then the file mixes encodings: no one iconv converts it)
         while True:
             try:
                 data = f.read(chunk)
@@ -234,11 +252,9 @@ def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
             try:
                 dec.decode(data, final)
             except UnicodeDecodeError as exc:
-                bad = offset - carried + exc.start
-                byte = exc.object[exc.start]
-                raise CorpusError(
-                    f"{path}: not valid UTF-8 (byte 0x{byte:02x} at offset {bad}); if it is text, "
-                    "save it as UTF-8 (an editor's Save as, or iconv -f latin1 -t utf-8)") from None
+                raise CorpusError(_not_utf8(path, exc, offset - carried, lines,
+                                            utf8 or max(data[:exc.start], default=0) >= 0x80)
+                                  ) from None
             nul = data.find(b"\x00")
             if nul >= 0:  # past the first block's sniff: a binary tail, or text with a NUL in it
                 raise CorpusError(f"{path}: a NUL byte at offset {offset + nul}, which text does not "
@@ -247,6 +263,9 @@ def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
                 break
             content = content or bool(data.strip(_WS))
             offset += len(data)
+            lines += data.count(b"\n")
+            done = len(data) - len(dec.getstate()[0])  # (not the start of a character the
+            utf8 = utf8 or max(data[:done], default=0) >= 0x80  # next chunk completes, or not)
             yield data
         if not content:  # bytes, but only spaces and line breaks ("empty" was taken as 0 bytes)
             raise CorpusError(f"{path}: file is empty (only whitespace, {offset:,} bytes)")

@@ -44,7 +44,14 @@ def _zip(path: Path) -> None:
     ("no_bom.txt", lambda p: p.write_bytes(TEXT.decode().encode("utf-16-be")),
      "UTF-16 text, not UTF-8; convert it first"),
     ("latin.txt", lambda p: p.write_bytes("caf\xe9 au lait\n".encode("latin-1") * 9),
-     "not valid UTF-8 (byte 0xe9 at offset 3); if it is text, save it as UTF-8"),
+     "not valid UTF-8 (byte 0xe9 at offset 3, line 1); if it is text, save it as UTF-8"),
+    # UTF-8 and then Latin-1: converting it all from Latin-1, as that advice says, garbled the
+    # UTF-8 part ("cafÃ©"), which the corpus then took
+    ("mixed.txt", lambda p: p.write_bytes("café naïve —\n".encode() * 3
+                                          + "caf\xe9\n".encode("latin-1")),
+     "mixes encodings: UTF-8 text, then byte 0xe9 at offset 54, line 4 that is not UTF-8; "
+     "convert only the lines from there (converting the whole file from Latin-1 would garble "
+     "its UTF-8 part), or leave the file out"),
 ])
 def test_files_that_are_not_utf8_text_say_what_they_are_and_the_fix(tmp_path, capsys, name, write, says):
     path = tmp_path / name
@@ -357,3 +364,20 @@ def test_a_read_only_out_folder_is_refused_before_the_corpus_is_read(tmp_path, c
     monkeypatch.setattr(run_mod, "load_corpus", lambda *a, **k: 1 / 0)
     assert main(["train", str(text), "--preset", "tiny", "--out", str(out)]) == 2
     assert capsys.readouterr().err.strip() == f"error: {out}: not writable; choose another --out"
+
+
+def test_a_mixed_encoding_past_the_first_chunk_is_named_with_its_line(tmp_path):
+    """The UTF-8 before the bad byte and the lines counted across chunks of the read."""
+    from engine.data import iter_bytes
+    from engine.errors import CorpusError
+
+    path = tmp_path / "m.txt"
+    path.write_bytes("café naïve —\n".encode() * 3 + "caf\xe9\n".encode("latin-1"))
+    for chunk in (7, 16, 1 << 20):
+        with pytest.raises(CorpusError) as info:
+            list(iter_bytes(path, chunk))
+        assert str(info.value).startswith(f"{path}: mixes encodings: UTF-8 text, then byte 0xe9 "
+                                          "at offset 54, line 4 that is not UTF-8"), chunk
+    path.write_bytes(b"plain ascii\n" * 3 + "caf\xe9\n".encode("latin-1"))
+    with pytest.raises(CorpusError, match=r"not valid UTF-8 \(byte 0xe9 at offset 39, line 4\)"):
+        list(iter_bytes(path, 5))
