@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     )
     from .gpu import GpuUnavailable, open_stepper, pick_backend
     from .history import History, read_history
-    from .limits import LORA_RANGES, MODEL_RANGES, TRAIN_RANGES, Range
+    from .limits import EARLY_RANGES, LORA_RANGES, MODEL_RANGES, RUN_RANGES, TRAIN_RANGES, Range
     from .lm import GeneratedText, MambaLM
     from .lora import (
         LORA_TARGETS,
@@ -208,6 +208,8 @@ _EXPORTS: dict[str, str] = {
     "MODEL_RANGES": "limits",
     "TRAIN_RANGES": "limits",
     "LORA_RANGES": "limits",
+    "RUN_RANGES": "limits",
+    "EARLY_RANGES": "limits",
     "Range": "limits",
     "BPE_VOCAB_RANGE": "runspec",
     "listing": "words",
@@ -325,6 +327,8 @@ __all__ = [
     "MODEL_RANGES",
     "TRAIN_RANGES",
     "LORA_RANGES",
+    "RUN_RANGES",
+    "EARLY_RANGES",
     "Range",
     "BPE_VOCAB_RANGE",
     "listing",

@@ -408,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_train(sub: Any) -> None:
     """The ``train`` command's arguments."""
-    from .limits import LORA_RANGES, TRAIN_RANGES
+    from .limits import EARLY_RANGES, LORA_RANGES, RUN_RANGES, TRAIN_RANGES
     from .lora import LORA_TARGETS, LoRAConfig
     from .params import INITS
     from .runspec import BPE_VOCAB_RANGE, RunSpec
@@ -469,7 +469,7 @@ def _add_train(sub: Any) -> None:
                    help="total optimizer steps (default: none, all epochs; with --resume: new "
                         "total); 0: no limit (all epochs; "
                         "with --resume: lifts the run's limit)")
-    t.add_argument("--holdout", type=_float_in(0.0, 0.9),
+    t.add_argument("--holdout", type=_ranged(RUN_RANGES["holdout"]),
                    help=f"fraction of the corpus held out to score the model, whole documents "
                         f"(default {RunSpec.holdout:g}; 0: none)")
     t.add_argument("--records", choices=[*RECORDS, "stream"],
@@ -479,15 +479,15 @@ def _add_train(sub: Any) -> None:
     t.add_argument("--eval-every", type=NONNEG,
                    help="held-out loss every N steps (default 0: auto, under 10%% of the "
                         "training time; and at every epoch's end)")
-    t.add_argument("--autosave-steps", type=NONNEG,
+    t.add_argument("--autosave-steps", type=_ranged(RUN_RANGES["autosave_steps"]),
                    help=f"save every N steps (default {RunSpec.autosave_steps}: off)")
-    t.add_argument("--autosave-minutes", type=_float_in(0.0, 1e6),
+    t.add_argument("--autosave-minutes", type=_ranged(RUN_RANGES["autosave_minutes"]),
                    help=f"save every M minutes (default {RunSpec.autosave_minutes:g}; 0: off; "
                         "always at epoch ends and on exit)")
-    t.add_argument("--patience", type=NONNEG,
+    t.add_argument("--patience", type=_ranged(EARLY_RANGES["patience"]),
                    help="early stopping: stop after N held-out evaluations without improvement "
                         "(default 0: off; kept by the run: --resume goes on with it)")
-    t.add_argument("--target-loss", type=_float_in(0.0, 1e6),
+    t.add_argument("--target-loss", type=_ranged(EARLY_RANGES["target_loss"]),
                    help="early stopping: stop once held-out loss reaches this (nats/token; "
                         "default: none; 0: off; kept by the run)")
     t.add_argument("--tensorboard", action=argparse.BooleanOptionalAction,

@@ -24,20 +24,23 @@ class EarlyStopping:
         def number(v: object) -> bool:  # (run.json is hand-editable: "3" raised TypeError)
             return isinstance(v, (int, float)) and not isinstance(v, bool)
 
+        from .limits import EARLY_RANGES
+
+        pat, target, delta = (EARLY_RANGES[k] for k in ("patience", "target_loss", "min_delta"))
         out = []
         if not (isinstance(self.patience, int) and not isinstance(self.patience, bool)
-                and self.patience >= 0):
+                and pat.lo <= self.patience <= pat.hi):
             out.append(f"early_stopping.patience = {self.patience!r:.40}; expected a whole "
-                       "number, 0 (off) or more")
+                       f"number from 0 (off) to {pat.hi:,}")
         if self.target_loss is not None and not (number(self.target_loss)
                                                  and math.isfinite(self.target_loss)
-                                                 and self.target_loss > 0):
+                                                 and target.lo < self.target_loss <= target.hi):
             out.append(f"early_stopping.target_loss = {self.target_loss!r:.40}; expected a "
-                       "number > 0 (0: off)")
+                       f"number above 0 (0: off) up to {target.hi:g}")
         if not (number(self.min_delta) and math.isfinite(self.min_delta)
-                and self.min_delta >= 0):
+                and delta.lo <= self.min_delta <= delta.hi):
             out.append(f"early_stopping.min_delta = {self.min_delta!r:.40}; expected a "
-                       "number >= 0")
+                       f"number from 0 to {delta.hi:g}")
         return out
 
     def check(self) -> None:

@@ -94,6 +94,19 @@ TRAIN_RANGES: dict[str, Range] = {
     "eval_every": Range(0, 1 << 40),
     "max_bad_steps": Range(1, 1 << 20),
 }
+# ... and of a run's own settings and its early stopping, read alike (the window's patience
+# took up to 1,000,000 and its target loss up to 1,000 where the CLI took 2^40 and 1e6, and the
+# engine any number)
+RUN_RANGES: dict[str, Range] = {
+    "holdout": Range(0.0, 0.9),
+    "autosave_steps": Range(0, 1 << 40),  # (0: off)
+    "autosave_minutes": Range(0.0, 1e6),  # (0: off)
+}
+EARLY_RANGES: dict[str, Range] = {
+    "patience": Range(0, 1_000_000),  # held-out evaluations (0: off)
+    "target_loss": Range(0.0, 1000.0),  # nats per token (0: off; a loss is ~1-30)
+    "min_delta": Range(0.0, 1000.0),
+}
 _TRAIN_NAMES = {"batch_size": "batch size", "seq_len": "sequence length",  # in messages
                 "grad_accum": "gradient accumulation", "lr": "learning rate",
                 "warmup_steps": "warmup steps", "weight_decay": "weight decay",

@@ -13,7 +13,7 @@ from .defaults import DEFAULT_PROMPT, PRESET_DEFAULTS, choose_tokenizer
 from .documents import RECORDS
 from .earlystop import EarlyStopping
 from .errors import CheckpointError
-from .limits import Problems, Range, check_model, problems_of, train_problems
+from .limits import RUN_RANGES, Problems, Range, check_model, problems_of, train_problems
 from .runformat import KEEP, RUN_JSON
 from .tokenizer import MAX_BPE
 from .trainer import TrainConfig
@@ -126,12 +126,15 @@ class RunSpec:
              f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}"),
             (self.tokenizer not in ("auto", "bytes", "bpe"),
              f"tokenizer must be 'auto', 'bytes' or 'bpe', not {self.tokenizer!r}"),
-            (not (0.0 <= self.holdout <= 0.9),
+            (not (RUN_RANGES["holdout"].lo <= self.holdout <= RUN_RANGES["holdout"].hi),
              f"held-out fraction {self.holdout} is outside [0, 0.9]"),
-            (not self.autosave_steps >= 0,
-             f"autosave_steps = {self.autosave_steps!r:.40} is below 0 (0: off)"),
-            (not (math.isfinite(self.autosave_minutes) and self.autosave_minutes >= 0),
-             f"autosave_minutes = {self.autosave_minutes!r:.40} is not a number >= 0 (0: off)"),
+            (not (RUN_RANGES["autosave_steps"].lo <= self.autosave_steps
+                  <= RUN_RANGES["autosave_steps"].hi),
+             f"autosave_steps = {self.autosave_steps!r:.40} is outside 0 (off) to 2^40"),
+            (not (math.isfinite(self.autosave_minutes) and RUN_RANGES["autosave_minutes"].lo
+                  <= self.autosave_minutes <= RUN_RANGES["autosave_minutes"].hi),
+             f"autosave_minutes = {self.autosave_minutes!r:.40} is not a number from 0 (off) "
+             "to 1,000,000"),
             (not self.keep >= 1,
              f"keep = {self.keep!r:.40}: a run keeps at least its 1 latest snapshot"),
             (not (isinstance(self.prompts, tuple) and 1 <= len(self.prompts) <= MAX_PROMPTS

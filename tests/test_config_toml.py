@@ -456,7 +456,10 @@ def test_target_loss_0_in_a_file_is_off_as_on_the_command_line(tmp_path):
     got = overlay_settings(base, s).early_stopping
     assert (got.patience, got.target_loss) == (2, None)
     msg = _refused(f, "[early_stopping]\ntarget_loss = -1\n")
-    assert "target_loss = -1.0; expected a number > 0 (0: off)" in msg, msg
+    assert "target_loss = -1.0; expected a number above 0 (0: off) up to 1000" in msg, msg
+    msg = _refused(f, "[early_stopping]\ntarget_loss = 5000\npatience = 2000000\n")
+    assert "target_loss = 5000.0; expected a number above 0 (0: off) up to 1000" in msg, msg
+    assert "patience = 2000000; expected a whole number from 0 (off) to 1,000,000" in msg, msg
 
 
 def test_a_model_size_of_0_is_named_as_the_file_names_it(tmp_path):
@@ -575,9 +578,13 @@ def test_a_lora_without_targets_adapts_what_peft_applies_as_the_window_does(fold
 
 @pytest.mark.parametrize(("line", "said"), [
     ("keep = 0", "keep = 0: a run keeps at least its 1 latest snapshot"),
-    ("autosave_steps = -1", "autosave_steps = -1 is below 0 (0: off)"),
-    ("autosave_minutes = inf", "autosave_minutes = inf is not a number >= 0 (0: off)"),
-    ("autosave_minutes = -2.0", "autosave_minutes = -2.0 is not a number >= 0 (0: off)"),
+    ("autosave_steps = -1", "autosave_steps = -1 is outside 0 (off) to 2^40"),
+    ("autosave_minutes = inf", "autosave_minutes = inf is not a number from 0 (off) to "
+                               "1,000,000"),
+    ("autosave_minutes = -2.0", "autosave_minutes = -2.0 is not a number from 0 (off) to "
+                                "1,000,000"),
+    ("autosave_minutes = 2e6", "autosave_minutes = 2000000.0 is not a number from 0 (off) to "
+                               "1,000,000"),  # (the CLI's --autosave-minutes range)
 ])
 def test_a_run_setting_out_of_range_in_a_settings_file_names_the_key(folder, capsys, line, said):
     """It said "autosave_steps/minutes must be >= 0 and finite, keep >= 1" of keep = 0."""

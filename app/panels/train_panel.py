@@ -200,12 +200,14 @@ class TrainPanel(QWidget):
         self.eval_every = int_box(*_ints(r["eval_every"]), 0)
         self.eval_every.setSpecialValueText("auto")  # (its tooltip says what auto does: the
         # longer text widened the panel past its scroll area at 1024x700)
-        self.holdout = float_box(0.0, 0.9, engine.RunSpec.holdout, 2, 0.05)  # the engine's range
+        held = engine.RUN_RANGES["holdout"]  # the engine's ranges (the CLI's and a file's)
+        self.holdout = float_box(held.lo, held.hi, engine.RunSpec.holdout, 2, 0.05)
         self.holdout.setSpecialValueText("none")
         self.checkpointing = QCheckBox("activation checkpointing")
-        self.patience = int_box(0, 1_000_000, 0)
+        early = engine.EARLY_RANGES
+        self.patience = int_box(int(early["patience"].lo), int(early["patience"].hi), 0)
         self.patience.setSpecialValueText("off")
-        self.target_loss = float_box(0.0, 1000.0, 0.0, 3, 0.05)
+        self.target_loss = float_box(early["target_loss"].lo, early["target_loss"].hi, 0.0, 3, 0.05)
         self.target_loss.setSpecialValueText("none")
         train = QGroupBox("Training")
         tf = QFormLayout(train)

@@ -105,6 +105,17 @@ def test_the_windows_boxes_hold_the_engines_ranges(win):
     assert (t.rank.minimum(), t.rank.maximum()) == engine.LORA_RANGES["rank"][:2]
     assert (t.lora_dropout.minimum(), t.lora_dropout.maximum()) == engine.LORA_RANGES["dropout"][:2]
     assert t.alpha.maximum() == engine.LORA_RANGES["alpha"].hi
+    # a run's own settings and its early stopping: each key has its box, or is named as having
+    # none (NO_BOX_RUN: kept from a file for the session); the window's patience and target
+    # loss had drifted (1,000,000 and 1,000 where the CLI took 2^40 and 1e6)
+    from app.panels.train_panel import NO_BOX_RUN
+
+    own = {"holdout": t.holdout, "patience": t.patience, "target_loss": t.target_loss}
+    for key, rng in {**engine.RUN_RANGES, **engine.EARLY_RANGES}.items():
+        if key in own:
+            assert (own[key].minimum(), own[key].maximum()) == (rng.lo, rng.hi), key
+        else:
+            assert key in NO_BOX_RUN or key == "min_delta", key  # (early stopping's: no box)
 
 
 def test_a_files_settings_without_a_box_are_trained_and_saved_as_given(win, tmp_path):
