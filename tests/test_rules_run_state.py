@@ -283,7 +283,9 @@ def test_a_training_setting_out_of_range_is_named_in_words():
 
 @pytest.mark.parametrize("flag, value, said", [
     ("--clip", "2e12", "[0, 1e+12]"), ("--epochs", "1000001", "[1, 1000000]"),
-    ("--lora-dropout", "0.9995", "[0, 0.999]"), ("--lora-alpha", "0", "(0, 1e+06]")])
+    ("--lora-dropout", "0.9995", "[0, 0.999]"), ("--lora-alpha", "0", "(0, 1e+06]"),
+    ("--patience", "1000001", "[0, 1000000]"), ("--target-loss", "1001", "[0, 1000]"),
+    ("--holdout", "0.95", "[0, 0.9]"), ("--autosave-minutes", "2e6", "[0, 1e+06]")])
 def test_each_train_flag_takes_its_own_settings_range(flag, value, said, capsys):
     """The CLI's flags read the engine's table: each flag its own setting's row."""
     from engine.cli import build_parser, main
