@@ -175,10 +175,21 @@ def hf_tokenizer_config() -> dict[str, dict]:
 
 def _save_hf_files(folder: Path, tokenizer_json: str, eos_id: int) -> None:
     folder = Path(folder)
-    (folder / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    _write_text(folder / "tokenizer.json", tokenizer_json)
     for name, obj in hf_tokenizer_config().items():
         text = json.dumps(obj, indent=2, ensure_ascii=False).replace("__EOS_ID__", str(eos_id))
-        (folder / name).write_text(text + "\n", encoding="utf-8")
+        _write_text(folder / name, text + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
+    """``path.write_text`` whose failure names the file: a full disk met at the close raised
+    "No space left on device" with no file, and a run's save said so of nothing."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
 def is_byte_tokenizer_json(spec: dict) -> bool:

@@ -270,3 +270,21 @@ def test_weights_that_cannot_be_this_model_are_refused_before_they_are_read(tmp_
     lm.save(tmp_path)  # the model's own file: read, once
     assert ckpt.load_model_files(tmp_path)[1].keys() == lm.params.keys() and len(read) == 1
 
+
+
+def test_a_tokenizer_file_a_full_disk_stops_at_its_close_is_named(tmp_path, monkeypatch):
+    """tokenizer.json's write failing at its close (a full disk) raised "No space left on
+    device" naming no file: a run's save said so of nothing."""
+    import errno
+
+    real = Path.write_text
+
+    def full(self, text, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if self.name == "tokenizer.json":
+            raise OSError(errno.ENOSPC, "No space left on device")  # (as a close raises it)
+        return real(self, text, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError) as info:
+        ByteTokenizer().save(tmp_path)
+    assert info.value.filename == str(tmp_path / "tokenizer.json")
