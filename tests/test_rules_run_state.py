@@ -325,7 +325,7 @@ def test_a_gguf_publish_without_hard_links_never_replaces_a_file_made_meanwhile(
 def test_an_export_write_failure_is_advised_by_its_cause(tmp_path):
     """A CheckpointError raised from a file-size limit or a full disk (its own text naming
     neither) gets the advice of its cause."""
-    from engine.export.source import _write_fix
+    from engine.export.source import write_fix as _write_fix
 
     def wrapped(code: int) -> CheckpointError:
         try:
@@ -339,3 +339,15 @@ def test_an_export_write_failure_is_advised_by_its_cause(tmp_path):
     assert _write_fix(tmp_path, wrapped(errno.EFBIG)).startswith("a file-size limit stopped it")
     assert "MB free on its disk" in _write_fix(tmp_path, wrapped(errno.ENOSPC))
     assert _write_fix(tmp_path, wrapped(errno.EACCES)) == "choose another folder"
+
+
+def test_a_disk_out_of_files_is_not_told_to_free_space(tmp_path, monkeypatch):
+    """Out of inodes with 5.3 MB free, an export said "5.3 MB free on its disk: free some
+    space"."""
+    from engine.export.source import write_fix
+
+    monkeypatch.setattr(os, "statvfs", lambda _p: type("S", (), {
+        "f_bavail": 1300, "f_frsize": 4096, "f_files": 40, "f_favail": 0})())
+    said = write_fix(tmp_path / "x", OSError(errno.ENOSPC, "No space left on device"))
+    assert said == "its disk is out of files (inodes), with space left: delete some files or " \
+                   "choose another folder", said

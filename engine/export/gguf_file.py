@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,15 @@ from ..errors import CheckpointError
 from ..params import EMBEDDINGS, LM_HEAD, NORM_F
 from ..safeio import resolved
 from ..tokenizer import BPETokenizer, byte_tokenizer_json
-from .source import RunSource, check_out, clear_out, clear_stale_temps, locked_temp, open_source
+from .source import (
+    RunSource,
+    check_out,
+    clear_out,
+    clear_stale_temps,
+    locked_temp,
+    open_source,
+    write_fix,
+)
 
 _MIXER = {"in_proj.weight": "ssm_in.weight", "conv1d.weight": "ssm_conv1d.weight",
           "conv1d.bias": "ssm_conv1d.bias", "x_proj.weight": "ssm_x.weight",
@@ -173,14 +180,10 @@ def _write(gguf: Any, run: RunSource, out_path: Path, tmp: str) -> None:
         w.close()
     except OSError as exc:  # numpy's short write says only "2048 requested and 1344 written"
         Path(tmp).unlink(missing_ok=True)
-        free = shutil.disk_usage(out_path.parent).free
-        why = exc.strerror or str(exc)
+        why = exc.strerror or "the disk took only part of it"
         need = sum(a.nbytes for a in run.lm.params.values())
-        fix = ("free some space or choose another folder" if free < 2 * need else "the disk has "
-               "room, so a file-size limit stopped it (ulimit -f, or the filesystem's largest "
-               "file): raise it or choose another folder")  # ("free some space" with 54 GB free)
-        raise CheckpointError(f"{out_path}: cannot write the GGUF file ({why}); {free / 1e6:,.1f} MB "
-                              f"free on its disk: {fix}") from None
+        raise CheckpointError(f"{out_path}: cannot write the GGUF file ({why}); "
+                              f"{write_fix(out_path, exc, need)}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -201,13 +201,13 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
     except OSError as exc:  # a full disk named the hidden staging folder's file, with no fix
         shutil.rmtree(tmp, ignore_errors=True)
         raise CheckpointError(f"{out}: cannot write the export ({exc.strerror or exc}); nothing "
-                              f"new was written there; {_write_fix(out, exc)}") from None
+                              f"new was written there; {write_fix(out, exc)}") from None
     except CheckpointError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if tmp.name not in str(exc):
             raise
         raise CheckpointError(f"{out}: cannot write the export ({str(exc).rsplit(': ', 1)[-1]});"
-                              f" nothing new was written there; {_write_fix(out, exc)}") from None
+                              f" nothing new was written there; {write_fix(out, exc)}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -267,17 +267,31 @@ def clear_stale_temps(out: Path) -> None:
             os.close(fd)
 
 
-def _write_fix(out: Path, exc: BaseException) -> str:
-    """What to do about a failed export write: a full disk (its free space said), a file-size
-    limit (it said "free some space" with 48 GB free), or another folder."""
+def write_fix(out: Path, exc: BaseException, need: int | None = None) -> str:
+    """What to do about a failed export write, for every export: a file-size limit (it said
+    "free some space" with 48 GB free), a full disk (its free space said), a disk out of files
+    (it said "5.3 MB free: free some space"), or another folder. ``need``: the bytes being
+    written, for a short write that carries no error number (numpy's "8224 requested and 608
+    written"): with under twice that free it is the disk, else a file-size limit."""
     cause = exc if isinstance(exc, OSError) else exc.__cause__ or exc.__context__
     code = cause.errno if isinstance(cause, OSError) else None
+    limit = ("a file-size limit stopped it (ulimit -f, or the filesystem's largest file): "
+             "raise it or choose another folder")
     if code == errno.EFBIG or "File too large" in str(exc):
-        return ("a file-size limit stopped it (ulimit -f, or the filesystem's largest file): "
-                "raise it or choose another folder")
-    if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc):
-        free = shutil.disk_usage(out.parent).free
+        return limit
+    try:
+        disk = os.statvfs(out.parent)
+    except OSError:
+        return "choose another folder"
+    free = disk.f_bavail * disk.f_frsize
+    if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc) or (
+            code is None and need is not None and free < 2 * need):
+        if disk.f_files and disk.f_favail == 0 and free > (need or 0):
+            return ("its disk is out of files (inodes), with space left: delete some files or "
+                    "choose another folder")
         return f"{free / 1e6:,.1f} MB free on its disk: free some space or choose another folder"
+    if code is None and need is not None:
+        return f"the disk has room, so {limit}"
     return "choose another folder"
 
 
