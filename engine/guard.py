@@ -199,7 +199,7 @@ class DivergenceGuard:
         if len(self._norms) >= 5 and not retried:
             med = max(float(np.median(self._norms[-20:])), 1e-12)
             g = report.grad_norm
-            first = max(self._first_norm or 0.0, 1e-12)
+            first = max(self._first(), 1e-12)
             if med <= 1e-6 * first:  # collapsed, or waking from it: up to the first step's norm
                 if g > first:  # is no spike (1.09 was "1090579304178x its median": the run
                     return (f"the gradient norm {g:.3g} is {g / first:.0f}x the first step's "
@@ -248,6 +248,13 @@ class DivergenceGuard:
         self._roll_back(trainer, report.step, reason)
         return True
 
+    def _first(self) -> float:
+        """The run's first good step's gradient norm (kept apart from the history, which a
+        batch of new text starts again)."""
+        if self._first_norm is not None:
+            return self._first_norm
+        return self._norms[0] if self._norms else 0.0
+
     def _new_text(self) -> None:
         """A batch's loss jump was found the text's: the medians the jump and spike rules
         compare with start again from the steps after it (each step of the new text was
@@ -280,8 +287,7 @@ class DivergenceGuard:
         """The gradient norm has been ~0 (a millionth of the first step's) for ``STALL_STEPS``
         good steps in a row."""
         recent = self._norms[-STALL_STEPS:]
-        return len(recent) >= STALL_STEPS and max(recent) <= 1e-6 * max(self._first_norm or 0.0,
-                                                                        1e-12)
+        return len(recent) >= STALL_STEPS and max(recent) <= 1e-6 * max(self._first(), 1e-12)
 
     def _say_if_stalled(self, report: StepReport) -> None:
         """Once: the gradient has been ~0 for ``STALL_STEPS`` steps in a row. Nothing diverged,

@@ -1455,13 +1455,13 @@ def test_a_collapsed_models_waking_gradient_is_no_divergence():
     guard._norms = [10.0] + [1e-12] * 25
     guard._losses = [5.5] * 26
     guard._first_loss = 5.6
-    assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=1.09)) is None
-    why = guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=5000.0))
+    assert guard.why(trainer, SimpleNamespace(step=1, loss=5.5, grad_norm=1.09)) is None
+    why = guard.why(trainer, SimpleNamespace(step=1, loss=5.5, grad_norm=5000.0))
     assert why == ("the gradient norm 5e+03 is 500x the first step's (its median is ~0: the "
                    "model had collapsed)")
     guard._norms = [10.0] + [0.5] * 25  # a healthy run: 100x its median is the rule, as before
-    assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=49.0)) is None
-    assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=51.0)) is not None
+    assert guard.why(trainer, SimpleNamespace(step=1, loss=5.5, grad_norm=49.0)) is None
+    assert guard.why(trainer, SimpleNamespace(step=1, loss=5.5, grad_norm=51.0)) is not None
 
 
 def test_a_collapsed_model_waking_up_over_several_steps_trains_on():
@@ -1483,7 +1483,7 @@ def test_a_collapsed_model_waking_up_over_several_steps_trains_on():
         assert guard.after(trainer, SimpleNamespace(loss=5.5, grad_norm=g, step=step)) is False, (
             step, g)
     assert guard.rollbacks == 0
-    assert guard.why(trainer, SimpleNamespace(loss=5.5, grad_norm=5000.0)) is not None
+    assert guard.why(trainer, SimpleNamespace(step=1, loss=5.5, grad_norm=5000.0)) is not None
 
 
 def test_the_collapse_rule_is_relative_to_the_first_steps_norm():
@@ -1498,7 +1498,7 @@ def test_the_collapse_rule_is_relative_to_the_first_steps_norm():
                               trainable=SimpleNamespace(tensors={}))
     guard = DivergenceGuard()
     guard._losses = [5.5] * 27
-    report = SimpleNamespace(loss=5.5, grad_norm=0.0)
+    report = SimpleNamespace(step=1, loss=5.5, grad_norm=0.0)
     guard._norms = [10.0] + [1e-12] * 25
     report.grad_norm = 50.0  # 5x the first step's: a spike out of a collapse
     assert guard.why(trainer, report) is not None

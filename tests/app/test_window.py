@@ -964,7 +964,7 @@ def test_prompts_edited_past_the_limit_while_training_do_not_fail_the_run(win, q
     qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
     assert "failed" not in win.status.full and "at step 4" in win.status.full, \
         win.status.full
-    assert runapi.read_run_spec(folder).prompts == ("The ",)
+    assert runapi.read_run_spec(folder).prompts == (engine.DEFAULT_PROMPT,)
     assert "preview prompts are not kept with the run" in win.log.toPlainText()
 
 
