@@ -684,6 +684,16 @@ def test_a_full_disk_during_a_merged_export_names_the_output_and_the_fix(
                           "nothing new was written there"), err
     assert "free some space or choose another folder" in err and ".export-" not in err, err
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == []
+    deep = tmp_path / "a" / "b" / "m"  # the folders made for it go too (a/ and a/b/ stayed
+    assert main(["export", "--merged", str(lora_run), str(deep)]) == 2  # while it said
+    assert "nothing new was written there" in capsys.readouterr().err  # "nothing new")
+    assert [p.name for p in tmp_path.iterdir()] == []
+    import gguf
+
+    monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file",  # the GGUF export's too
+                        lambda *_a, **_k: full(tmp_path))
+    assert main(["export", "--gguf", str(lora_run), str(tmp_path / "c" / "m.gguf")]) == 2
+    assert [p.name for p in tmp_path.iterdir()] == []
 
 
 def test_a_mount_point_is_refused_with_a_folder_inside_it_named(lora_run: Path, tmp_path: Path,

@@ -39,6 +39,7 @@ from .source import (
     clear_stale_temps,
     locked_temp,
     open_source,
+    remove_made,
     write_fix,
 )
 
@@ -110,14 +111,18 @@ def export_gguf(src_folder: str | Path, out_path: str | Path, force: bool = Fals
     clear_stale_temps(out_path)  # dangling one); temps first: an export refused for want of
     notes = check_out(src_folder, given, file=True, force=force)  # --force kept 23 MB of them
     run = open_source(src_folder)
-    clear_out(out_path)
+    made = clear_out(out_path)
     replacing = out_path.exists()  # an earlier GGUF export, which check_out let --force replace
-    with locked_temp(out_path) as tmp:
-        _write(gguf, run, out_path, tmp)
-        try:
-            _publish(Path(tmp), out_path, replacing)
-        finally:
-            Path(tmp).unlink(missing_ok=True)  # (published: a link, or renamed away)
+    try:
+        with locked_temp(out_path) as tmp:
+            _write(gguf, run, out_path, tmp)
+            try:
+                _publish(Path(tmp), out_path, replacing)
+            finally:
+                Path(tmp).unlink(missing_ok=True)  # (published: a link, or renamed away)
+    except BaseException:
+        remove_made(made)  # (the folders made for it: it said nothing new was written)
+        raise
     return notes + run.notices
 
 

@@ -178,9 +178,13 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
     out = Path(out)
     if out.is_symlink() and out.is_dir():  # a link to a folder: publish into that folder (a
         out = resolved(out)                # rename onto the link itself fails, ENOTDIR)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _clear_stale(out)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}", dir=out.parent))
+    made = make_parents(out.parent)
+    try:
+        _clear_stale(out)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}", dir=out.parent))
+    except BaseException:
+        remove_made(made)
+        raise
     held = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)  # locked while this export lives: a
     fcntl.flock(held, fcntl.LOCK_EX)  # later export removes only unlocked (crashed) ones
     umask = os.umask(0)
@@ -200,16 +204,19 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
         _publish(tmp, out, force)
     except OSError as exc:  # a full disk named the hidden staging folder's file, with no fix
         shutil.rmtree(tmp, ignore_errors=True)
+        remove_made(made)
         raise CheckpointError(f"{out}: cannot write the export ({exc.strerror or exc}); nothing "
                               f"new was written there; {write_fix(out, exc)}") from None
     except CheckpointError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        remove_made(made)
         if tmp.name not in str(exc):
             raise
         raise CheckpointError(f"{out}: cannot write the export ({str(exc).rsplit(': ', 1)[-1]});"
                               f" nothing new was written there; {write_fix(out, exc)}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        remove_made(made)
         raise
     finally:
         os.close(held)
@@ -330,10 +337,32 @@ def _publish(tmp: Path, out: Path, force: bool) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def clear_out(out: str | Path) -> None:
+def clear_out(out: str | Path) -> list[Path]:
     """Create the missing parent folders of an output file ``check_out`` accepted (the file is
-    replaced atomically by its writer)."""
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    replaced atomically by its writer); returns those made (``make_parents``)."""
+    return make_parents(Path(out).parent)
+
+
+def make_parents(folder: Path) -> list[Path]:
+    """``folder`` and its missing parents made; returns those made, outermost first, for
+    ``remove_made`` to take back when the export fails (a failed export into a/b/c left a/ and
+    a/b/ while it said "nothing new was written there")."""
+    missing = []
+    p = Path(folder)
+    while not p.exists() and not p.is_symlink() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing[::-1]
+
+
+def remove_made(made: list[Path]) -> None:
+    """The folders ``make_parents`` made, removed innermost first while each is empty."""
+    for p in reversed(made):
+        try:
+            p.rmdir()
+        except OSError:
+            return
 
 
 def open_source(folder: str | Path) -> RunSource:
