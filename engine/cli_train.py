@@ -313,7 +313,14 @@ def _train(a: argparse.Namespace, run: Run, job: DistributedJob | None) -> int:
 
     from .control import TrainControl
     from .run import UNSCORED, stop_on_signals
-    from .samples import SampleSchedule, append_sample, read_samples, sample_record, sample_seed, sample_tag
+    from .samples import (
+        SampleSchedule,
+        append_sample,
+        last_sampled_step,
+        sample_record,
+        sample_seed,
+        sample_tag,
+    )
     from .sampling import GENERATION_DEFAULTS
     from .tblog import run_logger
 
@@ -365,7 +372,7 @@ def _train(a: argparse.Namespace, run: Run, job: DistributedJob | None) -> int:
             step, epochs = tr.cursor.step, tr.cursor.epoch
             tag = sample_tag(step, epoch_end)  # (recorded as the window records it)
             schedule.shown(step)
-            keep = not any(r.get("step") == step for r in read_samples(run.folder))
+            keep = last_sampled_step(run.folder) != step  # (a resume's first: recorded)
             for i, prompt in enumerate(run.spec.prompts):
                 s = replace(sampling, seed=sample_seed(sampling.seed, i))
                 text = "".join(lm.generate(prompt, s))

@@ -46,19 +46,19 @@ def append_sample(folder: str | Path, record: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def read_samples(folder: str | Path) -> list[dict[str, Any]]:
-    """All readable records, oldest first; a torn last line (crash) or a foreign line (no text,
-    a step or epoch that is no integer) is skipped."""
+def read_samples(folder: str | Path, tail: int = MAX_BYTES) -> list[dict[str, Any]]:
+    """All readable records, oldest first (of the file's last ``tail`` bytes); a torn last line
+    (crash) or a foreign line (no text, a step or epoch that is no integer) is skipped."""
     try:  # none yet, or not a plain file (a FIFO: none, never waited on)
         f = open_regular(Path(folder) / SAMPLES, SAMPLES)
     except UnsafeFileError:
         return []
     with f:
         size = os.fstat(f.fileno()).st_size
-        if size > MAX_BYTES:
-            f.seek(size - MAX_BYTES)
+        if size > tail:
+            f.seek(size - tail)
             f.readline()  # drop the partial first line
-        raw = f.read(MAX_BYTES)
+        raw = f.read(tail)
     out = []
     for line in raw.decode("utf-8", errors="replace").splitlines():
         try:
@@ -71,6 +71,14 @@ def read_samples(folder: str | Path) -> list[dict[str, Any]]:
             out.append(row)  # ("epoch": "two" left the window half-switched; a list as the
             # prompt stopped it from opening)
     return out
+
+
+def last_sampled_step(folder: str | Path) -> int | None:
+    """The step of the run's newest recorded sample (records are appended in step order, and a
+    rollback drops those after its step), read from the file's end: the CLI read the whole
+    gallery, up to 64 MiB, at every sample to ask whether its step was recorded."""
+    rows = read_samples(folder, tail=256 * 1024)
+    return int(rows[-1]["step"]) if rows else None
 
 
 def samples_cut(folder: str | Path) -> bool:

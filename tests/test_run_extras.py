@@ -1,6 +1,7 @@
 """Run-folder extras: sample gallery file, TOML settings, early stopping, TensorBoard events,
 repetition penalty."""
 
+import json
 import math
 import time
 
@@ -451,3 +452,42 @@ def test_a_step_of_exactly_the_rows_there_are_is_no_note(tmp_path):
     assert said == [f"a step takes {rows + 1:,} rows (batch 1 x accumulation {rows + 1:,}), "
                     f"but the training text fills only {rows:,} rows: each step trains on all "
                     "of it once"]
+
+
+def test_the_newest_samples_step_is_read_from_the_end_of_the_gallery(tmp_path, monkeypatch):
+    """The CLI asked whether a step was recorded by reading the whole samples.jsonl (up to 64
+    MiB) at every sample; the newest record's step is read from the file's last 256 KiB."""
+    from engine import samples
+
+    assert samples.last_sampled_step(tmp_path) is None
+    rows = "".join(json.dumps({"step": s, "epoch": 0, "text": "x" * 900, "prompt": "p"}) + "\n"
+                   for s in range(1, 3001))
+    (tmp_path / samples.SAMPLES).write_text(rows + '{"step": 3001, "epo')  # a torn last line
+    assert (tmp_path / samples.SAMPLES).stat().st_size > 2_000_000
+    reads: list[int] = []
+    real = samples.read_samples
+    monkeypatch.setattr(samples, "read_samples",
+                        lambda folder, tail=samples.MAX_BYTES: reads.append(tail) or real(folder,
+                                                                                            tail))
+    assert samples.last_sampled_step(tmp_path) == 3000 and reads == [256 * 1024]
+
+
+def test_a_cli_run_sampling_every_step_never_reads_the_whole_gallery(tmp_path, monkeypatch,
+                                                                     capsys):
+    from engine import samples
+    from engine.cli import main
+
+    whole: list[int] = []
+    real = samples.read_samples
+
+    def counted(folder, tail=samples.MAX_BYTES):  # noqa: ANN001, ANN202
+        if tail == samples.MAX_BYTES:
+            whole.append(1)
+        return real(folder, tail)
+    monkeypatch.setattr(samples, "read_samples", counted)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat and looked at the hat. " * 100)
+    assert main(["train", str(corpus), "--preset", "tiny", "--seq-len", "32", "--batch", "2",
+                 "--max-steps", "4", "--sample-every", "1", "--sample-tokens", "2", "--out",
+                 str(tmp_path / "r")]) == 0
+    assert len(real(tmp_path / "r")) == 5 and whole == [], whole  # steps 0-4, one prompt each
