@@ -627,8 +627,12 @@ def test_an_export_to_a_link_to_a_folder_writes_into_that_folder(lora_run: Path,
     assert [p.name for p in (tmp_path / "links").iterdir()] == ["latest"]
     dangling = tmp_path / "links" / "gone"
     dangling.symlink_to(tmp_path / "nowhere")
-    with pytest.raises(CheckpointError, match="which does not exist"):
+    with pytest.raises(CheckpointError, match="which does not exist; create that folder or "):
         export_merged(lora_run, dangling)
+    gone = tmp_path / "links" / "gone.gguf"  # a file's link: not "create that folder"
+    gone.symlink_to(tmp_path / "nowhere.gguf")
+    with pytest.raises(CheckpointError, match="which does not exist; remove the link or choose"):
+        export_gguf(lora_run, gone)
 
 
 def test_a_gguf_export_through_a_link_replaces_the_file_it_points_to(lora_run: Path,

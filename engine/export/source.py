@@ -125,7 +125,8 @@ def check_dest(out: str | Path, *, file: bool = False, force: bool = False) -> l
     exists = out.exists() or out.is_symlink()
     if out.is_symlink() and not out.exists():
         raise CheckpointError(f"{out}: a link to {os.readlink(out)}, which does not exist; "
-                              "create that folder or choose another output path")
+                              f"{'remove the link' if file else 'create that folder'} or "
+                              "choose another output path")  # (a GGUF export's is a file)
     if file:
         if out.is_dir():
             raise CheckpointError(f"{out}: is a folder; give a file path, e.g. {out / 'model.gguf'}")
