@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -703,6 +704,10 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     folder = Path(out) if out is not None else rf.unique_run_folder(Path(root), _label(spec))
     if folder.exists() and not folder.is_dir():
         raise CheckpointError(f"{folder}: exists and is not a folder; choose another --out")
+    if folder.is_symlink() and not folder.exists():  # (after the corpus: "cannot create the
+        raise CheckpointError(f"{folder}: a link to {os.readlink(folder)}, which does not "  # run
+                              "exist; create that folder, remove the link, or choose another "
+                              "--out")  # folder (File exists)")
     rf.check_can_create(folder)
     if folder.is_dir() and rf.RunLock(folder).held_elsewhere():  # being made or trained now: it
         rf.RunLock(folder).acquire().release()  # said "replace it with --force" (then refused)

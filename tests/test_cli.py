@@ -1001,3 +1001,9 @@ def test_a_link_that_loops_back_to_itself_is_one_line_wherever_a_path_goes(tiny_
         assert main(args) == 2, args
         err = capsys.readouterr().err
         assert err.endswith(said) and "Traceback" not in err, (args, err)
+    dangling = tmp_path / "gone"  # a link to nothing: "cannot create the run folder (File
+    dangling.symlink_to(tmp_path / "nowhere")  # exists)", after the corpus was read
+    assert main(["train", str(corpus), "--preset", "tiny", "--out", str(dangling)]) == 2
+    assert capsys.readouterr().err == (f"error: {dangling}: a link to {tmp_path / 'nowhere'}, "
+                                       "which does not exist; create that folder, remove the "
+                                       "link, or choose another --out\n")
