@@ -437,6 +437,14 @@ def find_weights(folder: Path) -> list[Path]:
     folder = Path(folder)
     if (folder / SINGLE).exists():
         return [folder / SINGLE]
+    if (folder / SINGLE).is_symlink():  # a link to nothing, or a loop: it said "no
+        try:  # model.safetensors" of the file there
+            os.stat(folder / SINGLE)
+        except OSError as exc:
+            why = "loops back to itself" if exc.errno == errno.ELOOP else "points to nothing"
+            raise CheckpointError(f"{folder / SINGLE}: a link that {why} ({exc.strerror}); "
+                                  "point it at the weights file, or replace it with the file"
+                                  ) from None
     if (folder / INDEX).exists():
         from .safeio import inside, read_json
 

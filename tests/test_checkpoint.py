@@ -288,3 +288,15 @@ def test_a_tokenizer_file_a_full_disk_stops_at_its_close_is_named(tmp_path, monk
     with pytest.raises(OSError) as info:
         ByteTokenizer().save(tmp_path)
     assert info.value.filename == str(tmp_path / "tokenizer.json")
+
+
+@pytest.mark.parametrize("target", ["loop", "nowhere"])
+def test_a_weights_file_that_is_a_broken_link_is_named_so(tmp_path, target):
+    """A model.safetensors that is a link to nothing or a loop was "no model.safetensors"."""
+    _lm().save(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.unlink()
+    weights.symlink_to(weights if target == "loop" else tmp_path / "nowhere")
+    why = "loops back to itself" if target == "loop" else "points to nothing"
+    with pytest.raises(CheckpointError, match=f"model.safetensors: a link that {why}"):
+        MambaLM.load(tmp_path)
