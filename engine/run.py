@@ -705,6 +705,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     if folder.exists() and not folder.is_dir():
         raise CheckpointError(f"{folder}: exists and is not a folder; choose another --out")
     if folder.is_symlink() and not folder.exists():  # (after the corpus: "cannot create the
+        resolved(folder)  # (a loop: said so)
         raise CheckpointError(f"{folder}: a link to {os.readlink(folder)}, which does not "  # run
                               "exist; create that folder, remove the link, or choose another "
                               "--out")  # folder (File exists)")
