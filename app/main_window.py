@@ -620,7 +620,7 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
         box = QMessageBox(QMessageBox.Icon.Warning, "Nothing added to the corpus",
                           "\n".join(["Nothing was added to the corpus:", *lines]), parent=self)
         box.setTextFormat(Qt.TextFormat.PlainText)  # file names are not markup
-        if any(not why.startswith("the same file as ") for _, why in rejected):  # (a link
+        if any(engine.same_file_as(why) is None for _, why in rejected):  # (a link
             box.setInformativeText("The corpus takes text and code files in UTF-8.")  # is text)
         self.skip_box = box
         box.open()  # non-blocking, as errors are

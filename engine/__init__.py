@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         first_of_each_file,
         iter_text,
         load_corpus,
+        same_file_as,
         split_holdout,
     )
     from .defaults import (
@@ -168,6 +169,7 @@ _EXPORTS: dict[str, str] = {
     "first_of_each_file": "data",
     "load_corpus": "data",
     "split_holdout": "data",
+    "same_file_as": "data",
     "load_documents": "docstore",
     "save_documents": "docstore",
     "RECORDS": "documents",
@@ -449,6 +451,7 @@ __all__ = [
     "read_history",
     "held_out_files",
     "split_holdout",
+    "same_file_as",
     "start_run",
     "StepReport",
     "TBLogger",

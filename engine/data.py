@@ -32,6 +32,7 @@ from .safeio import GiB, MiB, UnsafeFileError, check_regular, open_regular
 
 FILE_LIMIT = 4 * GiB  # one corpus file; larger ones are refused before any byte is read
 CHUNK = 4 * MiB  # bytes read (and text tokenised) at a time
+SAME_FILE = "the same file as "  # how a file's second name (a link) is refused, ``same_file_as``
 SNIFF = 64 * 1024  # a NUL byte in the first SNIFF bytes means binary
 _BOM = b"\xef\xbb\xbf"
 _WS = b" \t\n\r\x0b\x0c"
@@ -348,8 +349,17 @@ def first_of_each_file(paths: Sequence[str | Path], taken: Sequence[str | Path] 
             if key is not None:
                 seen[key] = str(p)
         elif Path(seen[key]) != Path(p):
-            again[i] = f"the same file as {seen[key]}, under another name (a link); read once"
+            again[i] = f"{SAME_FILE}{seen[key]}, under another name (a link); read once"
     return keep, again
+
+
+def same_file_as(why: str) -> str | None:
+    """The first name of the file a refusal (``load_corpus``'s rejected reason) says is read
+    under it, or None for any other refusal: the window tells a link from a file it cannot
+    read by this, not by the words (two places matched "the same file as " on their own)."""
+    if not why.startswith(SAME_FILE):
+        return None
+    return why[len(SAME_FILE):].rsplit(", under another name", 1)[0]
 
 
 def require_present(paths: Sequence[str | Path]) -> None:

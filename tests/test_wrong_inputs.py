@@ -381,3 +381,17 @@ def test_a_mixed_encoding_past_the_first_chunk_is_named_with_its_line(tmp_path):
     path.write_bytes(b"plain ascii\n" * 3 + "caf\xe9\n".encode("latin-1"))
     with pytest.raises(CorpusError, match=r"not valid UTF-8 \(byte 0xe9 at offset 39, line 4\)"):
         list(iter_bytes(path, 5))
+
+
+def test_a_second_name_of_a_corpus_file_is_told_by_same_file_as(tmp_path):
+    """The window matched "the same file as " in two places on its own."""
+    import engine
+
+    real = tmp_path / "a, under another name.txt"  # (a name holding the words that follow it)
+    real.write_text("the cat sat on the mat. " * 20)
+    (tmp_path / "link.txt").symlink_to(real)
+    (tmp_path / "empty.txt").write_text("")
+    corpus = engine.load_corpus([real, tmp_path / "link.txt", tmp_path / "empty.txt"])
+    why = {str(p): w for p, w in corpus.rejected}
+    assert engine.same_file_as(why[str(tmp_path / "link.txt")]) == str(real), why
+    assert engine.same_file_as(why[str(tmp_path / "empty.txt")]) is None

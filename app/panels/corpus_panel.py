@@ -578,7 +578,7 @@ class CorpusPanel(QWidget):
         removed = {keys[r] for r in rows}  # their skipped files go too, and the other names of
         self.skipped = [(p, why) for p, why in self.skipped  # a removed file
                         if not any(p == g or Path(p).is_relative_to(g) for g in gone)
-                        and not any(why.startswith(f"the same file as {r},") for r in removed)]
+                        and engine.same_file_as(why) not in removed]
         self.table.clearSelection()  # the same rows stayed selected: a second Remove took others
         if not self.files:  # ("Added 3 files; not added: ..." stayed over an empty corpus)
             self.notice_box.setVisible(False)
