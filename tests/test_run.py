@@ -476,6 +476,14 @@ def test_a_signal_while_a_new_run_prepares_leaves_nothing_and_says_so(tmp_path, 
     assert not out.exists()  # nothing half-made
 
 
+def _failed_run(tmp_path: Path) -> str:
+    """The TrainingError's message of a 6-step run into ``tmp_path / "r"`` that a write fails."""
+    with (start(_spec(max_steps=6), [_corpus(tmp_path)], out=tmp_path / "r") as run,
+          pytest.raises(TrainingError) as info):
+        run.train()
+    return str(info.value)
+
+
 def test_a_latest_pointer_that_fails_after_its_snapshot_is_published_loses_no_step(tmp_path,
                                                                                    monkeypatch):
     """latest.json failing on a full disk after snapshots/step-6 was published said "the steps
@@ -490,10 +498,7 @@ def test_a_latest_pointer_that_fails_after_its_snapshot_is_published_loses_no_st
         return real(path, obj)
 
     monkeypatch.setattr(snapshot_dirs, "write_json", full)
-    with (start(_spec(max_steps=6), [_corpus(tmp_path)], out=tmp_path / "r") as run,
-          pytest.raises(TrainingError) as info):
-        run.train()
-    msg = str(info.value)
+    msg = _failed_run(tmp_path)
     assert msg.startswith(f"{tmp_path / 'r' / rf.LATEST}: No space left on device"), msg
     assert "training stopped at step 6 and the last snapshot is step 6: fix that, then " \
            f"resume {tmp_path / 'r'}" in msg, msg
@@ -516,10 +521,7 @@ def test_a_full_disk_at_a_runs_first_status_write_says_the_run_exists_and_how_to
         return real(folder, state, **k)
 
     monkeypatch.setattr(rf, "write_status", full)
-    with (start(_spec(max_steps=6), [_corpus(tmp_path)], out=tmp_path / "r") as run,
-          pytest.raises(TrainingError) as info):
-        run.train()
-    msg = str(info.value)
+    msg = _failed_run(tmp_path)
     assert msg.startswith(f"{tmp_path / 'r' / rf.STATUS}: No space left on device"), msg
     assert msg.endswith(f"training stopped at step 0 and the last snapshot is step 0: fix "
                         f"that, then resume {tmp_path / 'r'}"), msg
@@ -537,10 +539,7 @@ def test_a_failed_last_save_says_what_was_lost_and_how_to_go_on(tmp_path, monkey
         return real(folder, step, *a, **k)
 
     monkeypatch.setattr(rf, "write_snapshot", full)
-    with (start(_spec(max_steps=6), [_corpus(tmp_path)], out=tmp_path / "r") as run,
-          pytest.raises(TrainingError) as info):
-        run.train()
-    msg = str(info.value)
+    msg = _failed_run(tmp_path)
     assert "snapshots/step-6/state.safetensors: No space left on device" in msg, msg
     assert "training stopped at step 6 and the steps after 0 could not be saved" in msg
     assert f"resume {tmp_path / 'r'} (it goes on from step 0)" in msg
