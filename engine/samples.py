@@ -46,9 +46,11 @@ def append_sample(folder: str | Path, record: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def read_samples(folder: str | Path, tail: int = MAX_BYTES) -> list[dict[str, Any]]:
-    """All readable records, oldest first (of the file's last ``tail`` bytes); a torn last line
-    (crash) or a foreign line (no text, a step or epoch that is no integer) is skipped."""
+def read_samples(folder: str | Path, tail: int | None = None) -> list[dict[str, Any]]:
+    """All readable records, oldest first (of the file's last ``tail`` bytes, by default
+    ``MAX_BYTES``); a torn last line (crash) or a foreign line (no text, a step or epoch that is
+    no integer) is skipped."""
+    tail = MAX_BYTES if tail is None else tail
     try:  # none yet, or not a plain file (a FIFO: none, never waited on)
         f = open_regular(Path(folder) / SAMPLES, SAMPLES)
     except UnsafeFileError:
