@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import json
 import os
 import secrets
+import shlex
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -393,6 +395,25 @@ def not_a_folder(path: Path) -> CheckpointError | None:
     return CheckpointError(f"{path}: a file, not a folder; {fix}")
 
 
+def _a_run_inside(folder: Path, limit: int = 1000) -> Path | None:
+    """The newest of the first ``limit`` entries of ``folder`` that holds a model (a run or an
+    exported model: its config.json or run.json), or None; the listing is bounded."""
+    found: list[tuple[float, str, Path]] = []
+    try:
+        with os.scandir(folder) as it:
+            for entry in itertools.islice(it, limit):
+                p = Path(entry.path)
+                try:
+                    if entry.is_dir() and ((p / "run.json").is_file()
+                                           or (p / "config.json").is_file()):
+                        found.append((p.stat().st_mtime, p.name, p))
+                except OSError:
+                    continue
+    except OSError:
+        return None
+    return max(found)[2] if found else None
+
+
 def read_config(folder: Path) -> MambaConfig:
     path = Path(folder) / "config.json"
     if not path.exists() and not path.is_symlink():
@@ -417,6 +438,9 @@ def read_config(folder: Path) -> MambaConfig:
         if folder.is_dir() and not any(folder.iterdir()):
             raise CheckpointError(f"{folder}: an empty folder, not a model folder; pass a run "
                                   "folder, a snapshot or an exported model")
+        if (run := _a_run_inside(folder)) is not None:  # (the runs root: "not a model folder")
+            raise CheckpointError(f"{folder}: a folder of runs, not a run; pass one of them, "
+                                  f"e.g. {shlex.quote(str(run))}")
         raise CheckpointError(f"{folder}: no config.json (not a model folder)")
     from .limits import check_hf_config
     from .safeio import read_json

@@ -1,4 +1,5 @@
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -299,4 +300,22 @@ def test_a_weights_file_that_is_a_broken_link_is_named_so(tmp_path, target):
     weights.symlink_to(weights if target == "loop" else tmp_path / "nowhere")
     why = "loops back to itself" if target == "loop" else "points to nothing"
     with pytest.raises(CheckpointError, match=f"model.safetensors: a link that {why}"):
+        MambaLM.load(tmp_path)
+
+
+def test_a_folder_of_runs_names_one_of_them(tmp_path):
+    """The runs root given where a run goes (generate RUNS, Open model on it) names its newest
+    model, shell-quoted, instead of 'no config.json (not a model folder)'."""
+    old, new = tmp_path / "run-1", tmp_path / "my run 2"
+    _lm().save(old)
+    _lm().save(new)
+    (tmp_path / "notes").mkdir()
+    os.utime(old, (1, 1))  # the newest is the one named
+    with pytest.raises(CheckpointError, match=r"a folder of runs, not a run; pass one of them, "
+                                              r"e\.g\. '.*my run 2'$"):
+        MambaLM.load(tmp_path)
+    (tmp_path / "stray").mkdir()
+    (tmp_path / "stray" / "config.json").mkdir()  # not a file: not a model
+    os.utime(tmp_path / "stray", (2**31, 2**31))
+    with pytest.raises(CheckpointError, match="my run 2"):
         MambaLM.load(tmp_path)
