@@ -205,16 +205,18 @@ def staged_folder(out: str | Path, force: bool = False) -> Iterator[Path]:
         _publish(tmp, out, force)
     except OSError as exc:  # a full disk named the hidden staging folder's file, with no fix
         shutil.rmtree(tmp, ignore_errors=True)
+        fix = write_fix(out, exc)  # (before the folders it made go: it reads their disk's space)
         remove_made(made)
         raise CheckpointError(f"{out}: cannot write the export ({exc.strerror or exc}); nothing "
-                              f"new was written there; {write_fix(out, exc)}") from None
+                              f"new was written there; {fix}") from None
     except CheckpointError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        fix = write_fix(out, exc)
         remove_made(made)
         if tmp.name not in str(exc):
             raise
         raise CheckpointError(f"{out}: cannot write the export ({str(exc).rsplit(': ', 1)[-1]});"
-                              f" nothing new was written there; {write_fix(out, exc)}") from None
+                              f" nothing new was written there; {fix}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         remove_made(made)
