@@ -5,6 +5,7 @@ the final save). ``engine.cli`` builds the parser and routes here."""
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -186,13 +187,18 @@ def _open_for_training(a: argparse.Namespace):
     if a.patience is not None or a.target_loss is not None:  # over the run's own (or the file's)
         given["early_stopping"] = _early_flags(
             a, given.get("early_stopping") or read_run_spec(a.resume).early_stopping)
-    for k in [k for k in given if k not in RESUME_OVERRIDES]:
-        if _the_runs_own(a.resume, k, given[k]):  # (the run's command line again)
-            del given[k]
+    try:
+        own = read_run_spec(a.resume)
+    except MambaStudioError:
+        own = None  # (the resume says what is wrong with it, not "batch_size cannot change")
+    if own is not None:  # the run's command line again, --resume added: its own values stay
+        given = {k: v for k, v in given.items()
+                 if k in RESUME_OVERRIDES or not _the_runs_own(own, k, v)}
     fixed = sorted(k for k in given if k not in RESUME_OVERRIDES)
-    fixed += [f for f in ("lora", "lora_rank", "lora_alpha", "lora_dropout", "wsla",
-                          "checkpointing") if getattr(a, f)]
+    fixed += _adapter_changes(a, own)
     if fixed:  # (--checkpointing was called "LoRA/WSLA")
+        if own is None:
+            read_run_spec(a.resume)  # what is wrong with its run.json, said first
         raise ValueError(f"--resume continues a run with its own settings; {', '.join(fixed)} "
                          f"cannot change (only {', '.join(RESUME_OVERRIDES)} can)")
     if a.out is not None and resolved(a.out) != resolved(a.resume):
@@ -207,21 +213,42 @@ def _open_for_training(a: argparse.Namespace):
     return run
 
 
-def _the_runs_own(folder: str, field: str, value: object) -> bool:
+def _the_runs_own(own: RunSpec, field: str, value: object) -> bool:
     """Whether a flag given with --resume holds the run's own value of ``field`` (a RunSpec or
-    TrainConfig field): the run's command line again with --resume added was refused as
-    changing them ("batch_size cannot change" of the run's own batch)."""
+    TrainConfig field) in ``own``, its run.json: the run's command line again with --resume
+    added was refused as changing them ("batch_size cannot change" of the run's own batch; a
+    tokenizer of ``auto``, which run.json keeps as what it chose; an --init spelled another
+    way)."""
     from dataclasses import fields
 
-    from .run import read_run_spec
     from .trainer import TrainConfig
 
-    try:
-        spec = read_run_spec(folder)
-    except MambaStudioError:
-        return False  # (the resume says what is wrong with it)
-    own = spec.train if field in {f.name for f in fields(TrainConfig)} else spec
-    return hasattr(own, field) and getattr(own, field) == value
+    if field == "tokenizer" and value == "auto":  # (the run's own choice is its auto's)
+        return True
+    if field == "bpe_vocab" and own.tokenizer == "bytes":  # not used by a bytes run (a new
+        return True                                        # run says so in a note)
+    if field == "init" and own.init is not None and value is not None:
+        try:
+            return os.path.samefile(str(value), own.init)
+        except OSError:
+            return str(value) == own.init
+    where = own.train if field in {f.name for f in fields(TrainConfig)} else own
+    return hasattr(where, field) and getattr(where, field) == value
+
+
+def _adapter_changes(a: argparse.Namespace, own: RunSpec | None) -> list[str]:
+    """The LoRA / WSLA / checkpointing flags given with --resume that differ from the run's own
+    (``own``; None: unread, each flag given counts): they were refused whenever given, the run's
+    own --lora or --checkpointing too."""
+    train = own.train if own is not None else None
+    lora = train.lora if train is not None else None
+    same = {"checkpointing": train is not None and train.activation_checkpointing,
+            "wsla": train is not None and train.wsla,
+            "lora": lora is not None and tuple(str(a.lora or "").split(",")) == lora.targets,
+            "lora_rank": lora is not None and a.lora_rank == lora.rank,
+            "lora_alpha": lora is not None and a.lora_alpha == lora.alpha,
+            "lora_dropout": lora is not None and a.lora_dropout == lora.dropout}
+    return [f for f in same if getattr(a, f) and not same[f]]
 
 
 def _config_changes(a: argparse.Namespace) -> dict[str, object]:

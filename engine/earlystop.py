@@ -18,29 +18,39 @@ class EarlyStopping:
     bad: int = 0
     reason: str = ""
 
-    def problems(self) -> list[str]:
+    def problems(self, stored: bool = False) -> list[str]:
         """Each setting out of range, named as the settings file's keys (all of them: a file
-        with two was told of the first only)."""
+        with two was told of the first only). ``stored``: a run's own run.json, held to the
+        lower ends only (a run an earlier version made with a patience or target loss above
+        today's ends could not be resumed, evaluated or opened)."""
         def number(v: object) -> bool:  # (run.json is hand-editable: "3" raised TypeError)
             return isinstance(v, (int, float)) and not isinstance(v, bool)
 
         from .limits import EARLY_RANGES
 
         pat, target, delta = (EARLY_RANGES[k] for k in ("patience", "target_loss", "min_delta"))
+        if stored:
+            pat, target, delta = (r._replace(hi=math.inf) for r in (pat, target, delta))
+
+        def upto(hi: float, word: str = "to") -> str:  # (no upper end: nothing)
+            if not math.isfinite(hi):
+                return ""
+            return f" {word} {hi:,}" if isinstance(hi, int) else f" {word} {hi:g}"
+
         out = []
         if not (isinstance(self.patience, int) and not isinstance(self.patience, bool)
                 and pat.lo <= self.patience <= pat.hi):
             out.append(f"early_stopping.patience = {self.patience!r:.40}; expected a whole "
-                       f"number from 0 (off) to {pat.hi:,}")
+                       f"number from 0 (off){upto(pat.hi)}")
         if self.target_loss is not None and not (number(self.target_loss)
                                                  and math.isfinite(self.target_loss)
                                                  and target.lo < self.target_loss <= target.hi):
             out.append(f"early_stopping.target_loss = {self.target_loss!r:.40}; expected a "
-                       f"number above 0 (0: off) up to {target.hi:g}")
+                       f"number above 0 (0: off){upto(target.hi, 'up to')}")
         if not (number(self.min_delta) and math.isfinite(self.min_delta)
                 and delta.lo <= self.min_delta <= delta.hi):
             out.append(f"early_stopping.min_delta = {self.min_delta!r:.40}; expected a "
-                       f"number from 0 to {delta.hi:g}")
+                       f"number from 0{upto(delta.hi)}")
         return out
 
     def check(self) -> None:

@@ -26,6 +26,17 @@ MAX_PROMPTS = 16  # preview prompts of a run, each at most MAX_PROMPT_CHARS
 MAX_PROMPT_CHARS = 4096
 
 
+def _upto(hi: float) -> str:
+    """' to HI' of a range's upper end in messages (2^40 as a power, 1000000 as 1,000,000),
+    ' or more' where it has none."""
+    if not math.isfinite(hi):
+        return " or more"
+    n = int(hi)
+    if n == hi and n >= 1 << 20 and n & (n - 1) == 0:
+        return f" to 2^{n.bit_length() - 1}"
+    return f" to {n:,}" if n == hi else f" to {hi:g}"
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """Everything a run is made from (the corpus aside). JSON-able through ``to_dict``."""
@@ -107,7 +118,11 @@ class RunSpec:
             problems.append(f"early_stopping must be patience / target_loss / min_delta, not "
                             f"{self.early_stopping!r:.60}")
         else:
-            problems += self.early_stopping.problems()
+            problems += self.early_stopping.problems(stored=not new)
+        hold, steps, minutes = (RUN_RANGES[k] for k in ("holdout", "autosave_steps",
+                                                        "autosave_minutes"))
+        if not new:  # a run's own run.json: an earlier version had no upper ends for these
+            steps, minutes = steps._replace(hi=math.inf), minutes._replace(hi=math.inf)
         cases = [
             (new and self.model is None and self.init is None
              and self.preset not in PRESET_DEFAULTS,
@@ -126,15 +141,15 @@ class RunSpec:
              f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}"),
             (self.tokenizer not in ("auto", "bytes", "bpe"),
              f"tokenizer must be 'auto', 'bytes' or 'bpe', not {self.tokenizer!r}"),
-            (not (RUN_RANGES["holdout"].lo <= self.holdout <= RUN_RANGES["holdout"].hi),
-             f"held-out fraction {self.holdout} is outside [0, 0.9]"),
-            (not (RUN_RANGES["autosave_steps"].lo <= self.autosave_steps
-                  <= RUN_RANGES["autosave_steps"].hi),
-             f"autosave_steps = {self.autosave_steps!r:.40} is outside 0 (off) to 2^40"),
-            (not (math.isfinite(self.autosave_minutes) and RUN_RANGES["autosave_minutes"].lo
-                  <= self.autosave_minutes <= RUN_RANGES["autosave_minutes"].hi),
-             f"autosave_minutes = {self.autosave_minutes!r:.40} is not a number from 0 (off) "
-             "to 1,000,000"),
+            (not (hold.lo <= self.holdout <= hold.hi),
+             f"held-out fraction {self.holdout} is outside [{hold.lo:g}, {hold.hi:g}]"),
+            (not (steps.lo <= self.autosave_steps <= steps.hi),
+             f"autosave_steps = {self.autosave_steps!r:.40} is outside 0 (off)"
+             f"{_upto(steps.hi)}"),
+            (not (math.isfinite(self.autosave_minutes)
+                  and minutes.lo <= self.autosave_minutes <= minutes.hi),
+             f"autosave_minutes = {self.autosave_minutes!r:.40} is not a number from 0 (off)"
+             f"{_upto(minutes.hi)}"),
             (not self.keep >= 1,
              f"keep = {self.keep!r:.40}: a run keeps at least its 1 latest snapshot"),
             (not (isinstance(self.prompts, tuple) and 1 <= len(self.prompts) <= MAX_PROMPTS

@@ -1007,3 +1007,66 @@ def test_a_link_that_loops_back_to_itself_is_one_line_wherever_a_path_goes(tiny_
     assert capsys.readouterr().err == (f"error: {dangling}: a link to {tmp_path / 'nowhere'}, "
                                        "which does not exist; create that folder, remove the "
                                        "link, or choose another --out\n")
+
+
+def test_resume_takes_the_runs_own_command_line_in_every_spelling(tmp_path, capsys,
+                                                                   monkeypatch):
+    """The run's own command line again, --resume added, was refused where run.json keeps a
+    value in another form: --tokenizer auto (kept as what it chose), --lora / --lora-rank /
+    --checkpointing (refused whenever given), --init as another path to the same run; and a
+    damaged run.json was hidden behind "batch_size cannot change"."""
+
+    corpus = _corpus(tmp_path)
+    common = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--sample-tokens", "0"]
+    base, ada = tmp_path / "base", tmp_path / "ada"
+    assert main(["train", str(corpus), *common, "--max-steps", "1", "--out", str(base)]) == 0
+    monkeypatch.chdir(tmp_path)
+    own = ["--lora", "in_proj,x_proj", "--lora-rank", "4", "--checkpointing", "--init", "base"]
+    assert main(["train", str(corpus), *common, *own, "--tokenizer", "auto", "--max-steps", "1",
+                 "--out", "ada"]) == 0
+    capsys.readouterr()
+    again = ["train", str(corpus), *common, *own[:-1], str(base), "--tokenizer", "auto"]
+    assert main([*again, "--resume", "ada", "--max-steps", "2"]) == 0, capsys.readouterr().err
+    from engine import read_pointer
+
+    assert read_pointer(ada)["step"] == 2
+    for flag, value in (("--lora-rank", "8"), ("--lora", "in_proj"), ("--tokenizer", "bpe")):
+        assert main(["train", "--resume", "ada", flag, value, "--max-steps", "3"]) == 2
+        assert "cannot change" in capsys.readouterr().err, flag
+    assert main(["train", "--resume", str(base), "--checkpointing", "--max-steps", "2"]) == 2
+    assert "checkpointing cannot change" in capsys.readouterr().err
+    (base / "run.json").write_text('{"broken')
+    assert main(["train", "--resume", str(base), "--batch", "4", "--max-steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "run.json" in err and "cannot change" not in err, err
+
+
+def test_a_run_json_beyond_todays_ends_still_resumes(tmp_path, capsys):
+    """An earlier version took --patience and --target-loss above today's ends (2^40 and 1e6 in
+    the CLI, any number in a file) and autosave without an upper end: such a run could not be
+    resumed, evaluated or opened, nor its patience lowered by a flag."""
+    import json
+
+    run = tmp_path / "r"
+    assert main(["train", str(_corpus(tmp_path)), "--preset", "tiny", "--seq-len", "32",
+                 "--batch", "2", "--sample-tokens", "0", "--max-steps", "1",
+                 "--out", str(run)]) == 0
+    doc = json.loads((run / "run.json").read_text())
+    doc["spec"]["early_stopping"].update(patience=2_000_000, target_loss=5000.0, min_delta=2e3)
+    doc["spec"]["autosave_steps"] = 1 << 41
+    doc["spec"]["autosave_minutes"] = 5e6
+    (run / "run.json").write_text(json.dumps(doc))
+    from engine import read_run_spec
+
+    assert read_run_spec(run).early_stopping.patience == 2_000_000
+    capsys.readouterr()
+    assert main(["eval", str(run)]) == 0, capsys.readouterr().err
+    assert main(["train", "--resume", str(run), "--patience", "5", "--target-loss", "0",
+                 "--max-steps", "2"]) == 0, capsys.readouterr().err
+    assert read_run_spec(run).early_stopping.patience == 5
+    doc = json.loads((run / "run.json").read_text())
+    doc["spec"]["early_stopping"]["patience"] = -1  # a lower end still holds
+    (run / "run.json").write_text(json.dumps(doc))
+    assert main(["eval", str(run)]) == 2
+    assert "early_stopping.patience = -1; expected a whole number from 0 (off)" in \
+        capsys.readouterr().err
