@@ -179,7 +179,7 @@ class TrainWorker(QObject):
                 if run.measuring_first:  # (measured first by run.train)
                     self.info.emit(f"{run.folder.name} {run.measuring_first}")
                 self._schedule = schedule = engine.SampleSchedule(self.sample_every, run.step)
-                if not any(r.get("step") == run.step for r in engine.read_samples(run.folder)):
+                if engine.last_sampled_step(run.folder) != run.step:  # (from the file's end)
                     # (a finished run continued had its last epoch's sample twice in the Gallery)
                     self._preview(engine.sample_tag(run.step),  # (step 0: "untrained")
                                   tr.cursor.epoch)  # epochs done (a Continue's said 0)

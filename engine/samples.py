@@ -79,7 +79,14 @@ def last_sampled_step(folder: str | Path) -> int | None:
     """The step of the run's newest recorded sample (records are appended in step order, and a
     rollback drops those after its step), read from the file's end: the CLI read the whole
     gallery, up to 64 MiB, at every sample to ask whether its step was recorded."""
-    rows = read_samples(folder, tail=256 * 1024)
+    tail = 256 * 1024
+    rows = read_samples(folder, tail=tail)
+    if not rows:  # a newest record over the tail (--sample-tokens up to 1,000,000): the
+        try:      # bounded whole file
+            longer = (Path(folder) / SAMPLES).stat().st_size > tail
+        except OSError:
+            longer = False
+        rows = read_samples(folder) if longer else rows
     return int(rows[-1]["step"]) if rows else None
 
 

@@ -469,6 +469,10 @@ def test_the_newest_samples_step_is_read_from_the_end_of_the_gallery(tmp_path, m
     monkeypatch.setattr(samples, "read_samples",
                         lambda folder, tail=None: reads.append(tail) or real(folder, tail))
     assert samples.last_sampled_step(tmp_path) == 3000 and reads == [256 * 1024]
+    with open(tmp_path / samples.SAMPLES, "a") as f:  # a newest record over the tail (a
+        f.write("\n" + json.dumps({"step": 3002, "epoch": 0, "text": "y" * 300_000,  # sample
+                                    "prompt": "p"}) + "\n")  # of 1,000,000 tokens): it said
+    assert samples.last_sampled_step(tmp_path) == 3002  # None, so the step was recorded again
 
 
 def test_a_cli_run_sampling_every_step_never_reads_the_whole_gallery(tmp_path, monkeypatch,
