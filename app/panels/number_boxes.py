@@ -45,8 +45,11 @@ def _out_of_range(box: QSpinBox | QDoubleSpinBox, state: QValidator.State, text:
     the number in words."""
     if state != QValidator.State.Invalid:
         return state
+    bare = _bare(box, text).replace(",", "")
+    if bare in ("-", "+", "-.", "+."):  # a sign on the way to "-3" in a box of 0 and up: Qt
+        return QValidator.State.Intermediate  # refused the key, so "-3" became 3 unsaid
     try:
-        number(_bare(box, text).replace(",", ""))
+        number(bare)
     except ValueError:
         return state
     return QValidator.State.Intermediate

@@ -44,6 +44,9 @@ def _type(qtbot, panel, box, text: str) -> None:  # noqa: ANN001
     ("rank", "5000", "rank takes a number from 1 to 4096: “5000” is not one, so it stays 8"),
     ("holdout", "0.95", "Held-out fraction takes a number from 0.00 (“none”) to 0.90: “0.95” is "
                         "not one"),
+    ("epochs", "-3", "Epochs takes a number from 1 to 1000000: “-3” is not one, so it stays"),
+    ("holdout", "-0.5", "Held-out fraction takes a number from 0.00 (“none”) to 0.90: “-0.5” "
+                        "is not one"),  # (a typed minus was refused by Qt unsaid: 3, 0.5)
     ("seq_len", "", "Sequence length takes a number from 2 to 16777216: an empty box is not one"),
 ])
 def test_the_train_panel_keeps_the_value_and_says_why(qtbot, said, name, typed, label):
