@@ -913,7 +913,8 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         best = rf.best_pointer(folder)
         run.best_val = best.get("val_loss") if best else None
         run.early_bad = rf.trainer_state.early_bad(meta)
-        if lost := rf.lost_steps_note(folder, run.step):  # (before the truncation drops them)
+        lost = rf.lost_steps_note(folder, run.step, passed_over=bool(refused))
+        if lost:  # (before the truncation drops them)
             run.notices.append(lost)
         try:
             rf.truncate_samples(folder, run.step)  # (the lost work's came back in the Gallery)

@@ -88,3 +88,18 @@ def test_the_lost_steps_of_a_long_run_are_read_from_the_end_of_its_metrics(tmp_p
         for step in range(5003, 8003):
             f.write(f"eval,{step},0,,,,,1.4,{step}.0\n")
     assert engine.lost_steps_note(out).startswith("long trained to step 5,002, but")
+
+
+def test_a_damaged_latest_snapshot_is_not_blamed_on_a_kill(tmp_path, capsys):
+    """A run that saved step 4 and whose step-4 snapshot was damaged later goes on from step 2:
+    its note blamed "a kill or a crash" for the 2 steps trained again."""
+    out = saved_run(tmp_path)
+    assert main(["train", "--resume", str(out), "--max-steps", "4", "--sample-tokens", "0"]) == 0
+    weights = out / "snapshots" / "step-4" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--max-steps", "5", "--sample-tokens", "0"]) == 0
+    err = capsys.readouterr().err
+    assert ("long trained to step 4 and goes on from its snapshot of step 2 (a newer one could "
+            "not be used, as said above): 2 steps after it are trained again") in err, err
+    assert "a kill or a crash" not in err, err

@@ -246,12 +246,15 @@ def _last_step(folder: Path) -> int | None:
     return max((int(r["step"]) for r in rows if r.get("kind") == "step"), default=None)
 
 
-def lost_steps_note(folder: str | Path, kept: int | None = None) -> str | None:
+def lost_steps_note(folder: str | Path, kept: int | None = None, passed_over: bool = False
+                    ) -> str | None:
     """What a resume is told of steps a run trained after its last snapshot (``kept``: the step
     it goes on from, by default its latest snapshot's), lost when it ended without saving (kill
     -9, a crash, a power cut); None when there are none, when metrics.csv cannot be read, or
     while another process holds the run. A window relaunched after a kill said "interrupted at
-    step 0", hid the 137 steps of curves and went on from step 0 without a word."""
+    step 0", hid the 137 steps of curves and went on from step 0 without a word.
+    ``passed_over``: a newer snapshot was there but could not be used (damaged), so the steps
+    were not lost to a kill (it blamed "a kill or a crash" for a damaged snapshot)."""
     folder = Path(folder)
     kept = _kept_step(folder) if kept is None else kept
     if kept is None:
@@ -259,6 +262,10 @@ def lost_steps_note(folder: str | Path, kept: int | None = None) -> str | None:
     last = _last_step(folder)
     if last is None or last <= kept:
         return None
+    if passed_over:
+        return (f"{folder.name} trained to step {last:,} and goes on from its snapshot of step "
+                f"{kept:,} (a newer one could not be used, as said above): "
+                f"{plural(last - kept, 'step')} after it are trained again")
     return (f"{folder.name} trained to step {last:,}, but its last snapshot is step {kept:,}: "
             f"{plural(last - kept, 'step')} after it were lost when it ended without saving (a "
             f"kill or a crash) and are trained again from step {kept:,} (a run saves at each "
