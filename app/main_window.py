@@ -952,6 +952,11 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
         said "no run training")."""
         step, total = int(max(self.plots.steps, default=0)), engine.read_status(folder).get(
             "total_steps")
+        name = Path(folder).name
+        if self.last_end.startswith(f"{name} ") and self.last_end != f"{name} {ELSEWHERE}":
+            self.last_end = f"{name} {ELSEWHERE}"  # (the idle line said "stopped at step 69"
+            if self.state == "idle":               # while another window trained it on)
+                self._set_state("idle")
         if isinstance(total, int) and total >= step:
             self.progress.setRange(0, max(total, 1))
             self.progress.setValue(step)
@@ -960,7 +965,7 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
 
     def _followed_ended(self, folder: str) -> None:
         name = Path(folder).name
-        if self.last_end == f"{name} {ELSEWHERE}":  # the idle line said so until a Start
+        if self.last_end.startswith(f"{name} "):  # the idle line names it: how it ended now
             ended = [r for r in engine.list_runs(Path(folder).parent) if r.path == Path(folder)]
             self.last_end = _how_it_ended(ended[0]) if ended else ""
             if self.state == "idle":

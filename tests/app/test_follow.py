@@ -94,6 +94,40 @@ def test_the_idle_line_of_a_launch_beside_a_training_run_says_when_it_ends(qtbot
         close_window(qtbot, w)
 
 
+def test_the_idle_line_follows_a_run_another_process_takes_up_again(qtbot, tmp_path):
+    """The idle line named how the window's newest run had ended ("stopped at step 5") while
+    another process trained it on and after that process ended it further on."""
+    out = tmp_path / "runs" / "cli-run"
+    proc = _train_elsewhere(qtbot, out, tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=RUN_TIMEOUT / 1000) == 0
+    first = engine.list_runs(out.parent)[0].steps
+    w = small_window(qtbot, tmp_path / "runs")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine", "train", "--resume", str(out), "--max-steps", "100000",
+         "--sample-tokens", "0"], cwd=ROOT, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, preexec_fn=default_signals)
+    try:
+        assert w.status.full == f"idle · last run: cli-run stopped at step {first:,}"
+        qtbot.waitUntil(lambda: engine.RunLock(out).held_elsewhere() and max(
+            (r["step"] for r in engine.read_metrics(out) if r["kind"] == "step"),
+            default=0) > first + 2, timeout=RUN_TIMEOUT)
+        w.follower.interval_ms = 100
+        w.open_run_view(str(out))
+        qtbot.waitUntil(lambda: w.status.full == "idle · last run: cli-run trains in another "
+                                                 "process", timeout=RUN_TIMEOUT)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=RUN_TIMEOUT / 1000) == 0
+        qtbot.waitUntil(lambda: w.follower.folder is None, timeout=RUN_TIMEOUT)
+        step = engine.list_runs(out.parent)[0].steps
+        assert step > first
+        assert w.status.full == f"idle · last run: cli-run stopped at step {step:,}", w.status.full
+    finally:
+        proc.kill()
+        proc.wait()
+        close_window(qtbot, w)
+
+
 def test_a_run_no_process_trains_is_not_followed(win, tmp_path):
     from engine import run as runapi
     from engine.trainer import TrainConfig
