@@ -13,11 +13,17 @@ choice gets ``probe_steps`` steps again (4 % of the steps), so a machine that be
 quiet) is followed within about ``probe_every`` steps. (1, 1) is a choice since round 5: with
 one core kept busy, (2, 1) ran at 0.93x the speed of (1, 1) (``benchmarks/bench_threads.py``,
 small), so keeping two Numba threads could not hold "two threads are never slower than one".
-The kernels partition their work and sums into fixed blocks, so the choice changes no result bit.
+The kernels partition their work and sums into fixed blocks, so the Numba count changes no
+result bit. The BLAS count may, by the BLAS build: OpenBLAS 0.3.31's SkylakeX kernel gives the
+same bits at 1 and 2 threads, its Haswell kernel (an AVX2 machine) other bits for every product
+of a step (up to ~5e-6 of values ~1); there a run's last bits depend on the tuner's choices, i.e.
+on timing, and a resumed run equals one run to ~1e-7 relative, not bit for bit
+(``blas_bits_depend_on_threads`` tells which).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import deque
@@ -43,6 +49,33 @@ def default_threads() -> int:
 
 
 Choice = tuple[int, int]  # (Numba threads, BLAS threads)
+
+
+@functools.cache
+def blas_bits_depend_on_threads(threads: int | None = None) -> bool:
+    """Whether this process's BLAS gives other bits at ``threads`` threads (default:
+    ``default_threads()``) than at 1 for products shaped as a step's (a rank-8 ``dt_proj``, an
+    input gradient, a transposed weight gradient); False with one thread. Cached: a few ms once."""
+    from threadpoolctl import threadpool_limits
+
+    t = threads or default_threads()
+    if t <= 1:
+        return False
+    rng = np.random.default_rng(0)
+    pairs = [(rng.standard_normal((1024, 8), dtype=np.float32),
+              rng.standard_normal((256, 8), dtype=np.float32).T),
+             (rng.standard_normal((1024, 512), dtype=np.float32),
+              rng.standard_normal((512, 128), dtype=np.float32)),
+             (rng.standard_normal((1024, 512), dtype=np.float32).T,
+              rng.standard_normal((1024, 128), dtype=np.float32))]
+    for a, b in pairs:
+        with threadpool_limits(1, user_api="blas"):
+            one = a @ b
+        with threadpool_limits(t, user_api="blas"):
+            many = a @ b
+        if not np.array_equal(one, many):
+            return True
+    return False
 
 
 class ThreadTuner:

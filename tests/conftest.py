@@ -25,3 +25,27 @@ def gpu():  # type: ignore[no-untyped-def]
             pytest.fail(f"a wgpu adapter is required here: {got}")
         pytest.skip(str(got))
     return got
+
+
+@pytest.fixture(autouse=True)
+def _blas_count_kept_where_it_changes_bits(monkeypatch):  # type: ignore[no-untyped-def]
+    """Where this machine's BLAS gives other bits at 1 thread than at several (OpenBLAS's
+    Haswell kernel), a training run's bits depend on which counts its thread tuner picked, i.e.
+    on timing: the tests that compare a resumed run with one run bit for bit would fail by
+    chance. There the tuner of every test's training keeps the BLAS count (it still tries the
+    Numba counts); the tuner itself is tested in tests/test_threads.py, without this."""
+    from engine import trainer
+    from engine.threads import ThreadTuner, blas_bits_depend_on_threads
+
+    if not blas_bits_depend_on_threads():
+        return
+
+    class KeptBlas(ThreadTuner):
+        def __init__(self, *a, **k) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*a, **k)
+            self.candidates = [c for c in self.candidates if c[1] == self.threads]
+            self.history = {c: self.history[c] for c in self.candidates}
+            self.probe_every = max(self.probe_every,
+                                   (len(self.candidates) - 1) * self.probe_steps + 1)
+
+    monkeypatch.setattr(trainer, "ThreadTuner", KeptBlas)
