@@ -368,7 +368,9 @@ def _eval_run_heldout(folder: str, max_tokens: int, snapshot: Path | None = None
     lm.check_finite(str(snapshot or folder))
     tr = _trainer(lm, data, spec.train)
     if not tr.has_val:
-        raise CorpusError(f"{folder}: the run has no held-out split (holdout 0); pass a corpus")
+        why = (f"holdout {spec.holdout:g}" if not spec.holdout else  # (it said "holdout 0" of
+               "its corpus was too small to split")                  # a run of holdout 0.1)
+        raise CorpusError(f"{folder}: the run has no held-out split ({why}); pass a corpus")
     r = tr.evaluate(max_tokens=max_tokens)
     _eval_line(r, f"{r.describe()}, the run's held-out split at step {step}")
     return 0

@@ -284,7 +284,9 @@ class Trainer:
         step = self.cursor.step
         if step == 0:
             return None
-        was, now = self._lr_at(step - 1, before), self.current_lr()
+        # the old schedule's rate at this very step (its step before rose by warmup alone: a
+        # resume at step 1 with its own totals was told its decay starts again)
+        was, now = self._lr_at(step, before), self.current_lr()
         if now <= 1.5 * was:
             return None
         return (f"the learning rate goes back up from {was:.2g} to {now:.2g}: the schedule (warmup, "

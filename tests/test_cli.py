@@ -1070,3 +1070,16 @@ def test_a_run_json_beyond_todays_ends_still_resumes(tmp_path, capsys):
     assert main(["eval", str(run)]) == 2
     assert "early_stopping.patience = -1; expected a whole number from 0 (off)" in \
         capsys.readouterr().err
+
+
+def test_eval_of_a_run_whose_corpus_was_too_small_to_split_says_so(tmp_path, capsys):
+    """It said "the run has no held-out split (holdout 0)" of a run whose run.json holds 0.1."""
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("a")  # one byte
+    assert main(["train", str(corpus), "--preset", "tiny", "--max-steps", "1",
+                 "--sample-tokens", "0", "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "the run has no held-out split (its corpus was too small to split); pass a corpus" \
+        in err, err

@@ -864,6 +864,11 @@ def test_continuing_a_finished_run_says_its_rate_goes_back_up_not_warmup(tmp_pat
         assert not any("goes back up" in n for n in run.notices)
         assert run.spec.train.lr == 1e-4 and 0 < run.trainer.current_lr() <= 1e-4
     assert read_run_spec(tmp_path / "r").train.lr == 1e-4  # kept for the next resume
+    control = TrainControl()  # stopped at step 1, in its warmup: the same totals given again
+    with start(spec, [_corpus(tmp_path)], out=tmp_path / "w") as run:  # are no change (it
+        run.train(control=control, on_step=lambda r: control.stop())  # said the decay starts
+    with resume(tmp_path / "w", max_steps=30, epochs=1000) as run:  # again: warmup's rise)
+        assert run.step == 1 and not any("goes back up" in n for n in run.notices), run.notices
 
 
 def test_a_deleted_runs_name_is_not_given_to_the_next_run(tmp_path):

@@ -267,7 +267,8 @@ def lost_steps_note(folder: str | Path, kept: int | None = None, passed_over: bo
                 f"{kept:,} (a newer one could not be used, as said above): "
                 f"{plural(last - kept, 'step')} after it are trained again")
     return (f"{folder.name} trained to step {last:,}, but its last snapshot is step {kept:,}: "
-            f"{plural(last - kept, 'step')} after it were lost when it ended without saving (a "
+            f"{plural(last - kept, 'step')} after it {'was' if last - kept == 1 else 'were'} "
+            f"lost when it ended without saving (a "
             f"kill or a crash) and are trained again from step {kept:,} (a run saves at each "
             "epoch's end, on its autosave settings, and when it is stopped)")
 
