@@ -902,6 +902,11 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         if run.step < tr.total_steps or run.unscored or run.interrupted_eval:  # (work to do:
             rf.check_resume_dir(folder, rf.snapshot_bytes(  # a finished run says so instead)
                 n_params(lm.config), count_trainable(lm.config, spec.train.lora, spec.train.wsla)))
+        if rf.read_status(folder).get("state") == "diverged" and "lr" not in train_kw:
+            run.warnings.append(  # (a plain resume went on at the rate that diverged, unsaid)
+                f"{folder.name} ended diverged: it goes on at the learning rate it diverged at "
+                f"({tr.current_lr():.2g} now, {spec.train.lr:g} x {tr.lr_scale:g} after its "
+                "rollbacks); if it diverges again, resume it with a lower learning rate")
         totals = "epochs" in train_kw or "max_steps" in train_kw
         if totals and "lr" not in train_kw and (rate := tr.rate_notice(before)) is not None:
             run.notices.append(rate)

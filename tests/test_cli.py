@@ -1083,3 +1083,23 @@ def test_eval_of_a_run_whose_corpus_was_too_small_to_split_says_so(tmp_path, cap
     err = capsys.readouterr().err
     assert "the run has no held-out split (its corpus was too small to split); pass a corpus" \
         in err, err
+
+
+def test_a_plain_resume_of_a_diverged_run_says_it_goes_on_at_that_rate(tmp_path, capsys):
+    """A run stopped as diverged (told to lower the learning rate), resumed as it was: it went
+    on at the rate that diverged, unsaid, into a collapse it then called finished."""
+    out = tmp_path / "dv"
+    args = ["--preset", "tiny", "--seq-len", "64", "--batch", "4", "--sample-tokens", "0"]
+    assert main(["train", str(_corpus(tmp_path)), *args, "--lr", "10", "--max-steps", "40",
+                 "--out", str(out)]) == 2
+    assert "training diverged" in capsys.readouterr().err
+    import shutil
+
+    shutil.copytree(out, tmp_path / "dv2")
+    assert main(["train", "--resume", str(out), "--max-steps", "2", "--sample-tokens",
+                 "0"]) in (0, 2)
+    assert "warning: dv ended diverged: it goes on at the learning rate it diverged at (" in \
+        capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path / "dv2"), "--max-steps", "2", "--lr",
+                 "0.001", "--sample-tokens", "0"]) == 0  # (a rate given: as asked)
+    assert "ended diverged" not in capsys.readouterr().err
