@@ -709,6 +709,10 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         raise CheckpointError(f"{folder}: a link to {os.readlink(folder)}, which does not "  # run
                               "exist; create that folder, remove the link, or choose another "
                               "--out")  # folder (File exists)")
+    around = next((p for p in resolved(folder).parents if rf.is_run(p)), None)
+    if around is not None:  # (it made a run inside another's snapshots/ or beside its files:
+        raise CheckpointError(f"{folder}: inside the run folder {around}; choose another "  # a
+                              "--out")  # --force of that run was refused from then on)
     rf.check_can_create(folder)
     if folder.is_dir() and rf.RunLock(folder).held_elsewhere():  # being made or trained now: it
         rf.RunLock(folder).acquire().release()  # said "replace it with --force" (then refused)

@@ -1103,3 +1103,20 @@ def test_a_plain_resume_of_a_diverged_run_says_it_goes_on_at_that_rate(tmp_path,
     assert main(["train", "--resume", str(tmp_path / "dv2"), "--max-steps", "2", "--lr",
                  "0.001", "--sample-tokens", "0"]) == 0  # (a rate given: as asked)
     assert "ended diverged" not in capsys.readouterr().err
+
+
+def test_train_out_inside_another_run_is_refused(tmp_path, capsys):
+    """--out RUN/snapshots/inner or RUN/inner made a run inside another (export refused the
+    same place); that run's --force was refused from then on ("holds files that are not a
+    run's")."""
+    run, corpus = tmp_path / "k", _corpus(tmp_path)
+    common = ["--preset", "tiny", "--seq-len", "32", "--batch", "2", "--max-steps", "1",
+              "--sample-tokens", "0"]
+    assert main(["train", str(corpus), *common, "--out", str(run)]) == 0
+    for inner in (run / "snapshots" / "inner", run / "inner2", run / "a" / "b"):
+        capsys.readouterr()
+        assert main(["train", str(corpus), *common, "--out", str(inner)]) == 2
+        err = capsys.readouterr().err
+        assert f"{inner}: inside the run folder {run.resolve()}; choose another --out" in err, err
+        assert not inner.exists()
+    assert main(["train", str(corpus), *common, "--out", str(run), "--force"]) == 0
