@@ -997,7 +997,8 @@ def test_a_link_that_loops_back_to_itself_is_one_line_wherever_a_path_goes(tiny_
                  ["export", "--merged", str(loop), str(tmp_path / "x")],
                  ["train", str(corpus), "--preset", "tiny", "--out", str(loop), "--max-steps", "1"],
                  ["train", str(corpus), "--init", str(tiny_model), "--lora", "in_proj", "--out",
-                  str(tmp_path / "a"), "--max-steps", "1", "--export-adapter", str(loop)]):
+                  str(tmp_path / "a"), "--max-steps", "1", "--export-adapter", str(loop)],
+                 ["train", "--resume", str(loop)]):  # (it said "no such folder")
         assert main(args) == 2, args
         err = capsys.readouterr().err
         assert err.endswith(said) and "Traceback" not in err, (args, err)

@@ -4,6 +4,7 @@ belongs in a run folder at all (``foreign_entries``: what ``--force`` must never
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,11 @@ def read_run_json(folder: Path) -> dict[str, Any]:
     if not path.exists():
         if not Path(folder).is_dir():
             what = "a file, not a folder" if Path(folder).exists() else "no such folder"
+            if Path(folder).is_symlink() and not Path(folder).exists():  # (a loop said "no
+                from ..safeio import resolved  # such folder")
+
+                resolved(Path(folder))  # a loop: said so, as everywhere
+                what = f"a link to {os.readlink(folder)}, which does not exist"
             raise CheckpointError(f"{folder}: {what}; pass a run folder (runs/...)")
         hint = (" (an old single-folder checkpoint: it loads for generate/eval/--init but cannot "
                 "be resumed as a run)") if (Path(folder) / "trainer_state.json").exists() else ""
