@@ -94,11 +94,21 @@ class DropZone(QFrame):
             event.ignore()
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
-        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        paths = [u.toLocalFile() if u.isLocalFile() else u.toDisplayString()  # (a web address
+                 for u in event.mimeData().urls()]  # was dropped without a word: add_paths says)
         if paths:
             self.dropped.emit(paths)
             event.setDropAction(Qt.DropAction.CopyAction)
             event.accept()
+
+
+WEB_WHY = "not a file on this computer (a web address); download it, then add the file"
+
+
+def _is_web(path: str) -> bool:
+    """Whether a dropped or given path is a web address (http://…), not a file name."""
+    scheme, sep, _ = path.partition("://")
+    return bool(sep) and scheme.isalpha() and scheme.lower() != "file"
 
 
 Counted = tuple[dict[str, int], list[tuple[str, str]]]  # tokens by path, (path, why) skipped
@@ -383,8 +393,14 @@ class CorpusPanel(QWidget):
         (the last session's corpus read again): skipped files are listed, not announced."""
         tok = self.tokenizer
         self.notice_box.setVisible(False)  # it speaks of the last add only
+        web = [(p, WEB_WHY) for p in paths if _is_web(p)]  # (a link dragged from a browser)
+        paths = [p for p in paths if not _is_web(p)]
+
+        def inspect() -> Inspected:
+            files, rejected = _inspect(paths, tok)
+            return files, [*rejected, *web]
         if sync:
-            self._accept(_inspect(paths, tok), quiet)
+            self._accept(inspect(), quiet)
             return
         self.pending += 1
         self.progress.setVisible(True)
@@ -400,7 +416,7 @@ class CorpusPanel(QWidget):
             self.progress.setVisible(self.pending > 0)
             self.rejected.emit(msg)
 
-        run_in_thread(lambda: _inspect(paths, tok), done, fail, owner=self)
+        run_in_thread(inspect, done, fail, owner=self)
 
     def _accept(self, result: Inspected, quiet: bool = False) -> None:
         files, rejected = result
@@ -508,8 +524,11 @@ class CorpusPanel(QWidget):
         auto = " (auto)" if self.tokenizer is None and self.tokenizer_kind == "auto" else ""
         ntok = (f"; tokenizer bpe{auto}: trained at Start" if unknown
                 else f", {plural(sum(self.tokens.values()), 'token')} ({kind}{auto})")
-        held_text = (f"{len(held)} held-out" if by_file
-                     else f"about {self.holdout:.0%} of the {unit} held-out")
+        whole, part = sum(held.values()), sum(not v for v in held.values())
+        held_text = (", ".join([*([f"{whole} held-out"] if whole or not part else []),
+                                *([f"{part} partly held-out"] if part else [])]) if by_file
+                     else f"about {self.holdout:.0%} of the {unit} held-out")  # ("1 held-out"
+        # of one file of which only a window is held out read as nothing left to train on)
         self.summary.setText(f"{plural(len(self.files), 'file')}, {plural(total, 'byte')}{ntok}; "
                              + held_text.replace(" held-out", NO_BREAK_HELD_OUT))
         n = len(self.skipped)

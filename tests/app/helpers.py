@@ -37,7 +37,7 @@ def train_until_idle(qtbot, w: MainWindow, max_steps: int | None = None) -> str:
 
 def drop(widget, paths) -> None:
     mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    mime.setUrls([p if isinstance(p, QUrl) else QUrl.fromLocalFile(str(p)) for p in paths])
     center = widget.rect().center()
     enter = QDragEnterEvent(center, Qt.DropAction.CopyAction | Qt.DropAction.MoveAction, mime,
                             Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)

@@ -13,6 +13,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
 
 from engine import run as runapi
+from engine.defaults import SAMPLE_CORPUS
 from engine.samples import read_samples
 from engine.tblog import TB_DIR
 
@@ -552,6 +553,12 @@ def test_split_column_follows_the_examples_choice(win, qtbot):
     assert "lines chosen by the seed" in c.table.item(0, 3).toolTip()
     c.set_record_mode("blank-line")
     assert c.summary.text().endswith("of the paragraphs\u00a0held\u2011out")
+    c.clear()  # one file, of which a window is held out: "1 held-out" read as all of it
+    c.add_paths([str(next(p for p in sorted(SAMPLE_CORPUS.iterdir()) if p.is_file()))],
+                sync=True)
+    c.set_record_mode("file")
+    assert column() == ["part held-out"]
+    assert c.summary.text().endswith("; 1 partly\u00a0held\u2011out"), c.summary.text()
 
 
 def test_a_file_held_out_only_in_part_says_so(win, qtbot, tmp_path):

@@ -1191,3 +1191,19 @@ def test_a_splitter_state_saved_by_an_earlier_version_cannot_collapse_a_pane(qtb
     qtbot.addWidget(w)
     assert not any(s.childrenCollapsible() for s in w.splitters.values())
     w.close()
+
+
+def test_a_dropped_web_address_is_named_not_dropped_unsaid(win, qtbot, tmp_path, monkeypatch):
+    """A link dragged from a browser (http://…) was ignored without a word; beside a file, the
+    file is added and the address listed as skipped, with why and the fix."""
+    from PySide6.QtCore import QUrl
+
+    shown = _record_boxes(monkeypatch)
+    good = tmp_path / "notes.txt"
+    good.write_text("some text to learn from\n" * 20)
+    drop(win.corpus.drop, [QUrl("https://example.com/corpus.txt"), good])
+    qtbot.waitUntil(lambda: win.corpus.pending == 0 and str(good) in win.corpus.paths())
+    assert win.corpus.skipped_btn.text() == "1 file skipped"
+    assert "corpus.txt: not a file on this computer (a web address); download it, then add " \
+           "the file" in win.corpus.notice.text(), win.corpus.notice.text()
+    assert shown == []  # a file was added: a note, not a dialog
