@@ -778,7 +778,9 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     trained = count_trainable(lm.config, spec.train.lora, spec.train.wsla)
     need = 2 * rf.snapshot_bytes(n_params(lm.config), trained) + corpus.n_bytes * id_dtype(
         lm.config.vocab_size).itemsize
-    made = not folder.exists()  # or empty: an unfinished start leaves it as it was
+    if out is None:  # the name picked above, taken now (another Start may have had it since)
+        folder = rf.reserve_run_folder(folder.parent, _label(spec))
+    made = out is None or not folder.exists()  # or empty: an unfinished start leaves it as it was
     made_entries = made or not any(folder.iterdir())
     replaced = force and not made_entries  # --force removes the run there before anything else
     try:

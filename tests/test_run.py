@@ -1158,3 +1158,28 @@ def test_a_run_json_with_a_setting_it_does_not_know_names_it(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err == (f"error: {path}: its spec has no setting 'seed' (edited by hand?); remove it "
                    "from the file"), err
+
+
+def test_a_run_name_taken_while_the_corpus_was_read_is_not_shared(tmp_path, monkeypatch):
+    """Two Starts of one runs folder: the name was picked before the corpus was read (minutes
+    with BPE) and used after, so a second Start meanwhile got the same name and wrote into the
+    first's folder (or was refused as 'in use by process N')."""
+    from engine import run as runapi
+
+    root = tmp_path / "runs"
+    real = runapi.load_corpus
+    taken: list[Path] = []
+
+    def meanwhile(paths):  # noqa: ANN001, ANN202
+        corpus = real(paths)
+        other = rf.unique_run_folder(root, "tiny")  # the name this start picked: another
+        other.mkdir(parents=True)                   # start makes it first
+        (other / "theirs.txt").write_text("another run's file")
+        taken.append(other)
+        return corpus
+    monkeypatch.setattr(runapi, "load_corpus", meanwhile)
+    with start(_spec(max_steps=1), [_corpus(tmp_path)], root=root) as run:
+        run.train()
+    assert run.folder != taken[0] and run.folder.name.endswith("-2"), run.folder
+    assert [p.name for p in taken[0].iterdir()] == ["theirs.txt"]
+    assert rf.is_run(run.folder)

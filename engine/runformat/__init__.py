@@ -107,6 +107,7 @@ from .out_folder import (
     check_resume_dir,
     note_run_number,
     prepared_only,
+    reserve_run_folder,
     unique_run_folder,
 )
 from .removal import delete_run, others_in_run, remove_run_entries, unmake, why_not_delete
@@ -237,6 +238,7 @@ __all__ = [
     "snapshots",
     "truncate_metrics",
     "truncate_samples",
+    "reserve_run_folder",
     "unique_run_folder",
     "unmake",
     "unreadable_newer",

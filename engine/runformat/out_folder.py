@@ -134,6 +134,25 @@ def unique_run_folder(root: Path, label: str) -> Path:
     return root / f"{stem}-{n}"
 
 
+def reserve_run_folder(root: Path, label: str, tries: int = 1000) -> Path:
+    """A new, empty ``unique_run_folder`` made now, by a mkdir that fails where the name was
+    taken meanwhile (then the next number): the name a Start picked before reading its corpus
+    (minutes with BPE) could be given to a second Start meanwhile, whose run was then refused
+    as "in use by process N"."""
+    for _ in range(tries):
+        folder = unique_run_folder(root, label)
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise CheckpointError(f"{folder}: cannot create the run folder "
+                                  f"({exc.strerror or exc}); choose another runs folder") from None
+        return folder
+    raise CheckpointError(f"{root}: no free run name after {tries:,} tries; choose another "
+                          "runs folder")
+
+
 def note_run_number(folder: Path) -> None:
     """Remember ``folder``'s n (a name ``unique_run_folder`` gave) in its root's book of today's
     numbers; best effort: without it a deleted newest run's name is given again."""
