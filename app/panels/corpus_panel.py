@@ -7,6 +7,7 @@ in the collapsed list until the user opens it."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -422,6 +423,10 @@ class CorpusPanel(QWidget):
         files, rejected = result
         keep, again = engine.first_of_each_file([f.path for f, _, _ in files], list(self.files))
         rejected = [*rejected, *((str(files[i][0].path), why) for i, why in again.items())]
+        unique: dict[str, tuple[str, str]] = {}  # a FIFO dropped with its folder was listed
+        for path, why in rejected:  # (and counted) twice: by the folder's walk, by its name
+            unique.setdefault(os.path.normpath(path), (path, why))
+        rejected = list(unique.values())
         kept = set(keep)
         files = [x for i, x in enumerate(files)  # (a path already here: added again)
                  if i in kept or str(x[0].path) in self.files]

@@ -1207,3 +1207,18 @@ def test_a_dropped_web_address_is_named_not_dropped_unsaid(win, qtbot, tmp_path,
     assert "corpus.txt: not a file on this computer (a web address); download it, then add " \
            "the file" in win.corpus.notice.text(), win.corpus.notice.text()
     assert shown == []  # a file was added: a note, not a dialog
+
+
+def test_a_file_refused_twice_in_one_drop_is_listed_once(win, qtbot, tmp_path):
+    """A FIFO dropped both by name and inside its dropped folder was listed (and counted) twice,
+    with two wordings: '7 files skipped' of six."""
+    import os
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "a.txt").write_text("some text to learn from\n" * 20)
+    os.mkfifo(folder / "pipe")
+    drop(win.corpus.drop, [folder, folder / "pipe"])
+    qtbot.waitUntil(lambda: win.corpus.pending == 0 and str(folder / "a.txt") in win.corpus.paths())
+    assert win.corpus.skipped_btn.text() == "1 file skipped"
+    assert win.corpus.notice.text().count("pipe") == 1, win.corpus.notice.text()
