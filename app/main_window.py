@@ -7,6 +7,7 @@ step, saves, and only then closes ("saving…"), with no time-out."""
 from __future__ import annotations
 
 import gc
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -99,6 +100,13 @@ def _how_it_ended(run: engine.RunInfo) -> str:
     if run.status in ("running", "paused"):
         return f"{run.name} {ELSEWHERE}"
     return f"{run.name} {run.status} at step {run.steps:,}"
+
+
+def _names_run(line: str, name: str) -> bool:
+    """Whether the idle line's "last run: ..." (``_how_it_ended``) is about the run ``name``
+    (a prefix match took "a b stopped at step 5" for run "a")."""
+    return line in (f"{name} {ELSEWHERE}", f"{name} (deleted)") or re.fullmatch(
+        rf"{re.escape(name)} [a-z-]+ at step [\d,]+", line) is not None
 
 
 STEPS_FORMAT = "%v / %m steps"  # the step bar while a run trains
@@ -953,7 +961,7 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
         step, total = int(max(self.plots.steps, default=0)), engine.read_status(folder).get(
             "total_steps")
         name = Path(folder).name
-        if self.last_end.startswith(f"{name} ") and self.last_end != f"{name} {ELSEWHERE}":
+        if _names_run(self.last_end, name) and self.last_end != f"{name} {ELSEWHERE}":
             self.last_end = f"{name} {ELSEWHERE}"  # (the idle line said "stopped at step 69"
             if self.state == "idle":               # while another window trained it on)
                 self._set_state("idle")
@@ -965,7 +973,7 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
 
     def _followed_ended(self, folder: str) -> None:
         name = Path(folder).name
-        if self.last_end.startswith(f"{name} "):  # the idle line names it: how it ended now
+        if _names_run(self.last_end, name):  # the idle line names it: how it ended now
             ended = [r for r in engine.list_runs(Path(folder).parent) if r.path == Path(folder)]
             self.last_end = _how_it_ended(ended[0]) if ended else ""
             if self.state == "idle":
@@ -992,7 +1000,7 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
             if self.playground.source.currentText() == folder:  # swapped to another run while
                 self.playground.set_source("")  # the deleted one's text streamed on)
             self.playground.refresh_runs()
-        if self.last_end and self.last_end.startswith(f"{Path(folder).name} "):
+        if _names_run(self.last_end, Path(folder).name):
             self.last_end = f"{Path(folder).name} (deleted)"  # not "finished at step N"
             if self.state == "idle":
                 self._set_state("idle")

@@ -439,8 +439,10 @@ def read_config(folder: Path) -> MambaConfig:
             raise CheckpointError(f"{folder}: an empty folder, not a model folder; pass a run "
                                   "folder, a snapshot or an exported model")
         if (run := _a_run_inside(folder)) is not None:  # (the runs root: "not a model folder")
-            raise CheckpointError(f"{folder}: a folder of runs, not a run; pass one of them, "
-                                  f"e.g. {shlex.quote(str(run))}")
+            kind = "runs, not a run" if (run / "run.json").is_file() else "models, not a model"
+            raise CheckpointError(f"{folder}: a folder of {kind}; pass one of them, "
+                                  f"e.g. {shlex.quote(str(run))}")  # (a folder of exports
+            # was called "a folder of runs")
         raise CheckpointError(f"{folder}: no config.json (not a model folder)")
     from .limits import check_hf_config
     from .safeio import read_json

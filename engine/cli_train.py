@@ -248,7 +248,10 @@ def _adapter_changes(a: argparse.Namespace, own: RunSpec | None) -> list[str]:
             "lora_rank": lora is not None and a.lora_rank == lora.rank,
             "lora_alpha": lora is not None and a.lora_alpha == lora.alpha,
             "lora_dropout": lora is not None and a.lora_dropout == lora.dropout}
-    return [f for f in same if getattr(a, f) and not same[f]]
+    given = {f: getattr(a, f) is not None for f in ("lora", "lora_rank", "lora_alpha",
+                                                    "lora_dropout")}  # (0 was never compared:
+    given |= {f: bool(getattr(a, f)) for f in ("checkpointing", "wsla")}  # --lora-dropout 0)
+    return [f for f in same if given[f] and not same[f]]
 
 
 def _config_changes(a: argparse.Namespace) -> dict[str, object]:

@@ -37,6 +37,7 @@ from .corpuswalk import summary
 from .data import encode_corpus, id_dtype, load_corpus, require_present, split_holdout
 from .defaults import BPE_MIN_BYTES
 from .documents import encode_documents, split_documents
+from .earlystop import EarlyStopping
 from .errors import CheckpointError, MambaStudioError, TrainingError, one_line
 from .evaluation import HELDOUT_SAMPLE_TOKENS
 from .guard import DivergenceGuard
@@ -701,7 +702,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     run)."""
     say = progress or (lambda m: None)
     spec.check()
-    folder = Path(out) if out is not None else rf.unique_run_folder(Path(root), _label(spec))
+    label = _label(spec)  # (the spec loses its model sizes below, with --init)
+    folder = Path(out) if out is not None else rf.unique_run_folder(Path(root), label)
     if folder.exists() and not folder.is_dir():
         raise CheckpointError(f"{folder}: exists and is not a folder; choose another --out")
     if folder.is_symlink() and not folder.exists():  # (after the corpus: "cannot create the
@@ -709,10 +711,11 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         raise CheckpointError(f"{folder}: a link to {os.readlink(folder)}, which does not "  # run
                               "exist; create that folder, remove the link, or choose another "
                               "--out")  # folder (File exists)")
-    around = next((p for p in resolved(folder).parents if rf.is_run(p)), None)
+    around = rf.run_around(folder)
     if around is not None:  # (it made a run inside another's snapshots/ or beside its files:
-        raise CheckpointError(f"{folder}: inside the run folder {around}; choose another "  # a
-                              "--out")  # --force of that run was refused from then on)
+        fix = "choose another --out" if out is not None else "choose another runs folder"  # a
+        raise CheckpointError(f"{folder}: inside the run folder {around}; {fix}")  # --force of
+        # that run was refused from then on)
     rf.check_can_create(folder)
     if folder.is_dir() and rf.RunLock(folder).held_elsewhere():  # being made or trained now: it
         rf.RunLock(folder).acquire().release()  # said "replace it with --force" (then refused)
@@ -779,7 +782,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     need = 2 * rf.snapshot_bytes(n_params(lm.config), trained) + corpus.n_bytes * id_dtype(
         lm.config.vocab_size).itemsize
     if out is None:  # the name picked above, taken now (another Start may have had it since)
-        folder = rf.reserve_run_folder(folder.parent, _label(spec))
+        folder = rf.reserve_run_folder(folder.parent, label)
     made = out is None or not folder.exists()  # or empty: an unfinished start leaves it as it was
     made_entries = made or not any(folder.iterdir())
     replaced = force and not made_entries  # --force removes the run there before anything else
@@ -790,7 +793,18 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
-    lock = rf.RunLock(folder).acquire()
+    try:
+        lock = rf.RunLock(folder).acquire()
+    except (OSError, CheckpointError) as exc:  # (a full disk at the lock's pid: a raw OSError,
+        if made:                               # and the new empty folder stayed)
+            with contextlib.suppress(OSError):
+                for entry in folder.iterdir():
+                    entry.unlink()
+                folder.rmdir()
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"{_what_failed(exc)}; the new run was not made: fix that or "
+                              "choose another run folder") from None
     try:
         if force:
             rf.remove_run_entries(folder)  # a run's own entries only (checked above)
@@ -841,6 +855,23 @@ def _open(folder: Path, which: str = rf.LATEST, model_only: bool = False
     return spec, snap, trainer, [f"{e}; using {snap.name} instead" for e in refused]
 
 
+def _check_given_now(run_kw: dict[str, Any], stored: RunSpec) -> None:
+    """The run settings a resume is given now that differ from ``stored`` (its run.json), held
+    to today's range ends (a run.json is held to the lower ends only, so that a run an earlier
+    version made still opens: a resume given autosave_minutes=5e9 wrote it there)."""
+    from .limits import RUN_RANGES, Problems, in_range
+
+    for key in ("autosave_steps", "autosave_minutes"):
+        if key in run_kw and run_kw[key] != getattr(stored, key):
+            in_range(run_kw[key], key, RUN_RANGES[key], "resume")
+    early, old = run_kw.get("early_stopping"), stored.early_stopping
+    if isinstance(early, EarlyStopping):
+        changed = [f"early_stopping.{k} " for k in ("patience", "target_loss", "min_delta")
+                   if getattr(early, k) != getattr(old, k, None)]
+        if bad := [p for p in early.problems() if p.startswith(tuple(changed))]:
+            raise Problems(bad)
+
+
 NO_LIMIT = 0  # resume(max_steps=NO_LIMIT): lift a run's max-steps limit (train all its epochs)
 
 
@@ -871,8 +902,10 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         if train_kw.get("max_steps") == NO_LIMIT:
             train_kw["max_steps"] = None  # all epochs
         run_kw = {k: v for k, v in overrides.items() if v is not None and not hasattr(spec.train, k)}
+        stored = spec
         spec = replace(spec, train=replace(spec.train, **train_kw), **run_kw)
         spec.check(new=False)
+        _check_given_now(run_kw, stored)
         lm = MambaLM.load(snap)
         lm.check_finite(snap)  # a diverged snapshot would be "rolled back" to itself
         check_fits(lm.tokenizer, lm.config.vocab_size, snap / "tokenizer.json")
@@ -908,7 +941,9 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         if run.step < tr.total_steps or run.unscored or run.interrupted_eval:  # (work to do:
             rf.check_resume_dir(folder, rf.snapshot_bytes(  # a finished run says so instead)
                 n_params(lm.config), count_trainable(lm.config, spec.train.lora, spec.train.wsla)))
-        if rf.read_status(folder).get("state") == "diverged" and "lr" not in train_kw:
+        if rf.read_status(folder).get("state") == "diverged" and not (
+                train_kw.get("lr") is not None and train_kw["lr"] < before.lr):  # (its own
+            # rate given again, as its command line with --resume holds it, went on unsaid)
             run.warnings.append(  # (a plain resume went on at the rate that diverged, unsaid)
                 f"{folder.name} ended diverged: it goes on at the learning rate it diverged at "
                 f"({tr.current_lr():.2g} now, {spec.train.lr:g} x {tr.lr_scale:g} after its "
@@ -924,7 +959,8 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         best = rf.best_pointer(folder)
         run.best_val = best.get("val_loss") if best else None
         run.early_bad = rf.trainer_state.early_bad(meta)
-        lost = rf.lost_steps_note(folder, run.step, passed_over=bool(refused))
+        lost = rf.lost_steps_note(folder, run.step, passed_over=bool(aside))  # (a newer
+        # snapshot set aside; a damaged latest.json alone passed over nothing)
         if lost:  # (before the truncation drops them)
             run.notices.append(lost)
         try:

@@ -311,6 +311,10 @@ def test_a_folder_of_runs_names_one_of_them(tmp_path):
     _lm().save(new)
     (tmp_path / "notes").mkdir()
     os.utime(old, (1, 1))  # the newest is the one named
+    with pytest.raises(CheckpointError, match=r"a folder of models, not a model; pass one of "
+                                              r"them, e\.g\. '.*my run 2'$"):
+        MambaLM.load(tmp_path)  # (exported models: it called them runs)
+    (new / "run.json").write_text("{}")
     with pytest.raises(CheckpointError, match=r"a folder of runs, not a run; pass one of them, "
                                               r"e\.g\. '.*my run 2'$"):
         MambaLM.load(tmp_path)

@@ -1022,7 +1022,8 @@ def test_resume_takes_the_runs_own_command_line_in_every_spelling(tmp_path, caps
     base, ada = tmp_path / "base", tmp_path / "ada"
     assert main(["train", str(corpus), *common, "--max-steps", "1", "--out", str(base)]) == 0
     monkeypatch.chdir(tmp_path)
-    own = ["--lora", "in_proj,x_proj", "--lora-rank", "4", "--checkpointing", "--init", "base"]
+    own = ["--lora", "in_proj,x_proj", "--lora-rank", "4", "--lora-dropout", "0.1",
+           "--checkpointing", "--init", "base"]
     assert main(["train", str(corpus), *common, *own, "--tokenizer", "auto", "--max-steps", "1",
                  "--out", "ada"]) == 0
     capsys.readouterr()
@@ -1031,7 +1032,8 @@ def test_resume_takes_the_runs_own_command_line_in_every_spelling(tmp_path, caps
     from engine import read_pointer
 
     assert read_pointer(ada)["step"] == 2
-    for flag, value in (("--lora-rank", "8"), ("--lora", "in_proj"), ("--tokenizer", "bpe")):
+    for flag, value in (("--lora-rank", "8"), ("--lora", "in_proj"), ("--tokenizer", "bpe"),
+                        ("--lora-dropout", "0")):  # (0 was taken unsaid: never compared)
         assert main(["train", "--resume", "ada", flag, value, "--max-steps", "3"]) == 2
         assert "cannot change" in capsys.readouterr().err, flag
     assert main(["train", "--resume", str(base), "--checkpointing", "--max-steps", "2"]) == 2
@@ -1065,6 +1067,14 @@ def test_a_run_json_beyond_todays_ends_still_resumes(tmp_path, capsys):
     assert main(["train", "--resume", str(run), "--patience", "5", "--target-loss", "0",
                  "--max-steps", "2"]) == 0, capsys.readouterr().err
     assert read_run_spec(run).early_stopping.patience == 5
+    from engine import EarlyStopping
+    from engine.run import resume
+
+    for given in ({"autosave_minutes": 5e9}, {"autosave_steps": 1 << 60},  # given now: today's
+                  {"early_stopping": EarlyStopping(patience=10**12)}):   # ends (they were
+        with pytest.raises(ValueError):                                   # written to run.json)
+            resume(run, **given)
+    assert read_run_spec(run).autosave_minutes != 5e9
     doc = json.loads((run / "run.json").read_text())
     doc["spec"]["early_stopping"]["patience"] = -1  # a lower end still holds
     (run / "run.json").write_text(json.dumps(doc))
@@ -1097,10 +1107,16 @@ def test_a_plain_resume_of_a_diverged_run_says_it_goes_on_at_that_rate(tmp_path,
     import shutil
 
     shutil.copytree(out, tmp_path / "dv2")
-    assert main(["train", "--resume", str(out), "--max-steps", "2", "--sample-tokens",
-                 "0"]) in (0, 2)
-    assert "warning: dv ended diverged: it goes on at the learning rate it diverged at (" in \
-        capsys.readouterr().err
+    shutil.copytree(out, tmp_path / "dv3")
+    rc = main(["train", "--resume", str(out), "--max-steps", "2", "--sample-tokens", "0"])
+    err = capsys.readouterr().err  # (at that rate it may diverge again: said, not a crash)
+    assert rc == 0 or "error: training diverged" in err, err
+    assert "warning: dv ended diverged: it goes on at the learning rate it diverged at (" in err
+    rc = main(["train", "--resume", str(tmp_path / "dv3"), "--max-steps", "2", "--lr", "10",
+               "--sample-tokens", "0"])  # its own rate again (its command line): said too
+    err = capsys.readouterr().err
+    assert rc == 0 or "error: training diverged" in err, err
+    assert "warning: dv3 ended diverged: it goes on" in err, err
     assert main(["train", "--resume", str(tmp_path / "dv2"), "--max-steps", "2", "--lr",
                  "0.001", "--sample-tokens", "0"]) == 0  # (a rate given: as asked)
     assert "ended diverged" not in capsys.readouterr().err
@@ -1121,3 +1137,7 @@ def test_train_out_inside_another_run_is_refused(tmp_path, capsys):
         assert f"{inner}: inside the run folder {run.resolve()}; choose another --out" in err, err
         assert not inner.exists()
     assert main(["train", str(corpus), *common, "--out", str(run), "--force"]) == 0
+    proj = tmp_path / "proj"  # a folder above holding a run.json of its own (not a run's):
+    proj.mkdir()  # every new run under it was refused
+    (proj / "run.json").write_text('{"note": "my own config"}')
+    assert main(["train", str(corpus), *common, "--out", str(proj / "runs" / "r")]) == 0

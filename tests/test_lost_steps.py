@@ -103,3 +103,18 @@ def test_a_damaged_latest_snapshot_is_not_blamed_on_a_kill(tmp_path, capsys):
     assert ("long trained to step 4 and goes on from its snapshot of step 2 (a newer one could "
             "not be used, as said above): 2 steps after it are trained again") in err, err
     assert "a kill or a crash" not in err, err
+
+
+def test_a_damaged_latest_pointer_alone_still_names_the_steps_a_kill_lost(tmp_path, capsys):
+    """A damaged latest.json passes over no snapshot: the steps after the newest one were lost
+    to a kill, and the note (told 'a newer one could not be used') must say so."""
+    out = saved_run(tmp_path)
+    with (out / "metrics.csv").open("a") as f:  # trained on to step 4, then killed
+        for step in (3, 4):
+            f.write(f"step,{step},0,1.5,0.5,0.001,1000.0,,{step}.0\n")
+    (out / "latest.json").write_text("garbage{")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--max-steps", "5", "--sample-tokens", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "long trained to step 4, but its last snapshot is step 2: 2 steps after it were " \
+           "lost when it ended without saving (a kill or a crash)" in err, err

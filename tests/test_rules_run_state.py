@@ -195,8 +195,11 @@ def test_the_lost_steps_are_counted_from_the_snapshot_kept(tmp_path):
     assert note is not None and note.startswith(
         "r trained to step 5, but its last snapshot is step 2: 3 steps after it were lost "), note
     assert rf.lost_steps_note(folder, 5) is None
+    one = rf.lost_steps_note(folder, 4) or ""  # (it said "1 step after it were lost")
     assert "r trained to step 5, but its last snapshot is step 4: 1 step after it was lost " in \
-        (rf.lost_steps_note(folder, 4) or "")  # (it said "1 step after it were lost")
+        one and "(a kill or a crash) and is trained again from step 4" in one, one
+    assert (rf.lost_steps_note(folder, 4, passed_over=True) or "").endswith(
+        ": 1 step after it is trained again")
 
 
 def test_no_lost_steps_are_said_of_a_run_a_process_still_trains(tmp_path):

@@ -1183,3 +1183,19 @@ def test_a_run_name_taken_while_the_corpus_was_read_is_not_shared(tmp_path, monk
     assert run.folder != taken[0] and run.folder.name.endswith("-2"), run.folder
     assert [p.name for p in taken[0].iterdir()] == ["theirs.txt"]
     assert rf.is_run(run.folder)
+
+
+def test_a_new_run_whose_lock_cannot_be_taken_leaves_no_folder(tmp_path, monkeypatch):
+    """The name reserved for a new run, then a full disk at its lock: a raw OSError, and the
+    empty folder stayed in the runs folder."""
+    import errno
+
+    root = tmp_path / "runs"
+
+    def full(self):  # noqa: ANN001, ANN202
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(rf.RunLock, "acquire", full)
+    with pytest.raises(CheckpointError, match="No space left on device.*the new run was not "
+                                              "made"):
+        start(_spec(max_steps=1), [_corpus(tmp_path)], root=root)
+    assert [p.name for p in root.iterdir() if not p.name.startswith(".")] == []

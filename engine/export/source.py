@@ -100,7 +100,7 @@ def check_out(src: str | Path, out: str | Path, *, file: bool = False, force: bo
     if out_r == src_r or src_r in out_r.parents or out_r in src_r.parents:
         raise CheckpointError(f"{out}: inside (or around) the folder being exported, {src}; "
                               "choose an output folder of its own")
-    run = next((p for p in (out_r, *out_r.parents) if rf.is_run(p)), None)
+    run = out_r if rf.is_run(out_r) else rf.run_around(out_r)
     if run is not None:  # (one inside snapshots/ of the run a snapshot came from was taken, then
         # passed over as a broken snapshot and pruned by the run's next save)
         raise CheckpointError(f"{out}: " + ("a run folder" if run == out_r else f"inside the run "

@@ -265,12 +265,14 @@ def lost_steps_note(folder: str | Path, kept: int | None = None, passed_over: bo
     if passed_over:
         return (f"{folder.name} trained to step {last:,} and goes on from its snapshot of step "
                 f"{kept:,} (a newer one could not be used, as said above): "
-                f"{plural(last - kept, 'step')} after it are trained again")
+                f"{plural(last - kept, 'step')} after it {'is' if last - kept == 1 else 'are'} "
+                "trained again")
+    one = last - kept == 1
     return (f"{folder.name} trained to step {last:,}, but its last snapshot is step {kept:,}: "
-            f"{plural(last - kept, 'step')} after it {'was' if last - kept == 1 else 'were'} "
-            f"lost when it ended without saving (a "
-            f"kill or a crash) and are trained again from step {kept:,} (a run saves at each "
-            "epoch's end, on its autosave settings, and when it is stopped)")
+            f"{plural(last - kept, 'step')} after it {'was' if one else 'were'} lost when it "
+            f"ended without saving (a kill or a crash) and {'is' if one else 'are'} trained "
+            f"again from step {kept:,} (a run saves at each epoch's end, on its autosave "
+            "settings, and when it is stopped)")
 
 
 def read_status(folder: str | Path) -> dict[str, Any]:

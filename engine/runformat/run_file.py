@@ -40,6 +40,16 @@ def is_run(folder: Path) -> bool:
     return (Path(folder) / RUN_JSON).is_file()
 
 
+def run_around(path: str | Path) -> Path | None:
+    """The run folder ``path`` lies inside (links resolved), else None. A run is a folder with
+    its run.json and snapshots/ (a folder above holding some other file named run.json, a
+    project's own, refused every new run under it)."""
+    from ..safeio import resolved
+
+    return next((p for p in resolved(Path(path)).parents
+                 if is_run(p) and (p / SNAPSHOTS).is_dir()), None)
+
+
 def snapshot_run(path: str | Path) -> Path | None:
     """The run folder ``path`` is a snapshot of (``RUN/snapshots/step-N``), else None."""
     p = Path(path)

@@ -1222,3 +1222,14 @@ def test_a_file_refused_twice_in_one_drop_is_listed_once(win, qtbot, tmp_path):
     qtbot.waitUntil(lambda: win.corpus.pending == 0 and str(folder / "a.txt") in win.corpus.paths())
     assert win.corpus.skipped_btn.text() == "1 file skipped"
     assert win.corpus.notice.text().count("pipe") == 1, win.corpus.notice.text()
+
+
+def test_the_idle_line_is_matched_to_a_run_by_its_whole_name():
+    """A prefix match took 'a b stopped at step 5' for the run 'a' (names hold spaces)."""
+    from app.main_window import _names_run
+
+    assert _names_run("a b stopped at step 5", "a b")
+    assert not _names_run("a b stopped at step 5", "a")
+    assert _names_run("x early-stopped at step 1,000", "x")
+    assert _names_run("x trains in another process", "x")
+    assert _names_run("x (deleted)", "x") and not _names_run("x (deleted)", "x (deleted)")
