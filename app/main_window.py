@@ -106,7 +106,8 @@ def _names_run(line: str, name: str) -> bool:
     """Whether the idle line's "last run: ..." (``_how_it_ended``) is about the run ``name``
     (a prefix match took "a b stopped at step 5" for run "a")."""
     return line in (f"{name} {ELSEWHERE}", f"{name} (deleted)") or re.fullmatch(
-        rf"{re.escape(name)} [a-z-]+ at step [\d,]+", line) is not None
+        rf"{re.escape(name)} ([a-z-]+ at step [\d,]+( \(.*\))?|failed \(see the Log tab\))",
+        line) is not None  # (the worker's: "NAME finished at step 2 (held-out loss 7.59)")
 
 
 STEPS_FORMAT = "%v / %m steps"  # the step bar while a run trains

@@ -34,8 +34,8 @@ tok = AutoTokenizer.from_pretrained("{out}")
 model = AutoModelForCausalLM.from_pretrained("{out}")
 # a prompt is read after <|endoftext|>, as every training document starts
 ids = tok(tok.eos_token + "The", return_tensors="pt").input_ids
-out = model.generate(ids, max_new_tokens=40, do_sample=False)
-print(tok.decode(out[0], skip_special_tokens=True))
+out = model.generate(ids, max_new_tokens=40, do_sample=False)  # transformers 4.x: with a
+print(tok.decode(out[0], skip_special_tokens=True))  # 2-token prompt, add use_cache=False
 ```""",
     "peft": """```python
 from peft import AutoPeftModelForCausalLM, PeftModel

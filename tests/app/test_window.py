@@ -1233,3 +1233,6 @@ def test_the_idle_line_is_matched_to_a_run_by_its_whole_name():
     assert _names_run("x early-stopped at step 1,000", "x")
     assert _names_run("x trains in another process", "x")
     assert _names_run("x (deleted)", "x") and not _names_run("x (deleted)", "x (deleted)")
+    assert _names_run("x finished at step 2 (held-out loss 7.5921)", "x")  # the worker's
+    assert _names_run("x failed (see the Log tab)", "x")
+    assert not _names_run("a b finished at step 2 (held-out loss 7.5921)", "a")
