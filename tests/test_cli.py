@@ -1002,6 +1002,8 @@ def test_a_link_that_loops_back_to_itself_is_one_line_wherever_a_path_goes(tiny_
         assert main(args) == 2, args
         err = capsys.readouterr().err
         assert err.endswith(said) and "Traceback" not in err, (args, err)
+    assert main(["train", "--resume", str(loop / "sub")]) == 2  # through the loop: "no such
+    assert capsys.readouterr().err == said.replace(f"{loop}:", f"{loop / 'sub'}:")  # folder"
     dangling = tmp_path / "gone"  # a link to nothing: "cannot create the run folder (File
     dangling.symlink_to(tmp_path / "nowhere")  # exists)", after the corpus was read
     assert main(["train", str(corpus), "--preset", "tiny", "--out", str(dangling)]) == 2

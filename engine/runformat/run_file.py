@@ -153,11 +153,12 @@ def read_run_json(folder: Path) -> dict[str, Any]:
     if not path.exists():
         if not Path(folder).is_dir():
             what = "a file, not a folder" if Path(folder).exists() else "no such folder"
-            if Path(folder).is_symlink() and not Path(folder).exists():  # (a loop said "no
-                from ..safeio import resolved  # such folder")
+            if not Path(folder).exists():  # (a loop, or a path through one, said "no such
+                from ..safeio import resolved  # folder")
 
                 resolved(Path(folder))  # a loop: said so, as everywhere
-                what = f"a link to {os.readlink(folder)}, which does not exist"
+                if Path(folder).is_symlink():
+                    what = f"a link to {os.readlink(folder)}, which does not exist"
             raise CheckpointError(f"{folder}: {what}; pass a run folder (runs/...)")
         hint = (" (an old single-folder checkpoint: it loads for generate/eval/--init but cannot "
                 "be resumed as a run)") if (Path(folder) / "trainer_state.json").exists() else ""
