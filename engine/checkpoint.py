@@ -398,14 +398,15 @@ def not_a_folder(path: Path) -> CheckpointError | None:
 def _a_run_inside(folder: Path, limit: int = 1000) -> Path | None:
     """The newest of the first ``limit`` entries of ``folder`` that holds a model (a run or an
     exported model: its config.json or run.json), or None; the listing is bounded."""
+    from .runformat import is_run  # (runformat imports this module)
+
     found: list[tuple[float, str, Path]] = []
     try:
         with os.scandir(folder) as it:
             for entry in itertools.islice(it, limit):
                 p = Path(entry.path)
                 try:
-                    if entry.is_dir() and ((p / "run.json").is_file()
-                                           or (p / "config.json").is_file()):
+                    if entry.is_dir() and (is_run(p) or (p / "config.json").is_file()):
                         found.append((p.stat().st_mtime, p.name, p))
                 except OSError:
                     continue
@@ -420,7 +421,7 @@ def read_config(folder: Path) -> MambaConfig:
         folder = Path(folder)
         if (bad := not_a_folder(folder)) is not None:
             raise bad
-        from .runformat import prepared_only, snapshots  # (runformat imports this module)
+        from .runformat import is_run, prepared_only, snapshots  # (runformat imports this)
         from .runformat.out_folder import prepared_only_note
 
         usable = [p for _, p in snapshots(folder) if (p / "config.json").is_file()]
@@ -439,7 +440,7 @@ def read_config(folder: Path) -> MambaConfig:
             raise CheckpointError(f"{folder}: an empty folder, not a model folder; pass a run "
                                   "folder, a snapshot or an exported model")
         if (run := _a_run_inside(folder)) is not None:  # (the runs root: "not a model folder")
-            kind = "runs, not a run" if (run / "run.json").is_file() else "models, not a model"
+            kind = "runs, not a run" if is_run(run) else "models, not a model"
             raise CheckpointError(f"{folder}: a folder of {kind}; pass one of them, "
                                   f"e.g. {shlex.quote(str(run))}")  # (a folder of exports
             # was called "a folder of runs")

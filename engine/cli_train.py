@@ -184,13 +184,13 @@ def _open_for_training(a: argparse.Namespace):
     if a.config:  # its settings were ignored without a word, and a bad file was found late
         for k, v in _config_changes(a).items():
             given.setdefault(k, v)  # a flag wins over the file
-    if a.patience is not None or a.target_loss is not None:  # over the run's own (or the file's)
-        given["early_stopping"] = _early_flags(
-            a, given.get("early_stopping") or read_run_spec(a.resume).early_stopping)
     try:
         own = read_run_spec(a.resume)
     except MambaStudioError:
         own = None  # (the resume says what is wrong with it, not "batch_size cannot change")
+    if a.patience is not None or a.target_loss is not None:  # over the run's own (or the file's)
+        given["early_stopping"] = _early_flags(a, given.get("early_stopping") or (
+            own or read_run_spec(a.resume)).early_stopping)  # (unread: its error, now)
     if own is not None:  # the run's command line again, --resume added: its own values stay
         given = {k: v for k, v in given.items()
                  if k in RESUME_OVERRIDES or not _the_runs_own(own, k, v)}

@@ -797,10 +797,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         lock = rf.RunLock(folder).acquire()
     except (OSError, CheckpointError) as exc:  # (a full disk at the lock's pid: a raw OSError,
         if made:                               # and the new empty folder stayed)
-            with contextlib.suppress(OSError):
-                for entry in folder.iterdir():
-                    entry.unlink()
-                folder.rmdir()
+            rf.unmake(folder, True)
         if isinstance(exc, CheckpointError):
             raise
         raise CheckpointError(f"{_what_failed(exc)}; the new run was not made: fix that or "

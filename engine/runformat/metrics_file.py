@@ -262,12 +262,11 @@ def lost_steps_note(folder: str | Path, kept: int | None = None, passed_over: bo
     last = _last_step(folder)
     if last is None or last <= kept:
         return None
+    one = last - kept == 1
     if passed_over:
         return (f"{folder.name} trained to step {last:,} and goes on from its snapshot of step "
                 f"{kept:,} (a newer one could not be used, as said above): "
-                f"{plural(last - kept, 'step')} after it {'is' if last - kept == 1 else 'are'} "
-                "trained again")
-    one = last - kept == 1
+                f"{plural(last - kept, 'step')} after it {'is' if one else 'are'} trained again")
     return (f"{folder.name} trained to step {last:,}, but its last snapshot is step {kept:,}: "
             f"{plural(last - kept, 'step')} after it {'was' if one else 'were'} lost when it "
             f"ended without saving (a kill or a crash) and {'is' if one else 'are'} trained "
