@@ -30,7 +30,8 @@ from typing import Any, Protocol, TypeVar, cast
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
+from numba.core import cgutils, config
+from numba.core.codegen import get_host_cpu_features
 from numba.extending import intrinsic, overload, register_jitable
 
 FASTMATH = frozenset({"reassoc", "contract", "nsz"})
@@ -48,6 +49,19 @@ class _KernelDecorator(Protocol):
 _njit = partial(njit, cache=True, nogil=True, fastmath=set(FASTMATH), error_model="numpy")
 kernel = cast(_KernelDecorator, _njit)
 parallel_kernel = cast(_KernelDecorator, partial(_njit, parallel=True))
+
+
+def vector_registers(features: str | None = None) -> int:
+    """How many vector registers the code Numba compiles here may use: 16 on an x86-64 CPU
+    without AVX-512 (AVX2 and older: ymm0-15), 32 otherwise (AVX-512's zmm0-31, Arm's v0-31).
+    ``features`` is LLVM's feature string ("+avx2,-avx512f,..."); by default the one Numba
+    compiles for (``NUMBA_CPU_FEATURES`` if set, else the host's). Kernels whose best loop
+    shape differs with the register count are compiled in one copy per count (``specialised``)
+    and pick theirs with this."""
+    if features is None:
+        features = config.CPU_FEATURES or get_host_cpu_features()
+    flags = set(features.split(","))
+    return 16 if "+sse2" in flags and "+avx512f" not in flags else 32
 
 
 def specialised(decorator: _KernelDecorator, fn: _F, **consts: object) -> _F:

@@ -22,8 +22,8 @@ needed (padded channels have u = delta = D = z = 0: no state, nothing added to d
 forward stores nothing but its outputs; the backward recomputes each job's states and decays
 exp(delta_t A) into private (l + 2, n, cw) and (l, n, cw) buffers (2 MiB each at l=256,
 cw=128; the reverse step then computes no exp), computes the gate's gradients in that forward
-pass, and walks back in time, two positions per pass, with the reverse recurrence (derived in
-docs/derivations/selective_scan_backward.md):
+pass, and walks back in time (two positions per pass where the CPU has 32 vector registers, one
+where it has 16) with the reverse recurrence (derived in docs/derivations/selective_scan_backward.md):
 
     g_t = dy_t * C_t + exp(delta_{t+1} A) * g_{t+1}
     dC_t = sum_e dy_t h_t     dB_t = sum_e g_t delta_t u_t     dD = sum_t dy_t u_t
@@ -43,7 +43,15 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._jit import decay_exp, kernel, parallel_kernel, prefetch, sigmoid, specialised
+from .._jit import (
+    decay_exp,
+    kernel,
+    parallel_kernel,
+    prefetch,
+    sigmoid,
+    specialised,
+    vector_registers,
+)
 from ._common import check, check_wider, reset_mask
 
 CHUNK = 64
@@ -51,6 +59,8 @@ BWD_CHUNK = 128  # the backward's job width (padded e is a multiple of CHUNK, so
 # of a row may be CHUNK wide); 64 measured 7-15 % slower, 256 no faster, 512 +20 %
 _PF_SCAN = 2  # the backward's prefetch distances (positions ahead), measured
 _PF_OUT = 12
+_REGS = 0  # vector registers: a constant in each compiled copy of the backward (``_BACKWARD``)
+VECTOR_REGS = vector_registers()  # the copies the backward runs: 16 (x86 without AVX-512) or 32
 
 
 @parallel_kernel
@@ -119,18 +129,20 @@ def _scan_backward_kernel(
     This call's jobs are (batch row, chunk of cw = ``_BW`` channels) from channel ``c_first``
     on. ``_BW`` is a compile-time constant (``_BACKWARD`` holds one compiled copy per width), so
     the channel loops have constant bounds (measured 3-4 % faster); the wrapper runs BWD_CHUNK
-    for the full chunks, then CHUNK for a remainder.
+    for the full chunks, then CHUNK for a remainder. ``_REGS`` (16 or 32, also one copy each;
+    the wrapper runs ``VECTOR_REGS``'s) picks the reverse step's loop shape (pass 2).
 
     Three passes per job:
     1. forward in time: the states h_t (``hist``, (l + 2, n, cw)) and decays exp(delta_t A)
        (``decay``, (l, n, cw)) recomputed and kept, so the reverse step computes no exp; with
        y_t complete, the gate's gradients dy_t (kept, (l, cw)) and dz_t, and dD; delta_t u_t
        kept (l, cw). The input rows are prefetched ``_PF_SCAN`` positions ahead.
-    2. backward in time, two positions per pass of the channel loop (the carry g, dA's sum
-       and A read once for both): w = g exp(delta A) h_{t-1} = g (h_t - delta_t u_t B_t) (the
-       recurrence itself: no h_{t-1} read, 0 to rounding after a reset), and per channel the
-       sums over states gb = sum_n g B and dd = sum_n A w, kept (l, cw); dB, dC summed over
-       the channels.
+    2. backward in time, with 32 vector registers two positions per pass of the channel loop
+       (the carry g, dA's sum and A read once for both), with 16 one position (the pair's
+       values no longer fit: LLVM spills them; same results): w = g exp(delta A) h_{t-1} =
+       g (h_t - delta_t u_t B_t) (the recurrence itself: no h_{t-1} read, 0 to rounding after
+       a reset), and per channel the sums over states gb = sum_n g B and dd = sum_n A w, kept
+       (l, cw); dB, dC summed over the channels.
     3. forward in time: du = D dy + delta gb, ddelta = u gb + dd (rows prefetched
        ``_PF_OUT`` ahead).
     Arrays are indexed directly (hist[t, s, k]) rather than through per-row views. Measured
@@ -205,77 +217,105 @@ def _scan_backward_kernel(
                 dD_acc[k] += dy[k] * ut[k]
                 gb[k] = zero
                 dd[k] = zero
-        # -- 2. reverse-time scan, positions t and t - 1 in one pass (t = 0 alone if l is odd)
+        # -- 2. reverse-time scan: with 32 vector registers positions t and t - 1 in one pass (t = 0
+        # alone if l is odd); with 16 one position a pass (LLVM spills the pair loop's values:
+        # the kernel alone 0.88-0.92x with one position on an AVX2 EPYC; same bits)
         gh = np.zeros((nn_, cw), u.dtype)  # exp(delta_{t+1} A) g_{t+1}
         dA_acc = np.zeros((nn_, cw), u.dtype)
-        t = nl - 1
-        while t >= 1:
-            dt1 = delta[b, t, c0 : c0 + cw]
-            dt0 = delta[b, t - 1, c0 : c0 + cw]
-            dy1 = dyk[t]
-            dy0 = dyk[t - 1]
-            db1 = dbk[t]
-            db0 = dbk[t - 1]
-            gb1 = gbk[t]
-            gb0 = gbk[t - 1]
-            dd1 = ddk[t]
-            dd0 = ddk[t - 1]
-            for s in range(nn_):
-                bs1 = Bm[b, t, s]
-                cs1 = Cm[b, t, s]
-                bs0 = Bm[b, t - 1, s]
-                cs0 = Cm[b, t - 1, s]
-                sB1 = zero
-                sC1 = zero
-                sB0 = zero
-                sC0 = zero
-                for k in range(cw):
-                    a = Aj[s, k]
-                    g1 = gh[s, k] + dy1[k] * cs1
-                    hn1 = hist[t + 1, s, k]
-                    sC1 += dy1[k] * hn1
-                    w1 = g1 * (hn1 - db1[k] * bs1)
-                    gb1[k] += g1 * bs1
-                    sB1 += g1 * db1[k]
-                    dd1[k] += a * w1
-                    g0 = g1 * decay[t, s, k] + dy0[k] * cs0
-                    hn0 = hist[t, s, k]
-                    sC0 += dy0[k] * hn0
-                    w0 = g0 * (hn0 - db0[k] * bs0)
-                    gb0[k] += g0 * bs0
-                    sB0 += g0 * db0[k]
-                    dd0[k] += a * w0
-                    if want_dA:  # loop-invariant (A_log frozen: no dA sum)
-                        dA_acc[s, k] = (dA_acc[s, k] + dt1[k] * w1) + dt0[k] * w0
-                    gh[s, k] = g0 * decay[t - 1, s, k]
-                dB_part[ch, b, t, s] = sB1
-                dC_part[ch, b, t, s] = sC1
-                dB_part[ch, b, t - 1, s] = sB0
-                dC_part[ch, b, t - 1, s] = sC0
-            t -= 2
-        if t == 0:
-            dt0 = delta[b, 0, c0 : c0 + cw]
-            dy0 = dyk[0]
-            db0 = dbk[0]
-            gb0 = gbk[0]
-            dd0 = ddk[0]
-            for s in range(nn_):
-                bs0 = Bm[b, 0, s]
-                cs0 = Cm[b, 0, s]
-                sB0 = zero
-                sC0 = zero
-                for k in range(cw):
-                    g0 = gh[s, k] + dy0[k] * cs0
-                    hn0 = hist[1, s, k]
-                    sC0 += dy0[k] * hn0
-                    w0 = g0 * (hn0 - db0[k] * bs0)
-                    gb0[k] += g0 * bs0
-                    sB0 += g0 * db0[k]
-                    dd0[k] += Aj[s, k] * w0
-                    dA_acc[s, k] += dt0[k] * w0  # (unconditional: one position, and the
-                    # same compiled loop, so the same sums, whether or not dA is wanted)
-                dB_part[ch, b, 0, s] = sB0
-                dC_part[ch, b, 0, s] = sC0
+        if _REGS == 16:
+            for t in range(nl - 1, -1, -1):
+                dt0 = delta[b, t, c0 : c0 + cw]
+                dy0 = dyk[t]
+                db0 = dbk[t]
+                gb0 = gbk[t]
+                dd0 = ddk[t]
+                for s in range(nn_):
+                    bs0 = Bm[b, t, s]
+                    cs0 = Cm[b, t, s]
+                    sB0 = zero
+                    sC0 = zero
+                    for k in range(cw):
+                        g0 = gh[s, k] + dy0[k] * cs0
+                        hn0 = hist[t + 1, s, k]
+                        sC0 += dy0[k] * hn0
+                        w0 = g0 * (hn0 - db0[k] * bs0)
+                        gb0[k] += g0 * bs0
+                        sB0 += g0 * db0[k]
+                        dd0[k] += Aj[s, k] * w0
+                        if want_dA:  # loop-invariant (A_log frozen: no dA sum)
+                            dA_acc[s, k] += dt0[k] * w0
+                        gh[s, k] = g0 * decay[t, s, k]
+                    dB_part[ch, b, t, s] = sB0
+                    dC_part[ch, b, t, s] = sC0
+        else:
+            t = nl - 1
+            while t >= 1:
+                dt1 = delta[b, t, c0 : c0 + cw]
+                dt0 = delta[b, t - 1, c0 : c0 + cw]
+                dy1 = dyk[t]
+                dy0 = dyk[t - 1]
+                db1 = dbk[t]
+                db0 = dbk[t - 1]
+                gb1 = gbk[t]
+                gb0 = gbk[t - 1]
+                dd1 = ddk[t]
+                dd0 = ddk[t - 1]
+                for s in range(nn_):
+                    bs1 = Bm[b, t, s]
+                    cs1 = Cm[b, t, s]
+                    bs0 = Bm[b, t - 1, s]
+                    cs0 = Cm[b, t - 1, s]
+                    sB1 = zero
+                    sC1 = zero
+                    sB0 = zero
+                    sC0 = zero
+                    for k in range(cw):
+                        a = Aj[s, k]
+                        g1 = gh[s, k] + dy1[k] * cs1
+                        hn1 = hist[t + 1, s, k]
+                        sC1 += dy1[k] * hn1
+                        w1 = g1 * (hn1 - db1[k] * bs1)
+                        gb1[k] += g1 * bs1
+                        sB1 += g1 * db1[k]
+                        dd1[k] += a * w1
+                        g0 = g1 * decay[t, s, k] + dy0[k] * cs0
+                        hn0 = hist[t, s, k]
+                        sC0 += dy0[k] * hn0
+                        w0 = g0 * (hn0 - db0[k] * bs0)
+                        gb0[k] += g0 * bs0
+                        sB0 += g0 * db0[k]
+                        dd0[k] += a * w0
+                        if want_dA:  # loop-invariant (A_log frozen: no dA sum)
+                            dA_acc[s, k] = (dA_acc[s, k] + dt1[k] * w1) + dt0[k] * w0
+                        gh[s, k] = g0 * decay[t - 1, s, k]
+                    dB_part[ch, b, t, s] = sB1
+                    dC_part[ch, b, t, s] = sC1
+                    dB_part[ch, b, t - 1, s] = sB0
+                    dC_part[ch, b, t - 1, s] = sC0
+                t -= 2
+            if t == 0:
+                dt0 = delta[b, 0, c0 : c0 + cw]
+                dy0 = dyk[0]
+                db0 = dbk[0]
+                gb0 = gbk[0]
+                dd0 = ddk[0]
+                for s in range(nn_):
+                    bs0 = Bm[b, 0, s]
+                    cs0 = Cm[b, 0, s]
+                    sB0 = zero
+                    sC0 = zero
+                    for k in range(cw):
+                        g0 = gh[s, k] + dy0[k] * cs0
+                        hn0 = hist[1, s, k]
+                        sC0 += dy0[k] * hn0
+                        w0 = g0 * (hn0 - db0[k] * bs0)
+                        gb0[k] += g0 * bs0
+                        sB0 += g0 * db0[k]
+                        dd0[k] += Aj[s, k] * w0
+                        dA_acc[s, k] += dt0[k] * w0  # (unconditional: one position, and the
+                        # same compiled loop, so the same sums, whether or not dA is wanted)
+                    dB_part[ch, b, 0, s] = sB0
+                    dC_part[ch, b, 0, s] = sC0
         # -- 3. du, ddelta
         for t in range(nl):
             if t + _PF_OUT < nl:
@@ -303,8 +343,8 @@ def _scan_backward_kernel(
             dD_part[b, c0 + k] = dD_acc[k]
 
 
-_BACKWARD = {w: specialised(parallel_kernel, _scan_backward_kernel, _BW=w)
-             for w in (BWD_CHUNK, CHUNK)}
+_BACKWARD = {(w, r): specialised(parallel_kernel, _scan_backward_kernel, _BW=w, _REGS=r)
+             for w in (BWD_CHUNK, CHUNK) for r in (16, 32)}
 
 
 def _A_transposed(A_log: np.ndarray) -> np.ndarray:
@@ -426,7 +466,7 @@ def selective_scan_backward(
     full = ep // BWD_CHUNK * BWD_CHUNK  # BWD_CHUNK-wide jobs, then a CHUNK-wide remainder
     for c_first, width, run in ((0, BWD_CHUNK, full > 0), (full, CHUNK, ep > full)):
         if run:
-            _BACKWARD[width](
+            _BACKWARD[width, VECTOR_REGS](
                 dout, u, delta, At, B, C, D, z_k, zoff_k, rm, du, ddelta, dz_k, dA_part, dB_part,
                 dC_part, dD_part, need_dA, c_first,
             )

@@ -45,7 +45,9 @@ selective_scan_backward(f(b, l, e), u, delta, A_log, B, C, D, z, need_dA=False)
 HELPER = r"call [^\n]*@\"?(_ZN6engine(?:4_jit|3ops13cross_entropy8_row_max)[\w.]*)"
 calls, kernels = set(), 0
 for mod in (activations, conv1d, cross_entropy, selective_scan):
-    for obj in list(vars(mod).values()):
+    objs = list(vars(mod).values())
+    objs += [v for d in objs if isinstance(d, dict) for v in d.values()]  # compiled copies
+    for obj in objs:
         if hasattr(obj, "inspect_llvm") and getattr(obj, "signatures", None):
             for ir in obj.inspect_llvm().values():
                 kernels += 1

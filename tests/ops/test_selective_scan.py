@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from engine import reference as ref
+from engine.ops import selective_scan as scan_module
 from engine.ops.selective_scan import (
     selective_scan_backward,
     selective_scan_forward,
@@ -45,11 +46,20 @@ def test_forward_float64_exact():
     np.testing.assert_allclose(h_last, h_expect, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("e, length", [(70, 9), (150, 10), (40, 4)])
-def test_backward_finite_differences_float64(e, length):
+def _other_regs() -> int:
+    """The vector register count whose backward copy this machine does not run (16 <-> 32)."""
+    return 48 - scan_module.VECTOR_REGS
+
+
+@pytest.mark.parametrize("e, length, copy", [(70, 9, "own"), (150, 10, "own"), (40, 4, "own"),
+                                             (70, 9, "other")])
+def test_backward_finite_differences_float64(e, length, copy, monkeypatch):
     """e=70: one 128-channel backward job (padded to 128), odd length (the reverse step's
     single last position); e=150: a 128-channel job and a 64-channel one (padded to 192), even
-    length; e=40: only the 64-channel kernel."""
+    length; e=40: only the 64-channel kernel. ``copy`` "other": the reverse step's loop shape
+    this machine does not run (one position a pass for 16 vector registers, two for 32)."""
+    if copy == "other":
+        monkeypatch.setattr(scan_module, "VECTOR_REGS", _other_regs())
     args = _inputs(np.float64, length=length, e=e, seed=3)
     dout = np.random.default_rng(4).standard_normal(args[0].shape)
     grads = selective_scan_backward(dout, *args)
@@ -191,3 +201,38 @@ def test_forward_h0_is_cut_by_a_reset_at_position_0_and_checked():
         np.testing.assert_array_equal(x, y)
     with pytest.raises(ValueError, match=r"h0: expected shape \(2, 70, 4\)"):
         selective_scan_forward(u, delta, A_log, B, C, D, z, h0=h0[:, :69])
+
+
+def _from_cache(regs: int) -> bool:
+    """Whether the float64 128-channel backward copy for ``regs`` was loaded from Numba's cache
+    (rather than compiled in this process)."""
+    stats = scan_module._BACKWARD[scan_module.BWD_CHUNK, regs].stats
+    return any(str(sig[0].dtype) == "float64" for sig in stats.cache_hits)
+
+
+@pytest.mark.parametrize("length", [1, 8, 9])
+def test_the_two_loop_shapes_give_the_same_bits(length, monkeypatch):
+    """The backward's copies for 16 and 32 vector registers (one or two positions a pass of the
+    reverse step) do the same arithmetic in the same order: bit-identical gradients (e = 70:
+    one 128-channel job, 58 channels of padding; resets; lengths 1, 8, 9; with and without
+    dA). Bit-identical where both copies are in the same cache state: a kernel loaded from
+    Numba's cache rounds apart from one compiled in the process (README, limitations), so
+    where only one was loaded (a machine that trained before the tests) they are compared to
+    rounding."""
+    args = _inputs(np.float64, b=3, length=length, e=70, n=16, seed=5)
+    dout = np.random.default_rng(2).standard_normal(args[0].shape)
+    reset = _reset_mask(3, length, seed=4) if length >= 5 else None
+    own, other = scan_module.VECTOR_REGS, _other_regs()
+    for need_dA in (True, False):
+        got = {}
+        for regs in (own, other):
+            monkeypatch.setattr(scan_module, "VECTOR_REGS", regs)
+            got[regs] = selective_scan_backward(dout, *args, reset=reset, need_dA=need_dA)
+        same_state = _from_cache(own) == _from_cache(other)
+        for a, b in zip(got[own], got[other], strict=True):
+            if a is None or b is None:
+                assert a is None and b is None and not need_dA
+            elif same_state:
+                np.testing.assert_array_equal(a, b)
+            else:
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
