@@ -219,7 +219,7 @@ def _scan_backward_kernel(
                 dd[k] = zero
         # -- 2. reverse-time scan: with 32 vector registers positions t and t - 1 in one pass (t = 0
         # alone if l is odd); with 16 one position a pass (LLVM spills the pair loop's values:
-        # the kernel alone 0.88-0.92x with one position on an AVX2 EPYC; same bits)
+        # the kernel alone 0.86-0.95x with one position on an AVX2 EPYC; same bits)
         gh = np.zeros((nn_, cw), u.dtype)  # exp(delta_{t+1} A) g_{t+1}
         dA_acc = np.zeros((nn_, cw), u.dtype)
         if _REGS == 16:
