@@ -22,6 +22,7 @@ Kernels are type-generic: the same source compiles for float32 (training) and fl
 from __future__ import annotations
 
 import math
+import platform
 from collections.abc import Callable
 from functools import partial
 from types import FunctionType
@@ -51,17 +52,19 @@ kernel = cast(_KernelDecorator, _njit)
 parallel_kernel = cast(_KernelDecorator, partial(_njit, parallel=True))
 
 
-def vector_registers(features: str | None = None) -> int:
-    """How many vector registers the code Numba compiles here may use: 16 on an x86-64 CPU
-    without AVX-512 (AVX2 and older: ymm0-15), 32 otherwise (AVX-512's zmm0-31, Arm's v0-31).
-    ``features`` is LLVM's feature string ("+avx2,-avx512f,..."); by default the one Numba
-    compiles for (``NUMBA_CPU_FEATURES`` if set, else the host's). Kernels whose best loop
-    shape differs with the register count are compiled in one copy per count (``specialised``)
-    and pick theirs with this."""
+def vector_registers(features: str | None = None, machine: str | None = None) -> int:
+    """How many vector registers the code Numba compiles here may use: 16 on x86-64 without
+    AVX-512 (AVX2 and older: ymm0-15; also ``NUMBA_CPU_NAME=generic``, whose features are
+    empty), 32 otherwise (AVX-512's zmm0-31, Arm's v0-31). ``features`` is LLVM's feature string
+    ("+avx2,-avx512f,..."), by default the one Numba compiles for (``NUMBA_CPU_FEATURES`` where
+    set, else the host's); ``machine`` is ``platform.machine()`` by default. Kernels whose best
+    loop shape differs with the register count are compiled in one copy per count
+    (``specialised``) and pick theirs with this."""
     if features is None:
-        features = config.CPU_FEATURES or get_host_cpu_features()
-    flags = set(features.split(","))
-    return 16 if "+sse2" in flags and "+avx512f" not in flags else 32
+        features = config.CPU_FEATURES if config.CPU_FEATURES is not None else (
+            get_host_cpu_features())
+    x86 = (machine or platform.machine()).lower() in {"x86_64", "amd64", "i386", "i686", "x86"}
+    return 16 if x86 and "+avx512f" not in features.split(",") else 32
 
 
 def specialised(decorator: _KernelDecorator, fn: _F, **consts: object) -> _F:

@@ -4,9 +4,10 @@ propagating as non-finite (the optimizer's guard must see an overflow)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from numba import njit
 
-from engine._jit import decay_exp, fast_exp
+from engine._jit import decay_exp, fast_exp, vector_registers
 from engine.ops.activations import softplus_forward
 from engine.ops.selective_scan import selective_scan_forward
 
@@ -71,3 +72,15 @@ def test_scan_forward_float32_output_is_nonfinite_when_delta_overflows() -> None
     out, h_last = selective_scan_forward(u, delta, A_log, B, C, np.ones(e, f), np.ones_like(u))
     assert not np.isfinite(out[0, 1, 3])
     assert np.isfinite(out[0, 0]).all() and np.isfinite(np.delete(out[0, 1], 3)).all()
+
+
+@pytest.mark.parametrize("features, machine, regs", [
+    ("+sse2,+avx,+avx2,+fma,-avx512f", "x86_64", 16),  # AVX2 (the scan's one-position copy)
+    ("+sse2,+avx2,+avx512f,+avx512vl", "x86_64", 32),  # AVX-512: 32 registers
+    ("", "x86_64", 16),  # NUMBA_CPU_NAME=generic: empty features, plain SSE2
+    ("+sse2,+avx2", "AMD64", 16),  # Windows spells it so
+    ("+neon,+fp-armv8", "aarch64", 32),  # Arm: v0-v31
+    ("", "arm64", 32),
+])
+def test_vector_registers_reads_the_compile_target(features, machine, regs):
+    assert vector_registers(features, machine) == regs
