@@ -138,8 +138,8 @@ def _scan_backward_kernel(
        y_t complete, the gate's gradients dy_t (kept, (l, cw)) and dz_t, and dD; delta_t u_t
        kept (l, cw). The input rows are prefetched ``_PF_SCAN`` positions ahead.
     2. backward in time, with 32 vector registers two positions per pass of the channel loop
-       (the carry g, dA's sum and A read once for both), with 16 one position (the pair's
-       values no longer fit: LLVM spills them; same results): w = g exp(delta A) h_{t-1} =
+       (the carry g, dA's sum and A read once for both), with 16 one position (faster on an
+       AVX2 EPYC, measured; same results): w = g exp(delta A) h_{t-1} =
        g (h_t - delta_t u_t B_t) (the recurrence itself: no h_{t-1} read, 0 to rounding after
        a reset), and per channel the sums over states gb = sum_n g B and dd = sum_n A w, kept
        (l, cw); dB, dC summed over the channels.
@@ -218,8 +218,8 @@ def _scan_backward_kernel(
                 gb[k] = zero
                 dd[k] = zero
         # -- 2. reverse-time scan: with 32 vector registers positions t and t - 1 in one pass (t = 0
-        # alone if l is odd); with 16 one position a pass (LLVM spills the pair loop's values:
-        # the kernel alone 0.86-0.95x with one position on an AVX2 EPYC; same bits)
+        # alone if l is odd); with 16 one position a pass (the kernel alone 0.86-0.95x on an
+        # AVX2 EPYC; same bits)
         gh = np.zeros((nn_, cw), u.dtype)  # exp(delta_{t+1} A) g_{t+1}
         dA_acc = np.zeros((nn_, cw), u.dtype)
         if _REGS == 16:
