@@ -203,36 +203,38 @@ def test_forward_h0_is_cut_by_a_reset_at_position_0_and_checked():
         selective_scan_forward(u, delta, A_log, B, C, D, z, h0=h0[:, :69])
 
 
-def _from_cache(regs: int) -> bool:
-    """Whether the float64 128-channel backward copy for ``regs`` was loaded from Numba's cache
-    (rather than compiled in this process)."""
+def _from_cache(regs: int, dtype) -> bool:
+    """Whether the 128-channel backward copy for ``regs`` in ``dtype`` was loaded from Numba's
+    cache (rather than compiled in this process)."""
     stats = scan_module._BACKWARD[scan_module.BWD_CHUNK, regs].stats
-    return any(str(sig[0].dtype) == "float64" for sig in stats.cache_hits)
+    return any(str(sig[0].dtype) == np.dtype(dtype).name for sig in stats.cache_hits)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("length", [1, 8, 9])
-def test_the_two_loop_shapes_give_the_same_bits(length, monkeypatch):
+def test_the_two_loop_shapes_give_the_same_bits(length, dtype, monkeypatch):
     """The backward's copies for 16 and 32 vector registers (one or two positions a pass of the
-    reverse step) do the same arithmetic in the same order: bit-identical gradients (e = 70:
-    one 128-channel job, 58 channels of padding; resets; lengths 1, 8, 9; with and without
-    dA). Bit-identical where both copies are in the same cache state: a kernel loaded from
-    Numba's cache rounds apart from one compiled in the process (README, limitations), so
-    where only one was loaded (a machine that trained before the tests) they are compared to
-    rounding."""
-    args = _inputs(np.float64, b=3, length=length, e=70, n=16, seed=5)
-    dout = np.random.default_rng(2).standard_normal(args[0].shape)
+    reverse step) do the same arithmetic in the same order: bit-identical gradients, float32 as
+    trained and float64 (e = 70: one 128-channel job, 58 channels of padding; resets; lengths
+    1, 8, 9; with and without dA). Bit-identical where both copies are in the same cache state:
+    a kernel loaded from Numba's cache rounds apart from one compiled in the process (README,
+    limitations), so where only one was loaded (a machine that trained before the tests) they
+    are compared to rounding."""
+    args = _inputs(dtype, b=3, length=length, e=70, n=16, seed=5)
+    dout = np.random.default_rng(2).standard_normal(args[0].shape).astype(dtype)
     reset = _reset_mask(3, length, seed=4) if length >= 5 else None
     own, other = scan_module.VECTOR_REGS, _other_regs()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
     for need_dA in (True, False):
         got = {}
         for regs in (own, other):
             monkeypatch.setattr(scan_module, "VECTOR_REGS", regs)
             got[regs] = selective_scan_backward(dout, *args, reset=reset, need_dA=need_dA)
-        same_state = _from_cache(own) == _from_cache(other)
+        same_state = _from_cache(own, dtype) == _from_cache(other, dtype)
         for a, b in zip(got[own], got[other], strict=True):
             if a is None or b is None:
                 assert a is None and b is None and not need_dA
             elif same_state:
                 np.testing.assert_array_equal(a, b)
             else:
-                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+                np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
