@@ -222,33 +222,8 @@ def _scan_backward_kernel(
         # AVX2 EPYC; same bits)
         gh = np.zeros((nn_, cw), u.dtype)  # exp(delta_{t+1} A) g_{t+1}
         dA_acc = np.zeros((nn_, cw), u.dtype)
-        if _REGS == 16:
-            for t in range(nl - 1, -1, -1):
-                dt0 = delta[b, t, c0 : c0 + cw]
-                dy0 = dyk[t]
-                db0 = dbk[t]
-                gb0 = gbk[t]
-                dd0 = ddk[t]
-                for s in range(nn_):
-                    bs0 = Bm[b, t, s]
-                    cs0 = Cm[b, t, s]
-                    sB0 = zero
-                    sC0 = zero
-                    for k in range(cw):
-                        g0 = gh[s, k] + dy0[k] * cs0
-                        hn0 = hist[t + 1, s, k]
-                        sC0 += dy0[k] * hn0
-                        w0 = g0 * (hn0 - db0[k] * bs0)
-                        gb0[k] += g0 * bs0
-                        sB0 += g0 * db0[k]
-                        dd0[k] += Aj[s, k] * w0
-                        if want_dA:  # loop-invariant (A_log frozen: no dA sum)
-                            dA_acc[s, k] += dt0[k] * w0
-                        gh[s, k] = g0 * decay[t, s, k]
-                    dB_part[ch, b, t, s] = sB0
-                    dC_part[ch, b, t, s] = sC0
-        else:
-            t = nl - 1
+        t = nl - 1
+        if _REGS == 32:
             while t >= 1:
                 dt1 = delta[b, t, c0 : c0 + cw]
                 dt0 = delta[b, t - 1, c0 : c0 + cw]
@@ -293,29 +268,31 @@ def _scan_backward_kernel(
                     dB_part[ch, b, t - 1, s] = sB0
                     dC_part[ch, b, t - 1, s] = sC0
                 t -= 2
-            if t == 0:
-                dt0 = delta[b, 0, c0 : c0 + cw]
-                dy0 = dyk[0]
-                db0 = dbk[0]
-                gb0 = gbk[0]
-                dd0 = ddk[0]
-                for s in range(nn_):
-                    bs0 = Bm[b, 0, s]
-                    cs0 = Cm[b, 0, s]
-                    sB0 = zero
-                    sC0 = zero
-                    for k in range(cw):
-                        g0 = gh[s, k] + dy0[k] * cs0
-                        hn0 = hist[1, s, k]
-                        sC0 += dy0[k] * hn0
-                        w0 = g0 * (hn0 - db0[k] * bs0)
-                        gb0[k] += g0 * bs0
-                        sB0 += g0 * db0[k]
-                        dd0[k] += Aj[s, k] * w0
-                        dA_acc[s, k] += dt0[k] * w0  # (unconditional: one position, and the
-                        # same compiled loop, so the same sums, whether or not dA is wanted)
-                    dB_part[ch, b, 0, s] = sB0
-                    dC_part[ch, b, 0, s] = sC0
+        while t >= 0:  # every position (16 registers), or the pair loop's odd last one
+            dt0 = delta[b, t, c0 : c0 + cw]
+            dy0 = dyk[t]
+            db0 = dbk[t]
+            gb0 = gbk[t]
+            dd0 = ddk[t]
+            for s in range(nn_):
+                bs0 = Bm[b, t, s]
+                cs0 = Cm[b, t, s]
+                sB0 = zero
+                sC0 = zero
+                for k in range(cw):
+                    g0 = gh[s, k] + dy0[k] * cs0
+                    hn0 = hist[t + 1, s, k]
+                    sC0 += dy0[k] * hn0
+                    w0 = g0 * (hn0 - db0[k] * bs0)
+                    gb0[k] += g0 * bs0
+                    sB0 += g0 * db0[k]
+                    dd0[k] += Aj[s, k] * w0
+                    if want_dA:  # loop-invariant (A_log frozen: no dA sum)
+                        dA_acc[s, k] += dt0[k] * w0
+                    gh[s, k] = g0 * decay[t, s, k]
+                dB_part[ch, b, t, s] = sB0
+                dC_part[ch, b, t, s] = sC0
+            t -= 1
         # -- 3. du, ddelta
         for t in range(nl):
             if t + _PF_OUT < nl:
