@@ -52,7 +52,7 @@ def _other_regs() -> int:
 
 
 @pytest.mark.parametrize("e, length, copy", [(70, 9, "own"), (150, 10, "own"), (40, 4, "own"),
-                                             (70, 9, "other")])
+                                             (70, 9, "other"), (40, 4, "other")])
 def test_backward_finite_differences_float64(e, length, copy, monkeypatch):
     """e=70: one 128-channel backward job (padded to 128), odd length (the reverse step's
     single last position); e=150: a 128-channel job and a 64-channel one (padded to 192), even
