@@ -3,9 +3,11 @@
     python benchmarks/bench_scan.py [--threads 2] [--impl engine.ops.selective_scan ...]
 
 Per layer sizes of the small (4, 256, 256, 16) and medium (8, 256, 512, 16) presets; prints one JSON
-line per (impl, config, kernel): best and median ms, GFLOP/s, ns per exp, and the roofline fraction
-(flops / measured FMA peak + exps x measured exp time) / time. ``--impl`` names other modules with
-the same ``selective_scan_forward/backward`` functions to compare, interleaved in the same run.
+line per (impl, config, kernel): best and median ms, GFLOP/s and the roofline fraction
+(flops / measured FMA peak + decays x measured ``scan_decay`` time + other exps x measured
+``fast_exp`` time) / time; the first line holds the peak and the two exp times. ``--impl``
+names other modules with the same ``selective_scan_forward/backward`` functions to compare,
+interleaved in the same run.
 """
 
 import argparse
@@ -56,8 +58,10 @@ def main() -> None:
     mods = {name: importlib.import_module(name) for name in opt.impl}
     peak = fma_peak_gflops(opt.threads)
     tex = exp_ns(opt.threads)
+    tdec = exp_ns(opt.threads, decay=True)
     print(json.dumps({"bench": "roofline", "threads": opt.threads, "fma_peak_gflops": round(peak, 1),
-                      "exp_ns": round(tex, 4), "clock": clock.__name__}), flush=True)
+                      "exp_ns": round(tex, 4), "decay_ns": round(tdec, 4),
+                      "clock": clock.__name__}), flush=True)
     for cname, shape in CONFIGS.items():
         args = inputs(*shape)
         dout = np.random.default_rng(1).standard_normal(args[0].shape).astype(np.float32)
@@ -75,9 +79,9 @@ def main() -> None:
                 times[k].append(clock() - t)
         counts = scan_counts(*shape)
         for (name, kern), ts in times.items():
-            flops, exps = counts[kern]
+            flops, decays, exps = counts[kern]
             best, med = min(ts), float(np.median(ts))
-            ideal = flops / (peak * 1e9) + exps * tex * 1e-9
+            ideal = flops / (peak * 1e9) + (decays * tdec + exps * tex) * 1e-9
             print(json.dumps({
                 "bench": "scan", "impl": name, "config": cname, "kernel": kern,
                 "shape_blen": list(shape), "best_ms": round(best * 1e3, 3),

@@ -66,8 +66,9 @@ def main() -> None:
     if scan:
         for r in scan:
             if r["bench"] == "roofline":
+                dec = f", scan_decay {r['decay_ns']} ns" if "decay_ns" in r else ""
                 print(f"Roofline: FMA peak {r['fma_peak_gflops']} GFLOP/s, fast_exp "
-                      f"{r['exp_ns']} ns ({r['threads']} threads)\n")
+                      f"{r['exp_ns']} ns{dec} ({r['threads']} threads)\n")
         print(table(["impl", "config", "kernel", "median ms", "best ms", "ideal ms",
                      "roofline fraction"],
                     [[r["impl"], r["config"], r["kernel"], r["median_ms"], r["best_ms"],

@@ -2,11 +2,14 @@
 
 * ``fma_peak_gflops`` -- float32 multiply-add throughput that Numba-compiled code reaches on
   L1-resident data (independent Horner chains, vectorised): the ceiling of our kernels.
-* ``exp_ns`` -- nanoseconds per float32 ``fast_exp`` on L1-resident data, the scan's other cost.
+* ``exp_ns`` -- nanoseconds per float32 ``fast_exp`` (or, with ``decay=True``, per
+  ``scan_decay``, the scan's decays) on L1-resident data, the scan's other cost.
 * ``sgemm_gflops`` -- NumPy's BLAS on a given GEMM shape.
-* ``scan_counts`` -- flops and exps of the scan kernels per call, as the kernels do them.
+* ``scan_counts`` -- flops, decays and other exps of the scan kernels per call, as the kernels
+  do them.
 
-A kernel's roofline fraction is (flops / fma peak + exps * exp time) / measured time: 1.0 would
+A kernel's roofline fraction is (flops / fma peak + decays * decay time + exps * exp time) /
+measured time: 1.0 would
 mean every cycle went to counted arithmetic. Thread counts are the caller's (``bench.set_threads``).
 """
 
@@ -17,7 +20,7 @@ import time
 import numpy as np
 from numba import prange
 
-from engine._jit import fast_exp, parallel_kernel
+from engine._jit import LOG2E, fast_exp, parallel_kernel, scan_decay
 
 _LANES = 4096  # per thread block: 16 KiB of float32, L1-resident
 _REPS = 200
@@ -54,6 +57,18 @@ def _exp_kernel(x, out, reps):
             xb[0] = ob[1] * np.float32(-1e-30)  # keep the loop from being hoisted
 
 
+@parallel_kernel
+def _decay_kernel(x, out, reps):
+    nb = x.shape[0]
+    for blk in prange(nb):
+        xb = x[blk]
+        ob = out[blk]
+        for _ in range(reps):
+            for k in range(_LANES):
+                ob[k] = scan_decay(xb[k])
+            xb[0] = ob[1] * np.float32(-1e-30)
+
+
 def _best(fn, repeats: int = 7) -> float:
     fn()
     best = float("inf")
@@ -72,12 +87,16 @@ def fma_peak_gflops(threads: int) -> float:
     return 64.0 * x.size * _REPS / sec / 1e9
 
 
-def exp_ns(threads: int) -> float:
-    """Best wall nanoseconds per float32 fast_exp with ``threads`` threads busy (so 2 threads
-    give about half the single-thread time)."""
+def exp_ns(threads: int, decay: bool = False) -> float:
+    """Best wall nanoseconds per float32 fast_exp (``decay``: scan_decay, on the same values in
+    its base-2 units) with ``threads`` threads busy (so 2 threads give about half the
+    single-thread time)."""
     x = np.random.default_rng(0).uniform(-10, 0, (max(threads, 1), _LANES)).astype(np.float32)
     out = np.empty_like(x)
-    sec = _best(lambda: _exp_kernel(x, out, _REPS))
+    if decay:
+        x *= np.float32(LOG2E)
+    kern = _decay_kernel if decay else _exp_kernel
+    sec = _best(lambda: kern(x, out, _REPS))
     return sec / (x.size * _REPS) * 1e9
 
 
@@ -90,15 +109,15 @@ def sgemm_gflops(m: int, k: int, n: int, repeats: int = 10) -> float:
     return 2.0 * m * k * n / sec / 1e9
 
 
-def scan_counts(b: int, length: int, e: int, n: int) -> dict[str, tuple[float, float]]:
-    """(flops, exps) of the forward and backward scan kernels per call, as implemented in
-    engine/ops/selective_scan.py (a multiply-add counts 2). Per (b, t, e, n) element: forward
-    6 flops + 1 exp; backward = the forward recomputed, keeping each decay (6 + 1 exp) + the
-    reverse step (16, no exp: it reads the kept decay); per (b, t, e): forward ~8 + a sigmoid
-    (1 exp), backward ~24 + a sigmoid."""
+def scan_counts(b: int, length: int, e: int, n: int) -> dict[str, tuple[float, float, float]]:
+    """(flops, decays, other exps) of the forward and backward scan kernels per call, as
+    implemented in engine/ops/selective_scan.py (a multiply-add counts 2). Per (b, t, e, n)
+    element: forward 6 flops + 1 decay; backward = the forward recomputed, keeping each decay
+    (6 + 1 decay) + the reverse step (16, no exp: it reads the kept decay); per (b, t, e):
+    forward ~8 + a sigmoid (1 exp), backward ~24 + a sigmoid."""
     el = float(b * length * e * n)
     bte = float(b * length * e)
     return {
-        "forward": (6 * el + 8 * bte, el + bte),
-        "backward": (22 * el + 24 * bte, el + bte),
+        "forward": (6 * el + 8 * bte, el, bte),
+        "backward": (22 * el + 24 * bte, el, bte),
     }

@@ -8,7 +8,9 @@ Shapes: u, delta, z (b, l, e); A_log (e, n) with A = -exp(A_log); B, C (b, l, n)
         -> out (b, l, e), h_last (b, e, n) (the state after the last step, for the recurrent cache).
 Backward returns du, ddelta, dz (b, l, e); dA_log (e, n); dB, dC (b, l, n); dD (e,).
 Step (generation): ``selective_scan_step`` advances a state h (b, e, n) by one position with the same
-update and the same scalar helpers (``decay_exp``, ``sigmoid``) as the forward kernel.
+update and the same scalar helpers (``scan_decay``, ``sigmoid``) as the forward kernel. The kernels
+take A in the units of ``scan_decay`` (``_decay_rates``: times log2(e) in float32, whose decays are
+powers of 2; as is in float64).
 
 Document boundaries: an optional ``reset`` (b, l) mask (bool or uint8), True at the first position
 of each document of a packed row, zeroes the state before that position: h_t = delta_t B_t u_t, so
@@ -44,10 +46,11 @@ import numpy as np
 from numba import prange
 
 from .._jit import (
-    decay_exp,
+    decay_units,
     kernel,
     parallel_kernel,
     prefetch,
+    scan_decay,
     sigmoid,
     specialised,
     vector_registers,
@@ -65,7 +68,8 @@ VECTOR_REGS = vector_registers()  # the copies the backward runs: 16 (x86 withou
 
 @parallel_kernel
 def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, h0, out, h_last):
-    """u, delta (b, l, e); z (b, l, >= zoff + e), read at columns zoff..zoff+e; At (n, e) = A.T;
+    """u, delta (b, l, e); z (b, l, >= zoff + e), read at columns zoff..zoff+e; At (n, e) = A.T
+    in ``scan_decay``'s units (``_decay_rates``);
     Bm, Cm (b, l, n); D (e,); reset (b, l) uint8 or (b, 0) for none; h0 (b, e, n), the state
     before position 0, or (b, 0, n) for zero -> out (b, l, e), h_last (b, e, n)."""
     nb, nl, ne = u.shape
@@ -101,7 +105,7 @@ def _scan_forward_kernel(u, delta, At, Bm, Cm, D, z, zoff, reset, h0, out, h_las
                 bs = Bt[s]
                 cs = Ct[s]
                 for k in range(CHUNK):
-                    hv = decay_exp(dt[k] * As[k]) * hs[k] + dbu[k] * bs
+                    hv = scan_decay(dt[k] * As[k]) * hs[k] + dbu[k] * bs
                     hs[k] = hv
                     y[k] += cs * hv
             zt = z[b, t, zoff + c0 : zoff + c0 + CHUNK]
@@ -117,10 +121,11 @@ _BW = 0  # the backward's job width: a constant in each compiled copy (``_BACKWA
 
 
 def _scan_backward_kernel(
-    dout, u, delta, At, Bm, Cm, D, z, zoff, reset, du, ddelta, dz, dA_part, dB_part, dC_part,
-    dD_part, want_dA, c_first,
+    dout, u, delta, At, Adt, Bm, Cm, D, z, zoff, reset, du, ddelta, dz, dA_part, dB_part,
+    dC_part, dD_part, want_dA, c_first,
 ):
-    """dout (b, l, e) + forward inputs -> du, ddelta (b, l, e); dz written at the same columns of
+    """dout (b, l, e) + forward inputs (At (n, e) = A.T, Adt the same in ``scan_decay``'s units: the
+    forward's At) -> du, ddelta (b, l, e); dz written at the same columns of
     ``dz`` as z is read (zoff..zoff+e); dA_part (b, n, e) (left unwritten when ``want_dA`` is
     False); dB_part, dC_part (chunks, b, l, n); dD_part (b, e). A reset at t makes h_{t-1}
     count as zero (the always-zero plane ``nl + 1`` of ``hist``) and cuts the carry g (the
@@ -165,6 +170,7 @@ def _scan_backward_kernel(
         ch = c_first // BWD_CHUNK + job % nch  # index into dB_part, dC_part
         c0 = c_first + (job % nch) * cw
         Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
+        Adj = np.ascontiguousarray(Adt[:, c0 : c0 + cw])
         Dj = D[c0 : c0 + cw]
         hist = np.empty((nl + 2, nn_, cw), u.dtype)  # plane nl + 1 stays zero (reset)
         hist[0] = 0
@@ -197,7 +203,7 @@ def _scan_backward_kernel(
                 bs = Bm[b, t, s]
                 cs = Cm[b, t, s]
                 for k in range(cw):
-                    ea = decay_exp(dt[k] * Aj[s, k])
+                    ea = scan_decay(dt[k] * Adj[s, k])
                     decay[t, s, k] = ea
                     hv = ea * hist[tp, s, k] + dbu[k] * bs
                     hist[t + 1, s, k] = hv
@@ -329,6 +335,16 @@ def _A_transposed(A_log: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(-np.exp(A_log).T)  # (NumPy's warning printed a code line)
 
 
+def _decay_rates(A_log: np.ndarray) -> np.ndarray:
+    """A_log (e, n) -> A = -exp(A_log) (e, n) in ``scan_decay``'s units: times log2(e) for float32,
+    formed in float64 and rounded once; float64 as is (the same array as ``-exp(A_log)``)."""
+    units = decay_units(A_log.dtype)
+    if units == 1.0:
+        return _A_transposed(A_log).T
+    with np.errstate(over="ignore"):
+        return (-np.exp(A_log.astype(np.float64)) * units).astype(A_log.dtype)
+
+
 def _check(u: np.ndarray, delta: np.ndarray, A_log: np.ndarray, B: np.ndarray, C: np.ndarray,
            D: np.ndarray, z: np.ndarray, z_offset: int) -> np.dtype:
     """The door check of the forward and backward; returns the call's dtype."""
@@ -381,7 +397,7 @@ def selective_scan_forward(
     if h0 is not None:
         check("h0", h0, (nb, ne, n), dt)
     rm = reset_mask(reset, nb, nl)
-    At = _A_transposed(A_log)
+    At = np.ascontiguousarray(_decay_rates(A_log).T)
     ep = _width(ne)
     if ep != ne:  # zero-padded channels: no state, no output
         u, delta, D, At = _pad(u, ep), _pad(delta, ep), _pad(D, ep), _pad(At, ep)
@@ -426,11 +442,12 @@ def selective_scan_backward(
     n = A_log.shape[1]
     rm = reset_mask(reset, nb, nl)
     At = _A_transposed(A_log)
+    Adt = np.ascontiguousarray(_decay_rates(A_log).T)
     ep = _width(ne)
     dz_k, zoff_k, z_k = dz, z_offset, z
     if ep != ne:  # zero-padded channels get dout = 0: they add nothing to any gradient
-        u, delta, D, At, dout = _pad(u, ep), _pad(delta, ep), _pad(D, ep), _pad(At, ep), _pad(
-            dout, ep)
+        u, delta, D, dout = _pad(u, ep), _pad(delta, ep), _pad(D, ep), _pad(dout, ep)
+        At, Adt = _pad(At, ep), _pad(Adt, ep)
         z_k, zoff_k = _pad(z, ep, z_offset, ne), 0
         dz_k = np.empty_like(z_k)
     nch = -(-ep // BWD_CHUNK)
@@ -444,8 +461,8 @@ def selective_scan_backward(
     for c_first, width, run in ((0, BWD_CHUNK, full > 0), (full, CHUNK, ep > full)):
         if run:
             _BACKWARD[width, VECTOR_REGS](
-                dout, u, delta, At, B, C, D, z_k, zoff_k, rm, du, ddelta, dz_k, dA_part, dB_part,
-                dC_part, dD_part, need_dA, c_first,
+                dout, u, delta, At, Adt, B, C, D, z_k, zoff_k, rm, du, ddelta, dz_k, dA_part,
+                dB_part, dC_part, dD_part, need_dA, c_first,
             )
     dA_log = dA_part.sum(axis=0).T[:ne] * At.T[:ne] if need_dA else None  # (e, n)
     dD = dD_part.sum(axis=0)[:ne]
@@ -458,7 +475,8 @@ def selective_scan_backward(
 @kernel
 def _scan_step_kernel(h, u, delta, A, Bm, Cm, D, z, out):
     """One recurrent step, the forward kernel's update for a single position: h (b, e, n) advanced
-    in place; u, delta, z (b, e); A (e, n); Bm, Cm (b, n); D (e,) -> out (b, e). Serial: one
+    in place; u, delta, z (b, e); A (e, n) in ``scan_decay``'s units; Bm, Cm (b, n); D (e,) -> out
+    (b, e). Serial: one
     token is too little work to wake the thread pool for."""
     nb, ne, nn_ = h.shape
     for b in range(nb):
@@ -468,7 +486,7 @@ def _scan_step_kernel(h, u, delta, A, Bm, Cm, D, z, out):
             dbu = dt * u[b, c]
             y = D[c] * u[b, c]
             for s in range(nn_):
-                hv = decay_exp(dt * A[c, s]) * hc[s] + dbu * Bm[b, s]
+                hv = scan_decay(dt * A[c, s]) * hc[s] + dbu * Bm[b, s]
                 hc[s] = hv
                 y += Cm[b, s] * hv
             zc = z[b, c]
@@ -491,5 +509,5 @@ def selective_scan_step(
     check("C", C, (nb, n), dt)
     check("D", D, (ne,), dt)
     out = np.empty_like(u)
-    _scan_step_kernel(h, u, delta, -np.exp(A_log), B, C, D, z, out)
+    _scan_step_kernel(h, u, delta, np.ascontiguousarray(_decay_rates(A_log)), B, C, D, z, out)
     return out

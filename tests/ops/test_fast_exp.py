@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from engine._jit import decay_exp, fast_exp, vector_registers
+from engine._jit import LOG2E, decay_units, fast_exp, scan_decay, vector_registers
 from engine.ops.activations import softplus_forward
 from engine.ops.selective_scan import selective_scan_forward
 
@@ -21,19 +21,43 @@ def _exp_all(x):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=False)
-def _decay_exp_all(x):  # type: ignore[no-untyped-def]
+def _decay_all(x):  # type: ignore[no-untyped-def]
     out = np.empty_like(x)
     for i in range(x.size):
-        out[i] = decay_exp(x[i])
+        out[i] = scan_decay(x[i])
     return out
 
 
-def test_decay_exp_float32_is_fast_exp_bit_for_bit_up_to_its_overflow() -> None:
-    x = np.concatenate([np.linspace(-110.0, 88.3, 400_001, dtype=np.float32),
-                        np.array([-np.inf, np.nan, 0.0, -0.0, 88.37], np.float32)])
-    got, want = _decay_exp_all(x), _exp_all(x)
-    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
-    assert np.isfinite(_decay_exp_all(np.array([1e30], np.float32))).all()  # no inf branch
+def test_decay_float32_is_two_to_the_x_within_1_2e7_relative() -> None:
+    # every float32 spacing class of the decays' range: a dense grid, then random points
+    x = np.concatenate([np.linspace(-126.0, 0.0, 1_000_001, dtype=np.float32),
+                        -np.random.default_rng(0).exponential(2.0, 1_000_000).astype(np.float32)])
+    x = x[x >= -126.0]
+    got = _decay_all(x).astype(np.float64)
+    ref = np.exp2(x.astype(np.float64))
+    assert np.max(np.abs(got - ref) / ref) < 1.2e-7  # 1-2 float32 ulp (1.01e-7 measured)
+
+
+def test_decay_float32_edges() -> None:
+    x = np.array([0.0, -0.0, -1.0, -126.0, -126.5, -126.6, -127.0, -1e30, -np.inf, np.nan,
+                  126.9, 1e30], np.float32)
+    got = _decay_all(x)
+    assert got[0] == 1.0 and got[1] == 1.0 and got[2] == 0.5
+    assert got[3] == np.float32(2.0**-126)  # the smallest normal: still a decay
+    assert 0.0 < got[4] < np.float32(2.0**-126)  # rint(-126.5) = -126: a subnormal
+    assert (got[5:9] == 0.0).all()  # rint below -126.5 is -127: nothing carries
+    assert np.isnan(got[9])  # the optimizer's guard must see a NaN delta or A
+    assert np.isfinite(got[10:]).all()  # positive arguments are never decays: bounded, no inf
+
+
+def test_decay_float64_is_math_exp_and_units_match() -> None:
+    x = np.linspace(-700.0, 0.0, 10_001)
+    np.testing.assert_array_equal(_decay_all(x), np.exp(x))
+    assert decay_units(np.float64) == 1.0 and decay_units(np.float32) == LOG2E
+    # what the scan passes: A log2(e) in float32 gives exp(delta A) to the argument's rounding
+    dA = -np.linspace(0.0, 20.0, 2001, dtype=np.float32)
+    got = _decay_all((dA * np.float32(LOG2E)).astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(got / np.exp(dA.astype(np.float64)) - 1)) < 2e-6
 
 
 def test_fast_exp_float32_matches_float64_exp_within_4e7_relative() -> None:
