@@ -52,12 +52,15 @@ def _other_regs() -> int:
 
 
 @pytest.mark.parametrize("e, length, copy", [(70, 9, "own"), (150, 10, "own"), (40, 4, "own"),
-                                             (70, 9, "other"), (40, 4, "other")])
+                                             (70, 9, "other")])
 def test_backward_finite_differences_float64(e, length, copy, monkeypatch):
     """e=70: one 128-channel backward job (padded to 128), odd length (the reverse step's
     single last position); e=150: a 128-channel job and a 64-channel one (padded to 192), even
     length; e=40: only the 64-channel kernel. ``copy`` "other": the reverse step's loop shape
-    this machine does not run (one position a pass for 16 vector registers, two for 32)."""
+    this machine does not run (one position a pass for 16 vector registers, two for 32), in its
+    128-channel job: its 64-channel job is the same source with another width constant, and
+    compiling it too cost the suite ~24 s of its 15-minute budget; the machines that run it
+    check it in the "own" cases."""
     if copy == "other":
         monkeypatch.setattr(scan_module, "VECTOR_REGS", _other_regs())
     args = _inputs(np.float64, length=length, e=e, seed=3)
