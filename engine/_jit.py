@@ -218,8 +218,8 @@ def scan_decay(x):
     x >= 127 (never a decay). 15 vector instructions as compiled for AVX2 (the NaN-keeping
     lower clamp is a compare and a blend) against 22 of the natural-base Cephes form used
     before (``fast_exp``'s: its two-part ln 2 reduction, the selects): the scan forward
-    0.77-0.80x (measured). float64: math.exp(x), x = delta A (unchanged: the float64
-    results stay those of the reference)."""
+    0.77-0.80x on an AVX2 EPYC, 0.74-0.85x on an AVX-512 Xeon (measured). float64:
+    math.exp(x), x = delta A (unchanged: the float64 results stay those of the reference)."""
     return math.exp(x)
 
 
