@@ -41,6 +41,7 @@ from bench_scan import inputs  # noqa: E402
 
 from engine import model  # noqa: E402
 from engine.bench import BENCH_CONFIGS, _trainer, set_threads  # noqa: E402
+from engine.ops import selective_scan  # noqa: E402
 
 OPS = {"selective_scan": ("selective_scan_forward", "selective_scan_backward"),
        "conv1d": ("conv1d_forward", "conv1d_backward")}
@@ -135,11 +136,10 @@ def main() -> None:
     sha, ref_mods = load_ref(a.ref)
     theirs = {n: _known_kwargs(getattr(ref_mods[mod], n)) for mod, names in OPS.items()
               for n in names}
-    our_scan = importlib.import_module("engine.ops.selective_scan")
     for name in a.configs.split(","):
         c = BENCH_CONFIGS[name]
         if a.kernels > 0:
-            line = kernel_line(name, ref_mods["selective_scan"], our_scan, a.kernels, clock)
+            line = kernel_line(name, ref_mods["selective_scan"], selective_scan, a.kernels, clock)
             print(json.dumps({**line, "ref": a.ref, "ref_sha": sha, "threads": a.threads,
                               "clock": clock.__name__}), flush=True)
         for mode in a.modes.split(","):

@@ -9,8 +9,8 @@
   do them.
 
 A kernel's roofline fraction is (flops / fma peak + decays * decay time + exps * exp time) /
-measured time: 1.0 would
-mean every cycle went to counted arithmetic. Thread counts are the caller's (``bench.set_threads``).
+measured time: 1.0 would mean every cycle went to counted arithmetic. Thread counts are the
+caller's (``bench.set_threads``).
 """
 
 from __future__ import annotations
