@@ -335,16 +335,12 @@ def _A_transposed(A_log: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(-np.exp(A_log).T)  # (NumPy's warning printed a code line)
 
 
-def _decay_rates(A_log: np.ndarray, At: np.ndarray | None = None) -> np.ndarray:
-    """A_log (e, n) -> A.T (n, e) in ``scan_decay``'s units, contiguous: in float64 A.T itself
-    (``At``, ``_A_transposed(A_log)``, when the caller has it); in float32 times log2(e),
-    formed in float64 and rounded once."""
-    units = decay_units(A_log.dtype)
-    if units == 1.0:
-        return _A_transposed(A_log) if At is None else At
-    with np.errstate(over="ignore"):
-        return np.ascontiguousarray((-np.exp(A_log.astype(np.float64)) * units).T).astype(
-            A_log.dtype)
+def _decay_rates(A: np.ndarray) -> np.ndarray:
+    """A = -exp(A_log), in any layout -> A in ``scan_decay``'s units, the same layout: A itself
+    in float64; A times log2(e) in float32 (one multiply of an (e, n) array per call: the
+    recurrent step does it for every token)."""
+    units = decay_units(A.dtype)
+    return A if units == 1.0 else A * A.dtype.type(units)
 
 
 def _check(u: np.ndarray, delta: np.ndarray, A_log: np.ndarray, B: np.ndarray, C: np.ndarray,
@@ -399,7 +395,7 @@ def selective_scan_forward(
     if h0 is not None:
         check("h0", h0, (nb, ne, n), dt)
     rm = reset_mask(reset, nb, nl)
-    At = _decay_rates(A_log)
+    At = _decay_rates(_A_transposed(A_log))
     ep = _width(ne)
     if ep != ne:  # zero-padded channels: no state, no output
         u, delta, D, At = _pad(u, ep), _pad(delta, ep), _pad(D, ep), _pad(At, ep)
@@ -444,7 +440,7 @@ def selective_scan_backward(
     n = A_log.shape[1]
     rm = reset_mask(reset, nb, nl)
     At = _A_transposed(A_log)
-    Adt = _decay_rates(A_log, At)
+    Adt = _decay_rates(At)
     ep = _width(ne)
     dz_k, zoff_k, z_k = dz, z_offset, z
     if ep != ne:  # zero-padded channels get dout = 0: they add nothing to any gradient
@@ -511,5 +507,5 @@ def selective_scan_step(
     check("C", C, (nb, n), dt)
     check("D", D, (ne,), dt)
     out = np.empty_like(u)
-    _scan_step_kernel(h, u, delta, np.ascontiguousarray(_decay_rates(A_log).T), B, C, D, z, out)
+    _scan_step_kernel(h, u, delta, _decay_rates(-np.exp(A_log)), B, C, D, z, out)
     return out
