@@ -2,9 +2,12 @@
 last CPU this process may use, when the affinity call is available), training steps of the
 small preset timed with Numba/BLAS threads fixed at 1/1 and 2/2, and with
 engine.threads.ThreadTuner choosing (after its first trials, run untimed under the same load),
-interleaved. ``--work prompt``: the reading of a --prompt-tokens prompt by a small model instead
-(engine.lm's pieces), each variant a whole prompt, at fixed counts only (a tuner for prompts
-was measured and not kept: docs/performance.md, round 13).
+and a second tuner with the rule before round 16 (every other choice probed every time, medians
+of 5),
+interleaved; medians and means (the probes show in the means). ``--work prompt``: the reading
+of a --prompt-tokens prompt by a small model instead (engine.lm's pieces), each variant a whole
+prompt, at fixed counts only (a tuner for prompts was measured and not kept:
+docs/performance.md, round 13).
 
     python benchmarks/bench_threads.py [--steps 30] [--quiet]   (--quiet: no busy child)
     python benchmarks/bench_threads.py --work prompt --steps 5 [--prompt-tokens 65536]
@@ -43,19 +46,21 @@ def main() -> None:
     a = ap.parse_args()
     step = _prompt_reader(a.prompt_tokens) if a.work == "prompt" else _train_step(a.steps)
     tuner = ThreadTuner(threads=2)  # the trainer's settings (probes every 100 steps)
+    every = ThreadTuner(threads=2, far=float("inf"), history=5)  # the rule before round 16
 
     def fixed(n: int) -> float:
         numba.set_num_threads(n)
         with threadpool_limits(n, user_api="blas"):
             return step()
 
-    def tuned() -> float:
-        with tuner.step():
+    def tuned(t: ThreadTuner = tuner) -> float:
+        with t.step():
             return step()
 
     variants = {"numba1_blas1": lambda: fixed(1), "numba2_blas2": lambda: fixed(2)}
     if a.work == "train":
         variants["tuner"] = tuned
+        variants["tuner_previous_rule"] = lambda: tuned(every)
     for fn in variants.values():
         fn()
     busy = None if a.quiet else subprocess.Popen([sys.executable, "-c", SPIN])
@@ -64,6 +69,7 @@ def main() -> None:
         # timed steps show the choice it settles on, with its periodic probes
         for _ in range(tuner.first_trials * len(tuner.candidates) if a.work == "train" else 0):
             tuned()
+            tuned(every)
         times: dict[str, list[float]] = {k: [] for k in variants}
         for _ in range(a.steps):
             for k, fn in variants.items():
@@ -73,20 +79,25 @@ def main() -> None:
             busy.kill()
             busy.wait()
     base = float(np.median(times["numba1_blas1"]))
+    base_mean = float(np.mean(times["numba1_blas1"]))
+    tuners = {"tuner": tuner, "tuner_previous_rule": every}
     for k, ts in times.items():
         med = float(np.median(ts))
+        t = tuners.get(k)
         print(json.dumps({"bench": "threads", "work": a.work, "busy_core": not a.quiet,
                           "variant": k,
                           "median_ms": round(med * 1e3, 1), "min_ms": round(min(ts) * 1e3, 1),
+                          "mean_ms": round(float(np.mean(ts)) * 1e3, 1),
                           "speed_vs_1_thread": round(base / med, 2),
-                          "tuner_blas_threads": tuner.blas if k == "tuner" else None,
-                          "tuner_numba_threads": tuner.numba if k == "tuner" else None,
+                          "mean_speed_vs_1_thread": round(base_mean / float(np.mean(ts)), 2),
+                          "tuner_blas_threads": t.blas if t else None,
+                          "tuner_numba_threads": t.numba if t else None,
                           "cpu": cpu_model()}), flush=True)
 
 
 def _train_step(steps: int) -> Callable[[], float]:
     """One training step of the small preset, timed."""
-    tr = _trainer("small", "full", 4 * (3 * steps + 20))
+    tr = _trainer("small", "full", 4 * (4 * steps + 30))  # 4 variants, 2 tuners' trials
     i = [0]
 
     def step() -> float:

@@ -11,11 +11,12 @@
    step time drawn at random from the recording of the choice it set) runs ``--runs`` simulated
    trainings of 110 steps (a first Start in the app on the bundled corpus) and of 2,000 steps.
 
-One JSON line per run length: the tuner's mean total time over the best fixed choice's (its mean
-step time x steps), and the share of runs holding a choice other than the best after the first
-trials (step 30) and at the end. A recording is noisy data, so the replay shows what the tuner's
-rule (first trials, medians of 5, probes every 100 steps) does with this machine's noise; it does
-not re-measure the machine.
+One JSON line per rule and run length (the tuner as it is, and ``previous``: its rule before round
+16, every other choice probed every time, medians of 5): the tuner's mean total time over the best
+fixed choice's (its mean step time x steps), and the share of runs holding a choice other than the
+best after the first trials (step 30) and at the end. A recording is noisy data, so the replay
+shows what the tuner's rule (first trials, medians, probes every 100 steps) does with this
+machine's noise; it does not re-measure the machine.
 """
 
 import argparse
@@ -40,6 +41,7 @@ from engine.threads import ThreadTuner  # noqa: E402
 SPIN = ("import os\ntry:\n    os.sched_setaffinity(0, {1})\nexcept Exception:\n    pass\n"
         "while True:\n    pass\n")
 Choice = tuple[int, int]
+PREVIOUS = {"far": float("inf"), "history": 5}  # the tuner's rule before round 16
 
 
 def record(config: str, rounds: int, busy: bool) -> dict[Choice, list[float]]:
@@ -51,6 +53,7 @@ def record(config: str, rounds: int, busy: bool) -> dict[Choice, list[float]]:
 
     def step(choice: Choice) -> float:
         numba.set_num_threads(choice[0])
+        numba.set_parallel_chunksize(1 if choice[0] > 1 else 0)  # as ThreadTuner.step sets it
         with threadpool_limits(choice[1], user_api="blas"):
             rows = np.arange(i[0] * c["batch"], (i[0] + 1) * c["batch"])
             i[0] += 1
@@ -74,15 +77,16 @@ def record(config: str, rounds: int, busy: bool) -> dict[Choice, list[float]]:
 
 
 def replay(times: dict[Choice, list[float]], steps: int, runs: int,
-           seed: int = 0) -> dict[str, float]:
-    """Simulated trainings of ``steps`` steps under the tuner (see the module docstring)."""
+           seed: int = 0, **rule: float) -> dict[str, float]:
+    """Simulated trainings of ``steps`` steps under the tuner (see the module docstring);
+    ``rule`` overrides ``ThreadTuner``'s settings (``PREVIOUS``: the rule before round 16)."""
     rng = np.random.default_rng(seed)
     data = {ch: np.asarray(v) for ch, v in times.items()}
     best = min(data, key=lambda ch: float(data[ch].mean()))
     totals, wrong_30, wrong_end = [], 0, 0
     for _ in range(runs):
         now = [0.0]
-        tuner = ThreadTuner(threads=2, clock=lambda now=now: now[0])
+        tuner = ThreadTuner(threads=2, clock=lambda now=now: now[0], **rule)  # type: ignore[arg-type]
         total = 0.0
         for s in range(steps):
             with tuner.step():
@@ -123,9 +127,11 @@ def main() -> None:
     per_choice = {f"numba{n}_blas{b}": {"median_ms": round(float(np.median(v)) * 1e3, 1),
                                         "mean_ms": round(float(np.mean(v)) * 1e3, 1)}
                   for (n, b), v in times.items()}
-    for steps, runs in ((110, a.runs), (2000, max(1, a.runs // 4))):
-        print(json.dumps({"bench": "tuner_replay", **meta, "choices": per_choice,
-                          **replay(times, steps, runs)}), flush=True)
+    for rule, settings in (("tuner", {}), ("previous", PREVIOUS)):
+        for steps, runs in ((110, a.runs), (2000, max(1, a.runs // 4))):
+            print(json.dumps({"bench": "tuner_replay", "rule": rule, **meta,
+                              "choices": per_choice, **replay(times, steps, runs, **settings)}),
+                  flush=True)
 
 
 if __name__ == "__main__":

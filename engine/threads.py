@@ -7,18 +7,28 @@ OpenBLAS threads hand each GEMM to a worker that may be descheduled, so under lo
 ran 2.6x slower than one; on a quiet machine two BLAS threads are what make the GEMMs fast.
 
 So ``ThreadTuner`` picks, from step times, among (Numba threads, BLAS threads) = (threads,
-threads), (threads, 1) and (1, 1), the Numba loops dynamically scheduled: each is tried for a few
-steps at the start, the fastest (median) is kept, and every ``probe_every`` steps each other
-choice gets ``probe_steps`` steps again (4 % of the steps), so a machine that becomes busy (or
-quiet) is followed within about ``probe_every`` steps. (1, 1) is a choice since round 5: with
-one core kept busy, (2, 1) ran at 0.93x the speed of (1, 1) (``benchmarks/bench_threads.py``,
-small), so keeping two Numba threads could not hold "two threads are never slower than one".
-The kernels partition their work and sums into fixed blocks, so the Numba count changes no
-result bit. The BLAS count may, by the BLAS build: OpenBLAS 0.3.31's SkylakeX kernel gives the
-same bits at 1 and 2 threads, its Haswell kernel (an AVX2 machine) other bits for every product
-of a step (up to ~5e-6 of values ~1); there a run's last bits depend on the tuner's choices, i.e.
-on timing, and a resumed run equals one run to ~1e-7 relative, not bit for bit
-(``blas_bits_depend_on_threads`` tells which).
+threads), (threads, 1) and (1, 1), the Numba loops dynamically scheduled when there are several
+Numba threads: each is tried for a few steps at the start, the fastest (median of the last 9 steps)
+is kept, and every ``probe_every`` steps each other choice gets ``probe_steps`` steps again, so a
+machine that becomes busy (or quiet) is followed within about ``probe_every`` steps. A choice 1.25x
+slower than the best or more (``far``: on a quiet 2-core EPYC VM 1 + 1 ran at 1.36-1.41x and 2 + 1
+at 1.21-1.23x the step time of 2 + 2) gets one first trial instead of three and is probed every
+fourth time only, its history then started afresh (one fast probe step suffices to take it).
+Replayed over step times recorded there (``benchmarks/bench_tuner_replay.py``, docs/performance.md
+round 16), the tuner's cost against the best fixed choice fell from 2.6-7.2 % to 1.4-3.1 % of a
+110-step run and from 1.4-7.6 % to 0.6-2.9 % of a 2,000-step one (medians of 9 instead of 5 are
+most of the gain where a choice's times are spread, the far rule where the choices are far apart),
+at the price of following a machine that becomes quiet again within four probe intervals instead of
+one.
+
+(1, 1) is a choice since round 5: with one core kept busy, (2, 1) ran at 0.93x the speed of (1, 1)
+(``benchmarks/bench_threads.py``, small), so keeping two Numba threads could not hold "two threads
+are never slower than one". The kernels partition their work and sums into fixed blocks, so the
+Numba count changes no result bit. The BLAS count may, by the BLAS build: OpenBLAS 0.3.31's
+SkylakeX kernel gives the same bits at 1 and 2 threads, its Haswell kernel (an AVX2 machine) other
+bits for every product of a step (up to ~5e-6 of values ~1); there a run's last bits depend on the
+tuner's choices, i.e. on timing, and a resumed run equals one run to ~1e-7 relative, not bit for
+bit (``blas_bits_depend_on_threads`` tells which).
 """
 
 from __future__ import annotations
@@ -80,7 +90,14 @@ def blas_bits_depend_on_threads(threads: int | None = None) -> bool:
 
 class ThreadTuner:
     def __init__(self, threads: int | None = None, first_trials: int = 3, probe_every: int = 100,
-                 probe_steps: int = 2, clock: Callable[[], float] = time.perf_counter) -> None:
+                 probe_steps: int = 2, clock: Callable[[], float] = time.perf_counter,
+                 far: float = 1.25, far_every: int = 4, history: int = 9) -> None:
+        """``first_trials`` turns of every choice at the start, then ``probe_steps`` steps of each
+        other choice at the end of every ``probe_every`` steps; a choice whose median step is
+        ``far`` times the best median or more (a far choice) skips its later first trials and
+        is probed only every ``far_every``-th time, its history started afresh (``far=inf``:
+        every choice probed every time, the rule before round 16). Choices are
+        compared by the medians of their last ``history`` step times (5 before then)."""
         self.clock = clock
         self.threads = threads or default_threads()
         t = self.threads
@@ -88,9 +105,12 @@ class ThreadTuner:
         self.first_trials = first_trials
         self.probe_every = max(probe_every, (len(self.candidates) - 1) * probe_steps + 1)
         self.probe_steps = probe_steps
+        self.far = far
+        self.far_every = max(1, far_every)
         self.choice: Choice = self.candidates[0]
         self.current: Choice = self.choice  # the counts of the step in progress (or the last one)
-        self.history: dict[Choice, deque[float]] = {c: deque(maxlen=5) for c in self.candidates}
+        self.history: dict[Choice, deque[float]] = {c: deque(maxlen=history)
+                                                      for c in self.candidates}
         self.steps = 0
         self._ctl: ThreadpoolController | None = None  # threadpoolctl controller, made on first use
 
@@ -104,20 +124,39 @@ class ThreadTuner:
         """The Numba thread count chosen so far."""
         return self.choice[0]
 
-    def _planned(self) -> Choice:
-        """The (Numba, BLAS) thread counts for the next step."""
+    def _medians(self) -> dict[Choice, float]:
+        return {c: float(np.median(h)) for c, h in self.history.items() if h}
+
+    def _is_far(self, c: Choice) -> bool:
+        """Whether ``c``'s median step is ``far`` times the best median or more."""
+        meds = self._medians()
+        return c in meds and meds[c] >= self.far * min(meds.values())
+
+    def _planned(self) -> tuple[Choice, bool]:
+        """The (Numba, BLAS) thread counts for the next step, and whether the step begins a far
+        choice's probe (its history then starts afresh, so a machine that changed is seen at
+        once rather than after several probes)."""
         n = len(self.candidates)
         s = self.steps - 1  # step 0 compiles kernels: not measured against anything
         if n == 1 or s < 0:
-            return self.choice
+            return self.choice, False
         if s < n * self.first_trials:
-            return self.candidates[s % n]
+            c = self.candidates[s % n]
+            return (self.choice if s >= n and self._is_far(c) else c), False
         others = [c for c in self.candidates if c != self.choice]
-        k = s % self.probe_every - (self.probe_every - len(others) * self.probe_steps)
-        return others[k // self.probe_steps] if k >= 0 else self.choice
+        window, k = divmod(s, self.probe_every)
+        k -= self.probe_every - len(others) * self.probe_steps
+        if k < 0:
+            return self.choice, False
+        c = others[k // self.probe_steps]
+        if not self._is_far(c):
+            return c, False
+        if window % self.far_every != self.far_every - 1:  # the first far probe after far_every
+            return self.choice, False
+        return c, k % self.probe_steps == 0
 
     def _decide(self) -> None:
-        meds = {c: float(np.median(h)) for c, h in self.history.items() if h}
+        meds = self._medians()
         if len(meds) == len(self.candidates):
             self.choice = min(meds, key=lambda c: meds[c])
 
@@ -129,11 +168,15 @@ class ThreadTuner:
 
         if self._ctl is None:
             self._ctl = ThreadpoolController()  # scans the loaded libraries once, not per step
-        use = self.current = self._planned()
+        use, fresh = self._planned()
+        self.current = use
+        if fresh:
+            self.history[use].clear()
         numba_before = numba.get_num_threads()
         numba.set_num_threads(min(use[0], numba.config.NUMBA_NUM_THREADS))
         chunk = numba.get_parallel_chunksize()
-        numba.set_parallel_chunksize(1)
+        if use[0] > 1:  # dynamic scheduling; with one thread it only costs (2.6-3.1 % CPU time)
+            numba.set_parallel_chunksize(1)
         t = self.clock()
         try:
             with self._ctl.limit(limits=use[1], user_api="blas"):

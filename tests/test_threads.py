@@ -39,9 +39,10 @@ QUIET = {(2, 2): 0.05, (2, 1): 0.09, (1, 1): 0.12}
 
 
 @needs_two
-def test_tuner_keeps_two_threads_when_they_are_faster() -> None:
+def test_without_the_far_rule_every_choice_is_tried_and_probed() -> None:
     clock = _Clock()
-    tuner = ThreadTuner(threads=2, first_trials=3, probe_every=10, probe_steps=2, clock=clock)
+    tuner = ThreadTuner(threads=2, first_trials=3, probe_every=10, probe_steps=2, clock=clock,
+                        far=float("inf"))
     used = _run(tuner, clock, 30, QUIET)
     assert used[1:10] == [(2, 2), (2, 1), (1, 1)] * 3  # the first trials take turns
     assert tuner.choice == (2, 2) and tuner.blas == 2 and tuner.numba == 2
@@ -61,8 +62,70 @@ def test_tuner_follows_a_machine_that_gets_busy() -> None:
     # a core fully taken: one thread of each is best (two threads must not be slower than one)
     _run(tuner, clock, 30, {(2, 2): 0.30, (2, 1): 0.12, (1, 1): 0.10})
     assert tuner.choice == (1, 1)
-    _run(tuner, clock, 30, QUIET)  # and back when the machine is quiet again
+    # and back when the machine is quiet again: (2, 2), far slower when last measured, is
+    # probed again at the fourth window's end at the latest (here within 40 steps)
+    _run(tuner, clock, 40, QUIET)
     assert tuner.choice == (2, 2)
+
+
+@needs_two
+def test_far_choices_skip_later_first_trials_and_are_probed_every_fourth_time() -> None:
+    """A choice 1.25x the best median or slower (a far choice) costs 1 first trial, not 3, and
+    2 probe steps every 4th window instead of every window (QUIET: both others are far)."""
+    clock = _Clock()
+    tuner = ThreadTuner(threads=2, first_trials=3, probe_every=10, probe_steps=2, clock=clock)
+    used = _run(tuner, clock, 81, QUIET)
+    assert used[1:10] == [(2, 2), (2, 1), (1, 1)] + [(2, 2)] * 6
+    # step i has s = i - 1; windows of 10 s end with 4 probe slots; the 4th window (s 30-39)
+    # and the 8th (s 70-79) probe both far choices, the others none
+    assert used[10:37] == [(2, 2)] * 27
+    assert used[37:41] == [(2, 1), (2, 1), (1, 1), (1, 1)]
+    assert used[41:77] == [(2, 2)] * 36
+    assert used[77:81] == [(2, 1), (2, 1), (1, 1), (1, 1)]
+    assert tuner.choice == (2, 2)
+    # the far rule off: the same run probes each other choice in every window
+    clock = _Clock()
+    every = ThreadTuner(threads=2, first_trials=3, probe_every=10, probe_steps=2, clock=clock,
+                        far=float("inf"))
+    # 2 x 3 first trials of the others, s 9 (window 0's last probe slot), 4 in windows 1-7
+    assert _run(every, clock, 81, QUIET).count((2, 2)) == 81 - 2 * 3 - 1 - 7 * 4
+
+
+@needs_two
+def test_a_far_choice_that_became_fastest_is_taken_at_its_probe() -> None:
+    """A far choice's probe starts its history afresh: one fast probe step is enough to switch
+    (its older, slow times would otherwise outvote it for several probes)."""
+    clock = _Clock()
+    tuner = ThreadTuner(threads=2, first_trials=3, probe_every=10, probe_steps=2, clock=clock)
+    busy = {(2, 2): 0.30, (2, 1): 0.12, (1, 1): 0.10}
+    _run(tuner, clock, 30, busy)
+    assert tuner.choice == (1, 1) and tuner._is_far((2, 2))
+    used = _run(tuner, clock, 30, QUIET)  # s 29..58: the 4th window (s 30-39) probes (2, 2)
+    first = used.index((2, 2))
+    assert first == 36 - 29  # s 36, the first probe slot of window 3
+    # the probe's history started afresh
+    assert list(tuner.history[(2, 2)])[:1] == [pytest.approx(QUIET[(2, 2)])]
+    # chosen at once: the window's last slots probe the two others (now relative to (2, 2)),
+    # then (2, 2) is kept
+    assert tuner.choice == (2, 2)
+    assert used[first + 1:first + 4] == [(2, 1), (1, 1), (1, 1)]
+    assert used[40 - 29:] == [(2, 2)] * (30 - (40 - 29))
+
+
+@needs_two
+def test_loops_are_dynamically_scheduled_only_with_several_numba_threads() -> None:
+    """Chunk size 1 spreads a loop's iterations over busy threads; with one thread it only costs
+    (2.6-3.1 % of a step's CPU time, measured), so (1, 1) runs with the caller's setting."""
+    clock = _Clock()
+    tuner = ThreadTuner(threads=2, first_trials=1, clock=clock, far=float("inf"))
+    before = numba.get_parallel_chunksize()
+    seen = {}
+    for _ in range(4):  # step 0, then one first trial of each choice
+        with tuner.step():
+            seen[tuner.current] = numba.get_parallel_chunksize()
+            clock.now += 0.1
+    assert seen == {(2, 2): 1, (2, 1): 1, (1, 1): before} and before != 1
+    assert numba.get_parallel_chunksize() == before
 
 
 def test_single_thread_tuner_never_probes() -> None:
