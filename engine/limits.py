@@ -26,7 +26,8 @@ from typing import Any, NamedTuple
 from .errors import MambaStudioError
 
 F32 = 4
-SCAN_CHUNK = 128  # engine.ops.selective_scan.BWD_CHUNK (the scan backward's job width)
+SCAN_WIDTHS = (64, 128)  # engine.ops.selective_scan.BWD_CHUNKS' values: the scan backward's job
+# width is one of them, by the CPU; the estimate takes the larger need of the two
 BASELINE = 300 * 2**20  # interpreter + NumPy + Numba + compiled kernels
 
 
@@ -351,6 +352,17 @@ def human_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
+def _scan_workspace(spec: MemorySpec, e: int, n: int, threads: int, width: int) -> int:
+    """Bytes of the scan backward with ``width``-channel jobs: each running job's state history
+    and decays (2 l + 2 planes of (n, width)) and its (l, width) rows (dy, delta u, gb, dd), and
+    the dB/dC partial sums, (e / width, b, l, n) each."""
+    chunks = -(-e // width)
+    tokens = spec.batch_size * spec.seq_len
+    jobs = min(threads, spec.batch_size * chunks)
+    return (jobs * ((2 * spec.seq_len + 2) * n + 4 * spec.seq_len) * min(e, width) * F32
+            + 2 * chunks * tokens * n * F32)
+
+
 def estimate(spec: MemorySpec) -> MemoryEstimate:
     """Bytes each part of a run needs at its peak (float32 everywhere, as the engine trains)."""
     c = spec.config
@@ -372,10 +384,7 @@ def estimate(spec: MemorySpec) -> MemoryEstimate:
     # backward of one layer: dxz, du, ddelta, dx_dbl, dy... (~8e floats per token), the scan's
     # per-thread state history and decays, its (l, width) rows (dy, delta u, gb, dd) and its
     # dB/dC partial sums
-    chunks = -(-e // SCAN_CHUNK)
-    scan = (min(threads, spec.batch_size * chunks) * ((2 * spec.seq_len + 2) * n + 4 * spec.seq_len)
-            * min(e, SCAN_CHUNK) * F32)
-    scan += 2 * chunks * tokens * n * F32
+    scan = max(_scan_workspace(spec, e, n, threads, width) for width in SCAN_WIDTHS)
     workspace = 8 * e * F32 * tokens + scan + k * e * F32 * spec.batch_size
     lora_weights = p * F32 if spec.trainable is not None and spec.trainable < p else 0
     return MemoryEstimate(

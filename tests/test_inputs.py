@@ -628,10 +628,19 @@ def test_the_memory_room_is_the_least_whichever_comes_first(monkeypatch):
 
 
 def test_the_memory_estimate_sizes_the_scan_backward_jobs_the_kernel_runs():
-    """The estimate's workspace counts the scan backward's per-job buffers at its job width,
-    copied into engine.limits (which imports no kernel): a change of the kernel's width would
-    leave the estimate sizing the old one."""
-    from engine.limits import SCAN_CHUNK
-    from engine.ops.selective_scan import BWD_CHUNK
+    """The estimate's workspace counts the scan backward's per-job buffers at the larger need of
+    its job widths, copied into engine.limits (which imports no kernel): a change of the
+    kernel's widths would leave the estimate sizing old ones. And the larger need is taken:
+    wider jobs hold more per job, narrower ones more dB/dC partial sums."""
+    from engine.config import MambaConfig
+    from engine.limits import SCAN_WIDTHS, MemorySpec, _scan_workspace
+    from engine.ops.selective_scan import BWD_CHUNK, BWD_CHUNKS
 
-    assert SCAN_CHUNK == BWD_CHUNK
+    assert sorted(BWD_CHUNKS.values()) == sorted(SCAN_WIDTHS) and BWD_CHUNK in SCAN_WIDTHS
+    cfg = MambaConfig(vocab_size=256, d_model=256, n_layer=6)  # e 512, n 16
+    spec = MemorySpec(cfg, batch_size=8, seq_len=256, threads=2)
+    need = {w: _scan_workspace(spec, cfg.d_inner, cfg.d_state, 2, w) for w in SCAN_WIDTHS}
+    assert need[128] == 2 * (2 * 256 + 2) * 16 * 128 * 4 + 2 * 4 * 2048 * 16 * 4 + 2 * 4 * 256 * 128 * 4
+    assert need[64] < need[128]
+    many = MemorySpec(cfg, batch_size=64, seq_len=16, threads=1)
+    assert _scan_workspace(many, 512, 16, 1, 64) > _scan_workspace(many, 512, 16, 1, 128)

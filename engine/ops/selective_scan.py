@@ -23,7 +23,7 @@ remainder loops; 1.1-1.25x faster, measured); the wrappers zero-pad e to a multi
 needed (padded channels have u = delta = D = z = 0: no state, nothing added to dB, dC). The
 forward stores nothing but its outputs; the backward recomputes each job's states and decays
 exp(delta_t A) into private (l + 2, n, cw) and (l, n, cw) buffers (2 MiB each at l=256,
-cw=128; the reverse step then computes no exp), computes the gate's gradients in that forward
+cw=128, 1 MiB at 64; the reverse step then computes no exp), computes the gate's gradients in that forward
 pass, and walks back in time (two positions per pass where the CPU has 32 vector registers, one
 where it has 16) with the reverse recurrence (derived in docs/derivations/selective_scan_backward.md):
 
@@ -58,12 +58,17 @@ from .._jit import (
 from ._common import check, check_wider, reset_mask
 
 CHUNK = 64
-BWD_CHUNK = 128  # the backward's job width (padded e is a multiple of CHUNK, so the last job
-# of a row may be CHUNK wide); 64 measured 7-15 % slower, 256 no faster, 512 +20 %
 _PF_SCAN = 2  # the backward's prefetch distances (positions ahead), measured
 _PF_OUT = 12
 _REGS = 0  # vector registers: a constant in each compiled copy of the backward (``_BACKWARD``)
 VECTOR_REGS = vector_registers()  # the copies the backward runs: 16 (x86 without AVX-512) or 32
+# The backward's job width by the CPU's vector registers (padded e is a multiple of CHUNK, so the
+# last job of a row may be CHUNK wide). 16 (an AVX2 EPYC, 512 KiB L2 a core): 128; there 64 was
+# 1.06-1.24x slower alone and its training steps 1.02-1.09x (round 16), 256 no faster, 512 +20 %.
+# 32 (an AVX-512 Xeon, 2 MiB L2): 64; there 128 was 0.86-1.03x alone and its steps 0.96-1.005x
+# (two runs, round 16). Whether registers or L2 size decide was not separable on these two.
+BWD_CHUNKS = {16: 128, 32: 64}
+BWD_CHUNK = BWD_CHUNKS[VECTOR_REGS]
 
 
 @parallel_kernel
@@ -327,7 +332,7 @@ def _scan_backward_kernel(
 
 
 _BACKWARD = {(w, r): specialised(parallel_kernel, _scan_backward_kernel, _BW=w, _REGS=r)
-             for w in (BWD_CHUNK, CHUNK) for r in (16, 32)}
+             for w in sorted({*BWD_CHUNKS.values(), CHUNK}) for r in (16, 32)}
 
 
 def _A_transposed(A_log: np.ndarray) -> np.ndarray:
