@@ -355,7 +355,9 @@ def human_bytes(n: float) -> str:
 def _scan_workspace(spec: MemorySpec, e: int, n: int, threads: int, width: int) -> int:
     """Bytes of the scan backward with ``width``-channel jobs: each running job's state history
     and decays (2 l + 2 planes of (n, width)) and its (l, width) rows (dy, delta u, gb, dd), and
-    the dB/dC partial sums, (e / width, b, l, n) each."""
+    the dB/dC partial sums, (e / width, b, l, n) each; e as the kernel pads it (to a multiple
+    of 64, its forward's job width)."""
+    e = -(-e // 64) * 64
     chunks = -(-e // width)
     tokens = spec.batch_size * spec.seq_len
     jobs = min(threads, spec.batch_size * chunks)

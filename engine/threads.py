@@ -12,10 +12,10 @@ Numba threads: each is tried for a few steps at the start, the fastest (median o
 is kept, and every ``probe_every`` steps each other choice gets ``probe_steps`` steps again, so a
 machine that becomes busy (or quiet) is followed within about ``probe_every`` steps. A choice 1.25x
 slower than the best or more (``far``: on a quiet 2-core EPYC VM 1 + 1 ran at 1.36-1.41x and 2 + 1
-at 1.21-1.23x the step time of 2 + 2) gets one first trial instead of three and is probed every
+at 1.21-1.23x the step time of 2 + 2) gets two first trials instead of three and is probed every
 fourth time only, its history then started afresh (one fast probe step suffices to take it).
 Replayed over step times recorded there (``benchmarks/bench_tuner_replay.py``, docs/performance.md
-round 16), the tuner's cost against the best fixed choice fell from 2.6-7.2 % to 1.4-3.1 % of a
+round 16), the tuner's cost against the best fixed choice fell from 2.6-7.2 % to 1.8-3.2 % of a
 110-step run and from 1.4-7.6 % to 0.6-2.9 % of a 2,000-step one (medians of 9 instead of 5 are
 most of the gain where a choice's times are spread, the far rule where the choices are far apart),
 at the price of following a machine that becomes quiet again within four probe intervals instead of
@@ -94,8 +94,8 @@ class ThreadTuner:
                  far: float = 1.25, far_every: int = 4, history: int = 9) -> None:
         """``first_trials`` turns of every choice at the start, then ``probe_steps`` steps of each
         other choice at the end of every ``probe_every`` steps; a choice whose median step is
-        ``far`` times the best median or more (a far choice) skips its later first trials and
-        is probed only every ``far_every``-th time, its history started afresh (``far=inf``:
+        ``far`` times the best median or more (a far choice) skips its later first trials (once
+        it has two) and is probed only every ``far_every``-th time, its history started afresh (``far=inf``:
         every choice probed every time, the rule before round 16). Choices are
         compared by the medians of their last ``history`` step times (5 before then)."""
         self.clock = clock
@@ -112,6 +112,7 @@ class ThreadTuner:
         self.history: dict[Choice, deque[float]] = {c: deque(maxlen=history)
                                                       for c in self.candidates}
         self.steps = 0
+        self._fresh_window: dict[Choice, int] = {}  # the probe window a far choice restarted in
         self._ctl: ThreadpoolController | None = None  # threadpoolctl controller, made on first use
 
     @property
@@ -141,8 +142,9 @@ class ThreadTuner:
         if n == 1 or s < 0:
             return self.choice, False
         if s < n * self.first_trials:
-            c = self.candidates[s % n]
-            return (self.choice if s >= n and self._is_far(c) else c), False
+            c = self.candidates[s % n]  # a far choice's later trials skipped once it has two
+            skip = len(self.history[c]) >= 2 and self._is_far(c)  # (one slow step is no verdict)
+            return (self.choice if skip else c), False
         others = [c for c in self.candidates if c != self.choice]
         window, k = divmod(s, self.probe_every)
         k -= self.probe_every - len(others) * self.probe_steps
@@ -153,7 +155,9 @@ class ThreadTuner:
             return c, False
         if window % self.far_every != self.far_every - 1:  # the first far probe after far_every
             return self.choice, False
-        return c, k % self.probe_steps == 0
+        # its first step in this window starts its history afresh (the choice, and so the order
+        # of the others, may change within the window: the window is remembered, not the slot)
+        return c, self._fresh_window.get(c) != window
 
     def _decide(self) -> None:
         meds = self._medians()
@@ -172,6 +176,7 @@ class ThreadTuner:
         self.current = use
         if fresh:
             self.history[use].clear()
+            self._fresh_window[use] = (self.steps - 1) // self.probe_every
         numba_before = numba.get_num_threads()
         numba.set_num_threads(min(use[0], numba.config.NUMBA_NUM_THREADS))
         chunk = numba.get_parallel_chunksize()

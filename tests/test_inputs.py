@@ -633,7 +633,7 @@ def test_the_memory_estimate_sizes_the_scan_backward_jobs_the_kernel_runs():
     kernel's widths would leave the estimate sizing old ones. And the larger need is taken:
     wider jobs hold more per job, narrower ones more dB/dC partial sums."""
     from engine.config import MambaConfig
-    from engine.limits import SCAN_WIDTHS, MemorySpec, _scan_workspace
+    from engine.limits import SCAN_WIDTHS, MemorySpec, _scan_workspace, estimate
     from engine.ops.selective_scan import BWD_CHUNK, BWD_CHUNKS
 
     assert sorted(BWD_CHUNKS.values()) == sorted(SCAN_WIDTHS) and BWD_CHUNK in SCAN_WIDTHS
@@ -644,3 +644,7 @@ def test_the_memory_estimate_sizes_the_scan_backward_jobs_the_kernel_runs():
     assert need[64] < need[128]
     many = MemorySpec(cfg, batch_size=64, seq_len=16, threads=1)
     assert _scan_workspace(many, 512, 16, 1, 64) > _scan_workspace(many, 512, 16, 1, 128)
+    for s, th in ((spec, 2), (many, 1)):  # and the estimate counts the larger of the two
+        other = 8 * 512 * 4 * s.batch_size * s.seq_len + 4 * 512 * 4 * s.batch_size
+        assert estimate(s).workspace == other + max(_scan_workspace(s, 512, 16, th, w)
+                                                    for w in SCAN_WIDTHS)

@@ -127,7 +127,7 @@ _BW = 0  # the backward's job width: a constant in each compiled copy (``_BACKWA
 
 def _scan_backward_kernel(
     dout, u, delta, At, Adt, Bm, Cm, D, z, zoff, reset, du, ddelta, dz, dA_part, dB_part,
-    dC_part, dD_part, want_dA, c_first,
+    dC_part, dD_part, want_dA, c_first, ch_first,
 ):
     """dout (b, l, e) + forward inputs (At (n, e) = A.T, Adt the same in ``scan_decay``'s units: the
     forward's At) -> du, ddelta (b, l, e); dz written at the same columns of
@@ -136,11 +136,13 @@ def _scan_backward_kernel(
     count as zero (the always-zero plane ``nl + 1`` of ``hist``) and cuts the carry g (the
     kept decay of position t is zeroed, so g_t exp(delta_t A) carries nothing to t - 1).
 
-    This call's jobs are (batch row, chunk of cw = ``_BW`` channels) from channel ``c_first``
-    on. ``_BW`` is a compile-time constant (``_BACKWARD`` holds one compiled copy per width), so
-    the channel loops have constant bounds (measured 3-4 % faster); the wrapper runs BWD_CHUNK
-    for the full chunks, then CHUNK for a remainder. ``_REGS`` (16 or 32, also one copy each;
-    the wrapper runs ``VECTOR_REGS``'s) picks the reverse step's loop shape (pass 2).
+    This call's jobs are (batch row, chunk of cw = ``_BW`` channels) from channel ``c_first`` on,
+    the first of them row ``ch_first`` of dB_part and dC_part (the wrapper's count of the chunks
+    before it: the kernel keeps no job width of its own but ``_BW``). ``_BW`` is a compile-time
+    constant (``_BACKWARD`` holds one compiled copy per width), so the channel loops have constant
+    bounds (measured 3-4 % faster); the wrapper runs BWD_CHUNK for the full chunks, then CHUNK for
+    a remainder. ``_REGS`` (16 or 32, also one copy each; the wrapper runs ``VECTOR_REGS``'s) picks
+    the reverse step's loop shape (pass 2).
 
     Three passes per job:
     1. forward in time: the states h_t (``hist``, (l + 2, n, cw)) and decays exp(delta_t A)
@@ -172,7 +174,7 @@ def _scan_backward_kernel(
     one = np.ones(1, u.dtype)[0]
     for job in prange(nb * nch):
         b = job // nch
-        ch = c_first // BWD_CHUNK + job % nch  # index into dB_part, dC_part
+        ch = ch_first + job % nch  # index into dB_part, dC_part
         c0 = c_first + (job % nch) * cw
         Aj = np.ascontiguousarray(At[:, c0 : c0 + cw])
         Adj = np.ascontiguousarray(Adt[:, c0 : c0 + cw])
@@ -465,7 +467,7 @@ def selective_scan_backward(
         if run:
             _BACKWARD[width, VECTOR_REGS](
                 dout, u, delta, At, Adt, B, C, D, z_k, zoff_k, rm, du, ddelta, dz_k, dA_part,
-                dB_part, dC_part, dD_part, need_dA, c_first,
+                dB_part, dC_part, dD_part, need_dA, c_first, c_first // BWD_CHUNK,
             )
     dA_log = dA_part.sum(axis=0).T[:ne] * At.T[:ne] if need_dA else None  # (e, n)
     dD = dD_part.sum(axis=0)[:ne]

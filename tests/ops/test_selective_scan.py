@@ -81,16 +81,23 @@ def test_backward_finite_differences_float64(e, length, copy, monkeypatch):
 def test_backward_jobs_of_the_other_width_give_the_same_gradients(monkeypatch):
     """``BWD_CHUNKS``: 128-channel backward jobs on CPUs with 16 vector registers, 64 on those
     with 32. The width this machine does not run, through the wrapper, equals its own to
-    rounding (float64; e = 256: 2 or 4 jobs a row, no remainder job; resets): only the grouping
-    of the dB/dC partial sums over channel chunks differs."""
+    rounding (float64; e = 150, padded to 192: a 128-channel job and a 64-channel remainder a
+    row, or three 64-channel jobs; resets): only the grouping of the dB/dC partial sums over
+    channel chunks differs. The kernels take their dB/dC row from the wrapper, so a copy
+    compiled on a machine of the other width indexes them right."""
     own = scan_module.BWD_CHUNK
     assert own == scan_module.BWD_CHUNKS[scan_module.VECTOR_REGS]
-    args = _inputs(np.float64, length=9, e=256, seed=6)
+    args = _inputs(np.float64, length=9, e=150, seed=6)
     reset = _reset_mask(2, 9)
     dout = np.random.default_rng(7).standard_normal(args[0].shape)
     mine = selective_scan_backward(dout, *args, reset=reset)
     monkeypatch.setattr(scan_module, "BWD_CHUNK", 192 - own)
+    ran = []
+    for key, fn in list(scan_module._BACKWARD.items()):
+        monkeypatch.setitem(scan_module._BACKWARD, key,
+                            lambda *a, key=key, fn=fn: (ran.append(key[0]), fn(*a)))
     other = selective_scan_backward(dout, *args, reset=reset)
+    assert ran == ([64] if own == 128 else [128, 64])  # the calls, each over all its jobs
     for name, a, b in zip(("du", "ddelta", "dA_log", "dB", "dC", "dD", "dz"), mine, other,
                           strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12, err_msg=name)
