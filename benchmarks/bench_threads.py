@@ -1,13 +1,11 @@
 """Thread counts on a busy machine: one core kept busy by a spinning child process (pinned to the
-last CPU this process may use, when the affinity call is available), training steps of the
-small preset timed with Numba/BLAS threads fixed at 1/1 and 2/2, and with
-engine.threads.ThreadTuner choosing (after its first trials, run untimed under the same load),
-and a second tuner with the rule before round 16 (every other choice probed every time, medians
-of 5),
-interleaved; medians and means (the probes show in the means). ``--work prompt``: the reading
-of a --prompt-tokens prompt by a small model instead (engine.lm's pieces), each variant a whole
-prompt, at fixed counts only (a tuner for prompts was measured and not kept:
-docs/performance.md, round 13).
+last CPU this process may use, when the affinity call is available), training steps of the small
+preset timed with Numba/BLAS threads fixed at 1/1 and 2/2, and with engine.threads.ThreadTuner
+choosing (after its first trials, run untimed under the same load), and a second tuner with the
+rule before round 16 (every other choice probed every time, medians of 5), interleaved; medians and
+means (the probes show in the means). ``--work prompt``: the reading of a --prompt-tokens prompt by
+a small model instead (engine.lm's pieces), each variant a whole prompt, at fixed counts only (a
+tuner for prompts was measured and not kept: docs/performance.md, round 13).
 
     python benchmarks/bench_threads.py [--steps 30] [--quiet]   (--quiet: no busy child)
     python benchmarks/bench_threads.py --work prompt --steps 5 [--prompt-tokens 65536]
@@ -28,6 +26,7 @@ configure(tune_allocator=True)  # same process settings as training, before NumP
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
+from bench_tuner_replay import PREVIOUS  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from engine.bench import _trainer, cpu_model  # noqa: E402
@@ -46,7 +45,7 @@ def main() -> None:
     a = ap.parse_args()
     step = _prompt_reader(a.prompt_tokens) if a.work == "prompt" else _train_step(a.steps)
     tuner = ThreadTuner(threads=2)  # the trainer's settings (probes every 100 steps)
-    every = ThreadTuner(threads=2, far=float("inf"), history=5)  # the rule before round 16
+    every = ThreadTuner(threads=2, **PREVIOUS)  # type: ignore[arg-type]  # the rule before round 16
 
     def fixed(n: int) -> float:
         numba.set_num_threads(n)

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from .errors import MambaStudioError
 
 F32 = 4
+SCAN_PAD = 64  # engine.ops.selective_scan.CHUNK: the scan kernels pad e to a multiple of it
 SCAN_WIDTHS = (64, 128)  # engine.ops.selective_scan.BWD_CHUNKS' values: the scan backward's job
 # width is one of them, by the CPU; the estimate takes the larger need of the two
 BASELINE = 300 * 2**20  # interpreter + NumPy + Numba + compiled kernels
@@ -355,9 +356,8 @@ def human_bytes(n: float) -> str:
 def _scan_workspace(spec: MemorySpec, e: int, n: int, threads: int, width: int) -> int:
     """Bytes of the scan backward with ``width``-channel jobs: each running job's state history
     and decays (2 l + 2 planes of (n, width)) and its (l, width) rows (dy, delta u, gb, dd), and
-    the dB/dC partial sums, (e / width, b, l, n) each; e as the kernel pads it (to a multiple
-    of 64, its forward's job width)."""
-    e = -(-e // 64) * 64
+    the dB/dC partial sums, (e / width, b, l, n) each; e as the kernels pad it (``SCAN_PAD``)."""
+    e = -(-e // SCAN_PAD) * SCAN_PAD
     chunks = -(-e // width)
     tokens = spec.batch_size * spec.seq_len
     jobs = min(threads, spec.batch_size * chunks)

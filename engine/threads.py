@@ -94,9 +94,9 @@ class ThreadTuner:
                  far: float = 1.25, far_every: int = 4, history: int = 9) -> None:
         """``first_trials`` turns of every choice at the start, then ``probe_steps`` steps of each
         other choice at the end of every ``probe_every`` steps; a choice whose median step is
-        ``far`` times the best median or more (a far choice) skips its later first trials (once
-        it has two) and is probed only every ``far_every``-th time, its history started afresh (``far=inf``:
-        every choice probed every time, the rule before round 16). Choices are
+        ``far`` times the best median or more (a far choice) skips its later first trials (once it
+        has two) and is probed only every ``far_every``-th time, its history started afresh
+        (``far=inf``: every choice probed every time, the rule before round 16). Choices are
         compared by the medians of their last ``history`` step times (5 before then)."""
         self.clock = clock
         self.threads = threads or default_threads()
@@ -133,31 +133,31 @@ class ThreadTuner:
         meds = self._medians()
         return c in meds and meds[c] >= self.far * min(meds.values())
 
-    def _planned(self) -> tuple[Choice, bool]:
-        """The (Numba, BLAS) thread counts for the next step, and whether the step begins a far
-        choice's probe (its history then starts afresh, so a machine that changed is seen at
-        once rather than after several probes)."""
+    def _planned(self) -> tuple[Choice, int | None]:
+        """The (Numba, BLAS) thread counts for the next step, and the probe window when the step
+        begins a far choice's probe in it, else None (its history then starts afresh, so a
+        machine that changed is seen at once rather than after several probes)."""
         n = len(self.candidates)
         s = self.steps - 1  # step 0 compiles kernels: not measured against anything
         if n == 1 or s < 0:
-            return self.choice, False
+            return self.choice, None
         if s < n * self.first_trials:
             c = self.candidates[s % n]  # a far choice's later trials skipped once it has two
             skip = len(self.history[c]) >= 2 and self._is_far(c)  # (one slow step is no verdict)
-            return (self.choice if skip else c), False
+            return (self.choice if skip else c), None
         others = [c for c in self.candidates if c != self.choice]
         window, k = divmod(s, self.probe_every)
         k -= self.probe_every - len(others) * self.probe_steps
         if k < 0:
-            return self.choice, False
+            return self.choice, None
         c = others[k // self.probe_steps]
         if not self._is_far(c):
-            return c, False
+            return c, None
         if window % self.far_every != self.far_every - 1:  # the first far probe after far_every
-            return self.choice, False
+            return self.choice, None
         # its first step in this window starts its history afresh (the choice, and so the order
         # of the others, may change within the window: the window is remembered, not the slot)
-        return c, self._fresh_window.get(c) != window
+        return c, (window if self._fresh_window.get(c) != window else None)
 
     def _decide(self) -> None:
         meds = self._medians()
@@ -174,9 +174,9 @@ class ThreadTuner:
             self._ctl = ThreadpoolController()  # scans the loaded libraries once, not per step
         use, fresh = self._planned()
         self.current = use
-        if fresh:
+        if fresh is not None:
             self.history[use].clear()
-            self._fresh_window[use] = (self.steps - 1) // self.probe_every
+            self._fresh_window[use] = fresh
         numba_before = numba.get_num_threads()
         numba.set_num_threads(min(use[0], numba.config.NUMBA_NUM_THREADS))
         chunk = numba.get_parallel_chunksize()

@@ -633,10 +633,11 @@ def test_the_memory_estimate_sizes_the_scan_backward_jobs_the_kernel_runs():
     kernel's widths would leave the estimate sizing old ones. And the larger need is taken:
     wider jobs hold more per job, narrower ones more dB/dC partial sums."""
     from engine.config import MambaConfig
-    from engine.limits import SCAN_WIDTHS, MemorySpec, _scan_workspace, estimate
-    from engine.ops.selective_scan import BWD_CHUNK, BWD_CHUNKS
+    from engine.limits import SCAN_PAD, SCAN_WIDTHS, MemorySpec, _scan_workspace, estimate
+    from engine.ops.selective_scan import BWD_CHUNK, BWD_CHUNKS, CHUNK
 
     assert sorted(BWD_CHUNKS.values()) == sorted(SCAN_WIDTHS) and BWD_CHUNK in SCAN_WIDTHS
+    assert SCAN_PAD == CHUNK
     cfg = MambaConfig(vocab_size=256, d_model=256, n_layer=6)  # e 512, n 16
     spec = MemorySpec(cfg, batch_size=8, seq_len=256, threads=2)
     need = {w: _scan_workspace(spec, cfg.d_inner, cfg.d_state, 2, w) for w in SCAN_WIDTHS}

@@ -20,12 +20,12 @@ Kernels run in parallel over jobs = (batch row, chunk of channels: ``CHUNK`` in 
 ``BWD_CHUNK`` in the backward); time is sequential and the (n, CHUNK) state lives in a small local
 buffer. The forward's inner loops run over exactly ``CHUNK`` channels (a compile-time constant: no
 remainder loops; 1.1-1.25x faster, measured); the wrappers zero-pad e to a multiple of CHUNK when
-needed (padded channels have u = delta = D = z = 0: no state, nothing added to dB, dC). The
-forward stores nothing but its outputs; the backward recomputes each job's states and decays
-exp(delta_t A) into private (l + 2, n, cw) and (l, n, cw) buffers (2 MiB each at l=256,
-cw=128, 1 MiB at 64; the reverse step then computes no exp), computes the gate's gradients in that forward
-pass, and walks back in time (two positions per pass where the CPU has 32 vector registers, one
-where it has 16) with the reverse recurrence (derived in docs/derivations/selective_scan_backward.md):
+needed (padded channels have u = delta = D = z = 0: no state, nothing added to dB, dC). The forward
+stores nothing but its outputs; the backward recomputes each job's states and decays exp(delta_t A)
+into private (l + 2, n, cw) and (l, n, cw) buffers (2 MiB each at l=256, cw=128, 1 MiB at 64; the
+reverse step then computes no exp), computes the gate's gradients in that forward pass, and walks
+back in time (two positions per pass where the CPU has 32 vector registers, one where it has 16)
+with the reverse recurrence (derived in docs/derivations/selective_scan_backward.md):
 
     g_t = dy_t * C_t + exp(delta_{t+1} A) * g_{t+1}
     dC_t = sum_e dy_t h_t     dB_t = sum_e g_t delta_t u_t     dD = sum_t dy_t u_t
