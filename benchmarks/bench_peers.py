@@ -9,9 +9,12 @@ cross-entropy over all positions, AdamW lr 1e-3 wd 0.1), float32:
 * torch-pscan       -- the same with a parallel (Hillis-Steele, log2 L steps) scan through autograd;
 * torch-numba      -- the hybrid: the torch model with only the scan replaced by this project's
                       Numba kernels through ``torch.autograd.Function``;
-* ours             -- engine.Trainer.train_step.
+* ours             -- engine.Trainer.train_step, ``--threads`` Numba and BLAS threads;
+* ours-halves      -- the same with each micro-batch's halves at once in two threads of
+                      threads / 2 each (the thread tuner's two-worker choice, round 17).
 Every round times one step of each, so all see the same machine state; one JSON line per
-(config, impl) with the median and ``ours_speedup`` = peer median / our median.
+(config, impl) with the median, ``ours_speedup`` = its median / ours' and ``halves_speedup`` =
+its median / ours-halves'.
 
 The hybrid's and our lines also carry ``scan_ms``, the step's time in the scan kernels (the
 hybrid: timed around its calls in every step, median; ours: two profiled steps after the timed
@@ -35,9 +38,11 @@ from engine.runtime import configure  # noqa: E402
 
 configure(tune_allocator=True)  # same process settings as training, before NumPy loads
 
+import numba  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from threadpoolctl import ThreadpoolController  # noqa: E402
 
 from engine.bench import BENCH_CONFIGS, _trainer, blas_info, cpu_model, set_threads  # noqa: E402
 from engine.opprofile import profile_ops  # noqa: E402
@@ -170,7 +175,8 @@ def torch_stepper(cfg: dict[str, int], scan: str, n_rows: int):  # type: ignore[
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--configs", default="small,medium")
-    ap.add_argument("--impls", default="ours,torch-numba,torch-pscan,torch-seq-unbind")
+    ap.add_argument("--impls",
+                    default="ours,ours-halves,torch-numba,torch-pscan,torch-seq-unbind")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
@@ -180,6 +186,7 @@ def main() -> None:
     clock = time.process_time if a.cpu_time else time.perf_counter
     set_threads(a.threads)
     torch.set_num_threads(a.threads)
+    controller = ThreadpoolController()
     scans = {"torch-numba": "numba", "torch-pscan": "pscan", "torch-seq-unbind": "seq"}
     for name in a.configs.split(","):
         c = BENCH_CONFIGS[name]
@@ -197,6 +204,21 @@ def main() -> None:
                     cur["i"] += 1
 
                 steppers[impl] = ours
+            elif impl == "ours-halves":
+                trh = _trainer(name, "full", rounds * c["batch"])
+                curh = {"i": 0}
+
+                def halves(tr=trh, cur=curh, b=c["batch"]) -> None:  # type: ignore[no-untyped-def]
+                    per = max(1, a.threads // 2)  # (a controller made once: threadpool_limits
+                    numba.set_num_threads(per)  # scans the loaded libraries at every call)
+                    try:
+                        with controller.limit(limits=per, user_api="blas"):
+                            tr.train_step(np.arange(cur["i"] * b, (cur["i"] + 1) * b), 2)
+                    finally:
+                        numba.set_num_threads(a.threads)
+                    cur["i"] += 1
+
+                steppers[impl] = halves
             else:
                 steppers[impl] = torch_stepper(c, scans[impl], rounds * c["batch"])
         times: dict[str, list[float]] = {k: [] for k in steppers}
@@ -224,6 +246,8 @@ def main() -> None:
             }
         tokens = c["batch"] * c["seq_len"]
         ours_med = float(np.median(times["ours"])) if "ours" in times else None
+        halves_med = (float(np.median(times["ours-halves"])) if "ours-halves" in times
+                      else None)
         hyb_med = float(np.median(times["torch-numba"])) if "torch-numba" in times else None
         for impl, ts in times.items():
             med = float(np.median(ts))
@@ -238,6 +262,7 @@ def main() -> None:
                 "min_ms": round(min(ts) * 1e3, 2), "max_ms": round(max(ts) * 1e3, 2),
                 "tokens_per_s": round(tokens / med, 1),
                 "ours_speedup": round(med / ours_med, 2) if ours_med else None,
+                "halves_speedup": round(med / halves_med, 2) if halves_med else None,
                 **extra,
                 "steps": a.steps, "threads": a.threads, "clock": clock.__name__,
                 "torch": torch.__version__,

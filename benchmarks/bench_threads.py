@@ -1,11 +1,12 @@
 """Thread counts on a busy machine: one core kept busy by a spinning child process (pinned to the
 last CPU this process may use, when the affinity call is available), training steps of the small
-preset timed with Numba/BLAS threads fixed at 1/1 and 2/2, and with engine.threads.ThreadTuner
-choosing (after its first trials, run untimed under the same load), and a second tuner with the
-rule before round 16 (every other choice probed every time, medians of 5), interleaved; medians and
-means (the probes show in the means). ``--work prompt``: the reading of a --prompt-tokens prompt by
-a small model instead (engine.lm's pieces), each variant a whole prompt, at fixed counts only (a
-tuner for prompts was measured and not kept: docs/performance.md, round 13).
+preset timed with Numba/BLAS threads fixed at 1/1 and 2/2, with two workers of 1/1 (a
+micro-batch's halves at once, round 17), and with engine.threads.ThreadTuner choosing (after its
+first trials, run untimed under the same load), and a second tuner as it was before round 17
+(without the two-worker choice), interleaved; medians and means (the probes show in the means).
+``--work prompt``: the reading of a --prompt-tokens prompt by a small model instead (engine.lm's
+pieces), each variant a whole prompt, at fixed counts only (a tuner for prompts was measured and
+not kept: docs/performance.md, round 13).
 
     python benchmarks/bench_threads.py [--steps 30] [--quiet]   (--quiet: no busy child)
     python benchmarks/bench_threads.py --work prompt --steps 5 [--prompt-tokens 65536]
@@ -27,7 +28,7 @@ configure(tune_allocator=True)  # same process settings as training, before NumP
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 from bench_tuner_replay import PREVIOUS  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
+from threadpoolctl import ThreadpoolController  # noqa: E402
 
 from engine.bench import _trainer, cpu_model  # noqa: E402
 from engine.threads import ThreadTuner  # noqa: E402
@@ -45,18 +46,21 @@ def main() -> None:
     a = ap.parse_args()
     step = _prompt_reader(a.prompt_tokens) if a.work == "prompt" else _train_step(a.steps)
     tuner = ThreadTuner(threads=2)  # the trainer's settings (probes every 100 steps)
-    every = ThreadTuner(threads=2, **PREVIOUS)  # type: ignore[arg-type]  # the rule before round 16
+    every = ThreadTuner(threads=2, **PREVIOUS)  # the tuner before round 17
+    ctl = ThreadpoolController()  # made once: a bare threadpool_limits scans the libraries
 
-    def fixed(n: int) -> float:
+    def fixed(n: int, workers: int = 1) -> float:
         numba.set_num_threads(n)
-        with threadpool_limits(n, user_api="blas"):
-            return step()
+        with ctl.limit(limits=n, user_api="blas"):
+            return step(workers)
 
     def tuned(t: ThreadTuner = tuner) -> float:
         with t.step():
-            return step()
+            return step(t.current[2])
 
     variants = {"numba1_blas1": lambda: fixed(1), "numba2_blas2": lambda: fixed(2)}
+    if a.work == "train":
+        variants["halves_numba1_blas1"] = lambda: fixed(1, 2)
     if a.work == "train":
         variants["tuner"] = tuned
         variants["tuner_previous_rule"] = lambda: tuned(every)
@@ -91,19 +95,20 @@ def main() -> None:
                           "mean_speed_vs_1_thread": round(base_mean / float(np.mean(ts)), 2),
                           "tuner_blas_threads": t.blas if t else None,
                           "tuner_numba_threads": t.numba if t else None,
+                          "tuner_workers": t.workers if t else None,
                           "cpu": cpu_model()}), flush=True)
 
 
 def _train_step(steps: int) -> Callable[[], float]:
     """One training step of the small preset, timed."""
-    tr = _trainer("small", "full", 4 * (4 * steps + 30))  # 4 variants, 2 tuners' trials
+    tr = _trainer("small", "full", 4 * (5 * steps + 40))  # 5 variants, 2 tuners' trials
     i = [0]
 
-    def step() -> float:
+    def step(workers: int = 1) -> float:
         rows = np.arange(i[0] * 4, i[0] * 4 + 4)
         i[0] += 1
         t = time.perf_counter()
-        tr.train_step(rows)
+        tr.train_step(rows, workers)
         return time.perf_counter() - t
 
     return step
@@ -120,7 +125,7 @@ def _prompt_reader(tokens: int) -> Callable[[], float]:
     ids = np.random.default_rng(0).integers(0, 256, size=tokens)
     none = SamplingConfig(max_new_tokens=0)
 
-    def step() -> float:
+    def step(workers: int = 1) -> float:  # (one worker: prompts have no halves)
         t = time.perf_counter()
         list(lm.generate_ids(ids, none))
         return time.perf_counter() - t

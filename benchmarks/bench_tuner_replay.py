@@ -3,16 +3,17 @@
     python benchmarks/bench_tuner_replay.py [--config default] [--rounds 100] [--busy]
                                             [--save FILE | --load FILE] [--runs 400]
 
-1. Record: training steps of ``--config`` with each of the tuner's choices (Numba, BLAS threads)
-   fixed, interleaved step by step, ``--rounds`` of each (``--busy``: one core kept busy by a
+1. Record: training steps of ``--config`` with each of the tuner's choices (Numba, BLAS threads,
+   workers) fixed, interleaved step by step, ``--rounds`` of each (``--busy``: one core kept busy by a
    spinning child, as in ``bench_threads.py``). ``--save`` writes them as JSON, ``--load`` reads
-   a recording instead of measuring.
+   a recording instead of measuring (one made before round 17, without the two-worker choice, is
+   replayed without it).
 2. Replay: ``engine.threads.ThreadTuner`` (its own ``step()``, with a clock that advances by the
    step time drawn at random from the recording of the choice it set) runs ``--runs`` simulated
    trainings of 110 steps (a first Start in the app on the bundled corpus) and of 2,000 steps.
 
-One JSON line per rule and run length (the tuner as it is, and ``previous``: its rule before round
-16, every other choice probed every time, medians of 5): the tuner's mean total time over the best
+One JSON line per rule and run length (the tuner as it is, and ``previous``: the tuner before
+round 17, without the two-worker choice): the tuner's mean total time over the best
 fixed choice's (its mean step time x steps), and the share of runs holding a choice other than the
 best after the first trials (step 30) and at the end. A recording is noisy data, so the replay
 shows what the tuner's rule (first trials, medians, probes every 100 steps) does with this
@@ -33,32 +34,33 @@ configure(tune_allocator=True)  # same process settings as training, before NumP
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
+from threadpoolctl import ThreadpoolController  # noqa: E402
 
 from engine.bench import BENCH_CONFIGS, _trainer, cpu_model  # noqa: E402
 from engine.threads import ThreadTuner  # noqa: E402
 
 SPIN = ("import os\ntry:\n    os.sched_setaffinity(0, {1})\nexcept Exception:\n    pass\n"
         "while True:\n    pass\n")
-Choice = tuple[int, int]
-PREVIOUS = {"far": float("inf"), "history": 5}  # the tuner's rule before round 16
+Choice = tuple[int, int, int]
+PREVIOUS = {"split": False}  # the tuner before round 17: no two-worker choice
 
 
 def record(config: str, rounds: int, busy: bool) -> dict[Choice, list[float]]:
-    """Step seconds per (Numba, BLAS) choice, the choices interleaved step by step."""
+    """Step seconds per (Numba, BLAS, workers) choice, the choices interleaved step by step."""
     c = BENCH_CONFIGS[config]
     choices = ThreadTuner(threads=2).candidates
     tr = _trainer(config, "full", c["batch"] * (len(choices) * rounds + 8))
     i = [0]
+    ctl = ThreadpoolController()  # made once: a bare threadpool_limits scans the libraries
 
     def step(choice: Choice) -> float:
         numba.set_num_threads(choice[0])
         numba.set_parallel_chunksize(1 if choice[0] > 1 else 0)  # as ThreadTuner.step sets it
-        with threadpool_limits(choice[1], user_api="blas"):
+        with ctl.limit(limits=choice[1], user_api="blas"):
             rows = np.arange(i[0] * c["batch"], (i[0] + 1) * c["batch"])
             i[0] += 1
             t = time.perf_counter()
-            tr.train_step(rows)
+            tr.train_step(rows, choice[2])
             return time.perf_counter() - t
 
     for _ in range(3):  # compile, warm up
@@ -79,9 +81,11 @@ def record(config: str, rounds: int, busy: bool) -> dict[Choice, list[float]]:
 def replay(times: dict[Choice, list[float]], steps: int, runs: int,
            seed: int = 0, **rule: float) -> dict[str, float]:
     """Simulated trainings of ``steps`` steps under the tuner (see the module docstring);
-    ``rule`` overrides ``ThreadTuner``'s settings (``PREVIOUS``: the rule before round 16)."""
+    ``rule`` overrides ``ThreadTuner``'s settings (``PREVIOUS``: the tuner before round 17)."""
     rng = np.random.default_rng(seed)
     data = {ch: np.asarray(v) for ch, v in times.items()}
+    if all(ch[2] == 1 for ch in data):  # a recording made before the two-worker choice
+        rule = {**rule, "split": False}
     best = min(data, key=lambda ch: float(data[ch].mean()))
     totals, wrong_30, wrong_end = [], 0, 0
     for _ in range(runs):
@@ -116,17 +120,20 @@ def main() -> None:
     if a.load:
         with open(a.load) as f:
             rec = json.load(f)
-        times = {(int(k.split(",")[0]), int(k.split(",")[1])): v for k, v in rec["times"].items()}
+        times = {(*(int(x) for x in k.split(",")), 1)[:3]: v  # type: ignore[misc]
+                 for k, v in rec["times"].items()}  # ("n,b" before round 17: 1 worker)
         meta = {k: rec[k] for k in ("config", "busy_core", "cpu")}
     else:
         times = record(a.config, a.rounds, a.busy)
         meta = {"config": a.config, "busy_core": a.busy, "cpu": cpu_model()}
         if a.save:
             with open(a.save, "w") as f:
-                json.dump({**meta, "times": {f"{n},{b}": v for (n, b), v in times.items()}}, f)
-    per_choice = {f"numba{n}_blas{b}": {"median_ms": round(float(np.median(v)) * 1e3, 1),
-                                        "mean_ms": round(float(np.mean(v)) * 1e3, 1)}
-                  for (n, b), v in times.items()}
+                json.dump({**meta, "times": {f"{n},{b},{w}": v
+                                             for (n, b, w), v in times.items()}}, f)
+    per_choice = {f"numba{n}_blas{b}" + (f"_workers{w}" if w > 1 else ""):
+                  {"median_ms": round(float(np.median(v)) * 1e3, 1),
+                   "mean_ms": round(float(np.mean(v)) * 1e3, 1)}
+                  for (n, b, w), v in times.items()}
     for rule, settings in (("tuner", {}), ("previous", PREVIOUS)):
         for steps, runs in ((110, a.runs), (2000, max(1, a.runs // 4))):
             print(json.dumps({"bench": "tuner_replay", "rule": rule, **meta,

@@ -86,11 +86,15 @@ LORA_BENCH_RANK = 8
 
 
 def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
-                 threads: int = 2, profile_steps: int = 2) -> list[dict[str, Any]]:
+                 threads: int = 2, profile_steps: int = 2,
+                 workers: int = 1) -> list[dict[str, Any]]:
     """Median training-step time of BENCH_CONFIGS[name] for each of ``modes`` (full | lora |
     wsla), with the modes' steps interleaved so all see the same machine state; then, per mode,
     a per-op profile (``opprofile``), the peak NumPy memory of one step (tracemalloc), and the
-    step's GEMMs timed standalone (``stepgemms``)."""
+    step's GEMMs timed standalone (``stepgemms``, at ``threads``). ``workers`` 2: the timed steps
+    run each micro-batch's halves in two threads of threads // 2 Numba and BLAS threads each
+    (the thread tuner's two-worker choice); the profile runs them one after the other (the
+    op wrappers time one thread)."""
     import tracemalloc
 
     import numba
@@ -98,7 +102,8 @@ def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
     from .opprofile import profile_ops
     from .stepgemms import standalone_ms, step_gemms
 
-    set_threads(threads)
+    set_threads(max(1, threads // workers))
+    timed_workers = [workers]  # the profiled steps below run with 1
     c = BENCH_CONFIGS[name]
     steps = min(steps, c.get("max_steps", steps))
     warmup = min(warmup, c.get("max_steps", warmup))
@@ -111,7 +116,7 @@ def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
         cursor[m] += 1
         rows = np.arange(i * c["batch"], (i + 1) * c["batch"])
         t = time.perf_counter()
-        trainers[m].train_step(rows)
+        trainers[m].train_step(rows, timed_workers[0])
         return time.perf_counter() - t
 
     for _ in range(warmup):
@@ -124,6 +129,8 @@ def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
     tokens = c["batch"] * c["seq_len"]
     out = []
     med_full = float(np.median(times["full"])) if "full" in times else None
+    set_threads(threads)
+    timed_workers[0] = 1
     for m in modes:
         with profile_ops() as ops:
             prof = [step(m) for _ in range(profile_steps)]
@@ -157,7 +164,7 @@ def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
             "gemm_and_glue_ms": round(rest_ms, 2),
             "in_step_gemm_gflops_lower_bound": round(gflop / rest_ms * 1e3, 1),
             "numpy_peak_mb_one_step": round(peak / 2**20, 1),
-            "threads": threads, "numba_threads": numba.get_num_threads(),
+            "threads": threads, "workers": workers, "numba_threads": numba.get_num_threads(),
             "threading_layer": numba.threading_layer(), **blas_info(),
             "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"), "cpu": cpu_model(),
         })
@@ -165,9 +172,9 @@ def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
 
 
 def bench_train_step(name: str, steps: int = 10, warmup: int = 3, mode: str = "full",
-                     threads: int = 2) -> dict[str, Any]:
+                     threads: int = 2, workers: int = 1) -> dict[str, Any]:
     """One mode of ``bench_config``."""
-    return bench_config(name, [mode], steps, warmup, threads)[0]
+    return bench_config(name, [mode], steps, warmup, threads, workers=workers)[0]
 
 
 def cpu_model() -> str:
@@ -185,12 +192,15 @@ def cpu_model() -> str:
 NOISY = 1.5  # a config's slowest timed step over its fastest beyond which the text says so
 
 
-def run(configs: list[str], as_json: bool, steps: int, modes: list[str], threads: int) -> None:
+def run(configs: list[str], as_json: bool, steps: int, modes: list[str], threads: int,
+        workers: int = 1) -> None:
     """Bench ``configs`` x ``modes``: JSON lines, or text with a header naming each config's
     shapes (the bench's "small" is not the preset's), the spread of the timed steps, and what
     the columns mean (they were unexplained, and a busy machine went unsaid)."""
     if not as_json:
-        print(f"training steps (forward + backward + AdamW), {threads} thread(s), {steps} "  # noqa: T201
+        how = (f"{workers} workers (a micro-batch's halves at once) of {threads // workers} "
+               "thread(s)" if workers > 1 else f"{threads} thread(s)")
+        print(f"training steps (forward + backward + AdamW), {how}, {steps} "  # noqa: T201
               "timed steps after 2 warm-up ones, the modes interleaved; tok/s from the median "
               "step", flush=True)
     for name in configs:
@@ -198,7 +208,7 @@ def run(configs: list[str], as_json: bool, steps: int, modes: list[str], threads
         if not as_json:
             print(f"{name}: d {c['d_model']} x {c['n_layer']} layers, batch {c['batch']} x "  # noqa: T201
                   f"{c['seq_len']} tokens, vocab {c['vocab']:,}", flush=True)
-        results = bench_config(name, modes, steps=steps, threads=threads)
+        results = bench_config(name, modes, steps=steps, threads=threads, workers=workers)
         for res in results:
             if as_json:
                 print(json.dumps(res), flush=True)  # noqa: T201

@@ -391,7 +391,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
                       f"{res.get('prefill_ms', '-')} ms) {res.get('device', res.get('error'))}",
                       flush=True)
         return 0
-    run(a.configs.split(","), a.json, a.steps, a.modes.split(","), a.threads)
+    run(a.configs.split(","), a.json, a.steps, a.modes.split(","), a.threads, a.workers)
     return 0
 
 
@@ -615,6 +615,9 @@ def _add_bench(sub: Any) -> None:
                    default=min(2, os.cpu_count() or 1),
                    help=f"Numba and BLAS threads (default {min(2, os.cpu_count() or 1)}; "
                         "training picks its own)")
+    b.add_argument("--workers", type=_int_in(1, 2), default=1,
+                   help="2: each micro-batch's halves at once in two threads of threads / 2 "
+                        "threads each, as training does where that is fastest (default 1)")
     b.add_argument("--generate", type=_names(("cpu", "wgpu")),
                    help="decode throughput instead, e.g. cpu,wgpu")
     b.set_defaults(fn=cmd_bench)

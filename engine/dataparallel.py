@@ -98,13 +98,16 @@ class DataParallel:
         return self.optimizer.state_bytes()
 
     # ------------------------------------------------------------------ one step
-    def train_step(self, rows: np.ndarray) -> tuple[float, float, bool, tuple[str, ...]]:
+    def train_step(self, rows: np.ndarray,
+                   workers: int | None = None) -> tuple[float, float, bool, tuple[str, ...]]:
         """Trainer.train_step over the global batch ``rows`` (R,), computed by all ranks together;
         returns the same (loss, pre-clip grad norm, non-finite, skipped tensors) on every rank."""
         tr = self.trainer
         assert tr.trainable is not None
         mine = partition_rows(len(rows), tr.cursor.step, tr.cfg.seed, self.rank, self.size)
-        loss_sum, n_valid = tr.accumulate(rows, mine, micro0=self.rank, micro_stride=self.size)
+        loss_sum, n_valid = tr.accumulate(
+            rows, mine, micro0=self.rank, micro_stride=self.size,
+            workers=tr.thread_tuner.current[2] if workers is None else workers)
         grads = tr.trainable.grads(tr._grads)
         w0 = self.comm.waited_s
         total = np.array([loss_sum], dtype=np.float64)

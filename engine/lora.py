@@ -13,7 +13,9 @@ Every base tensor stays bit-identical (only A and B are optimizer state).
 Dropout (PEFT semantics, on the four projections): y = x W0.T + s * drop(x) A.T B.T, computed as
 the merged product plus a correction s * ((m - 1) * x) A.T B.T through ``engine.model``'s linear
 hooks, with m the inverted-dropout mask; masks are a pure function of (seed, step, micro-batch,
-tensor), so activation checkpointing recomputes the same ones. conv1d, A_log and embeddings
+tensor), so activation checkpointing recomputes the same ones, and the two halves of a
+micro-batch run in two threads draw the rows of the same mask (the generator advanced to the
+half's first row). conv1d, A_log and embeddings
 adapters get no dropout (as in PEFT's embedding LoRA). Evaluation and generation use no dropout.
 
 PEFT export: ``adapter_config.json`` + ``adapter_model.safetensors`` with keys
@@ -110,7 +112,7 @@ class LoRATrainable:
     notices: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._extra: dict[str, np.ndarray] = {}
+        self._extra: dict[int, dict[str, np.ndarray]] = {}  # per part, gathered by the hooks
         rng = np.random.default_rng(self.cfg.seed)
         for name, w in self.params.items():
             sn = short_name(name)
@@ -155,20 +157,27 @@ class LoRATrainable:
             s = ad.B.dtype.type(ad.scale)
             out[name + "::lora_A"] = (ad.B.T @ G) * s
             out[name + "::lora_B"] = (G @ ad.A.T) * s
-        for key, g in self._extra.items():
-            out[key] = out[key] + g if key in out else g
+        for part in sorted(self._extra):  # in a fixed order: the same bits every time
+            for key, g in self._extra[part].items():
+                out[key] = out[key] + g if key in out else g
         for key, t in self.tensors.items():  # a target no micro-batch reached
             if key not in out:
                 out[key] = np.zeros_like(t)
         self._extra = {}
         return out
 
-    def dropout_hooks(self, step: int, micro: int) -> _LoRAHooks | None:
+    def dropout_hooks(self, step: int, micro: int, part: int = 0,
+                      first_row: int = 0) -> _LoRAHooks | None:
         """Linear hooks for one micro-batch: low-rank gradients of the projection adapters and,
-        with dropout > 0, the adapter-input dropout. None when no projection is adapted."""
+        with dropout > 0, the adapter-input dropout. None when no projection is adapted. For the
+        halves of a micro-batch run in two threads: ``part`` (0, 1) keeps each half's terms
+        apart until ``grads`` adds them in order; ``first_row``, the half's first row of the
+        micro-batch's (b l, in) inputs, so its dropout masks are those rows of the whole's.
+        (The two halves' threads may call this at once: each makes its own part's store, with
+        one ``dict.setdefault``, atomic in CPython.)"""
         if not any(short_name(n) in _PROJECTIONS for n in self.adapters):
             return None
-        return _LoRAHooks(self, step, micro)
+        return _LoRAHooks(self, step, micro, self._extra.setdefault(part, {}), first_row)
 
     def refresh(self) -> None:
         self.merge()
@@ -277,14 +286,17 @@ class _LoRAHooks:
     G = dy.T @ x never formed, dB = s * dy.T @ (x A.T) and dA = s * (dy B).T @ x, i.e.
     2 r (rows + cols) flops per row instead of rows * cols; plus LoRA dropout when configured."""
 
-    def __init__(self, lt: LoRATrainable, step: int, micro: int) -> None:
+    def __init__(self, lt: LoRATrainable, step: int, micro: int,
+                 extra: dict[str, np.ndarray], first_row: int = 0) -> None:
         self.lt = lt
         self.step = step
         self.micro = micro
+        self.extra = extra  # this part's adapter-gradient terms (``LoRATrainable.grads`` adds)
+        self.first_row = first_row
         self.cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def _add(self, key: str, g: np.ndarray) -> None:
-        extra = self.lt._extra
+        extra = self.extra
         extra[key] = extra[key] + g if key in extra else g
 
     def weight_grad(self, name: str, dy: np.ndarray, x: np.ndarray) -> None:
@@ -311,9 +323,9 @@ class _LoRAHooks:
         p = self.lt.cfg.dropout
         if ad is None or p <= 0.0 or short_name(name) not in _PROJECTIONS:
             return None
-        rng = np.random.default_rng([self.lt.cfg.seed, self.step, self.micro,
-                                     zlib.crc32(name.encode())])
-        keep = rng.random(x.shape) >= p
+        bits = np.random.PCG64([self.lt.cfg.seed, self.step, self.micro, zlib.crc32(name.encode())])
+        bits.advance(self.first_row * x.shape[1])  # one draw per float64 of ``random``
+        keep = np.random.Generator(bits).random(x.shape) >= p
         mm = (keep / (1.0 - p) - 1.0).astype(x.dtype)  # m - 1
         xp = x * mm  # (M, in)
         h = xp @ ad.A.T  # (M, r)

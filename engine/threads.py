@@ -6,29 +6,32 @@ OpenBLAS 1 261 ms and, with dynamic scheduling of the Numba loops (chunk size 1)
 OpenBLAS threads hand each GEMM to a worker that may be descheduled, so under load two threads
 ran 2.6x slower than one; on a quiet machine two BLAS threads are what make the GEMMs fast.
 
-So ``ThreadTuner`` picks, from step times, among (Numba threads, BLAS threads) = (threads,
-threads), (threads, 1) and (1, 1), the Numba loops dynamically scheduled when there are several
-Numba threads: each is tried for a few steps at the start, the fastest (median of the last 9 steps)
-is kept, and every ``probe_every`` steps each other choice gets ``probe_steps`` steps again, so a
-machine that becomes busy (or quiet) is followed within about ``probe_every`` steps. A choice 1.25x
-slower than the best or more (``far``: on a quiet 2-core EPYC VM 1 + 1 ran at 1.36-1.41x and 2 + 1
-at 1.21-1.23x the step time of 2 + 2) gets two first trials instead of three and is probed every
-fourth time only, its history then started afresh (one fast probe step suffices to take it).
-Replayed over step times recorded there (``benchmarks/bench_tuner_replay.py``, docs/performance.md
-round 16), the tuner's cost against the best fixed choice fell from 2.6-7.2 % to 1.8-3.2 % of a
-110-step run and from 1.4-7.6 % to 0.6-2.9 % of a 2,000-step one (medians of 9 instead of 5 are
-most of the gain where a choice's times are spread, the far rule where the choices are far apart),
-at the price of following a machine that becomes quiet again within four probe intervals instead of
-one.
+So ``ThreadTuner`` picks, from step times, among (Numba threads, BLAS threads, workers) = (threads,
+threads, 1), (threads, 1, 1), (1, 1, 1) and, since round 17, (threads // 2, threads // 2, 2): two
+workers, each half of a micro-batch's rows in its own thread (``engine.halves``; on a quiet 2-core
+VM 1.28-1.55x faster than 2 + 2 threads over the whole batch, small to medium). The Numba loops are
+dynamically scheduled when a worker has several Numba threads. Each choice is tried for a few steps
+at the start, the fastest (median of the last 9 steps) is kept, and every ``probe_every`` steps
+each other choice gets ``probe_steps`` steps again, so a machine that becomes busy (or quiet) is
+followed within about ``probe_every`` steps. A choice 1.25x slower than the best or more (``far``:
+on a quiet 2-core EPYC VM 1 + 1 ran at 1.36-1.41x and 2 + 1 at 1.21-1.23x the step time of 2 + 2)
+gets two first trials instead of three and is probed every fourth time only, its history then
+started afresh (one fast probe step suffices to take it). Replayed over step times recorded there
+(``benchmarks/bench_tuner_replay.py``, docs/performance.md round 16), the tuner's cost against the
+best fixed choice fell from 2.6-7.2 % to 1.8-3.2 % of a 110-step run and from 1.4-7.6 % to 0.6-2.9
+% of a 2,000-step one (medians of 9 instead of 5 are most of the gain where a choice's times are
+spread, the far rule where the choices are far apart), at the price of following a machine that
+becomes quiet again within four probe intervals instead of one.
 
 (1, 1) is a choice since round 5: with one core kept busy, (2, 1) ran at 0.93x the speed of (1, 1)
 (``benchmarks/bench_threads.py``, small), so keeping two Numba threads could not hold "two threads
 are never slower than one". The kernels partition their work and sums into fixed blocks, so the
-Numba count changes no result bit. The BLAS count may, by the BLAS build: OpenBLAS 0.3.31's
-SkylakeX kernel gives the same bits at 1 and 2 threads, its Haswell kernel (an AVX2 machine) other
-bits for every product of a step (up to ~5e-6 of values ~1); there a run's last bits depend on the
-tuner's choices, i.e. on timing, and a resumed run equals one run to ~1e-7 relative, not bit for
-bit (``blas_bits_depend_on_threads`` tells which).
+Numba count changes no result bit; the trainer runs a micro-batch in the same two halves whatever
+the worker count (one after the other with one worker), so that changes none either. The BLAS count
+may, by the BLAS build: OpenBLAS 0.3.31's SkylakeX kernel gives the same bits at 1 and 2 threads,
+its Haswell kernel (an AVX2 machine) other bits for every product of a step (up to ~5e-6 of values
+~1); there a run's last bits depend on the tuner's choices, i.e. on timing, and a resumed run
+equals one run to ~1e-7 relative, not bit for bit (``blas_bits_depend_on_threads`` tells which).
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def default_threads() -> int:
     return max(1, min(n, numba.config.NUMBA_NUM_THREADS))
 
 
-Choice = tuple[int, int]  # (Numba threads, BLAS threads)
+Choice = tuple[int, int, int]  # (Numba threads, BLAS threads) per worker, workers
 
 
 @functools.cache
@@ -91,17 +94,23 @@ def blas_bits_depend_on_threads(threads: int | None = None) -> bool:
 class ThreadTuner:
     def __init__(self, threads: int | None = None, first_trials: int = 3, probe_every: int = 100,
                  probe_steps: int = 2, clock: Callable[[], float] = time.perf_counter,
-                 far: float = 1.25, far_every: int = 4, history: int = 9) -> None:
+                 far: float = 1.25, far_every: int = 4, history: int = 9,
+                 split: bool = True) -> None:
         """``first_trials`` turns of every choice at the start, then ``probe_steps`` steps of each
         other choice at the end of every ``probe_every`` steps; a choice whose median step is
         ``far`` times the best median or more (a far choice) skips its later first trials (once it
         has two) and is probed only every ``far_every``-th time, its history started afresh
         (``far=inf``: every choice probed every time, the rule before round 16). Choices are
-        compared by the medians of their last ``history`` step times (5 before then)."""
+        compared by the medians of their last ``history`` step times (5 before then). ``split``
+        adds the choice of two workers (each half of a micro-batch's rows in its own thread, with
+        threads // 2 Numba and BLAS threads each) where threads >= 2."""
         self.clock = clock
         self.threads = threads or default_threads()
         t = self.threads
-        self.candidates: list[Choice] = [(t, t)] if t == 1 else [(t, t), (t, 1), (1, 1)]
+        self.candidates: list[Choice] = ([(1, 1, 1)] if t == 1 else
+                                         [(t, t, 1), (t, 1, 1), (1, 1, 1)])
+        if split and t >= 2:
+            self.candidates.append((t // 2, t // 2, 2))
         self.first_trials = first_trials
         self.probe_every = max(probe_every, (len(self.candidates) - 1) * probe_steps + 1)
         self.probe_steps = probe_steps
@@ -122,8 +131,14 @@ class ThreadTuner:
 
     @property
     def numba(self) -> int:
-        """The Numba thread count chosen so far."""
+        """The Numba thread count chosen so far (of each worker)."""
         return self.choice[0]
+
+    @property
+    def workers(self) -> int:
+        """The worker count chosen so far: 2 when each half of a micro-batch runs in its own
+        thread (``Trainer.accumulate``), else 1."""
+        return self.choice[2]
 
     def _medians(self) -> dict[Choice, float]:
         return {c: float(np.median(h)) for c, h in self.history.items() if h}
@@ -134,7 +149,7 @@ class ThreadTuner:
         return c in meds and meds[c] >= self.far * min(meds.values())
 
     def _planned(self) -> tuple[Choice, int | None]:
-        """The (Numba, BLAS) thread counts for the next step, and the probe window when the step
+        """The (Numba, BLAS, workers) counts for the next step, and the probe window when the step
         begins a far choice's probe in it, else None (its history then starts afresh, so a
         machine that changed is seen at once rather than after several probes)."""
         n = len(self.candidates)

@@ -5,8 +5,10 @@
 * ``grads(g)``      model gradients (every parameter) -> gradients of ``tensors``
 * ``refresh()``     called after each optimizer step (LoRA re-merges its targets here)
 * ``needs()``       the model parameters whose gradient must be computed (the rest are skipped)
-* ``dropout_hooks(step, micro)``  linear hooks for one micro-batch (LoRA: dropout and the
-  low-rank adapter gradients of frozen projections) or None
+* ``dropout_hooks(step, micro, part, first_row)``  linear hooks for one micro-batch, or for
+  its rows from ``first_row`` on when its halves run in two threads (``part`` 0 and 1, which
+  gather their terms apart: LoRA's dropout and low-rank adapter gradients of frozen
+  projections) or None
 * ``state_dict()`` / ``load_state_dict(d)``  ``{"tensors": {...}}``: extra state a snapshot or a
   rollback must keep beyond the model weights (LoRA: frozen base + adapters; full: nothing)
 * ``notices``       messages for the user (rank clamps, PEFT warnings)
@@ -34,7 +36,8 @@ class Trainable(Protocol):
     def grads(self, model_grads: Params) -> Params: ...
     def refresh(self) -> None: ...
     def needs(self) -> list[str]: ...
-    def dropout_hooks(self, step: int, micro: int) -> LinearHooks | None: ...
+    def dropout_hooks(self, step: int, micro: int, part: int = 0,
+                      first_row: int = 0) -> LinearHooks | None: ...
     def state_tensors(self) -> dict[str, np.ndarray]: ...
     def load_state_tensors(self, tensors: dict[str, np.ndarray]) -> None: ...
     def state_dict(self) -> dict[str, Any]: ...
@@ -64,7 +67,8 @@ class FullTrainable:
     def refresh(self) -> None:
         return None
 
-    def dropout_hooks(self, step: int, micro: int) -> LinearHooks | None:
+    def dropout_hooks(self, step: int, micro: int, part: int = 0,
+                      first_row: int = 0) -> LinearHooks | None:
         return None
 
     def state_tensors(self) -> dict[str, np.ndarray]:

@@ -23,6 +23,7 @@ from .defaults import DEFAULT_EPOCHS, DEFAULT_PRESET, PRESET_DEFAULTS
 from .errors import CorpusError, StepVoid, TrainingError
 from .eta import Eta
 from .evaluation import HELDOUT_SAMPLE_TOKENS, EvalReport, EvalStopped, eval_guess_s, evaluate
+from .halves import HalfWorker
 from .lm import MambaLM
 from .model import loss_and_grad
 from .optim import AdamW, AdamWConfig, ShardSpec, effective_warmup, lr_at
@@ -203,6 +204,8 @@ class Trainer:
         self.epochs: list[EpochReport] = []
         self._last_eval: tuple[int, EvalReport] | None = None  # (step, its held-out evaluation)
         self._grads = {n: np.zeros_like(self.lm.params[n]) for n in self.trainable.needs()}
+        self._grads_b: dict[str, np.ndarray] | None = None  # a second worker's (``accumulate``)
+        self._halves = HalfWorker()
         self.thread_tuner = ThreadTuner()
         self.eta = Eta()  # seconds left, from the median of recent step times (engine/eta.py)
         self._should_stop: Callable[[], bool] | None = None  # the stop flag while ``run`` runs
@@ -396,37 +399,81 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def accumulate(self, rows: np.ndarray, mine: np.ndarray | None = None, micro0: int = 0,
-                   micro_stride: int = 1) -> tuple[float, int]:
+                   micro_stride: int = 1, workers: int = 1) -> tuple[float, int]:
         """Zero the gradient buffers and add the gradients of the batch ``rows`` (R,) into them,
         in micro-batches of ``batch_size``, each scaled by 1 / (valid targets of all ``rows``).
         ``mine`` (optional, positions into ``rows``) limits the work to those rows (a data-parallel
         rank's share); micro-batch k draws its dropout masks as number ``micro0 + micro_stride * k``.
+        A micro-batch of two rows or more runs as two halves of its rows, the second half's
+        gradients gathered apart (``_other_grads``) and added at the end; ``workers`` 2 runs the
+        halves at once in two threads (``engine.halves``), 1 one after the other: the same
+        operations, so the worker count (the thread tuner's choice) changes no result bit.
         Returns (summed loss of the rows done, valid targets of all ``rows``)."""
         assert self.trainable is not None
+        trainable = self.trainable
         c = self.cfg
-        params = self.trainable.effective()
+        params = trainable.effective()
         for g in self._grads.values():
             g.fill(0.0)
         tokens, targets, reset = self.rows.batch(rows)
         n_valid = int(np.count_nonzero(targets >= 0))
         self._last_tokens = n_valid
-        loss_sum = 0.0
+        step = self.cursor.step
         n = len(rows) if mine is None else len(mine)
+        halves = min(n, c.batch_size) > 1
+        if halves:
+            other = self._other_grads()
+            for g in other.values():
+                g.fill(0.0)
+
+        def part(mb: slice | np.ndarray, grads: dict[str, np.ndarray], micro: int, k: int = 0,
+                 first: int = 0) -> float:
+            return loss_and_grad(
+                params, tokens[mb], targets[mb], self.lm.config, grads, 1.0 / n_valid,
+                checkpoint=c.activation_checkpointing,
+                hooks=trainable.dropout_hooks(step, micro, k, first * tokens.shape[1]),
+                reset=None if reset is None else reset[mb],
+            )[0]
+
+        loss_sum = 0.0
         for micro, s in enumerate(range(0, n, c.batch_size)):
             mb = slice(s, s + c.batch_size) if mine is None else mine[s : s + c.batch_size]
-            ls, _ = loss_and_grad(
-                params, tokens[mb], targets[mb], self.lm.config, self._grads,
-                1.0 / n_valid, checkpoint=c.activation_checkpointing,
-                hooks=self.trainable.dropout_hooks(self.cursor.step, micro0 + micro_stride * micro),
-                reset=None if reset is None else reset[mb],
-            )
-            loss_sum += ls
+            number = micro0 + micro_stride * micro
+            if not halves:
+                loss_sum += part(mb, self._grads, number)
+                continue
+            size = len(mb) if isinstance(mb, np.ndarray) else min(s + c.batch_size, n) - s
+            h = size // 2
+            if h == 0:  # a last micro-batch of one row
+                loss_sum += part(mb, self._grads, number)
+                continue
+            mb_a: slice | np.ndarray = mb[:h] if isinstance(mb, np.ndarray) else slice(s, s + h)
+            mb_b: slice | np.ndarray = (mb[h:] if isinstance(mb, np.ndarray)
+                                        else slice(s + h, s + size))
+            first = partial(part, mb_a, self._grads, number)
+            second = partial(part, mb_b, other, number, 1, h)
+            ls = self._halves.both(first, second) if workers > 1 else (first(), second())
+            loss_sum += ls[0] + ls[1]
+        if halves:
+            for k, g in other.items():
+                self._grads[k] += g
         return loss_sum, n_valid
 
-    def train_step(self, rows: np.ndarray) -> tuple[float, float, bool, tuple[str, ...]]:
-        """One optimizer step over ``rows`` (indices into the row table), in micro-batches."""
+    def _other_grads(self) -> dict[str, np.ndarray]:
+        """The second halves' gradient buffers (made at the first step that has halves)."""
+        if self._grads_b is None:
+            self._grads_b = {k: np.zeros_like(g) for k, g in self._grads.items()}
+        return self._grads_b
+
+    def train_step(self, rows: np.ndarray,
+                   workers: int | None = None) -> tuple[float, float, bool, tuple[str, ...]]:
+        """One optimizer step over ``rows`` (indices into the row table), in micro-batches, each
+        in two halves at once with ``workers`` 2 (``accumulate``; None: as the thread tuner's
+        step in progress, or its last choice, says; the count changes no result bit)."""
         assert self.trainable is not None
-        loss_sum, n_valid = self.accumulate(rows)
+        if workers is None:
+            workers = self.thread_tuner.current[2]
+        loss_sum, n_valid = self.accumulate(rows, workers=workers)
         loss = loss_sum / n_valid
         grads = self.trainable.grads(self._grads)  # also consumes LoRA-dropout terms
         if self.loss_check is not None:
@@ -520,7 +567,7 @@ class Trainer:
         since, seen = self._gap_from
         ts = time.perf_counter()
         lr = self.current_lr()
-        with self.thread_tuner.step():  # BLAS threads chosen by measurement
+        with self.thread_tuner.step():  # thread and worker counts chosen by measurement
             loss, norm, bad, skipped = self.train_step(rows)
         step_s = max(time.perf_counter() - ts, 1e-9)
         self._gap_from = (ts + step_s, continues())

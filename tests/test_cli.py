@@ -740,7 +740,7 @@ def test_bench_text_names_its_shapes_spread_and_columns(capsys, monkeypatch):
     for a bench of one mode."""
     from engine import bench
 
-    def fake(name, modes, steps, threads):  # noqa: ANN001, ARG001
+    def fake(name, modes, steps, threads, workers=1):  # noqa: ANN001, ARG001
         return [{"mode": m, "tokens_per_s": 1000.0, "median_ms": 10.0, "min_ms": 10.0,
                  "max_ms": 30.0 if (name, m) == ("medium", "lora") else 14.0 if name == "medium"
                  else 11.0,

@@ -338,7 +338,9 @@ def test_memory_estimate_parts_and_refusal():
     small = estimate(MemorySpec(cfg, batch_size=2, seq_len=64))
     big = estimate(MemorySpec(cfg, batch_size=2, seq_len=64 * 1024))
     ckpt = estimate(MemorySpec(cfg, batch_size=2, seq_len=64 * 1024, activation_checkpointing=True))
-    assert small.params == big.params and small.optimizer == 2 * small.grads
+    one_row = estimate(MemorySpec(cfg, batch_size=1, seq_len=64))
+    assert small.params == big.params and one_row.optimizer == 2 * one_row.grads
+    assert small.grads == 2 * one_row.grads  # a micro-batch's second half gathers apart
     assert big.activations > 500 * small.activations
     assert ckpt.activations < big.activations / 2
     assert "GB" in big.human() and "activations" in big.human()

@@ -169,6 +169,16 @@ def test_dropout_gradients_match_finite_differences_and_masks_are_reproducible()
     b = lt.grads(g2)
     for k in a:
         np.testing.assert_allclose(a[k], b[k], rtol=1e-12, atol=1e-15)
+    # a micro-batch run as two halves (two threads in training: each half's terms gathered
+    # apart, ``part``) draws the rows of the whole's masks: the whole's gradients
+    h = tokens.shape[0] // 2
+    g3 = zeros_like(p)
+    loss_and_grad(p, tokens[:h], targets[:h], cfg, g3, 1.0, hooks=lt.dropout_hooks(4, 1, 0, 0))
+    loss_and_grad(p, tokens[h:], targets[h:], cfg, g3, 1.0,
+                  hooks=lt.dropout_hooks(4, 1, 1, h * tokens.shape[1]))
+    halves = lt.grads(g3)
+    for k in a:
+        np.testing.assert_allclose(halves[k], a[k], rtol=1e-10, atol=1e-13, err_msg=k)
 
 
 def test_dropout_training_run_and_invalid_rate():
