@@ -4,8 +4,8 @@ The kernels release the GIL (``engine._jit``: ``nogil``) and so do NumPy's GEMMs
 two Python threads, each with one Numba and one BLAS thread and half of the rows, keep two cores
 busy without the hand-offs of one step's threads: every parallel loop and GEMM of a step with
 two threads ends in a barrier, and the step's many small ops scale poorly (round 17 of
-docs/performance.md: on a quiet 2-core VM half-batches in two threads ran 1.28-1.46x faster than
-2 Numba + 2 BLAS threads for the whole batch, small to medium).
+docs/performance.md: on a quiet 2-core VM the halves in two threads made a training step
+1.10-1.20x faster than 2 Numba + 2 BLAS threads over the whole batch, small to medium).
 
 ``HalfWorker.both(here, there)`` runs ``there`` in a worker thread (made on first use, kept for
 the trainer's life) and ``here`` in the caller, each with the caller's Numba thread count and

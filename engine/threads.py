@@ -9,7 +9,7 @@ ran 2.6x slower than one; on a quiet machine two BLAS threads are what make the 
 So ``ThreadTuner`` picks, from step times, among (Numba threads, BLAS threads, workers) = (threads,
 threads, 1), (threads, 1, 1), (1, 1, 1) and, since round 17, (threads // 2, threads // 2, 2): two
 workers, each half of a micro-batch's rows in its own thread (``engine.halves``; on a quiet 2-core
-VM 1.28-1.55x faster than 2 + 2 threads over the whole batch, small to medium). The Numba loops are
+VM 1.10-1.20x faster than 2 + 2 threads over the whole batch, small to medium). The Numba loops are
 dynamically scheduled when a worker has several Numba threads. Each choice is tried for a few steps
 at the start, the fastest (median of the last 9 steps) is kept, and every ``probe_every`` steps
 each other choice gets ``probe_steps`` steps again, so a machine that becomes busy (or quiet) is
