@@ -55,12 +55,13 @@ def time_calls(fn: Callable[[int], object], repeats: int, warmup: int = 1) -> li
     return times
 
 
-def set_threads(n: int) -> None:
+def set_threads(n: int, blas: int | None = None) -> None:
+    """``n`` Numba threads (this thread's) and ``blas`` (default ``n``) BLAS threads."""
     import numba
     from threadpoolctl import threadpool_limits
 
     numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-    threadpool_limits(n, user_api="blas")
+    threadpool_limits(n if blas is None else blas, user_api="blas")
 
 
 def _trainer(name: str, mode: str, n_rows: int) -> Any:
@@ -91,10 +92,12 @@ def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
     """Median training-step time of BENCH_CONFIGS[name] for each of ``modes`` (full | lora |
     wsla), with the modes' steps interleaved so all see the same machine state; then, per mode,
     a per-op profile (``opprofile``), the peak NumPy memory of one step (tracemalloc), and the
-    step's GEMMs timed standalone (``stepgemms``, at ``threads``). ``workers`` 2: the timed steps
-    run each micro-batch's halves in two threads of threads // 2 Numba and BLAS threads each
-    (the thread tuner's two-worker choice); the profile runs them one after the other (the
-    op wrappers time one thread)."""
+    step's GEMMs timed standalone (``stepgemms``, at ``threads``). ``workers`` 2 (threads >= 2):
+    the timed steps run each micro-batch's halves in two threads of threads // 2 Numba threads
+    each and one BLAS thread (the thread tuner's two-worker choice); the profile runs them one
+    after the other (the op wrappers time one thread)."""
+    if workers > threads:
+        raise ValueError(f"bench: {workers} workers need {workers} threads or more")
     import tracemalloc
 
     import numba
@@ -102,7 +105,10 @@ def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
     from .opprofile import profile_ops
     from .stepgemms import standalone_ms, step_gemms
 
-    set_threads(max(1, threads // workers))
+    if workers > 1:  # the tuner's two-worker choice: threads // 2 Numba threads, one BLAS
+        set_threads(max(1, threads // 2), 1)
+    else:
+        set_threads(threads)
     timed_workers = [workers]  # the profiled steps below run with 1
     c = BENCH_CONFIGS[name]
     steps = min(steps, c.get("max_steps", steps))
@@ -199,7 +205,7 @@ def run(configs: list[str], as_json: bool, steps: int, modes: list[str], threads
     the columns mean (they were unexplained, and a busy machine went unsaid)."""
     if not as_json:
         how = (f"{workers} workers (a micro-batch's halves at once) of {threads // workers} "
-               "thread(s)" if workers > 1 else f"{threads} thread(s)")
+               "Numba thread(s), 1 BLAS thread" if workers > 1 else f"{threads} thread(s)")
         print(f"training steps (forward + backward + AdamW), {how}, {steps} "  # noqa: T201
               "timed steps after 2 warm-up ones, the modes interleaved; tok/s from the median "
               "step", flush=True)

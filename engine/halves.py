@@ -1,17 +1,18 @@
 """A micro-batch's two halves in two threads: the thread tuner's ``workers = 2`` choice.
 
-The kernels release the GIL (``engine._jit``: ``nogil``) and so do NumPy's GEMMs and ufuncs, so
-two Python threads, each with one Numba and one BLAS thread and half of the rows, keep two cores
-busy without the hand-offs of one step's threads: every parallel loop and GEMM of a step with
-two threads ends in a barrier, and the step's many small ops scale poorly (round 17 of
-docs/performance.md: on a quiet 2-core VM the halves in two threads made a training step
-1.10-1.20x faster than 2 Numba + 2 BLAS threads over the whole batch, small to medium).
+The kernels release the GIL (``engine._jit``: ``nogil``) and so do NumPy's GEMMs and ufuncs, so two
+Python threads, each with half of the rows, keep two cores busy without the hand-offs of one step's
+threads (the thread tuner gives each worker threads // 2 Numba threads and the process one BLAS
+thread): every parallel loop and GEMM of a step with two threads ends in a barrier, and the step's
+many small ops scale poorly (round 17 of docs/performance.md: on a quiet 2-core VM the halves in
+two threads made a training step 1.10-1.20x faster than 2 Numba + 2 BLAS threads over the whole
+batch, small to medium).
 
-``HalfWorker.both(here, there)`` runs ``there`` in a worker thread (made on first use, kept for
-the trainer's life) and ``here`` in the caller, each with the caller's Numba thread count and
-chunk size (both are per thread in Numba), and returns both results once both ended: when
-``here`` raises, the worker is still waited for, so no half is left writing into buffers the
-next step reuses.
+``HalfWorker.both(here, there)`` runs ``there`` in a worker thread (made on first use, kept until
+``close``: the trainer closes it as ``Trainer.run`` returns) and ``here`` in the caller, each with
+the caller's Numba thread count and chunk size (both are per thread in Numba), and returns both
+results once both ended: when ``here`` raises, the worker is still waited for, so no half is left
+writing into buffers the next step reuses.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ class HalfWorker:
         done: Future[B] = self._pool.submit(run)
         try:
             mine = here()
-        finally:
-            wait([done])  # (its own error, if any, is raised below: after ours, if we had one)
-        return mine, done.result()
+        except BaseException:
+            wait([done])  # ours is raised; an error of the worker's half then is dropped
+            raise
+        return mine, done.result()  # (waits; raises the worker's error, if any)
 
     def close(self) -> None:
         """Ends the worker thread (a later ``both`` makes a new one)."""

@@ -13,8 +13,8 @@ Every base tensor stays bit-identical (only A and B are optimizer state).
 Dropout (PEFT semantics, on the four projections): y = x W0.T + s * drop(x) A.T B.T, computed as
 the merged product plus a correction s * ((m - 1) * x) A.T B.T through ``engine.model``'s linear
 hooks, with m the inverted-dropout mask; masks are a pure function of (seed, step, micro-batch,
-tensor), so activation checkpointing recomputes the same ones, and the two halves of a
-micro-batch run in two threads draw the rows of the same mask (the generator advanced to the
+tensor), so activation checkpointing recomputes the same ones, and the two halves a micro-batch
+runs as (``Trainer.accumulate``) draw the rows of the same mask (the generator advanced to the
 half's first row). conv1d, A_log and embeddings
 adapters get no dropout (as in PEFT's embedding LoRA). Evaluation and generation use no dropout.
 
@@ -170,9 +170,10 @@ class LoRATrainable:
                       first_row: int = 0) -> _LoRAHooks | None:
         """Linear hooks for one micro-batch: low-rank gradients of the projection adapters and,
         with dropout > 0, the adapter-input dropout. None when no projection is adapted. For the
-        halves of a micro-batch run in two threads: ``part`` (0, 1) keeps each half's terms
-        apart until ``grads`` adds them in order; ``first_row``, the half's first row of the
-        micro-batch's (b l, in) inputs, so its dropout masks are those rows of the whole's.
+        halves a micro-batch runs as (at once in two threads, or one after the other): ``part``
+        (0, 1) keeps each half's terms apart until ``grads`` adds them in order;
+        ``first_row``, the half's first row of the micro-batch's (b l, in) inputs, so its
+        dropout masks are those rows of the whole's.
         (The two halves' threads may call this at once: each makes its own part's store, with
         one ``dict.setdefault``, atomic in CPython.)"""
         if not any(short_name(n) in _PROJECTIONS for n in self.adapters):

@@ -7,27 +7,32 @@ OpenBLAS threads hand each GEMM to a worker that may be descheduled, so under lo
 ran 2.6x slower than one; on a quiet machine two BLAS threads are what make the GEMMs fast.
 
 So ``ThreadTuner`` picks, from step times, among (Numba threads, BLAS threads, workers) = (threads,
-threads, 1), (threads, 1, 1), (1, 1, 1) and, since round 17, (threads // 2, threads // 2, 2): two
-workers, each half of a micro-batch's rows in its own thread (``engine.halves``; on a quiet 2-core
-VM 1.10-1.20x faster than 2 + 2 threads over the whole batch, small to medium). The Numba loops are
-dynamically scheduled when a worker has several Numba threads. Each choice is tried for a few steps
-at the start, the fastest (median of the last 9 steps) is kept, and every ``probe_every`` steps
-each other choice gets ``probe_steps`` steps again, so a machine that becomes busy (or quiet) is
-followed within about ``probe_every`` steps. A choice 1.25x slower than the best or more (``far``:
-on a quiet 2-core EPYC VM 1 + 1 ran at 1.36-1.41x and 2 + 1 at 1.21-1.23x the step time of 2 + 2)
-gets two first trials instead of three and is probed every fourth time only, its history then
-started afresh (one fast probe step suffices to take it). Replayed over step times recorded there
-(``benchmarks/bench_tuner_replay.py``, docs/performance.md round 16), the tuner's cost against the
-best fixed choice fell from 2.6-7.2 % to 1.8-3.2 % of a 110-step run and from 1.4-7.6 % to 0.6-2.9
-% of a 2,000-step one (medians of 9 instead of 5 are most of the gain where a choice's times are
-spread, the far rule where the choices are far apart), at the price of following a machine that
-becomes quiet again within four probe intervals instead of one.
+threads, 1), (threads, 1, 1), (1, 1, 1) and, since round 17, (threads // 2, 1, 2): two workers,
+each half of a micro-batch's rows in its own thread (``engine.halves``; on a quiet 2-core VM a step
+1.10-1.20x faster than 2 + 2 threads over the whole batch, small to medium). The workers' BLAS runs
+one thread: its count is one for the whole process, and threaded OpenBLAS GEMMs called from two
+threads at once are serialised by a lock (in OpenBLAS 0.3.28-0.3.29 they could mix their results).
+The Numba loops are dynamically scheduled when a worker has several Numba threads. Each choice is
+tried for a few steps at the start, the fastest (median of the last 9 steps) is kept, and every
+``probe_every`` steps each other choice gets ``probe_steps`` steps again, so a machine that becomes
+busy (or quiet) is followed within about ``probe_every`` steps. A choice 1.25x slower than the best
+or more (``far``: on a quiet 2-core EPYC VM 1 + 1 ran at 1.36-1.41x and 2 + 1 at 1.21-1.23x the
+step time of 2 + 2) gets two first trials instead of three and is probed every fourth time only,
+its history then started afresh (one fast probe step suffices to take it). Replayed over step times
+recorded there (``benchmarks/bench_tuner_replay.py``, docs/performance.md rounds 16-17), the
+tuner's cost against the best fixed choice fell from 2.6-7.2 % to 1.8-3.2 % of a 110-step run and
+from 1.4-7.6 % to 0.6-2.9 % of a 2,000-step one (medians of 9 instead of 5 are most of the gain
+where a choice's times are spread, the far rule where the choices are far apart), at the price of
+following a machine that becomes quiet again within four probe intervals instead of one; with the
+fourth choice it is 3.7-4.0 % and 1.1-1.7 % (quiet recordings).
 
 (1, 1) is a choice since round 5: with one core kept busy, (2, 1) ran at 0.93x the speed of (1, 1)
 (``benchmarks/bench_threads.py``, small), so keeping two Numba threads could not hold "two threads
 are never slower than one". The kernels partition their work and sums into fixed blocks, so the
-Numba count changes no result bit; the trainer runs a micro-batch in the same two halves whatever
-the worker count (one after the other with one worker), so that changes none either. The BLAS count
+Numba count changes no result bit; where two workers are among the choices the trainer runs every
+micro-batch in the same two halves whatever the worker count (one after the other with one
+worker), so that changes none either (a tuner of one thread has no two-worker choice: its trainer
+runs whole micro-batches, and so other last bits than a machine with two cores). The BLAS count
 may, by the BLAS build: OpenBLAS 0.3.31's SkylakeX kernel gives the same bits at 1 and 2 threads,
 its Haswell kernel (an AVX2 machine) other bits for every product of a step (up to ~5e-6 of values
 ~1); there a run's last bits depend on the tuner's choices, i.e. on timing, and a resumed run
@@ -103,14 +108,14 @@ class ThreadTuner:
         (``far=inf``: every choice probed every time, the rule before round 16). Choices are
         compared by the medians of their last ``history`` step times (5 before then). ``split``
         adds the choice of two workers (each half of a micro-batch's rows in its own thread, with
-        threads // 2 Numba and BLAS threads each) where threads >= 2."""
+        threads // 2 Numba threads each and one BLAS thread) where threads >= 2."""
         self.clock = clock
         self.threads = threads or default_threads()
         t = self.threads
         self.candidates: list[Choice] = ([(1, 1, 1)] if t == 1 else
                                          [(t, t, 1), (t, 1, 1), (1, 1, 1)])
         if split and t >= 2:
-            self.candidates.append((t // 2, t // 2, 2))
+            self.candidates.append((t // 2, 1, 2))
         self.first_trials = first_trials
         self.probe_every = max(probe_every, (len(self.candidates) - 1) * probe_steps + 1)
         self.probe_steps = probe_steps
@@ -133,6 +138,12 @@ class ThreadTuner:
     def numba(self) -> int:
         """The Numba thread count chosen so far (of each worker)."""
         return self.choice[0]
+
+    @property
+    def max_workers(self) -> int:
+        """2 when two workers are among the choices (a trainer then runs every micro-batch of two
+        rows or more as two halves, whichever is chosen), else 1."""
+        return max(c[2] for c in self.candidates)
 
     @property
     def workers(self) -> int:

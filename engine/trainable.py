@@ -6,9 +6,9 @@
 * ``refresh()``     called after each optimizer step (LoRA re-merges its targets here)
 * ``needs()``       the model parameters whose gradient must be computed (the rest are skipped)
 * ``dropout_hooks(step, micro, part, first_row)``  linear hooks for one micro-batch, or for
-  its rows from ``first_row`` on when its halves run in two threads (``part`` 0 and 1, which
-  gather their terms apart: LoRA's dropout and low-rank adapter gradients of frozen
-  projections) or None
+  its rows from ``first_row`` on when it runs as two halves (``part`` 0 and 1, which gather
+  their terms apart, so the halves may run at once in two threads: LoRA's dropout and
+  low-rank adapter gradients of frozen projections) or None
 * ``state_dict()`` / ``load_state_dict(d)``  ``{"tensors": {...}}``: extra state a snapshot or a
   rollback must keep beyond the model weights (LoRA: frozen base + adapters; full: nothing)
 * ``notices``       messages for the user (rank clamps, PEFT warnings)

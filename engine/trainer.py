@@ -404,10 +404,11 @@ class Trainer:
         in micro-batches of ``batch_size``, each scaled by 1 / (valid targets of all ``rows``).
         ``mine`` (optional, positions into ``rows``) limits the work to those rows (a data-parallel
         rank's share); micro-batch k draws its dropout masks as number ``micro0 + micro_stride * k``.
-        A micro-batch of two rows or more runs as two halves of its rows, the second half's
-        gradients gathered apart (``_other_grads``) and added at the end; ``workers`` 2 runs the
-        halves at once in two threads (``engine.halves``), 1 one after the other: the same
-        operations, so the worker count (the thread tuner's choice) changes no result bit.
+        Where the thread tuner has a two-worker choice (``max_workers``), a micro-batch of two
+        rows or more runs as two halves of its rows, the second half's gradients gathered apart
+        (``_other_grads``) and added at the end; ``workers`` 2 runs the halves at once in two
+        threads (``engine.halves``), 1 one after the other: the same operations, so the worker
+        count (the tuner's timing-based choice) changes no result bit.
         Returns (summed loss of the rows done, valid targets of all ``rows``)."""
         assert self.trainable is not None
         trainable = self.trainable
@@ -420,7 +421,7 @@ class Trainer:
         self._last_tokens = n_valid
         step = self.cursor.step
         n = len(rows) if mine is None else len(mine)
-        halves = min(n, c.batch_size) > 1
+        halves = self.thread_tuner.max_workers > 1 and min(n, c.batch_size) > 1
         if halves:
             other = self._other_grads()
             for g in other.values():
@@ -502,6 +503,7 @@ class Trainer:
         finally:
             self._should_stop = None
             self.loss_check = None
+            self._halves.close()  # its worker thread, if a step made one (a later step makes one)
 
     def _loop(self, on_step: Callable[[StepReport], None] | None,
               on_epoch: Callable[[EpochReport], None] | None, control: LoopControl | None,

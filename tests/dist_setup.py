@@ -7,6 +7,7 @@ import numpy as np
 from engine.distributed import FlatBuffer, partition_rows
 from engine.lm import MambaLM
 from engine.lora import LoRAConfig
+from engine.model import loss_and_grad
 from engine.trainer import TrainConfig, Trainer
 from tests.helpers import tiny_config
 
@@ -39,9 +40,14 @@ def ordered_reference(mode: str, size: int) -> Trainer:
         total = FlatBuffer.over(tr.trainable.tensors, names)
         part = FlatBuffer.over(tr.trainable.tensors, names)
         loss = 0.0
-        for r in range(size):  # each rank's rows as the rank does them (``accumulate``: its
-            mine = partition_rows(len(rows), tr.cursor.step, c.seed, r, size)  # micro-batches
-            loss += tr.accumulate(rows, mine, micro0=r, micro_stride=size)[0]  # in two halves)
+        for r in range(size):
+            for g in tr._grads.values():
+                g.fill(0.0)
+            mine = partition_rows(len(rows), tr.cursor.step, c.seed, r, size)
+            for s in range(0, len(mine), c.batch_size):
+                mb = mine[s : s + c.batch_size]
+                loss += loss_and_grad(tr.trainable.effective(), tokens[mb], targets[mb],
+                                      tr.lm.config, tr._grads, 1.0 / n_valid)[0]
             part.pack(tr.trainable.grads(tr._grads))
             total.flat += part.flat
         stats = tr.optimizer.step(tr.trainable.tensors, total.views(), tr.current_lr())

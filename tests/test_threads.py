@@ -38,6 +38,17 @@ def _run(tuner: ThreadTuner, clock: _Clock, steps: int,
 QUIET = {(2, 2, 1): 0.05, (2, 1, 1): 0.09, (1, 1, 1): 0.12}
 
 
+class _Fixed(ThreadTuner):
+    """The trainer's tuner with its four choices, holding ``fixed`` at every step."""
+
+    def __init__(self, fixed: Choice) -> None:
+        super().__init__(threads=2)
+        self.fixed = fixed
+
+    def _planned(self) -> tuple[Choice, int | None]:
+        return self.fixed, None
+
+
 @needs_two
 def test_without_the_far_rule_every_choice_is_tried_and_probed() -> None:
     clock = _Clock()
@@ -148,6 +159,7 @@ def test_thread_counts_change_no_result_bit() -> None:
     BLAS's changes the weights by under 1e-4 relative (1e-5 absolute)."""
     def run(numba_threads: int, blas_threads: int, workers: int = 1) -> dict[str, np.ndarray]:
         tr = _trainer("small", "full", 12)
+        tr.thread_tuner = ThreadTuner(threads=2)  # (the tests' tuner may lack the halves)
         numba.set_num_threads(numba_threads)
         try:
             with threadpool_limits(blas_threads, user_api="blas"):
@@ -179,6 +191,9 @@ def test_two_workers_are_a_choice_and_taken_when_fastest() -> None:
     tuner = ThreadTuner(threads=2, first_trials=3, probe_every=10, probe_steps=2, clock=clock)
     assert tuner.candidates == [(2, 2, 1), (2, 1, 1), (1, 1, 1), (1, 1, 2)]
     assert ThreadTuner(threads=1).candidates == [(1, 1, 1)]  # no second core: no second worker
+    assert ThreadTuner(threads=1).max_workers == 1 and tuner.max_workers == 2
+    # more cores: threads // 2 Numba threads a worker, BLAS (one count for the process) at 1
+    assert ThreadTuner(threads=4).candidates[-1] == (2, 1, 2)
     used = _run(tuner, clock, 30, {**QUIET, (1, 1, 2): 0.04})
     assert tuner.choice == (1, 1, 2) and tuner.workers == 2 and tuner.numba == 1
     assert used.count((1, 1, 2)) >= 15  # (the main thread's counts; the worker copies them)
@@ -186,6 +201,7 @@ def test_two_workers_are_a_choice_and_taken_when_fastest() -> None:
     assert tuner.choice == (2, 2, 1) and tuner.workers == 1
 
 
+@needs_two
 def test_a_worker_is_waited_for_when_the_callers_half_fails() -> None:
     """A half that raises in the calling thread must not leave the other half writing into the
     buffers the next step zeroes: ``both`` returns (raises) only once the worker is done; and
@@ -236,11 +252,7 @@ def test_training_runs_its_halves_in_two_threads_when_the_tuner_says_so(monkeypa
 
     def run(choice: Choice) -> dict[str, np.ndarray]:
         tr = _trainer("small", "full", 16)
-        tuner = ThreadTuner(threads=2)
-        tuner.candidates = [choice]
-        tuner.choice = tuner.current = choice
-        tuner.history = {choice: tuner.history[(2, 2, 1)]}
-        tr.thread_tuner = tuner
+        tr.thread_tuner = _Fixed(choice)
         tr.run()
         return {k: np.asarray(v).copy() for k, v in tr.lm.params.items()}
 
@@ -250,3 +262,60 @@ def test_training_runs_its_halves_in_two_threads_when_the_tuner_says_so(monkeypa
     assert len(calls) == 4  # one micro-batch a step
     for k in one:
         assert np.array_equal(one[k].view(np.uint8), two[k].view(np.uint8)), k
+
+
+@needs_two
+@pytest.mark.parametrize("mode", ["full-accum-checkpointed", "lora-dropout", "wsla"])
+def test_the_worker_count_changes_no_bit_in_any_mode(mode: str) -> None:
+    """Halves at once in two threads (workers 2) and one after the other (1) give the same
+    weights bit for bit with gradient accumulation, activation checkpointing and odd batches
+    (a last micro-batch of one row), LoRA with dropout (each half's adapter terms gathered
+    apart) and WSLA."""
+    from engine import LoRAConfig, MambaConfig, MambaLM, TrainConfig, Trainer
+
+    targets = ("in_proj", "x_proj", "dt_proj", "out_proj")
+    settings = {"full-accum-checkpointed": {"batch_size": 3, "grad_accum": 2,
+                                            "activation_checkpointing": True},
+                "lora-dropout": {"batch_size": 5, "activation_checkpointing": True,
+                                 "lora": LoRAConfig(targets, rank=4, dropout=0.2)},
+                "wsla": {"batch_size": 4, "wsla": True}}[mode]
+    ids = np.random.default_rng(3).integers(0, 64, size=40 * 33)
+
+    def run(workers: int) -> dict[str, np.ndarray]:
+        lm = MambaLM.create(MambaConfig(vocab_size=64, d_model=32, n_layer=2), seed=1)
+        tr = Trainer(lm, ids, ids[:0], TrainConfig(seq_len=32, epochs=1, shuffle=False,
+                                                   **settings))  # type: ignore[arg-type]
+        tr.thread_tuner = ThreadTuner(threads=2)  # (the tests' tuner may lack the halves)
+        assert tr.trainable is not None
+        rows = np.arange(7 if mode.startswith("full") else settings["batch_size"])
+        numba.set_num_threads(1)
+        try:
+            with threadpool_limits(1, user_api="blas"):
+                for i in range(3):
+                    tr.train_step(rows + i * len(rows), workers)
+        finally:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        return {k: np.asarray(v).copy() for k, v in {**tr.lm.params,
+                                                      **tr.trainable.tensors}.items()}
+
+    one, two = run(1), run(2)
+    for k in one:
+        assert np.array_equal(one[k].view(np.uint8), two[k].view(np.uint8)), k
+
+
+def test_a_trainer_without_a_second_core_runs_whole_micro_batches() -> None:
+    """With no two-worker choice (one thread) there are no halves: no second gradient buffer
+    (the memory estimate, given one thread, counts none either)."""
+    from engine.config import MambaConfig
+    from engine.limits import MemorySpec, estimate
+
+    tr = _trainer("small", "full", 8)
+    tr.thread_tuner = ThreadTuner(threads=1)
+    tr.train_step(np.arange(4))
+    assert tr._grads_b is None
+    tr.thread_tuner = ThreadTuner(threads=2)
+    tr.train_step(np.arange(4, 8))
+    assert tr._grads_b is not None
+    cfg = MambaConfig(vocab_size=256, d_model=64, n_layer=2)
+    one, two = (estimate(MemorySpec(cfg, batch_size=4, threads=t)) for t in (1, 2))
+    assert two.grads == 2 * one.grads and one.optimizer == 2 * one.grads
