@@ -11,7 +11,8 @@ cross-entropy over all positions, AdamW lr 1e-3 wd 0.1), float32:
                       Numba kernels through ``torch.autograd.Function``;
 * ours             -- engine.Trainer.train_step, ``--threads`` Numba and BLAS threads;
 * ours-halves      -- the same with each micro-batch's halves at once in two threads of
-                      threads / 2 each (the thread tuner's two-worker choice, round 17).
+                      threads / 2 Numba threads each and one BLAS thread (the thread tuner's
+                      two-worker choice, round 17).
 Every round times one step of each, so all see the same machine state; one JSON line per
 (config, impl) with the median, ``ours_speedup`` = its median / ours' and ``halves_speedup`` =
 its median / ours-halves'.
@@ -212,7 +213,7 @@ def main() -> None:
                     per = max(1, a.threads // 2)  # (a controller made once: threadpool_limits
                     numba.set_num_threads(per)  # scans the loaded libraries at every call)
                     try:
-                        with controller.limit(limits=per, user_api="blas"):
+                        with controller.limit(limits=1, user_api="blas"):  # as the tuner
                             tr.train_step(np.arange(cur["i"] * b, (cur["i"] + 1) * b), 2)
                     finally:
                         numba.set_num_threads(a.threads)
