@@ -20,7 +20,6 @@ import argparse
 import importlib
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +33,7 @@ configure(tune_allocator=True)  # same process settings as training, before NumP
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 from bench_ops_ab import load_ref  # noqa: E402
-from bench_tuner_replay import SPIN  # noqa: E402
+from bench_tuner_replay import SPIN, interleaved  # noqa: E402
 from threadpoolctl import ThreadpoolController  # noqa: E402
 
 from engine.bench import BENCH_CONFIGS, _trainer, cpu_model  # noqa: E402
@@ -88,16 +87,7 @@ def main() -> None:
         for fn in variants.values():  # compile, warm up
             fn()
             fn()
-        busy = subprocess.Popen([sys.executable, "-c", SPIN]) if a.busy else None
-        try:
-            times: dict[str, list[float]] = {k: [] for k in variants}
-            for _ in range(a.steps):
-                for k, fn in variants.items():
-                    times[k].append(fn())
-        finally:
-            if busy is not None:
-                busy.kill()
-                busy.wait()
+        times = interleaved(variants, a.steps, SPIN if a.busy else None)
         base = float(np.median(times["ref 2+2"]))
         for k, ts in times.items():
             med = float(np.median(ts))

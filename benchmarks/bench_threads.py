@@ -15,7 +15,6 @@ not kept: docs/performance.md, round 13).
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ configure(tune_allocator=True)  # same process settings as training, before NumP
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
-from bench_tuner_replay import PREVIOUS  # noqa: E402
+from bench_tuner_replay import PREVIOUS, interleaved  # noqa: E402
 from threadpoolctl import ThreadpoolController  # noqa: E402
 
 from engine.bench import _trainer, cpu_model  # noqa: E402
@@ -66,21 +65,14 @@ def main() -> None:
         variants["tuner_previous_rule"] = lambda: tuned(every)
     for fn in variants.values():
         fn()
-    busy = None if a.quiet else subprocess.Popen([sys.executable, "-c", SPIN])
-    try:
-        # the tuner's first trials (each choice first_trials times) under the same load, untimed: the
-        # timed steps show the choice it settles on, with its periodic probes
+    def first_trials() -> None:
+        # the tuner's first trials (each choice first_trials times) under the same load, untimed:
+        # the timed steps show the choice it settles on, with its periodic probes
         for _ in range(tuner.first_trials * len(tuner.candidates) if a.work == "train" else 0):
             tuned()
             tuned(every)
-        times: dict[str, list[float]] = {k: [] for k in variants}
-        for _ in range(a.steps):
-            for k, fn in variants.items():
-                times[k].append(fn())
-    finally:
-        if busy is not None:
-            busy.kill()
-            busy.wait()
+
+    times = interleaved(variants, a.steps, None if a.quiet else SPIN, first_trials)
     base = float(np.median(times["numba1_blas1"]))
     base_mean = float(np.mean(times["numba1_blas1"]))
     tuners = {"tuner": tuner, "tuner_previous_rule": every}

@@ -26,6 +26,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from engine.runtime import configure  # noqa: E402
@@ -43,6 +46,27 @@ SPIN = ("import os\ntry:\n    os.sched_setaffinity(0, {1})\nexcept Exception:\n 
         "while True:\n    pass\n")
 Choice = tuple[int, int, int]
 PREVIOUS = {"split": False}  # the tuner before round 17: no two-worker choice
+K = TypeVar("K")
+
+
+def interleaved(variants: dict[K, Callable[[], float]], steps: int, spin: str | None = None,
+                before: Callable[[], object] | None = None) -> dict[K, list[float]]:
+    """Seconds of each variant's calls, the variants taking turns ``steps`` times; ``spin``: a
+    child process running that code (a busy core) meanwhile, after which ``before`` runs
+    first (untimed)."""
+    child = subprocess.Popen([sys.executable, "-c", spin]) if spin else None
+    try:
+        if before is not None:
+            before()
+        times: dict[K, list[float]] = {k: [] for k in variants}
+        for _ in range(steps):
+            for k, fn in variants.items():
+                times[k].append(fn())
+        return times
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait()
 
 
 def record(config: str, rounds: int, busy: bool) -> dict[Choice, list[float]]:
@@ -65,17 +89,7 @@ def record(config: str, rounds: int, busy: bool) -> dict[Choice, list[float]]:
 
     for _ in range(3):  # compile, warm up
         step(choices[0])
-    child = subprocess.Popen([sys.executable, "-c", SPIN]) if busy else None
-    try:
-        times: dict[Choice, list[float]] = {ch: [] for ch in choices}
-        for _ in range(rounds):
-            for ch in choices:
-                times[ch].append(step(ch))
-    finally:
-        if child is not None:
-            child.kill()
-            child.wait()
-    return times
+    return interleaved({ch: partial(step, ch) for ch in choices}, rounds, SPIN if busy else None)
 
 
 def replay(times: dict[Choice, list[float]], steps: int, runs: int,
