@@ -49,6 +49,7 @@ from engine.bench import BENCH_CONFIGS, _trainer, blas_info, cpu_model, set_thre
 from engine.opprofile import profile_ops  # noqa: E402
 from engine.ops.selective_scan import selective_scan_backward, selective_scan_forward  # noqa: E402
 from engine.stepgemms import standalone_ms, step_gemms  # noqa: E402
+from engine.threads import two_workers  # noqa: E402
 
 SCAN_SECONDS = [0.0]  # the hybrid's time inside the scan kernels since the last reset
 
@@ -210,10 +211,10 @@ def main() -> None:
                 curh = {"i": 0}
 
                 def halves(tr=trh, cur=curh, b=c["batch"]) -> None:  # type: ignore[no-untyped-def]
-                    per = max(1, a.threads // 2)  # (a controller made once: threadpool_limits
-                    numba.set_num_threads(per)  # scans the loaded libraries at every call)
-                    try:
-                        with controller.limit(limits=1, user_api="blas"):  # as the tuner
+                    per, blas, _ = two_workers(a.threads)  # as the thread tuner sets them (a
+                    numba.set_num_threads(per)  # controller made once: threadpool_limits scans
+                    try:  # the loaded libraries at every call)
+                        with controller.limit(limits=blas, user_api="blas"):
                             tr.train_step(np.arange(cur["i"] * b, (cur["i"] + 1) * b), 2)
                     finally:
                         numba.set_num_threads(a.threads)

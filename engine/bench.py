@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .threads import two_workers
+
 BENCH_CONFIGS: dict[str, dict[str, int]] = {
     "small": {"d_model": 128, "n_layer": 4, "batch": 4, "seq_len": 256, "vocab": 256},
     "medium": {"d_model": 256, "n_layer": 6, "batch": 8, "seq_len": 256, "vocab": 256},
@@ -86,6 +88,12 @@ LORA_BENCH_TARGETS = ("in_proj", "x_proj", "dt_proj", "out_proj")
 LORA_BENCH_RANK = 8
 
 
+def _check_workers(threads: int, workers: int) -> None:
+    if workers > threads:
+        raise ValueError(f"bench: --workers {workers} needs --threads {workers} or more (each "
+                         "worker runs threads / workers Numba threads)")
+
+
 def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
                  threads: int = 2, profile_steps: int = 2,
                  workers: int = 1) -> list[dict[str, Any]]:
@@ -96,8 +104,7 @@ def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
     the timed steps run each micro-batch's halves in two threads of threads // 2 Numba threads
     each and one BLAS thread (the thread tuner's two-worker choice); the profile runs them one
     after the other (the op wrappers time one thread)."""
-    if workers > threads:
-        raise ValueError(f"bench: {workers} workers need {workers} threads or more")
+    _check_workers(threads, workers)
     import tracemalloc
 
     import numba
@@ -105,8 +112,8 @@ def bench_config(name: str, modes: list[str], steps: int = 10, warmup: int = 2,
     from .opprofile import profile_ops
     from .stepgemms import standalone_ms, step_gemms
 
-    if workers > 1:  # the tuner's two-worker choice: threads // 2 Numba threads, one BLAS
-        set_threads(max(1, threads // 2), 1)
+    if workers > 1:  # the tuner's two-worker choice
+        set_threads(*two_workers(threads)[:2])
     else:
         set_threads(threads)
     timed_workers = [workers]  # the profiled steps below run with 1
@@ -203,8 +210,9 @@ def run(configs: list[str], as_json: bool, steps: int, modes: list[str], threads
     """Bench ``configs`` x ``modes``: JSON lines, or text with a header naming each config's
     shapes (the bench's "small" is not the preset's), the spread of the timed steps, and what
     the columns mean (they were unexplained, and a busy machine went unsaid)."""
+    _check_workers(threads, workers)  # (before the header)
     if not as_json:
-        how = (f"{workers} workers (a micro-batch's halves at once) of {threads // workers} "
+        how = (f"{workers} workers (a micro-batch's halves at once) of {two_workers(threads)[0]} "
                "Numba thread(s), 1 BLAS thread" if workers > 1 else f"{threads} thread(s)")
         print(f"training steps (forward + backward + AdamW), {how}, {steps} "  # noqa: T201
               "timed steps after 2 warm-up ones, the modes interleaved; tok/s from the median "

@@ -391,9 +391,6 @@ def cmd_bench(a: argparse.Namespace) -> int:
                       f"{res.get('prefill_ms', '-')} ms) {res.get('device', res.get('error'))}",
                       flush=True)
         return 0
-    if a.workers > a.threads:
-        raise MambaStudioError(f"bench: --workers {a.workers} needs --threads {a.workers} or more (each "
-                       "worker runs threads / workers Numba threads)")
     run(a.configs.split(","), a.json, a.steps, a.modes.split(","), a.threads, a.workers)
     return 0
 

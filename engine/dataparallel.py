@@ -105,9 +105,8 @@ class DataParallel:
         tr = self.trainer
         assert tr.trainable is not None
         mine = partition_rows(len(rows), tr.cursor.step, tr.cfg.seed, self.rank, self.size)
-        loss_sum, n_valid = tr.accumulate(
-            rows, mine, micro0=self.rank, micro_stride=self.size,
-            workers=tr.thread_tuner.current[2] if workers is None else workers)
+        loss_sum, n_valid = tr.accumulate(rows, mine, micro0=self.rank, micro_stride=self.size,
+                                          workers=workers)
         grads = tr.trainable.grads(tr._grads)
         w0 = self.comm.waited_s
         total = np.array([loss_sum], dtype=np.float64)

@@ -69,6 +69,12 @@ def default_threads() -> int:
 Choice = tuple[int, int, int]  # (Numba threads, BLAS threads) per worker, workers
 
 
+def two_workers(threads: int) -> Choice:
+    """The two-worker choice for ``threads`` cores: threads // 2 Numba threads a worker and one
+    BLAS thread (its count is one for the whole process; see the module docstring)."""
+    return (max(1, threads // 2), 1, 2)
+
+
 @functools.cache
 def blas_bits_depend_on_threads(threads: int | None = None) -> bool:
     """Whether this process's BLAS gives other bits at ``threads`` threads (default:
@@ -115,7 +121,7 @@ class ThreadTuner:
         self.candidates: list[Choice] = ([(1, 1, 1)] if t == 1 else
                                          [(t, t, 1), (t, 1, 1), (1, 1, 1)])
         if split and t >= 2:
-            self.candidates.append((t // 2, 1, 2))
+            self.candidates.append(two_workers(t))
         self.first_trials = first_trials
         self.probe_every = max(probe_every, (len(self.candidates) - 1) * probe_steps + 1)
         self.probe_steps = probe_steps

@@ -399,7 +399,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def accumulate(self, rows: np.ndarray, mine: np.ndarray | None = None, micro0: int = 0,
-                   micro_stride: int = 1, workers: int = 1) -> tuple[float, int]:
+                   micro_stride: int = 1, workers: int | None = None) -> tuple[float, int]:
         """Zero the gradient buffers and add the gradients of the batch ``rows`` (R,) into them,
         in micro-batches of ``batch_size``, each scaled by 1 / (valid targets of all ``rows``).
         ``mine`` (optional, positions into ``rows``) limits the work to those rows (a data-parallel
@@ -407,8 +407,9 @@ class Trainer:
         Where the thread tuner has a two-worker choice (``max_workers``), a micro-batch of two
         rows or more runs as two halves of its rows, the second half's gradients gathered apart
         (``_other_grads``) and added at the end; ``workers`` 2 runs the halves at once in two
-        threads (``engine.halves``), 1 one after the other: the same operations, so the worker
-        count (the tuner's timing-based choice) changes no result bit.
+        threads (``engine.halves``), 1 one after the other (None: as the tuner's step in
+        progress, or its last choice, says): the same operations, so the worker count (the
+        tuner's timing-based choice) changes no result bit.
         Returns (summed loss of the rows done, valid targets of all ``rows``)."""
         assert self.trainable is not None
         trainable = self.trainable
@@ -422,6 +423,8 @@ class Trainer:
         step = self.cursor.step
         n = len(rows) if mine is None else len(mine)
         halves = self.thread_tuner.max_workers > 1 and min(n, c.batch_size) > 1
+        if workers is None:
+            workers = self.thread_tuner.current[2]
         if halves:
             other = self._other_grads()
             for g in other.values():
@@ -438,19 +441,14 @@ class Trainer:
 
         loss_sum = 0.0
         for micro, s in enumerate(range(0, n, c.batch_size)):
-            mb = slice(s, s + c.batch_size) if mine is None else mine[s : s + c.batch_size]
+            e = min(s + c.batch_size, n)
             number = micro0 + micro_stride * micro
-            if not halves:
-                loss_sum += part(mb, self._grads, number)
+            h = (e - s) // 2 if halves else 0  # (0 also for a last micro-batch of one row)
+            if h == 0:
+                loss_sum += part(slice(s, e) if mine is None else mine[s:e], self._grads, number)
                 continue
-            size = len(mb) if isinstance(mb, np.ndarray) else min(s + c.batch_size, n) - s
-            h = size // 2
-            if h == 0:  # a last micro-batch of one row
-                loss_sum += part(mb, self._grads, number)
-                continue
-            mb_a: slice | np.ndarray = mb[:h] if isinstance(mb, np.ndarray) else slice(s, s + h)
-            mb_b: slice | np.ndarray = (mb[h:] if isinstance(mb, np.ndarray)
-                                        else slice(s + h, s + size))
+            mb_a, mb_b = ((slice(s, s + h), slice(s + h, e)) if mine is None
+                          else (mine[s : s + h], mine[s + h : e]))
             first = partial(part, mb_a, self._grads, number)
             second = partial(part, mb_b, other, number, 1, h)
             ls = self._halves.both(first, second) if workers > 1 else (first(), second())
@@ -472,8 +470,6 @@ class Trainer:
         in two halves at once with ``workers`` 2 (``accumulate``; None: as the thread tuner's
         step in progress, or its last choice, says; the count changes no result bit)."""
         assert self.trainable is not None
-        if workers is None:
-            workers = self.thread_tuner.current[2]
         loss_sum, n_valid = self.accumulate(rows, workers=workers)
         loss = loss_sum / n_valid
         grads = self.trainable.grads(self._grads)  # also consumes LoRA-dropout terms
