@@ -1,6 +1,7 @@
 """A micro-batch's halves in two threads (round 17) against the whole batch, in one process.
 
     python benchmarks/bench_halves.py [--ref 5f67e35] [--configs small,default,medium] [--busy]
+                                      [--threads N]
 
 Training steps of the bench configs, interleaved step by step so all see the same machine state:
 * ``ref N+N``   -- a git ref's engine (default: the last commit before round 17), imported beside
@@ -8,10 +9,12 @@ Training steps of the bench configs, interleaved step by step so all see the sam
                    chunk size: 1 with two Numba threads);
 * ``this N+N``  -- this engine at the same counts: since round 17 a micro-batch of two rows or
                    more runs as two halves, one after the other with one worker;
-* ``this halves`` -- the two halves at once, each in its own thread of 1 + 1 threads (the
-                   thread tuner's (1, 1, 2) choice).
-One JSON line per (config, variant): median and min ms, tokens/s and the speed against
-``ref 2+2``. ``--busy`` keeps one core busy with a spinning process (as bench_threads.py).
+* ``this halves`` -- the two halves at once, each in its own thread of N // 2 Numba threads and
+                   one BLAS thread (the thread tuner's two-worker choice, ``threads.two_workers``:
+                   (1, 1, 2) on two cores).
+N is ``--threads`` (default 2; the machine's cores, e.g. under ``taskset``), and the 1 + 1 rows
+are timed too. One JSON line per (config, variant): median and min ms, tokens/s and the speed
+against ``ref N+N``. ``--busy`` keeps one core busy with a spinning process (as bench_threads.py).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from bench_tuner_replay import SPIN, interleaved  # noqa: E402
 from threadpoolctl import ThreadpoolController  # noqa: E402
 
 from engine.bench import BENCH_CONFIGS, _trainer, cpu_model  # noqa: E402
+from engine.threads import two_workers  # noqa: E402
 
 DEFAULT_REF = "5f67e35"  # the engine before the halves
 
@@ -47,15 +51,23 @@ def main() -> None:
     ap.add_argument("--configs", default="small,default,medium")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--busy", action="store_true")
+    ap.add_argument("--threads", type=int, default=2, help="N of the N+N rows (default 2)")
     a = ap.parse_args()
+    configs = a.configs.split(",")
+    if unknown := [c for c in configs if c not in BENCH_CONFIGS]:
+        ap.error(f"--configs: unknown {', '.join(unknown)} (known: {', '.join(BENCH_CONFIGS)})")
+    if a.steps < 1 or a.threads < 2:
+        ap.error("--steps must be 1 or more and --threads 2 or more")
     sha, _ = load_ref(a.ref)
     ref_trainer = importlib.import_module(f"engine_{sha}.bench")._trainer
     ctl = ThreadpoolController()  # made once: a bare threadpool_limits scans the libraries
-    for name in a.configs.split(","):
+    n = a.threads
+    per_worker, blas, _ = two_workers(n)
+    for name in configs:
         c = BENCH_CONFIGS[name]
         n_rows = (a.steps + 2) * c["batch"]
 
-        def variant(tr: Any, threads: int, workers: int,
+        def variant(tr: Any, threads: int, workers: int, blas: int | None = None,
                     batch: int = c["batch"]) -> Callable[[], float]:
             cursor = [0]
 
@@ -65,7 +77,7 @@ def main() -> None:
                 rows = np.arange(cursor[0] * batch, (cursor[0] + 1) * batch)
                 cursor[0] += 1
                 try:
-                    with ctl.limit(limits=threads, user_api="blas"):
+                    with ctl.limit(limits=blas or threads, user_api="blas"):
                         t = time.perf_counter()
                         if workers == 1:
                             tr.train_step(rows)
@@ -78,24 +90,24 @@ def main() -> None:
             return step
 
         variants = {
-            "ref 2+2": variant(ref_trainer(name, "full", n_rows), 2, 1),
+            f"ref {n}+{n}": variant(ref_trainer(name, "full", n_rows), n, 1),
             "ref 1+1": variant(ref_trainer(name, "full", n_rows), 1, 1),
-            "this 2+2": variant(_trainer(name, "full", n_rows), 2, 1),
+            f"this {n}+{n}": variant(_trainer(name, "full", n_rows), n, 1),
             "this 1+1": variant(_trainer(name, "full", n_rows), 1, 1),
-            "this halves": variant(_trainer(name, "full", n_rows), 1, 2),
+            "this halves": variant(_trainer(name, "full", n_rows), per_worker, 2, blas),
         }
         for fn in variants.values():  # compile, warm up
             fn()
             fn()
         times = interleaved(variants, a.steps, SPIN if a.busy else None)
-        base = float(np.median(times["ref 2+2"]))
+        base = float(np.median(times[f"ref {n}+{n}"]))
         for k, ts in times.items():
             med = float(np.median(ts))
             print(json.dumps({
                 "bench": "halves", "config": name, "variant": k, "busy_core": a.busy,
                 "median_ms": round(med * 1e3, 2), "min_ms": round(min(ts) * 1e3, 2),
                 "tokens_per_s": round(c["batch"] * c["seq_len"] / med, 1),
-                "speed_vs_ref_2_2": round(base / med, 3), "steps": a.steps,
+                "speed_vs_ref_n_n": round(base / med, 3), "threads": n, "steps": a.steps,
                 "ref": a.ref, "ref_sha": sha, "cpu": cpu_model()}), flush=True)
 
 

@@ -93,10 +93,15 @@ def main() -> None:
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--go", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    configs = a.configs.split(",")
+    if unknown := [c for c in configs if c not in BENCH_CONFIGS]:
+        ap.error(f"--configs: unknown {', '.join(unknown)} (known: {', '.join(BENCH_CONFIGS)})")
+    if a.steps < 1 or a.rounds < 1:
+        ap.error("--steps and --rounds must be 1 or more")
     if a.child:
         child(a.child, a.steps, a.go)
         return
-    for name in a.configs.split(","):
+    for name in configs:
         batch = BENCH_CONFIGS[name]["batch"]
         got: dict[str, list[float]] = {"solo": [], "pair": [], "halves": [], "whole": []}
         for _ in range(a.rounds):
