@@ -1,4 +1,7 @@
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +52,17 @@ def _blas_count_kept_where_it_changes_bits(monkeypatch):  # type: ignore[no-unty
                                    (len(self.candidates) - 1) * self.probe_steps + 1)
 
     monkeypatch.setattr(trainer, "ThreadTuner", KeptBlas)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the slowest test's subprocess (every kernel compiled at NUMBA_OPT=0, ~45 s) now, so
+    it runs beside the rest of the suite, which keeps about one of two cores busy."""
+    if not any(i.nodeid.endswith("::test_kernels_inline_the_scalar_helpers") for i in items):
+        return
+    from tests.ops.test_helpers_inlined import PROBE_KEY, start_probe
+
+    folder = tempfile.mkdtemp(prefix="mamba-inline-probe-")
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    probe = start_probe(Path(folder) / "cache")
+    config.add_cleanup(probe.kill)  # (no-op once it ended; the test waits for it)
+    config.stash[PROBE_KEY] = probe

@@ -16,6 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+PROBE_KEY = pytest.StashKey[subprocess.Popen[str]]()  # the probe tests/conftest.py started
+
 PROBE = r"""
 import re
 import numpy as np
@@ -59,15 +63,22 @@ print("CALLS", sorted(calls))
 """
 
 
-def test_kernels_inline_the_scalar_helpers(tmp_path: Path) -> None:
-    env = dict(os.environ, NUMBA_OPT="0", NUMBA_CACHE_DIR=str(tmp_path / "cache"),
-               NUMBA_DISABLE_CACHE="1")
+def start_probe(cache: Path) -> subprocess.Popen[str]:
+    """The probe in a process of its own (compiling every kernel at ``NUMBA_OPT=0`` takes ~45 s:
+    tests/conftest.py starts it as the session starts, beside the other tests, when this test
+    is collected)."""
+    env = dict(os.environ, NUMBA_OPT="0", NUMBA_CACHE_DIR=str(cache), NUMBA_DISABLE_CACHE="1")
     root = Path(__file__).resolve().parents[2]
-    res = subprocess.run([sys.executable, "-c", PROBE], cwd=root, env=env, capture_output=True,
-                         text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
-    lines = dict(line.split(" ", 1) for line in res.stdout.splitlines() if " " in line)
-    assert int(lines["KERNELS"]) >= 7, res.stdout
+    return subprocess.Popen([sys.executable, "-c", PROBE], cwd=root, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_kernels_inline_the_scalar_helpers(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    probe = request.config.stash.get(PROBE_KEY, None) or start_probe(tmp_path / "cache")
+    out, err = probe.communicate(timeout=600)
+    assert probe.returncode == 0, err[-2000:]
+    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    assert int(lines["KERNELS"]) >= 7, out
     # the backward is kept in compiled copies (a dict), not a module-level function
-    assert "_scan_backward_kernel_64_" in lines["NAMES"], res.stdout
+    assert "_scan_backward_kernel_64_" in lines["NAMES"], out
     assert lines["CALLS"] == "[]", f"helpers called out of line: {lines['CALLS']}"
