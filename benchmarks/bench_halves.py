@@ -13,8 +13,10 @@ Training steps of the bench configs, interleaved step by step so all see the sam
                    one BLAS thread (the thread tuner's two-worker choice, ``threads.two_workers``:
                    (1, 1, 2) on two cores).
 N is ``--threads`` (default 2; the machine's cores, e.g. under ``taskset``), and the 1 + 1 rows
-are timed too. One JSON line per (config, variant): median and min ms, tokens/s and the speed
-against ``ref N+N``. ``--busy`` keeps one core busy with a spinning process (as bench_threads.py).
+are timed too. With N of 4 or more this engine runs whole micro-batches (``threads.splits``), so
+``this halves`` is left out and ``this N+N`` compares the same work with the engine before.
+One JSON line per (config, variant): median and min ms, tokens/s and the speed against
+``ref N+N``. ``--busy`` keeps one core busy with a spinning process (as bench_threads.py).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from bench_tuner_replay import SPIN, interleaved  # noqa: E402
 from threadpoolctl import ThreadpoolController  # noqa: E402
 
 from engine.bench import BENCH_CONFIGS, _trainer, cpu_model  # noqa: E402
-from engine.threads import two_workers  # noqa: E402
+from engine.threads import splits, two_workers  # noqa: E402
 
 DEFAULT_REF = "5f67e35"  # the engine before the halves
 
@@ -92,10 +94,11 @@ def main() -> None:
         variants = {
             f"ref {n}+{n}": variant(ref_trainer(name, "full", n_rows), n, 1),
             "ref 1+1": variant(ref_trainer(name, "full", n_rows), 1, 1),
-            f"this {n}+{n}": variant(_trainer(name, "full", n_rows), n, 1),
-            "this 1+1": variant(_trainer(name, "full", n_rows), 1, 1),
-            "this halves": variant(_trainer(name, "full", n_rows), per_worker, 2, blas),
+            f"this {n}+{n}": variant(_trainer(name, "full", n_rows, n), n, 1),
+            "this 1+1": variant(_trainer(name, "full", n_rows, n), 1, 1),
         }
+        if splits(n):  # (with more threads training runs whole micro-batches: no halves)
+            variants["this halves"] = variant(_trainer(name, "full", n_rows, n), per_worker, 2, blas)
         for fn in variants.values():  # compile, warm up
             fn()
             fn()

@@ -49,7 +49,7 @@ from engine.bench import BENCH_CONFIGS, _trainer, blas_info, cpu_model, set_thre
 from engine.opprofile import profile_ops  # noqa: E402
 from engine.ops.selective_scan import selective_scan_backward, selective_scan_forward  # noqa: E402
 from engine.stepgemms import standalone_ms, step_gemms  # noqa: E402
-from engine.threads import two_workers  # noqa: E402
+from engine.threads import splits, two_workers  # noqa: E402
 
 SCAN_SECONDS = [0.0]  # the hybrid's time inside the scan kernels since the last reset
 
@@ -185,6 +185,8 @@ def main() -> None:
     ap.add_argument("--cpu-time", action="store_true",
                     help="time steps by process CPU time (use with --threads 1 on a busy machine)")
     a = ap.parse_args()
+    if "ours-halves" in a.impls.split(",") and not splits(a.threads):
+        ap.error("ours-halves needs --threads 2 or 3 (training offers the halves there only)")
     clock = time.process_time if a.cpu_time else time.perf_counter
     set_threads(a.threads)
     torch.set_num_threads(a.threads)
@@ -197,7 +199,7 @@ def main() -> None:
         ours_cfg = None  # our model's config: its step's GEMMs are timed alone after the rounds
         for impl in a.impls.split(","):
             if impl == "ours":
-                tr = _trainer(name, "full", (rounds + 2) * c["batch"])  # + 2 profiled steps
+                tr = _trainer(name, "full", (rounds + 2) * c["batch"], a.threads)  # + 2 profiled
                 ours_cfg = tr.lm.config
                 cur = {"i": 0}
 
@@ -207,7 +209,7 @@ def main() -> None:
 
                 steppers[impl] = ours
             elif impl == "ours-halves":
-                trh = _trainer(name, "full", rounds * c["batch"])
+                trh = _trainer(name, "full", rounds * c["batch"], a.threads)
                 curh = {"i": 0}
 
                 def halves(tr=trh, cur=curh, b=c["batch"]) -> None:  # type: ignore[no-untyped-def]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .errors import MambaStudioError
+from .threads import splits
 
 F32 = 4
 SCAN_PAD = 64  # engine.ops.selective_scan.CHUNK: the scan kernels pad e to a multiple of it
@@ -389,8 +390,8 @@ def estimate(spec: MemorySpec) -> MemoryEstimate:
     scan = max(_scan_workspace(spec, e, n, threads, width) for width in SCAN_WIDTHS)
     workspace = 8 * e * F32 * tokens + scan + k * e * F32 * spec.batch_size
     lora_weights = p * F32 if spec.trainable is not None and spec.trainable < p else 0
-    # with two cores or more a micro-batch's second half gathers its gradients apart
-    halves = 2 if spec.batch_size > 1 and threads > 1 else 1
+    # with 2 or 3 threads a micro-batch's second half gathers its gradients apart
+    halves = 2 if spec.batch_size > 1 and splits(threads) else 1
     return MemoryEstimate(
         params=p * F32 + lora_weights,  # LoRA also keeps the merged copy of its targets
         grads=halves * t * F32,

@@ -7,11 +7,13 @@ OpenBLAS threads hand each GEMM to a worker that may be descheduled, so under lo
 ran 2.6x slower than one; on a quiet machine two BLAS threads are what make the GEMMs fast.
 
 So ``ThreadTuner`` picks, from step times, among (Numba threads, BLAS threads, workers) = (threads,
-threads, 1), (threads, 1, 1), (1, 1, 1) and, since round 17, (threads // 2, 1, 2): two workers,
-each half of a micro-batch's rows in its own thread (``engine.halves``; on a quiet 2-core VM a step
-1.10-1.20x faster than 2 + 2 threads over the whole batch, small to medium). The workers' BLAS runs
-one thread: its count is one for the whole process, and threaded OpenBLAS GEMMs called from two
-threads at once are serialised by a lock (in OpenBLAS 0.3.28-0.3.29 they could mix their results).
+threads, 1), (threads, 1, 1), (1, 1, 1) and, since round 17, with 2 or 3 threads (``splits``),
+(threads // 2, 1, 2): two workers, each half of a micro-batch's rows in its own thread
+(``engine.halves``; on a quiet 2-core VM a step 1.10-1.20x faster than 2 + 2 threads over the
+whole batch, small to medium; with 4 and 8 cores slower than N + N, so not offered there).
+The workers' BLAS runs one thread: its count is one for the whole process, and threaded
+OpenBLAS GEMMs called from two threads at once are serialised by a lock (in OpenBLAS
+0.3.28-0.3.29 they could mix their results).
 The Numba loops are dynamically scheduled when a worker has several Numba threads. Each choice is
 tried for a few steps at the start, the fastest (median of the last 9 steps) is kept, and every
 ``probe_every`` steps each other choice gets ``probe_steps`` steps again, so a machine that becomes
@@ -32,7 +34,8 @@ are never slower than one". The kernels partition their work and sums into fixed
 Numba count changes no result bit; where two workers are among the choices the trainer runs every
 micro-batch in the same two halves whatever the worker count (one after the other with one
 worker), so that changes none either (a tuner of one thread has no two-worker choice: its trainer
-runs whole micro-batches, and so other last bits than a machine with two cores). The BLAS count
+runs whole micro-batches, and so other last bits than a machine with two cores; likewise one
+of 4 threads or more). The BLAS count
 may, by the BLAS build: OpenBLAS 0.3.31's SkylakeX kernel gives the same bits at 1 and 2 threads,
 its Haswell kernel (an AVX2 machine) other bits for every product of a step (up to ~5e-6 of values
 ~1); there a run's last bits depend on the tuner's choices, i.e. on timing, and a resumed run
@@ -67,6 +70,20 @@ def default_threads() -> int:
 
 
 Choice = tuple[int, int, int]  # (Numba threads, BLAS threads) per worker, workers
+
+
+SPLIT_MAX_THREADS = 3  # the most threads a tuner offers the two-worker choice at (see splits)
+
+
+def splits(threads: int) -> bool:
+    """Whether a tuner of ``threads`` threads offers the two-worker choice (and so its trainer
+    runs every micro-batch as two halves): 2 or 3 threads. Measured on an Intel Xeon (round 18
+    of docs/performance.md, cores pinned, against the engine before the halves): with 2 cores the
+    halves at once made a step 1.11-1.15x faster than 2 + 2 threads (1.10-1.20x on an AVX2 EPYC);
+    with 4 and 8 they ran at 0.49-0.81x of N + N threads over the whole batch (one BLAS thread a
+    worker), and the halves one after the other at N + N at 0.82-0.98x, i.e. a cost with no
+    choice to gain it back. 3 threads were not measured."""
+    return 2 <= threads <= SPLIT_MAX_THREADS
 
 
 def two_workers(threads: int) -> Choice:
@@ -114,13 +131,13 @@ class ThreadTuner:
         (``far=inf``: every choice probed every time, the rule before round 16). Choices are
         compared by the medians of their last ``history`` step times (5 before then). ``split``
         adds the choice of two workers (each half of a micro-batch's rows in its own thread, with
-        threads // 2 Numba threads each and one BLAS thread) where threads >= 2."""
+        threads // 2 Numba threads each and one BLAS thread) where ``splits(threads)``: 2 or 3."""
         self.clock = clock
         self.threads = threads or default_threads()
         t = self.threads
         self.candidates: list[Choice] = ([(1, 1, 1)] if t == 1 else
                                          [(t, t, 1), (t, 1, 1), (1, 1, 1)])
-        if split and t >= 2:
+        if split and splits(t):
             self.candidates.append(two_workers(t))
         self.first_trials = first_trials
         self.probe_every = max(probe_every, (len(self.candidates) - 1) * probe_steps + 1)

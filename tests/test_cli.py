@@ -1143,3 +1143,15 @@ def test_train_out_inside_another_run_is_refused(tmp_path, capsys):
     proj.mkdir()  # every new run under it was refused
     (proj / "run.json").write_text('{"note": "my own config"}')
     assert main(["train", str(corpus), *common, "--out", str(proj / "runs" / "r")]) == 0
+
+
+@pytest.mark.parametrize("threads", [1, 4, 8])
+def test_bench_two_workers_need_the_threads_training_offers_them_at(threads, capsys):
+    """`bench --workers 2` runs the thread tuner's two-worker choice, offered at 2 or 3 threads
+    only (with 4 and 8 cores the halves were slower): at other counts the bench would time whole
+    micro-batches under the halves' name."""
+    from engine import bench
+
+    with pytest.raises(ValueError, match=r"--workers 2 needs --threads 2 or 3"):
+        bench.run(["small"], False, 1, ["full"], threads, workers=2)
+    assert capsys.readouterr().out == ""  # (refused before its header)

@@ -335,12 +335,16 @@ def test_train_config_ranges():
 
 def test_memory_estimate_parts_and_refusal():
     cfg = tiny_config(vocab_size=264, d_model=64, n_layer=8)
-    small = estimate(MemorySpec(cfg, batch_size=2, seq_len=64))
+    small = estimate(MemorySpec(cfg, batch_size=2, seq_len=64, threads=2))
     big = estimate(MemorySpec(cfg, batch_size=2, seq_len=64 * 1024))
     ckpt = estimate(MemorySpec(cfg, batch_size=2, seq_len=64 * 1024, activation_checkpointing=True))
-    one_row = estimate(MemorySpec(cfg, batch_size=1, seq_len=64))
+    one_row = estimate(MemorySpec(cfg, batch_size=1, seq_len=64, threads=2))
     assert small.params == big.params and one_row.optimizer == 2 * one_row.grads
     assert small.grads == 2 * one_row.grads  # a micro-batch's second half gathers apart
+    for threads in (1, 4, 8):  # no halves there (threads.splits): one gradient buffer
+        assert estimate(MemorySpec(cfg, batch_size=2, seq_len=64, threads=threads)).grads == \
+            one_row.grads
+    assert estimate(MemorySpec(cfg, batch_size=2, seq_len=64, threads=3)).grads == small.grads
     assert big.activations > 500 * small.activations
     assert ckpt.activations < big.activations / 2
     assert "GB" in big.human() and "activations" in big.human()

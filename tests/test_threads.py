@@ -192,8 +192,12 @@ def test_two_workers_are_a_choice_and_taken_when_fastest() -> None:
     assert tuner.candidates == [(2, 2, 1), (2, 1, 1), (1, 1, 1), (1, 1, 2)]
     assert ThreadTuner(threads=1).candidates == [(1, 1, 1)]  # no second core: no second worker
     assert ThreadTuner(threads=1).max_workers == 1 and tuner.max_workers == 2
-    # more cores: threads // 2 Numba threads a worker, BLAS (one count for the process) at 1
-    assert ThreadTuner(threads=4).candidates[-1] == (2, 1, 2)
+    # 3 threads: threads // 2 Numba threads a worker, BLAS (one count for the process) at 1;
+    # 4 or more: no two-worker choice (slower there, measured), so whole micro-batches
+    assert ThreadTuner(threads=3).candidates[-1] == (1, 1, 2)
+    for t in (4, 8, 16):
+        assert ThreadTuner(threads=t).candidates == [(t, t, 1), (t, 1, 1), (1, 1, 1)]
+        assert ThreadTuner(threads=t).max_workers == 1
     used = _run(tuner, clock, 30, {**QUIET, (1, 1, 2): 0.04})
     assert tuner.choice == (1, 1, 2) and tuner.workers == 2 and tuner.numba == 1
     assert used.count((1, 1, 2)) >= 15  # (the main thread's counts; the worker copies them)
@@ -303,19 +307,22 @@ def test_the_worker_count_changes_no_bit_in_any_mode(mode: str) -> None:
         assert np.array_equal(one[k].view(np.uint8), two[k].view(np.uint8)), k
 
 
-def test_a_trainer_without_a_second_core_runs_whole_micro_batches() -> None:
-    """With no two-worker choice (one thread) there are no halves: no second gradient buffer
-    (the memory estimate, given one thread, counts none either)."""
+@pytest.mark.parametrize("threads", [1, 4])
+def test_a_trainer_without_a_two_worker_choice_runs_whole_micro_batches(threads: int) -> None:
+    """With no two-worker choice (one thread, or 4 and more, where the halves were slower) there
+    are no halves: no second gradient buffer (the memory estimate, given those threads, counts
+    none either), even when a step is asked for two workers."""
     from engine.config import MambaConfig
     from engine.limits import MemorySpec, estimate
 
-    tr = _trainer("small", "full", 8)
-    tr.thread_tuner = ThreadTuner(threads=1)
+    tr = _trainer("small", "full", 12)
+    tr.thread_tuner = ThreadTuner(threads=threads)
     tr.train_step(np.arange(4))
+    tr.train_step(np.arange(4, 8), 2)
     assert tr._grads_b is None
     tr.thread_tuner = ThreadTuner(threads=2)
-    tr.train_step(np.arange(4, 8))
+    tr.train_step(np.arange(8, 12))
     assert tr._grads_b is not None
     cfg = MambaConfig(vocab_size=256, d_model=64, n_layer=2)
-    one, two = (estimate(MemorySpec(cfg, batch_size=4, threads=t)) for t in (1, 2))
+    one, two = (estimate(MemorySpec(cfg, batch_size=4, threads=t)) for t in (threads, 2))
     assert two.grads == 2 * one.grads and one.optimizer == 2 * one.grads
