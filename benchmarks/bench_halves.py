@@ -41,7 +41,7 @@ from bench_ops_ab import load_ref  # noqa: E402
 from bench_tuner_replay import SPIN, interleaved  # noqa: E402
 from threadpoolctl import ThreadpoolController  # noqa: E402
 
-from engine.bench import BENCH_CONFIGS, _trainer, cpu_model  # noqa: E402
+from engine.bench import BENCH_CONFIGS, _trainer, config_names, cpu_model  # noqa: E402
 from engine.threads import splits, two_workers  # noqa: E402
 
 DEFAULT_REF = "5f67e35"  # the engine before the halves
@@ -50,14 +50,11 @@ DEFAULT_REF = "5f67e35"  # the engine before the halves
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ref", default=DEFAULT_REF)
-    ap.add_argument("--configs", default="small,default,medium")
+    ap.add_argument("--configs", type=config_names, default="small,default,medium")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--busy", action="store_true")
     ap.add_argument("--threads", type=int, default=2, help="N of the N+N rows (default 2)")
     a = ap.parse_args()
-    configs = a.configs.split(",")
-    if unknown := [c for c in configs if c not in BENCH_CONFIGS]:
-        ap.error(f"--configs: unknown {', '.join(unknown)} (known: {', '.join(BENCH_CONFIGS)})")
     if a.steps < 1 or a.threads < 2:
         ap.error("--steps must be 1 or more and --threads 2 or more")
     sha, _ = load_ref(a.ref)
@@ -65,7 +62,7 @@ def main() -> None:
     ctl = ThreadpoolController()  # made once: a bare threadpool_limits scans the libraries
     n = a.threads
     per_worker, blas, _ = two_workers(n)
-    for name in configs:
+    for name in a.configs:
         c = BENCH_CONFIGS[name]
         n_rows = (a.steps + 2) * c["batch"]
 

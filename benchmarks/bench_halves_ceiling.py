@@ -37,7 +37,7 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 from threadpoolctl import ThreadpoolController  # noqa: E402
 
-from engine.bench import BENCH_CONFIGS, _trainer, cpu_model  # noqa: E402
+from engine.bench import BENCH_CONFIGS, _trainer, config_names, cpu_model  # noqa: E402
 
 
 def steps_ms(config: str, rows_per_step: int, steps: int, workers: int) -> list[float]:
@@ -87,21 +87,18 @@ def child(config: str, steps: int, go: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--configs", default="small,medium")
+    ap.add_argument("--configs", type=config_names, default="small,medium")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--go", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    configs = a.configs.split(",")
-    if unknown := [c for c in configs if c not in BENCH_CONFIGS]:
-        ap.error(f"--configs: unknown {', '.join(unknown)} (known: {', '.join(BENCH_CONFIGS)})")
     if a.steps < 1 or a.rounds < 1:
         ap.error("--steps and --rounds must be 1 or more")
     if a.child:
         child(a.child, a.steps, a.go)
         return
-    for name in configs:
+    for name in a.configs:
         batch = BENCH_CONFIGS[name]["batch"]
         got: dict[str, list[float]] = {"solo": [], "pair": [], "halves": [], "whole": []}
         for _ in range(a.rounds):

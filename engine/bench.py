@@ -66,6 +66,18 @@ def set_threads(n: int, blas: int | None = None) -> None:
     threadpool_limits(n if blas is None else blas, user_api="blas")
 
 
+def config_names(text: str) -> list[str]:
+    """``--configs`` of the benchmark scripts: comma-separated BENCH_CONFIGS names (argparse
+    ``type``: an unknown name is a one-line error naming the known ones)."""
+    import argparse
+
+    names = text.split(",")
+    if unknown := [n for n in names if n not in BENCH_CONFIGS]:
+        raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)} (known: "
+                                         f"{', '.join(BENCH_CONFIGS)})")
+    return names
+
+
 def _trainer(name: str, mode: str, n_rows: int, threads: int | None = None) -> Any:
     """A trainer of BENCH_CONFIGS[name] on ``n_rows`` random rows; ``threads`` (default: the
     machine's) sizes its thread tuner, and so whether it runs micro-batches as halves."""

@@ -1155,3 +1155,14 @@ def test_bench_two_workers_need_the_threads_training_offers_them_at(threads, cap
     with pytest.raises(ValueError, match=r"--workers 2 needs --threads 2 or 3"):
         bench.run(["small"], False, 1, ["full"], threads, workers=2)
     assert capsys.readouterr().out == ""  # (refused before its header)
+
+
+def test_the_bench_scripts_configs_name_the_known_ones():
+    """benchmarks/bench_halves*.py ended in a KeyError on an unknown config."""
+    import argparse
+
+    from engine.bench import config_names
+
+    assert config_names("small,medium") == ["small", "medium"]
+    with pytest.raises(argparse.ArgumentTypeError, match=r"unknown nope \(known: small, medium"):
+        config_names("small,nope")
