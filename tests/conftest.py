@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -10,6 +11,20 @@ from engine.runtime import configure
 configure()  # before any test imports NumPy or the kernels (cache folder, threading layer, BLAS)
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """Ignores a signal in this process only: a handler, unlike SIG_IGN, is reset to the
+    default by exec, so the children the tests send signals to get the terminal's defaults."""
+
+
+# pytest started in the background or under nohup inherits these ignored, and a child inherits
+# SIG_IGN (the tests then waited 120 s for a stop that never came). A preexec_fn restoring them
+# made Popen fork, and a fork runs OpenBLAS's prefork handler, which once waited forever to join
+# an idle BLAS thread (the suite hung in tests/app/test_signals.py); without one Popen uses vfork.
+for _s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT):
+    if signal.getsignal(_s) == signal.SIG_IGN:
+        signal.signal(_s, _ignore)
 
 # tests/interop needs torch, transformers, peft and llama-cpp-python: it runs only from
 # scripts/test-interop.sh, in its own virtualenvs, so the main suite never imports torch.

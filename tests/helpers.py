@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import numpy as np
@@ -45,15 +44,6 @@ def two_file_corpus(tmp_path: Path, repeat: int = 30) -> Path:
     (d / "a.txt").write_text("the cat sat on the mat and looked at the hat. " * repeat)
     (d / "b.txt").write_text("a dog ran in the fog and sat on a log by the bog. " * repeat)
     return d
-
-
-def default_signals() -> None:
-    """``preexec_fn`` of a child the tests send signals to: SIGINT, SIGHUP, SIGTERM and SIGQUIT
-    back to their defaults (pytest started in the background or under nohup passes them on
-    ignored, and a process that inherits an ignored signal keeps ignoring it, as nohup needs;
-    the tests then waited 120 s for a stop that never came)."""
-    for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT):
-        signal.signal(s, signal.SIG_DFL)
 
 
 def train_stopped_while_scoring(run) -> object:

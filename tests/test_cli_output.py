@@ -12,21 +12,14 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from tests.helpers import default_signals, two_file_corpus
+from tests.helpers import two_file_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _engine(*args: str, **kw) -> subprocess.Popen:  # type: ignore[no-untyped-def]
-    more = kw.pop("preexec_fn", None)
-
-    def before() -> None:  # the signals a terminal gives, then the caller's own
-        default_signals()
-        if more is not None:
-            more()
-
-    return subprocess.Popen([sys.executable, "-m", "engine", *args], cwd=ROOT,
-                            preexec_fn=before, **kw)
+    # (the signals a terminal gives: tests/conftest.py; a caller's preexec_fn is passed on)
+    return subprocess.Popen([sys.executable, "-m", "engine", *args], cwd=ROOT, **kw)
 
 
 @pytest.fixture(scope="module")

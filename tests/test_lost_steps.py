@@ -11,7 +11,6 @@ from pathlib import Path
 
 import engine
 from engine.cli import main
-from tests.helpers import default_signals
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +24,7 @@ def killed_run(tmp_path: Path) -> tuple[Path, int]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine", "train", str(corpus), "--preset", "tiny", "--seq-len",
          "32", "--batch", "2", "--max-steps", "100000", "--sample-tokens", "0", "--out", str(out)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=default_signals)
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:

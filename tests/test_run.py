@@ -34,7 +34,6 @@ from engine.run import (
 )
 from engine.trainer import TrainConfig
 from tests.helpers import (
-    default_signals,
     train_stopped_while_scoring,
     two_file_corpus,
     write_legacy_checkpoint,
@@ -59,8 +58,7 @@ def _losses(folder: Path) -> list[float]:
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "engine", "train", *args], cwd=ROOT,
-                            env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=default_signals)
+                            env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True)
 
 
 def test_resume_without_corpus_and_with_new_max_steps_equals_one_run(tmp_path):
@@ -468,7 +466,7 @@ def test_a_signal_while_a_new_run_prepares_leaves_nothing_and_says_so(tmp_path, 
             "sys.exit(main(sys.argv[1:]))\n")
     p = subprocess.run([sys.executable, "-c", code, "train", str(_corpus(tmp_path)), *TINY,
                         "--max-steps", "2", "--out", str(out)], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120, preexec_fn=default_signals)
+                       text=True, timeout=120)
     assert p.returncode == 128 + int(sig), p.stderr
     assert "Traceback" not in p.stderr
     if sig == signal.SIGTERM:
@@ -945,8 +943,8 @@ def test_a_run_started_with_nohup_goes_on_when_the_terminal_closes(tmp_path):
     out = tmp_path / "r"
     p = subprocess.Popen(["nohup", sys.executable, "-m", "engine", "train", str(_corpus(tmp_path)),
                           *TINY, "--max-steps", "100000", "--epochs", "1000", "--out", str(out)],
-                         cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                         preexec_fn=default_signals)  # (nohup then ignores SIGHUP itself)
+                         cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         text=True)  # (nohup ignores SIGHUP)
     try:
         _wait_for(lambda: _steps_done(out) >= 3)
         p.send_signal(signal.SIGHUP)

@@ -11,7 +11,6 @@ from pathlib import Path
 import engine
 from app.main_window import IDLE_FORMAT
 from engine.samples import SAMPLES
-from tests.helpers import default_signals
 
 from .helpers import RUN_TIMEOUT, close_window, small_window
 
@@ -31,8 +30,7 @@ def _train_elsewhere(qtbot, out: Path, tmp_path: Path) -> subprocess.Popen:
         [sys.executable, "-m", "engine", "train", str(corpus), "--preset", "tiny", "--seq-len",
          "32", "--batch", "2", "--epochs", "1000", "--max-steps", "100000", "--sample-tokens", "0",
          "--out", str(out)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        preexec_fn=default_signals)
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         qtbot.waitUntil(lambda: (out / "run.json").exists() and engine.RunLock(out).held_elsewhere()
                         and len(engine.read_metrics(out)) >= 3, timeout=RUN_TIMEOUT)
@@ -106,7 +104,7 @@ def test_the_idle_line_follows_a_run_another_process_takes_up_again(qtbot, tmp_p
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine", "train", "--resume", str(out), "--max-steps", "100000",
          "--sample-tokens", "0"], cwd=ROOT, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, preexec_fn=default_signals)
+        stderr=subprocess.DEVNULL)
     try:
         assert w.status.full == f"idle · last run: cli-run stopped at step {first:,}"
         qtbot.waitUntil(lambda: engine.RunLock(out).held_elsewhere() and max(

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import default_signals
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -29,8 +27,7 @@ def test_a_signal_saves_the_run_then_quits(tmp_path, sig):
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "MAMBA_STUDIO_NO_MEASURE": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "app", "--runs-root", str(runs), "--settings-dir",
                              str(tmp_path / "cfg"), "--preset", "tiny", "--train-steps", "100000"],
-                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=default_signals)
+                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180
         while _steps(runs) < 3 and time.monotonic() < deadline and proc.poll() is None:
