@@ -71,7 +71,11 @@ def _blas_count_kept_where_it_changes_bits(monkeypatch):  # type: ignore[no-unty
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Start the slowest test's subprocess (every kernel compiled at NUMBA_OPT=0, ~45 s) now, so
-    it runs beside the rest of the suite, which keeps about one of two cores busy."""
+    it runs beside the rest of the suite, which keeps about one of two cores busy. Not under
+    pytest-xdist: every worker collects every test, so each would start one; there the test
+    starts its probe when it runs, beside the other worker's tests."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     if not any(i.nodeid.endswith("::test_kernels_inline_the_scalar_helpers") for i in items):
         return
     from tests.ops.test_helpers_inlined import PROBE_KEY, start_probe
