@@ -9,6 +9,7 @@ A run shown from its folder (``show_run``: Open, Continue) gets its whole histor
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,23 @@ def _legend(plot: Any, bg: str, fg: str) -> Any:
 
 
 SIDE_BY_SIDE_BELOW = 330  # canvas height (px) under which the plots go side by side
+REDRAW_MS = 100  # the live curves are redrawn at most this often (ms) ...
+MAX_REDRAW_MS = 3000  # ... and at least this often
+DRAW_SHARE = 0.05  # ... and in between, so that drawing them takes at most this share of the time:
+# a redraw on a 2-core VM under Xvfb took ~55 ms, and at 10 a second the window trained at a
+# third of the command line's speed (the GUI thread held the GIL the training thread needs
+# between its kernels; 277 against 85 ms a small step, measured)
+
+
+class _Canvas(pg.GraphicsLayoutWidget):
+    """The plots' view; ``paint_s`` is how long its paints take (seconds, a running mean)."""
+
+    paint_s = 0.0
+
+    def paintEvent(self, ev: Any) -> None:  # noqa: N802
+        t0 = time.perf_counter()
+        super().paintEvent(ev)
+        self.paint_s = 0.5 * self.paint_s + 0.5 * (time.perf_counter() - t0)
 
 
 class PlotsPanel(QWidget):
@@ -100,7 +118,7 @@ class PlotsPanel(QWidget):
         dark = _dark()
         bg, fg = ("#1e1f22", "#d0d0d0") if dark else ("w", "k")
         pg.setConfigOptions(antialias=False, background=bg, foreground=fg)
-        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas = _Canvas()
         self.canvas.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # no keys: a Tab stop there showed
         # nothing (a keyboard user lost the focus after Reset view)
         self.loss_plot = self.canvas.addPlot(row=0, col=0)
@@ -178,10 +196,12 @@ class PlotsPanel(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(top)
         lay.addWidget(self.canvas, 1)
-        self.clear()
         self._timer = QTimer(self)
-        self._timer.setInterval(100)
-        self._timer.timeout.connect(self._redraw)
+        self._timer.setInterval(REDRAW_MS)
+        self._timer.timeout.connect(self._tick)
+        self.redraw_wait_s = REDRAW_MS / 1000  # after a redraw, the next waits this long
+        self._drawn_at = 0.0  # (time.perf_counter() of the timer's last redraw)
+        self.clear()
         self._timer.start()
 
     def _show_keys(self) -> None:
@@ -350,9 +370,16 @@ class PlotsPanel(QWidget):
             self.val_losses.append(e.val.loss)
         self._dirty = True
 
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        if self._dirty and now - self._drawn_at >= self.redraw_wait_s:
+            self._drawn_at = now  # (not by a redraw called directly: clear() draws empty curves)
+            self._redraw()
+
     def _redraw(self) -> None:
         if not self._dirty:
             return
+        t0 = time.perf_counter()
         self._dirty = False
         self.step_loss.setData(self.steps, self.losses)
         self.step_norm.setData(self.steps, self.norms)
@@ -361,3 +388,11 @@ class PlotsPanel(QWidget):
         self.val_loss.setData(self.val_x, self.val_losses)
         self.val_step.setData(self.val_step_x, self.val_step_losses)
         self.nan_marks.setData(self.nan_steps, self.nan_y)
+        self.redrawn_in(time.perf_counter() - t0 + self.canvas.paint_s)
+
+    def redrawn_in(self, seconds: float) -> None:
+        """Drawing the live curves took ``seconds`` (their new data, and the view's last paint):
+        the next redraw of new data waits that many over ``DRAW_SHARE``, from ``REDRAW_MS`` to
+        ``MAX_REDRAW_MS`` (the timer keeps ticking at ``REDRAW_MS``: a new interval restarted
+        it, and a run followed every 100 ms then never drew)."""
+        self.redraw_wait_s = min(MAX_REDRAW_MS, max(REDRAW_MS, seconds * 1000 / DRAW_SHARE)) / 1000
