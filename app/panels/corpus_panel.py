@@ -479,6 +479,8 @@ class CorpusPanel(QWidget):
                 "\n".join(f"{skip_line(p, why)}   ({p})" for p, why in shown)
                 + (f"\n… and {extra} more" if extra > 0 else ""))
         self.skipped_list.setVisible(on)
+        if on:  # the list names what the note did: with both, the file table kept 1.5 rows
+            self.notice_box.setVisible(False)
 
     def held_out(self) -> dict[str, bool]:
         """Files held out -> True when the whole file is, False when only a window of it is (no

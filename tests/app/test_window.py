@@ -110,10 +110,14 @@ def test_drop_good_and_bad_files(win, qtbot, tmp_path):
     qtbot.waitUntil(lambda: win.corpus.pending == 0 and len(win.corpus.paths()) == before + 1)
     assert str(good) in win.corpus.paths()
     assert win.corpus.skipped_btn.text() == "3 files skipped"
+    assert win.corpus.notice_box.isVisibleTo(win.corpus)
     win.corpus.skipped_btn.setChecked(True)
     msg = win.corpus.skipped_list.toPlainText()
     assert "empty.txt" in msg and "blob.txt" in msg and "latin.txt" in msg
     assert "UTF-8" in msg and "binary" in msg
+    # the list says what the note said: the note goes (with both, a 900x600 window showed
+    # 1.5 rows of the file table)
+    assert not win.corpus.notice_box.isVisibleTo(win.corpus)
 
 
 def _record_boxes(monkeypatch) -> list:
