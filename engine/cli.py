@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import math
 import os
 import re
@@ -649,6 +650,18 @@ def _add_export(sub: Any) -> None:
     x.set_defaults(fn=cmd_export)
 
 
+def _did_you_mean(parser: argparse.ArgumentParser, extra: list[str]) -> str:
+    """" (did you mean --batch?)" for the first unknown flag close to one of ``parser``'s
+    (``--batch-size`` was refused with no hint), else ""."""
+    flags = [f for a in parser._actions for f in a.option_strings if f.startswith("--")]
+    for word in extra:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1, cutoff=0.7)
+            if close:
+                return f" (did you mean {close[0]}?)"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a subcommand. Anything caused by user input (a MambaStudioError, an OSError, a
     ValueError, a diverged model's FloatingPointError) is one line ``error: ...`` and exit code 2;
@@ -657,7 +670,8 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # the command's own --help lists its flags (it pointed at the top level's)
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        commands.choices[args.cmd].error(f"unrecognized arguments: {' '.join(extra)}")
+        command = commands.choices[args.cmd]
+        command.error(f"unrecognized arguments: {' '.join(extra)}{_did_you_mean(command, extra)}")
     PROGRESS.reset()
     with forgiving_stderr():  # a stderr gone (a closed pipe): training goes on (engine.cliout)
         return _run(args)

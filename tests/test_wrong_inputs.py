@@ -280,6 +280,19 @@ def test_an_unknown_flag_points_at_its_commands_help(capsys):
                                        "engine generate --help)\n")
 
 
+@pytest.mark.parametrize(("flag", "hint"), [("--batch-size", " (did you mean --batch?)"),
+                                            ("--learning-rate=3", ""),
+                                            ("--max_steps", " (did you mean --max-steps?)")])
+def test_an_unknown_flag_near_a_known_one_is_named(capsys, flag, hint):
+    """``train --batch-size 0`` said only "unrecognized arguments" (a walk-through guessed the
+    flag's name from other trainers)."""
+    with pytest.raises(SystemExit) as info:
+        main(["train", flag, "0"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == (f"error: unrecognized arguments: {flag}{hint} (see python -m "
+                                       "engine train --help)\n")
+
+
 def test_a_corpus_file_named_but_missing_is_refused_before_any_work(tmp_path, capsys):
     """``train a.txt typo.txt`` trained on a.txt alone after one "skipped" line, exit 0 (and a
     settings file naming a moved file did the same): a run read as one on both files. Train and
