@@ -11,7 +11,6 @@ and so costs less than a user's window). The window keeps its settings in a temp
 """
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -21,18 +20,18 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from engine import read_metrics  # noqa: E402
 
 
-def step_times(metrics: Path) -> tuple[float, float]:
-    """(median ms a step, median tokens/s) of a run's steps after its 20th."""
-    with metrics.open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["kind"] == "step"]
-    t = [float(r["elapsed_s"]) for r in rows]
+def step_times(folder: Path) -> tuple[float, float]:
+    """(median ms a step, median tokens/s) of a run folder's steps after its 20th."""
+    rows = [r for r in read_metrics(folder) if r["kind"] == "step"]
+    t = [r["elapsed_s"] for r in rows]
     gaps = [b - a for a, b in zip(t, t[1:], strict=False)][20:]
     if not gaps:
-        raise SystemExit(f"error: {metrics}: fewer than 22 steps; pass a larger --steps")
-    return (1000 * statistics.median(gaps),
-            statistics.median(float(r["tokens_per_s"]) for r in rows[20:]))
+        raise SystemExit(f"error: {folder}: fewer than 22 steps; pass a larger --steps")
+    return 1000 * statistics.median(gaps), statistics.median(r["tokens_per_s"] for r in rows[20:])
 
 
 def main() -> None:
@@ -55,8 +54,8 @@ def main() -> None:
                             "--max-steps", str(a.steps), "--epochs", "50", "--out", str(cli)],
                            cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=1800)
-            (g_ms, g_tok), (c_ms, c_tok) = (step_times(next(gui.glob("*/metrics.csv"))),
-                                            step_times(cli / "metrics.csv"))
+            (g_ms, g_tok), (c_ms, c_tok) = (step_times(next(gui.glob("*/metrics.csv")).parent),
+                                            step_times(cli))
             for where, ms, tok in (("window", g_ms, g_tok), ("cli", c_ms, c_tok)):
                 print(json.dumps({"bench": "window", "round": i, "where": where,  # noqa: T201
                                   "median_step_ms": round(ms, 1), "tokens_per_s": round(tok),
