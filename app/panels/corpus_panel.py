@@ -194,6 +194,7 @@ class CorpusPanel(QWidget):
     changed = Signal()
     rejected = Signal(str)  # a one-line summary of rejected files
     added = Signal(str, list)  # after an add: what it added ("3 files"), [(path, why)] skipped
+    said = Signal(str)  # a message for the status bar (nothing was added or skipped)
 
     def __init__(self, sample_dir: Path) -> None:
         super().__init__()
@@ -630,6 +631,12 @@ class CorpusPanel(QWidget):
         files went without a word)."""
         sample = self.sample_dir.resolve()
         own = [p for p in self.files if sample not in Path(p).resolve().parents]
+        if (self.files and not own and not self.cut and not self.skipped
+                and [Path(f).resolve() for f in self.folders] == [sample]):
+            # (it cleared and added the same files again, and said "Added 6 files")
+            self.said.emit(f"The sample corpus is already loaded "
+                           f"({plural(len(self.files), 'file')})")
+            return
         if own and not confirm(
                 self, "Sample corpus", f"Replace the {plural(len(self.files), 'file')} of the "
                 "corpus with the bundled sample texts?"):

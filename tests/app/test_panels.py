@@ -1466,6 +1466,11 @@ def test_small_window_chores(win, qtbot, tmp_path, tiny_run, monkeypatch):
     assert str(own) in win.corpus.files  # No: kept
     win.corpus._ask_sample()
     assert str(own) not in win.corpus.files and len(win.corpus.files) == 6
+    qtbot.waitUntil(lambda: win.statusBar().currentMessage().startswith("Added"))
+    before = list(win.corpus.files.values())
+    win.corpus._ask_sample()  # loaded already: said so, not cleared and "Added 6 files" again
+    assert all(a is b for a, b in zip(before, win.corpus.files.values(), strict=True))
+    assert win.statusBar().currentMessage() == "The sample corpus is already loaded (6 files)"
     win.compare_run(tiny_run)
     assert win.compared_run == tiny_run
     win.open_run_view(tiny_run)
