@@ -60,8 +60,31 @@ def prefill(p: Params, tokens: np.ndarray, cfg: MambaConfig, state: InferenceSta
     return hf[:, 0, :] @ p[head_name(p)].T, out
 
 
+SERIAL_STEP_ELEMENTS = 1 << 17
+"""A token's ``step`` runs its Numba kernels in one thread while its SSM state (b x e x n) has at
+most this many elements (a batch of 1 up to e = 8,192). Each parallel kernel's launch wakes the
+OpenMP threads: ~70 us a call at 2 threads against ~5 us at 1 for a (1, 128) RMSNorm on a 2-core
+VM, more than a batch-1 layer's whole work; the kernels' results do not depend on their thread
+count. Measured (``python -m engine bench --generate cpu``, same VM): small 1.26-1.29 -> 0.34-0.38
+ms a token, medium 2.31-2.34 -> 0.97-1.12, large (memory-bound GEMVs) 32.5-33.8 -> 29.6."""
+
+
 def step(p: Params, token: np.ndarray, state: InferenceState, cfg: MambaConfig) -> np.ndarray:
-    """token (b,) -> logits (b, v); advances ``state`` in place."""
+    """token (b,) -> logits (b, v); advances ``state`` in place (``SERIAL_STEP_ELEMENTS``: its
+    Numba kernels in one thread when the state is small)."""
+    if token.shape[0] * cfg.d_inner * cfg.d_state > SERIAL_STEP_ELEMENTS:
+        return _step(p, token, state, cfg)
+    import numba
+
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)  # (this thread's launches only)
+    try:
+        return _step(p, token, state, cfg)
+    finally:
+        numba.set_num_threads(before)
+
+
+def _step(p: Params, token: np.ndarray, state: InferenceState, cfg: MambaConfig) -> np.ndarray:
     e, n, r = cfg.d_inner, cfg.d_state, cfg.dt_rank
     h = embedding_forward(token, p[EMBEDDINGS])  # (b, d)
     for i in range(cfg.n_layer):
