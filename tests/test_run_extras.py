@@ -192,6 +192,37 @@ def test_tensorboard_has_each_held_out_loss_once_and_every_saved_step_at_once(tm
     log.close()
 
 
+def test_a_save_waits_for_a_slow_write_of_the_last_event_and_leaves_no_marker(tmp_path,
+                                                                            monkeypatch):
+    """A flush waited for tensorboardX's queue to empty and then 10 ms: an event still being
+    written then (a slow disk) was not in the file a kill -9 leaves. It now waits for its own
+    marker to pass the writer thread, which never writes the marker to the file."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboardX import event_file_writer
+
+    real = event_file_writer.EventsWriter.write_event
+
+    def slow(self, event):  # noqa: ANN001, ANN202
+        time.sleep(0.04)
+        return real(self, event)
+
+    monkeypatch.setattr(event_file_writer.EventsWriter, "write_event", slow)
+    log = TBLogger(tmp_path, tokens_per_byte=1.0)
+    for step in (1, 2, 3):
+        log.step(step, 5.0 - step, 0.5, 1e-3, 100.0)
+    log.flush()  # a save
+    (events_file,) = (tmp_path / TB_DIR).glob("events.out.tfevents.*")
+    events = list(EventFileLoader(str(events_file)).Load())
+    written = sorted((v.tag, e.step) for e in events for v in e.summary.value)
+    assert written == sorted((tag, step) for step in (1, 2, 3) for tag in (
+        "loss/train", "bpb/train", "grad_norm", "lr", "tokens_per_s"))  # the last one too
+    assert not any(e.file_version.startswith("mamba-studio") for e in events)
+    log.flush()  # a second save's marker: waited for too
+    log.close()
+    events = list(EventFileLoader(str(events_file)).Load())
+    assert not any(e.file_version.startswith("mamba-studio") for e in events)
+
+
 @pytest.mark.parametrize("writes_before_full", [0, 1, 30])  # at start / in its writer thread
 def test_a_full_disk_stops_tensorboard_logging_quietly(tmp_path, capfd, monkeypatch,
                                                        writes_before_full):
