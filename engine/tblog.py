@@ -6,7 +6,9 @@ when a logger is made, never at engine import."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import queue
 import threading
 import time
 import weakref
@@ -100,7 +102,7 @@ class TBLogger:
         wrapped, and a flush waits for nothing (the tests catch that)."""
         writer: Any = getattr(self._worker, "_record_writer", None)
         write = getattr(writer, "write_event", None)
-        if write is None or not hasattr(self._events, "add_event"):
+        if write is None or not hasattr(self._events, "_event_queue"):
             return
 
         def marked_write(event: Any) -> Any:
@@ -177,10 +179,13 @@ class TBLogger:
             from tensorboardX.proto.event_pb2 import Event  # writes only what its thread has
 
             self._marks += 1  # written: wait for it to reach a marker queued after the events
-            self._events.add_event(Event(file_version=f"{_MARK}{self._marks}"))
-            deadline = time.monotonic() + 2.0
-            while self._ok() and self._marks_seen < self._marks and time.monotonic() < deadline:
-                time.sleep(0.0005)
+            deadline = time.monotonic() + 2.0  # (never blocked for good by a full queue of a
+            with contextlib.suppress(queue.Full):  # thread that died just now)
+                self._events._event_queue.put(Event(file_version=f"{_MARK}{self._marks}"),
+                                              timeout=2.0)
+                while self._ok() and self._marks_seen < self._marks \
+                        and time.monotonic() < deadline:
+                    time.sleep(0.0005)
         try:
             if self._ok():
                 self.writer.flush()
