@@ -836,8 +836,8 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
         if r is None:
             return
         if self.current_run:  # the Runs tab's row of this run follows each step
-            self.runs.update_live(self.current_run, r.step, "paused" if self.state == "paused"
-                                  else "running")
+            self.runs.update_live(self.current_run, r.step, self.state
+                                  if self.state in ("paused", "stopping") else "running")
         self.progress.setFormat(STEPS_FORMAT)
         self.progress.setMaximum(r.total_steps)
         self.progress.setValue(r.step)

@@ -62,11 +62,12 @@ def prefill(p: Params, tokens: np.ndarray, cfg: MambaConfig, state: InferenceSta
 
 SERIAL_STEP_ELEMENTS = 1 << 17
 """A token's ``step`` runs its Numba kernels in one thread while its SSM state (b x e x n) has at
-most this many elements (a batch of 1 up to e = 8,192). Each parallel kernel's launch wakes the
-OpenMP threads: ~70 us a call at 2 threads against ~5 us at 1 for a (1, 128) RMSNorm on a 2-core
-VM, more than a batch-1 layer's whole work; the kernels' results do not depend on their thread
-count. Measured (``python -m engine bench --generate cpu``, same VM): small 1.26-1.29 -> 0.34-0.38
-ms a token, medium 2.31-2.34 -> 0.97-1.12, large (memory-bound GEMVs) 32.5-33.8 -> 29.6."""
+most this many elements (a batch of 1 up to e = 8,192 at n = 16). It launches 4 parallel kernels
+a layer and 1 more (17 for the small preset), and each launch wakes the OpenMP threads: ~70 us a
+call at 2 threads against ~5 us at 1 for a (1, 128) RMSNorm on a 2-core VM, more than the work;
+the kernels' results do not depend on their thread count. Measured (``python -m engine bench
+--generate cpu``, same VM, two runs each): small 1.26-1.29 -> 0.42-0.45 ms a token, medium
+2.31-2.34 -> 1.11-1.21, large (memory-bound GEMVs) 32.5-33.8 -> 29.2-30.0."""
 
 
 def step(p: Params, token: np.ndarray, state: InferenceState, cfg: MambaConfig) -> np.ndarray:

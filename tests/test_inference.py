@@ -228,8 +228,20 @@ def test_a_small_step_runs_its_kernels_in_one_thread_with_the_same_logits(monkey
         seen.append(numba.get_num_threads())
         return real(*a, **k)
 
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one Numba thread: nothing to tell apart")
     monkeypatch.setattr(inference, "rmsnorm_forward", counted)
-    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    kept = numba.get_num_threads()
+    numba.set_num_threads(2)
+    try:
+        _check_serial_step(inference, cfg, p, tokens, seen, monkeypatch)
+    finally:
+        numba.set_num_threads(kept)
+
+
+def _check_serial_step(inference, cfg, p, tokens, seen, monkeypatch):  # noqa: ANN001
+    import numba
+
     before = numba.get_num_threads()
     serial, parallel = InferenceState.zeros(cfg, 2), InferenceState.zeros(cfg, 2)
     for t in range(tokens.shape[1]):

@@ -631,7 +631,7 @@ class CorpusPanel(QWidget):
         files went without a word)."""
         sample = self.sample_dir.resolve()
         own = [p for p in self.files if sample not in Path(p).resolve().parents]
-        if (self.files and not own and not self.cut and not self.skipped
+        if (self.files and not own and not self.cut and not self.skipped and not self.pending
                 and [Path(f).resolve() for f in self.folders] == [sample]):
             # (it cleared and added the same files again, and said "Added 6 files")
             self.said.emit(f"The sample corpus is already loaded "
