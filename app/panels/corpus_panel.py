@@ -205,6 +205,7 @@ class CorpusPanel(QWidget):
         self.origin: dict[str, str] = {}  # file -> the path added that brought it (a folder, itself)
         self.folders: dict[str, None] = {}  # folders added, in order
         self.cut: set[str] = set()  # added folders some of whose files were removed one by one
+        self.generation = 0  # counts clear(): an add read before the last one is dropped
         self.holdout = engine.RunSpec.holdout  # the split (set_split), for the held-out column
         self.seed = 0
         self.min_tokens = 0
@@ -335,7 +336,10 @@ class CorpusPanel(QWidget):
         return list(out)
 
     def clear(self) -> None:
-        """No files: what a new corpus (the sample, a settings file's) starts from."""
+        """No files: what a new corpus (the sample, a settings file's) starts from. An add still
+        being read lands nowhere (it landed in the new corpus: a file added just before Sample
+        corpus came back after it)."""
+        self.generation += 1
         for d in (self.files, self.tokens, self.origin, self.folders):
             d.clear()
         self.skipped.clear()
@@ -407,11 +411,15 @@ class CorpusPanel(QWidget):
         self.pending += 1
         self.progress.setVisible(True)
         self.summary.setText(f"reading {len(paths)} path(s)…")
+        generation = self.generation
 
         def done(result: tuple) -> None:
             self.pending -= 1
             self.progress.setVisible(self.pending > 0)
-            self._accept(result, quiet)
+            if generation == self.generation:  # (else the corpus was replaced meanwhile)
+                self._accept(result, quiet)
+            elif not self.pending:
+                self._refresh()  # (its "reading N path(s)…" line)
 
         def fail(msg: str) -> None:
             self.pending -= 1

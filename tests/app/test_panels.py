@@ -1444,6 +1444,34 @@ def test_continue_shows_and_locks_what_the_run_keeps(win, tiny_run):
     assert not t.d_model.isEnabled()  # a preset's dims stay off
 
 
+def test_an_add_still_being_read_does_not_land_in_the_corpus_that_replaced_it(win, qtbot,
+                                                                            tmp_path, monkeypatch):
+    """A file added just before Sample corpus (its add still being read) came back after the
+    sample replaced the corpus."""
+    import threading
+
+    from app.panels import corpus_panel
+
+    own = tmp_path / "mine.txt"
+    own.write_text("my own text " * 50)
+    release = threading.Event()
+    real = corpus_panel._inspect
+
+    def slow(paths, tok):  # noqa: ANN001, ANN202
+        if str(own) in paths:
+            release.wait(10)
+        return real(paths, tok)
+
+    monkeypatch.setattr(corpus_panel, "_inspect", slow)
+    win.corpus.add_paths([str(own)])  # read in a worker, held there ...
+    win.corpus.load_sample()  # ... while the sample replaces the corpus
+    release.set()
+    qtbot.waitUntil(lambda: not win.corpus.pending)
+    qtbot.wait(50)
+    assert str(own) not in win.corpus.files and len(win.corpus.files) == 6
+    assert not win.corpus.progress.isVisible() and "reading" not in win.corpus.summary.text()
+
+
 def test_small_window_chores(win, qtbot, tmp_path, tiny_run, monkeypatch):
     """From a walk-through: Sample corpus replaced 3,007 files without asking; Add files and
     Open settings always opened in the home / runs folder; a compared run opened stayed drawn
@@ -1466,7 +1494,9 @@ def test_small_window_chores(win, qtbot, tmp_path, tiny_run, monkeypatch):
     assert str(own) in win.corpus.files  # No: kept
     win.corpus._ask_sample()
     assert str(own) not in win.corpus.files and len(win.corpus.files) == 6
-    qtbot.waitUntil(lambda: win.statusBar().currentMessage().startswith("Added"))
+    qtbot.waitUntil(lambda: win.statusBar().currentMessage().startswith("Added")
+                    and not win.corpus.pending)  # (the second pick's add in flight: dropped)
+    assert str(own) not in win.corpus.files
     before = list(win.corpus.files.values())
     win.corpus._ask_sample()  # loaded already: said so, not cleared and "Added 6 files" again
     assert all(a is b for a, b in zip(before, win.corpus.files.values(), strict=True))
