@@ -234,25 +234,19 @@ def test_a_small_step_runs_its_kernels_in_one_thread_with_the_same_logits(monkey
     kept = numba.get_num_threads()
     numba.set_num_threads(2)
     try:
-        _check_serial_step(inference, cfg, p, tokens, seen, monkeypatch)
+        serial, parallel = InferenceState.zeros(cfg, 2), InferenceState.zeros(cfg, 2)
+        for t in range(tokens.shape[1]):
+            one = step(p, tokens[:, t], serial, cfg)
+            assert set(seen) == {1} and numba.get_num_threads() == 2
+            seen.clear()
+            limit = inference.SERIAL_STEP_ELEMENTS
+            monkeypatch.setattr(inference, "SERIAL_STEP_ELEMENTS", 0)  # a large state: as before
+            many = step(p, tokens[:, t], parallel, cfg)
+            monkeypatch.setattr(inference, "SERIAL_STEP_ELEMENTS", limit)
+            assert set(seen) == {2}
+            seen.clear()
+            np.testing.assert_array_equal(one, many)
     finally:
         numba.set_num_threads(kept)
-
-
-def _check_serial_step(inference, cfg, p, tokens, seen, monkeypatch):  # noqa: ANN001
-    import numba
-
-    before = numba.get_num_threads()
-    serial, parallel = InferenceState.zeros(cfg, 2), InferenceState.zeros(cfg, 2)
-    for t in range(tokens.shape[1]):
-        one = step(p, tokens[:, t], serial, cfg)
-        assert set(seen) == {1} and numba.get_num_threads() == before
-        seen.clear()
-        monkeypatch.setattr(inference, "SERIAL_STEP_ELEMENTS", 0)  # a large state: as before
-        many = step(p, tokens[:, t], parallel, cfg)
-        monkeypatch.setattr(inference, "SERIAL_STEP_ELEMENTS", 1 << 17)
-        assert set(seen) == {before}
-        seen.clear()
-        np.testing.assert_array_equal(one, many)
     for a, b in zip(serial.conv + serial.ssm, parallel.conv + parallel.ssm, strict=True):
         np.testing.assert_array_equal(a, b)
