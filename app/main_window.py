@@ -50,7 +50,7 @@ from .export_flow import EXPORT_KINDS, NO_RUN_SHOWN, ExportFlow
 from .follow import RunFollower
 from .gc_thread import collect_on_gui_thread, release
 from .model_flow import ModelFlow, _inside
-from .panels.corpus_panel import CorpusPanel, skip_line, skip_lines
+from .panels.corpus_panel import CorpusPanel, skip_line, skip_lines, told_apart
 from .panels.elided_label import ElidedLabel
 from .panels.gallery_panel import GalleryPanel
 from .panels.playground_panel import BACKEND_TIPS, PlaygroundPanel
@@ -509,7 +509,8 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
             idle = f"idle · last run: {self.last_end}" if self.last_end else "idle"
             self.status.set_full({"idle": idle, "paused": self._paused_line(),
                                  "stopping": "stopping after the current step, then saving…"
-                                 }.get(state, state))
+                                 if self.current_run else "stopping the preparation…"
+                                 }.get(state, state))  # (before a run is opened: no step to save)
         self._space_on()
         self.state_changed.emit(state)
 
@@ -714,6 +715,8 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
         if not self.continue_dir and self.corpus.pending:
             self._error("The corpus is still being read; Start again when it is done.")
             return
+        if not self.continue_dir:
+            self._drop_vanished()
         if not self.continue_dir and not self.corpus.paths():
             self._error("Add at least one text file to the corpus first.")
             return
@@ -755,6 +758,18 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
         self._update_next()
         self.status.set_full(f"{PREPARING} (corpus, tokenizer, model, kernels)…")
         self.train_thread.start()
+
+    def _drop_vanished(self) -> None:
+        """Files deleted or moved out of a folder added whole since it was read: left out of the
+        corpus with a note (Start refused the whole corpus for them, and removing one by hand
+        then saved the folder as its files of the day)."""
+        gone = self.corpus.drop_vanished()
+        if gone:
+            names = ", ".join(told_apart(gone)[:5]) + (f" and {len(gone) - 5:,} more"
+                                                        if len(gone) > 5 else "")
+            self._say(f"Left out of the corpus: {plural(len(gone), 'file')} deleted or moved "
+                      f"from {'its folder' if len(gone) == 1 else 'their folders'} since "
+                      f"{'it was' if len(gone) == 1 else 'they were'} added ({names})")
 
     def _on_opened(self, folder: str, continued: bool) -> None:
         self.current_run = folder
@@ -897,6 +912,9 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
             self.choose_continue(folder, quiet=True)
         if refused and self.continue_dir:  # its history again (Start had cleared the plots)
             self._draw_run(self.continue_dir)
+        elif refused and self.shown_run:  # a new run refused before it opened: the run shown
+            self._draw_run(self.shown_run)  # before its Start again (its curves stayed cleared)
+            self._show_saved_preview(self.shown_run)
         self.runs.refresh()
         self.playground.refresh_runs()
         if folder:

@@ -335,6 +335,22 @@ class CorpusPanel(QWidget):
             out[str(min(roots, key=lambda f: len(f.parts))) if roots else p] = None
         return list(out)
 
+    def drop_vanished(self) -> list[str]:
+        """Take out the files that a folder added whole brought in and that are gone from disk
+        now (deleted or moved since the folder was read), as a new read of the folder would: the
+        folder stays whole (its settings entry is still the folder). Returns them, in corpus
+        order. A file added by itself and gone stays: Start names it, as the CLI does a file
+        named on its command line."""
+        gone = [p for p in self.files if self.origin.get(p, p) in self.folders
+                and not os.path.exists(p)]
+        for p in gone:
+            for d in (self.files, self.tokens, self.origin):
+                d.pop(p, None)
+        if gone:
+            self._refresh()
+            self.changed.emit()
+        return gone
+
     def clear(self) -> None:
         """No files: what a new corpus (the sample, a settings file's) starts from. An add still
         being read lands nowhere (it landed in the new corpus: a file added just before Sample
@@ -608,7 +624,9 @@ class CorpusPanel(QWidget):
         for r in rows:
             self.files.pop(keys[r], None)
             self.tokens.pop(keys[r], None)
-            self.cut.update(f for f in self.folders if Path(keys[r]).is_relative_to(f))
+            if os.path.exists(keys[r]):  # (one gone from its folder leaves the folder whole:
+                self.cut.update(f for f in self.folders  # a new read of it would not list it)
+                                if Path(keys[r]).is_relative_to(f))
         gone = before - {self.origin.get(p, p) for p in self.files}  # paths with no file left:
         removed = {keys[r] for r in rows}  # their skipped files go too, and the other names of
         self.skipped = [(p, why) for p, why in self.skipped  # a removed file

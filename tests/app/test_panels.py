@@ -1105,6 +1105,47 @@ def test_start_with_a_corpus_file_deleted_since_it_was_added_is_refused(win, qtb
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
+def test_a_refused_start_keeps_the_run_shown_before_it(win, qtbot, tmp_path):
+    """A Start refused before its run opened (a file named by itself deleted since it was
+    added) left the plots empty: the run shown before it is drawn again, samples and all."""
+    d = _three_files(tmp_path)
+    win.corpus.clear()
+    win.corpus.add_paths([str(d / "a.txt"), str(d / "b.txt")], sync=True)
+    folder = train_until_idle(qtbot, win, max_steps=3)
+    assert win.shown_run == folder and win.plots.steps[-1] == 3
+    (d / "b.txt").unlink()
+    win.start_training()
+    qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
+    assert win.errors and "b.txt: no such file or folder" in win.errors[-1], win.errors
+    assert win.shown_run == folder
+    assert win.plots.steps and win.plots.steps[-1] == 3
+    assert Path(folder).name in win.preview.tag.text() and win.preview.output.toPlainText()
+
+
+def test_a_file_deleted_from_a_folder_added_whole_is_left_out_at_start(win, qtbot, tmp_path):
+    """A file deleted from a folder added whole refused Start, and removing it by hand, as the
+    error advised, saved the folder as its files of the day (files added to it later were then
+    not read at the next launch). Now Start leaves it out with a note, as a new read of the
+    folder would, trains on the rest, and the folder stays whole."""
+    d = _three_files(tmp_path)
+    win.corpus.clear()
+    win.corpus.add_paths([str(d)], sync=True)
+    (d / "b.txt").unlink()
+    folder = train_until_idle(qtbot, win, max_steps=1)
+    assert not win.errors, win.errors
+    assert "Left out of the corpus: 1 file deleted or moved from its folder since it was added " \
+           "(b.txt)" in win.log.toPlainText()
+    assert list(win.corpus.files) == [str(d / "a.txt"), str(d / "c.txt")]
+    assert win.corpus.settings_paths() == [str(d)]
+    read = json.loads((Path(folder) / "data" / "manifest.json").read_text())
+    assert sorted(Path(f["path"]).name for f in read["sources"]) == ["a.txt", "c.txt"], read
+    (d / "a.txt").unlink()  # removed by hand once gone: the folder still whole
+    win.corpus.table.selectRow(0)
+    win.corpus._remove_selected()
+    assert list(win.corpus.files) == [str(d / "c.txt")]
+    assert win.corpus.settings_paths() == [str(d)]
+
+
 def test_a_token_count_that_fails_leaves_the_corpus_ready(win, qtbot):
     """An error other than a corpus error while counting an opened model's tokens (a bug in its
     tokenizer) left the busy bar spinning, and every Start was refused with "The corpus is still

@@ -23,6 +23,8 @@ def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
         win.start_training()
         assert win.state == "running" and win.status.full.startswith("preparing")
         win.stop()  # before the run has even opened
+        # no step to finish, nothing to save (it said "after the current step, then saving")
+        assert win.status.full == "stopping the preparation…", win.status.full
         qtbot.waitUntil(lambda: win.state == "idle" and win.worker is None, timeout=RUN_TIMEOUT)
         said = win.statusBar().currentMessage() + "\n" + win.log.toPlainText()
         assert "stopped while preparing the run; nothing was trained or kept" in said, said
