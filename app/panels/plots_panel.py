@@ -112,6 +112,12 @@ class _Canvas(pg.GraphicsLayoutWidget):
         self.paint_s = 0.5 * self.paint_s + 0.5 * (time.perf_counter() - t0)
 
 
+def _unbroken(name: str) -> str:
+    """A curve's name that a wrapped key line breaks only between names (at 800x560 it broke
+    "held-out epoch" after "held-"): non-breaking spaces and hyphen (U+2011)."""
+    return name.replace(" ", "&nbsp;").replace("-", "\u2011")
+
+
 class PlotsPanel(QWidget):
     def __init__(self) -> None:
         super().__init__()
@@ -211,7 +217,7 @@ class PlotsPanel(QWidget):
         for legend, (plot, entries) in self._keys.items():
             if not legend.isVisible():
                 parts.append(f"{plot}: " + " ".join(
-                    f'<span style="color:{col}">{glyph}</span>&nbsp;{name}'
+                    f'<span style="color:{col}">{glyph}</span>&nbsp;{_unbroken(name)}'
                     for col, glyph, name in entries))
         self.key_label.setText(f"<small>{' · '.join(parts)}</small>" if parts else "")
         self.key_label.setVisible(bool(parts))

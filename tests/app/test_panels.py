@@ -1452,7 +1452,7 @@ def test_a_plot_too_small_for_its_legend_names_its_curves_above(win, qtbot):
     p = win.plots
     assert not p.loss_legend.isVisible()
     assert p.key_label.isVisible() and "loss:" in p.key_label.text()
-    assert "held-out epoch" in p.key_label.text()
+    assert "held\u2011out&nbsp;epoch" in p.key_label.text()  # broken only between names
     win.preview.show_preview("epoch 1", "x", "CPU step — GPU preview unavailable (software-only):"
                              " only a software adapter, slower than the CPU step" * 3)
     qtbot.wait(50)
