@@ -231,7 +231,7 @@ def read_prompt(path: str) -> str:
     from .safeio import check_regular
 
     check_regular(path, "prompt file", PROMPT_FILE_LIMIT)
-    return "".join(iter_text(Path(path)))
+    return "".join(iter_text(Path(path), limit=PROMPT_FILE_LIMIT, what="prompt file"))
 
 
 def cmd_generate(a: argparse.Namespace) -> int:

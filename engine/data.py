@@ -190,18 +190,25 @@ def count_tokens(corpus: Corpus, tokenizer: Any = None) -> dict[Path, int]:
     return counts
 
 
-def _open_checked(path: Path):
+def _open_checked(path: Path, limit: int, what: str = "corpus file"):
     """Open a regular file for reading; never blocks (a file swapped for a FIFO after the check
     is opened non-blocking and refused by ``fstat``). A size of 0 is refused unread: an empty
     file, or a kernel file (/proc, /sys) that may block or never end."""
-    if check_regular(path, "corpus file", FILE_LIMIT) == 0:
+    if check_regular(path, what, limit) == 0:
         fs = pseudo_fs(Path(path))  # /proc/cpuinfo "is empty" by its size: a kernel file
         raise CorpusError(f"{path}: a file of a kernel pseudo-filesystem ({fs}), not a corpus; "
                           "give text files" if fs else f"{path}: file is empty")
     try:
-        return open_regular(path, "corpus file")
+        return open_regular(path, what)
     except UnsafeFileError as exc:  # a FIFO or device swapped in after the check, unreadable
         raise CorpusError(str(exc)) from None
+
+
+def grew_while_read(path: Path, size: int) -> str:
+    """Why a file that grew past ``size`` bytes (its size when opened) while it was read is
+    refused: reading to its end read a file that a program kept writing (``yes > f``) for ever."""
+    return (f"{path}: grew while it was read (it had {size:,} bytes when opened); a program is "
+            "still writing it: wait until it is complete, or train on a copy")
 
 
 def _not_utf8(path: Path, exc: UnicodeDecodeError, start: int, lines: int, utf8: bool) -> str:
@@ -220,12 +227,24 @@ def _not_utf8(path: Path, exc: UnicodeDecodeError, start: int, lines: int, utf8:
             "Save as, or iconv -f latin1 -t utf-8)")
 
 
-def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
+def iter_bytes(path: Path, chunk: int | None = None, limit: int | None = None,
+               what: str = "corpus file") -> Iterator[bytes]:
     """The file's bytes in chunks, a leading UTF-8 BOM dropped, validated as it goes: raises
-    CorpusError for an empty/blank, binary or non-UTF-8 file (naming the offset)."""
+    CorpusError for an empty/blank, binary or non-UTF-8 file (naming the offset), one over
+    ``limit`` bytes (default ``FILE_LIMIT``), and one that grows while it is read
+    (``grew_while_read``): at most its size when opened is read, so a file that a program keeps
+    writing cannot hold the read for ever."""
     path = Path(path)
     chunk = chunk or CHUNK
-    with _open_checked(path) as f:
+    limit = FILE_LIMIT if limit is None else limit
+    with _open_checked(path, limit, what) as f:
+        try:
+            left = os.fstat(f.fileno()).st_size  # (it may have grown since the check)
+        except OSError as exc:
+            raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        if left > limit:
+            raise CorpusError(f"{path}: grew past the {limit:,} bytes allowed for a {what}")
+        size = left
         dec = codecs.getincrementaldecoder("utf-8")()
         offset = 0
         content = False
@@ -234,14 +253,17 @@ def iter_bytes(path: Path, chunk: int | None = None) -> Iterator[bytes]:
         utf8 = False  # before it (then the file mixes encodings: no one iconv converts it)
         while True:
             try:
-                data = f.read(chunk)
+                data = f.read(min(chunk, left)) if left > 0 else b""
+                if left <= 0 and f.read(1):
+                    raise CorpusError(grew_while_read(path, size))
             except OSError as exc:
                 raise CorpusError(f"{path}: cannot read ({exc.strerror or exc})") from None
+            left -= len(data)
             final = not data
             if first:
-                what = _not_text(data)
-                if what:
-                    raise CorpusError(f"{path}: {what}")
+                why = _not_text(data)
+                if why:
+                    raise CorpusError(f"{path}: {why}")
                 if b"\x00" in data[:SNIFF]:
                     raise CorpusError(f"{path}: looks binary (contains NUL bytes), not text; add "
                                      "text or code files only")
@@ -286,7 +308,8 @@ def _last_cut(pattern: re.Pattern[str], text: str, start: int) -> int | None:
     return cut
 
 
-def iter_text(path: Path, chunk: int | None = None) -> Iterator[str]:
+def iter_text(path: Path, chunk: int | None = None, limit: int | None = None,
+              what: str = "corpus file") -> Iterator[str]:
     """The file's text in pieces of about ``chunk`` bytes, each cut just after a newline between
     two non-space characters (or, in a line longer than a few chunks, just before a space
     between two words), so tokenising the pieces one by one gives the same ids as tokenising the
@@ -294,7 +317,7 @@ def iter_text(path: Path, chunk: int | None = None) -> Iterator[str]:
     chunk = chunk or CHUNK
     dec = codecs.getincrementaldecoder("utf-8")()
     pending = ""
-    for data in iter_bytes(path, chunk):
+    for data in iter_bytes(path, chunk, limit, what):
         pending += dec.decode(data)
         if len(pending) < chunk:
             continue

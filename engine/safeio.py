@@ -62,14 +62,28 @@ def check_regular(path: str | Path, what: str = "file", limit: int | None = None
 
 
 def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
-    """Read a regular file of at most ``limit`` bytes (checked before and while reading)."""
+    """Read a regular file of at most ``limit`` bytes (checked before and while reading). A file
+    of a kernel pseudo-filesystem (size 0 under /proc, /sys) is refused unread, as a corpus file
+    is: reading /proc/kmsg consumed the kernel's log, then (a read that would wait, on a
+    non-blocking descriptor) raised a TypeError."""
     size = check_regular(path, what, limit)
+    if size == 0:
+        from .corpuswalk import pseudo_fs  # (it imports the modules that import this one)
+
+        fs = pseudo_fs(Path(path))
+        if fs:
+            raise UnsafeFileError(f"{path}: a file of a kernel pseudo-filesystem ({fs}), not a "
+                                  f"{what}; give a regular {what}")
     try:
         with open_regular(path, what) as f:  # (swapped for a FIFO since the check: refused)
             # read(n) allocates n bytes up front: ask for the file's size (+1 to see growth)
             data = f.read(size + 1)
-            if len(data) > size and len(data) <= limit:  # it grew since stat: read on, bounded
-                data += f.read(limit + 1 - len(data))
+            if data is not None and size < len(data) <= limit:  # it grew since stat: read on,
+                more = f.read(limit + 1 - len(data))  # bounded
+                data = None if more is None else data + more
+            if data is None:  # no byte yet, and reading would wait (a kernel or device file)
+                raise UnsafeFileError(f"{path}: cannot be read without waiting (not a regular "
+                                      f"file's contents); give a regular {what}")
     except OSError as exc:
         raise UnsafeFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if len(data) > limit:  # grew while we read it

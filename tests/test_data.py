@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from engine import BPETokenizer, ByteTokenizer, CorpusError, load_corpus, load_tokenizer
-from engine.data import encode_corpus, split_holdout
+from engine.data import encode_corpus, iter_bytes, split_holdout
+from engine.errors import MambaStudioError
 
 
 def test_bad_files_are_rejected_with_reasons_and_good_ones_kept(tmp_path):
@@ -74,3 +75,53 @@ def test_a_folder_of_only_rejected_files_gives_a_short_error(tmp_path):
     assert "img1.png, " in msg and "img10.png: not a text file type (.png)" in msg
     assert msg.count("not a text file type") == 1 and "and 497 more" in msg
     assert len(msg) < 400  # was every file's reason: ~25,000 characters
+
+
+def test_a_file_that_grows_while_it_is_read_is_refused_not_read_for_ever(tmp_path):
+    """``yes > f`` running beside a training's scan: the read went on to the file's moving end
+    (45 GB in 120 s, nothing said), past the 4 GiB limit checked before it. At most the size
+    seen when opened is read; any growth then is a one-line error naming the file and the fix."""
+    f = tmp_path / "log.txt"
+    f.write_text("a line of text\n" * 100)
+    pieces = iter_bytes(f, chunk=256)
+    first = next(pieces)
+    with open(f, "a") as out:  # another program appends while the read is under way
+        out.write("more text\n" * 1000)
+    with pytest.raises(CorpusError, match=r"log\.txt: grew while it was read \(it had 1,500 "
+                                          r"bytes when opened\).*train on a copy"):
+        for _ in pieces:
+            pass
+    assert len(first) == 256
+    assert sum(len(p) for p in iter_bytes(f)) == 1500 + 10_000  # complete now: read whole
+
+
+def test_a_prompt_file_is_bounded_by_its_own_limit_as_it_is_read(tmp_path, monkeypatch):
+    """``generate --prompt-file``: its 16 MB limit was checked before the read only; the read
+    itself was bounded by the corpus's 4 GiB."""
+    from engine import cli
+
+    f = tmp_path / "prompt.txt"
+    f.write_text("x" * 5000)
+    monkeypatch.setattr(cli, "PROMPT_FILE_LIMIT", 6000)
+    assert cli.read_prompt(str(f)) == "x" * 5000
+    real = cli.read_prompt
+
+    def grown_after_check(path: str) -> str:  # the file grows between the check and the read
+        import engine.safeio as safeio
+
+        check = safeio.check_regular
+
+        def then_grow(p, what="file", limit=None):  # noqa: ANN001, ANN202
+            size = check(p, what, limit)
+            with open(p, "a") as out:
+                out.write("y" * 5000)
+            return size
+
+        monkeypatch.setattr(safeio, "check_regular", then_grow)
+        try:
+            return real(path)
+        finally:
+            monkeypatch.setattr(safeio, "check_regular", check)
+
+    with pytest.raises(MambaStudioError, match=r"prompt\.txt: .*allowed for a prompt file"):
+        grown_after_check(str(f))

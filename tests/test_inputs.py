@@ -655,3 +655,40 @@ def test_the_memory_estimate_sizes_the_scan_backward_jobs_the_kernel_runs():
         other = 8 * 512 * 4 * s.batch_size * s.seq_len + 4 * 512 * 4 * s.batch_size
         assert estimate(s).workspace == other + max(_scan_workspace(s, 512, 16, th, w)
                                                     for w in SCAN_WIDTHS)
+
+
+def test_a_kernel_file_given_as_a_settings_or_run_file_is_refused_unread(tmp_path, capsys):
+    """``--config /proc/kmsg`` read (and so consumed) the kernel's log, and every later call
+    died in a TypeError: its read would wait, and a non-blocking read returned None. A file of a
+    kernel pseudo-filesystem is refused before it is opened, as a corpus file of one is."""
+    from engine.cli import main
+
+    assert main(["train", "--config", "/proc/self/status", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: /proc/self/status: a file of a kernel pseudo-filesystem "
+                          "(proc), not a settings file") and "Traceback" not in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_read_that_would_wait_is_one_error_not_a_type_error(tmp_path, monkeypatch):
+    """A regular file whose read would wait (a non-blocking descriptor's read gives None, as
+    /proc/kmsg's did once the log was read) is refused in one line naming it."""
+    from engine import safeio
+
+    f = tmp_path / "state.json"
+    f.write_text("{}")
+
+    class Waits:
+        def __enter__(self):  # noqa: ANN204
+            return self
+
+        def __exit__(self, *exc):  # noqa: ANN002, ANN204
+            return False
+
+        def read(self, _n):  # noqa: ANN001, ANN202
+            return None
+
+    monkeypatch.setattr(safeio, "open_regular", lambda *_a, **_k: Waits())
+    with pytest.raises(safeio.UnsafeFileError, match=r"state\.json: cannot be read without "
+                                                     r"waiting.*give a regular JSON file"):
+        safeio.read_json(f)
