@@ -26,6 +26,16 @@ MAX_PROMPTS = 16  # preview prompts of a run, each at most MAX_PROMPT_CHARS
 MAX_PROMPT_CHARS = 4096
 
 
+def _whole(v: object) -> bool:
+    """An int setting's value as a hand-edited run.json may hold it: an int, not a bool."""
+    return type(v) is int
+
+
+def _number(v: object) -> bool:
+    """A real number (int or float, not a bool or a string "0.1": compared, it raised)."""
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def _upto(hi: float) -> str:
     """' to HI' of a range's upper end in messages (2^40 as a power, 1000000 as 1,000,000),
     ' or more' where it has none."""
@@ -141,17 +151,19 @@ class RunSpec:
              f"records must be stream, {', '.join(RECORDS)}; not {self.records!r}"),
             (self.tokenizer not in ("auto", "bytes", "bpe"),
              f"tokenizer must be 'auto', 'bytes' or 'bpe', not {self.tokenizer!r}"),
-            (not (hold.lo <= self.holdout <= hold.hi),
-             f"held-out fraction {self.holdout} is outside [{hold.lo:g}, {hold.hi:g}]"),
-            (not (steps.lo <= self.autosave_steps <= steps.hi),
+            (not (_number(self.holdout) and hold.lo <= self.holdout <= hold.hi),
+             f"held-out fraction {self.holdout!r:.40} is outside [{hold.lo:g}, {hold.hi:g}]"),
+            (not (_whole(self.autosave_steps) and steps.lo <= self.autosave_steps <= steps.hi),
              f"autosave_steps = {self.autosave_steps!r:.40} is outside 0 (off)"
-             f"{_upto(steps.hi)}"),
-            (not (math.isfinite(self.autosave_minutes)
+             f"{_upto(steps.hi)}" + ("" if _whole(self.autosave_steps) else
+                                     " (a whole number of steps)")),
+            (not (_number(self.autosave_minutes) and math.isfinite(self.autosave_minutes)
                   and minutes.lo <= self.autosave_minutes <= minutes.hi),
              f"autosave_minutes = {self.autosave_minutes!r:.40} is not a number from 0 (off)"
              f"{_upto(minutes.hi)}"),
-            (not self.keep >= 1,
-             f"keep = {self.keep!r:.40}: a run keeps at least its 1 latest snapshot"),
+            (not (_whole(self.keep) and self.keep >= 1),  # (1.5 passed, and the run ended in a
+             f"keep = {self.keep!r:.40}: a run keeps a whole number of its latest snapshots, "
+             "at least 1"),  # TypeError after its last save; "3" said "'>=' not supported")
             (not (isinstance(self.prompts, tuple) and 1 <= len(self.prompts) <= MAX_PROMPTS
                   and all(isinstance(p, str) and len(p) <= MAX_PROMPT_CHARS
                           for p in self.prompts)),

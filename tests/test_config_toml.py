@@ -577,7 +577,7 @@ def test_a_lora_without_targets_adapts_what_peft_applies_as_the_window_does(fold
 
 
 @pytest.mark.parametrize(("line", "said"), [
-    ("keep = 0", "keep = 0: a run keeps at least its 1 latest snapshot"),
+    ("keep = 0", "keep = 0: a run keeps a whole number of its latest snapshots, at least 1"),
     ("autosave_steps = -1", "autosave_steps = -1 is outside 0 (off) to 2^40"),
     ("autosave_minutes = inf", "autosave_minutes = inf is not a number from 0 (off) to "
                                "1,000,000"),

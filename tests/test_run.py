@@ -1158,6 +1158,55 @@ def test_a_run_json_with_a_setting_it_does_not_know_names_it(tmp_path, capsys):
                    "from the file"), err
 
 
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("keep", 1.5, "keep = 1.5: a run keeps a whole number of its latest snapshots, at least 1"),
+    ("keep", "3", "keep = '3': a run keeps a whole number of its latest snapshots, at least 1"),
+    ("holdout", "0.1", "held-out fraction '0.1' is outside [0, 0.9]"),
+    ("autosave_steps", 2.5, "autosave_steps = 2.5 is outside 0 (off) or more (a whole number "
+                            "of steps)"),
+])
+def test_a_hand_edited_run_json_value_of_the_wrong_kind_is_named_before_training(
+        tmp_path, capsys, key, value, said):
+    """keep = 1.5 passed the resume's checks, and the run trained, saved, then died in a
+    TypeError pruning its snapshots; keep = "3" said "'>=' not supported between instances of
+    'str' and 'int'", naming neither the setting nor the fix."""
+    import json
+
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=1))
+    with start(spec, [two_file_corpus(tmp_path)], out=tmp_path / "r") as run:
+        run.train()
+    path = tmp_path / "r" / "run.json"
+    d = json.loads(path.read_text())
+    d["spec"][key] = value
+    path.write_text(json.dumps(d))
+    assert main(["train", "--resume", str(tmp_path / "r"), "--max-steps", "3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {path}: {said}", err
+    assert json.loads((tmp_path / "r" / "latest.json").read_text())["step"] == 1
+
+
+def test_export_of_a_run_json_with_a_damaged_train_table_is_one_line(tmp_path, capsys):
+    """``export`` read run.json's train table as a dict unchecked: ``train = true`` gave an
+    AttributeError traceback where eval and --resume said "unusable spec" in one line."""
+    import json
+
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=1))
+    with start(spec, [two_file_corpus(tmp_path)], out=tmp_path / "r") as run:
+        run.train()
+    path = tmp_path / "r" / "run.json"
+    d = json.loads(path.read_text())
+    for bad in (True, -1, {**d["spec"]["train"], "lora": 1.5}):
+        d["spec"]["train"] = bad
+        path.write_text(json.dumps(d))
+        for args in (["export", "--gguf", str(tmp_path / "r"), str(tmp_path / "m.gguf")],
+                     ["export", "--merged", str(tmp_path / "r"), str(tmp_path / "merged")]):
+            assert main(args) == 2, (bad, args)
+            err = capsys.readouterr().err.strip()
+            assert err.startswith(f"error: {path}: ") and "\n" not in err, (bad, err)
+            assert "Traceback" not in err and "unusable spec" in err, (bad, err)
+        assert not (tmp_path / "m.gguf").exists() and not (tmp_path / "merged").exists()
+
+
 def test_a_run_name_taken_while_the_corpus_was_read_is_not_shared(tmp_path, monkeypatch):
     """Two Starts of one runs folder: the name was picked before the corpus was read (minutes
     with BPE) and used after, so a second Start meanwhile got the same name and wrote into the

@@ -394,6 +394,10 @@ def open_source(folder: str | Path) -> RunSource:
             meta, state_problem = {"step": rf.snapshot_step(snap.name) or 0}, str(exc)
         spec = rf.read_run_json(run_dir)["spec"] if rf.is_run(run_dir) else {}
         spec = spec if isinstance(spec, dict) else {}
+        if spec:  # checked as eval and --resume check it (``train = true`` hand-edited in gave
+            from ..runspec import RunSpec  # an AttributeError traceback here)
+
+            RunSpec.from_dict(spec, str(run_dir / rf.RUN_JSON))
         train = spec.get("train", {})
         lm = MambaLM.load(snap)
         lm.check_finite(snap)
