@@ -732,7 +732,7 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             raise CheckpointError(f"{folder} holds an unfinished run (no {rf.RUN_JSON}); replace "
                                   "it with --force, or choose another --out")
     require_present(corpus_paths)
-    corpus = load_corpus(corpus_paths)
+    corpus = load_corpus(corpus_paths, say=say)
     corpus.should_stop = should_stop
     corpus.check_stop()
     inside = _inside(folder, [f.path for f in corpus.files])

@@ -125,3 +125,18 @@ def test_a_prompt_file_is_bounded_by_its_own_limit_as_it_is_read(tmp_path, monke
 
     with pytest.raises(MambaStudioError, match=r"prompt\.txt: .*allowed for a prompt file"):
         grown_after_check(str(f))
+
+
+def test_a_big_corpus_is_announced_before_it_is_read(tmp_path, monkeypatch):
+    """A 1.3 GB corpus was checked for 20-30 s before the first line was printed."""
+    from engine import data
+
+    for name in "ab":
+        (tmp_path / f"{name}.txt").write_text("some text\n" * 300)
+    heard: list[str] = []
+    monkeypatch.setattr(data, "SAY_CHECKING_BYTES", 6000)
+    corpus = load_corpus([tmp_path], say=heard.append)
+    assert heard == ["checking 2 files (0.01 MB) as UTF-8 text…"] and len(corpus.files) == 2
+    heard.clear()
+    load_corpus([tmp_path / "a.txt"], say=heard.append)  # 3,000 bytes: under the threshold
+    assert heard == []

@@ -1217,8 +1217,8 @@ def test_a_run_name_taken_while_the_corpus_was_read_is_not_shared(tmp_path, monk
     real = runapi.load_corpus
     taken: list[Path] = []
 
-    def meanwhile(paths):  # noqa: ANN001, ANN202
-        corpus = real(paths)
+    def meanwhile(paths, **kw):  # noqa: ANN001, ANN003, ANN202
+        corpus = real(paths, **kw)
         other = rf.unique_run_folder(root, "tiny")  # the name this start picked: another
         other.mkdir(parents=True)                   # start makes it first
         (other / "theirs.txt").write_text("another run's file")

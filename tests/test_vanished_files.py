@@ -92,8 +92,8 @@ def test_a_run_notes_and_records_the_skipped_file(tmp_path, monkeypatch):
     files = _files(tmp_path)
     real = engine.run.load_corpus
 
-    def scan_then_delete(paths):  # noqa: ANN001
-        corpus = real(paths)
+    def scan_then_delete(paths, **kw):  # noqa: ANN001, ANN003
+        corpus = real(paths, **kw)
         files[0].unlink()
         return corpus
 
