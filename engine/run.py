@@ -802,9 +802,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             raise
         raise CheckpointError(f"{_what_failed(exc)}; the new run was not made: fix that or "
                               "choose another run folder") from None
-    try:
-        if force:
-            rf.remove_run_entries(folder)  # a run's own entries only (checked above)
+    removed = False  # whether --force has removed the run there (only once the new one is
+    try:  # encoded: a kill -9 while tokenizing minutes of text left neither run)
         if not lm.params:
             lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed, init=spec.init_scheme)
         if corpus.n_bytes >= BPE_MIN_BYTES:  # minutes for hundreds of MB: say what is going on
@@ -816,6 +815,9 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             say(f"note: {len(corpus.gone):,} corpus file(s) skipped after the scan; training on "
                 f"the other {len(corpus.files):,}")
         corpus.check_stop()  # the last moment a stop keeps nothing
+        if force:  # a run's own entries only (checked above); from here to run.json (below)
+            removed = True  # its data and step-0 snapshot are written: under a second for
+            rf.remove_run_entries(folder)  # the bench corpora
         if out is None:  # a name unique_run_folder gave: never given again
             rf.note_run_number(folder)
         rf.write_data(folder, arrays, n_train,
@@ -831,14 +833,15 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         rf.write_run_json(folder, spec.to_dict(), folder.name,  # last: marks the run complete
                           init_from)
     except (OSError, CheckpointError) as exc:  # a full disk: it named a temporary file, no fix
-        if made_entries or replaced:
+        if made_entries or removed:
             rf.unmake(folder, made)
         lock.release()
-        gone = "; the run it was to replace was removed first" if replaced else ""
+        gone = ("; the run it was to replace was removed first" if removed else
+                "; the run it was to replace is kept" if replaced else "")
         raise CheckpointError(f"{_what_failed(exc)}; the new run was not made (nothing kept in "
                               f"{folder}{gone}): fix that or choose another run folder") from exc
     except BaseException:
-        if made_entries or replaced:  # Ctrl-C while tokenizing, a full disk, a non-finite --init
+        if made_entries or removed:  # Ctrl-C while tokenizing, a full disk, a non-finite --init
             rf.unmake(folder, made)  # model: the next start needed --force to get past what was left
         lock.release()
         raise

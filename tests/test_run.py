@@ -1246,3 +1246,30 @@ def test_a_new_run_whose_lock_cannot_be_taken_leaves_no_folder(tmp_path, monkeyp
                                               "made"):
         start(_spec(max_steps=1), [_corpus(tmp_path)], root=root)
     assert [p.name for p in root.iterdir() if not p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("fails", [KeyboardInterrupt, OSError])
+def test_force_keeps_the_run_it_replaces_until_the_new_one_is_encoded(tmp_path, monkeypatch,
+                                                                       fails):
+    """--force removed the run there before tokenizing the corpus: a kill -9, Ctrl-C or a
+    failure while tokenizing (minutes for hundreds of MB) left neither run. It is removed only
+    once the new run's ids are made, just before they are written."""
+    from engine import run as runapi
+
+    out = tmp_path / "r"
+    first = start(_spec(), [_corpus(tmp_path)], out=out)
+    first.train()
+    first.close()
+    before = sorted(p.name for p in (out / "snapshots").iterdir())
+
+    def tokenizing(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise fails("interrupted while tokenizing")
+
+    monkeypatch.setattr(runapi, "_encode", tokenizing)
+    with pytest.raises((KeyboardInterrupt, CheckpointError)) as info:
+        start(_spec(), [_corpus(tmp_path)], out=out, force=True)
+    if fails is OSError:
+        assert "the run it was to replace is kept" in str(info.value), info.value
+    assert sorted(p.name for p in (out / "snapshots").iterdir()) == before
+    assert (out / "run.json").is_file()
+    runapi.load_model(out)  # its latest snapshot still loads
