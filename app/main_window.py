@@ -915,6 +915,8 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
         elif refused and self.shown_run:  # a new run refused before it opened: the run shown
             self._draw_run(self.shown_run)  # before its Start again (its curves stayed cleared)
             self._show_saved_preview(self.shown_run)
+            if self.follower.follow(self.shown_run):  # (one another process trains: followed
+                self._followed_progress(self.shown_run)  # again, as opening it does)
         self.runs.refresh()
         self.playground.refresh_runs()
         if folder:

@@ -156,7 +156,7 @@ def pseudo_fs(path: Path) -> str | None:
     for point, fstype in mounts:
         point = point.replace("\\040", " ")
         inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > len(best):
+        if inside and len(point) >= len(best):  # (the last of one point's mounts is on top)
             best, kind = point, fstype
     return kind if kind in PSEUDO_FS else None
 

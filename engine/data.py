@@ -196,8 +196,9 @@ def _open_checked(path: Path, limit: int, what: str = "corpus file"):
     file, or a kernel file (/proc, /sys) that may block or never end."""
     if check_regular(path, what, limit) == 0:
         fs = pseudo_fs(Path(path))  # /proc/cpuinfo "is empty" by its size: a kernel file
-        raise CorpusError(f"{path}: a file of a kernel pseudo-filesystem ({fs}), not a corpus; "
-                          "give text files" if fs else f"{path}: file is empty")
+        raise CorpusError(f"{path}: a file of a kernel pseudo-filesystem ({fs}), not a "
+                          + ("corpus; give text files" if what == "corpus file" else
+                             f"{what}; give a text file") if fs else f"{path}: file is empty")
     try:
         return open_regular(path, what)
     except UnsafeFileError as exc:  # a FIFO or device swapped in after the check, unreadable
@@ -424,35 +425,37 @@ def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: 
     own line). ``say`` hears one line before the files are read when they hold at least
     ``SAY_CHECKING_BYTES`` (a 1.3 GB corpus was read for 20-30 s with nothing said)."""
     corpus = Corpus()
-    found: list[Path] = []
+    found: list[tuple[list[Path], list[tuple[Path, str]]]] = []  # each path's files, refusals
     for raw in paths:
         p = Path(raw)
+        candidates: list[Path] = []
         if p.is_dir():  # bounded, never blocking, on the folder's own filesystem
             candidates, rejected = walk(p)
-            corpus.rejected.extend(rejected)
             if not candidates and not rejected:
-                corpus.rejected.append((p, "empty folder (no files; hidden ones are ignored)"))
+                rejected = [(p, "empty folder (no files; hidden ones are ignored)")]
         elif p.is_symlink() and not p.exists():  # a link given by name that leads nowhere (or
-            corpus.rejected.append((p, link_reason(p)))  # loops: it said "cannot read", a permission
-            continue  # problem's words)
+            rejected = [(p, link_reason(p))]  # loops: it said "cannot read", a permission
+            # problem's words)
         elif p.exists():
-            candidates = [p]
+            candidates, rejected = [p], []
         else:
-            corpus.rejected.append((p, "no such file or folder"))
-            continue
-        found += candidates
+            rejected = [(p, "no such file or folder")]
+        found.append((candidates, rejected))
     if say is not None:
-        total = sum(_size_or_0(f) for f in found)
+        files = {f for candidates, _ in found for f in candidates}
+        total = sum(_size_or_0(f) for f in files)
         if total >= SAY_CHECKING_BYTES:
-            say(f"checking {len(found):,} file{'s' if len(found) != 1 else ''} "
+            say(f"checking {len(files):,} file{'s' if len(files) != 1 else ''} "
                 f"({total / 1e6:,.2f} MB) as UTF-8 text…")
-    for f in found:
-        try:
-            corpus.files.append(read_text_file(f))
-        except CorpusError as exc:
-            if strict:
-                raise
-            corpus.rejected.append((f, str(exc).split(": ", 1)[-1]))
+    for candidates, rejected in found:  # (path by path: a folder's refusals before the next's)
+        corpus.rejected.extend(rejected)
+        for f in candidates:
+            try:
+                corpus.files.append(read_text_file(f))
+            except CorpusError as exc:
+                if strict:
+                    raise
+                corpus.rejected.append((f, str(exc).split(": ", 1)[-1]))
     corpus.files.sort(key=lambda f: Path(f.path))  # by path, folder by folder (as the walk
     # goes): the same files given in another order (added to the window one way, then the
     # other) made another held-out split, so two runs' held-out losses did not compare

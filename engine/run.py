@@ -815,9 +815,9 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             say(f"note: {len(corpus.gone):,} corpus file(s) skipped after the scan; training on "
                 f"the other {len(corpus.files):,}")
         corpus.check_stop()  # the last moment a stop keeps nothing
-        if force:  # a run's own entries only (checked above); from here to run.json (below)
-            removed = True  # its data and step-0 snapshot are written: under a second for
-            rf.remove_run_entries(folder)  # the bench corpora
+        if replaced:  # a run's own entries only (checked above); from here to run.json
+            removed = True  # (below) its data and step-0 snapshot are written: under a second
+            rf.remove_run_entries(folder)  # for the bundled corpus
         if out is None:  # a name unique_run_folder gave: never given again
             rf.note_run_number(folder)
         rf.write_data(folder, arrays, n_train,

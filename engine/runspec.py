@@ -152,11 +152,14 @@ class RunSpec:
             (self.tokenizer not in ("auto", "bytes", "bpe"),
              f"tokenizer must be 'auto', 'bytes' or 'bpe', not {self.tokenizer!r}"),
             (not (_number(self.holdout) and hold.lo <= self.holdout <= hold.hi),
-             f"held-out fraction {self.holdout!r:.40} is outside [{hold.lo:g}, {hold.hi:g}]"),
+             f"held-out fraction {self.holdout!r:.40} is outside [{hold.lo:g}, {hold.hi:g}]"
+             if _number(self.holdout) else f"held-out fraction must be a number in "
+             f"[{hold.lo:g}, {hold.hi:g}], not {self.holdout!r:.40}"),
             (not (_whole(self.autosave_steps) and steps.lo <= self.autosave_steps <= steps.hi),
              f"autosave_steps = {self.autosave_steps!r:.40} is outside 0 (off)"
-             f"{_upto(steps.hi)}" + ("" if _whole(self.autosave_steps) else
-                                     " (a whole number of steps)")),
+             f"{_upto(steps.hi)}" if _whole(self.autosave_steps) else
+             f"autosave_steps must be a whole number from 0 (off){_upto(steps.hi)}, not "
+             f"{self.autosave_steps!r:.40}"),
             (not (_number(self.autosave_minutes) and math.isfinite(self.autosave_minutes)
                   and minutes.lo <= self.autosave_minutes <= minutes.hi),
              f"autosave_minutes = {self.autosave_minutes!r:.40} is not a number from 0 (off)"

@@ -140,3 +140,31 @@ def test_a_big_corpus_is_announced_before_it_is_read(tmp_path, monkeypatch):
     heard.clear()
     load_corpus([tmp_path / "a.txt"], say=heard.append)  # 3,000 bytes: under the threshold
     assert heard == []
+
+
+def test_refusals_are_listed_path_by_path(tmp_path):
+    """Reading after the walks listed every folder's walk refusals first, then the read
+    failures: the error's first reasons came from a later folder."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "bad.txt").write_bytes(b"caf\xe9\n")
+    (a / "empty.txt").write_text("")
+    (b / "img.png").write_bytes(b"\x89PNG\r\n")
+    (b / "x.bin").write_bytes(b"\x00\x01")
+    corpus = load_corpus([a, b], allow_empty=True)
+    assert [p.name for p, _ in corpus.rejected] == ["bad.txt", "empty.txt", "img.png", "x.bin"]
+
+
+def test_a_file_grown_past_its_limit_after_the_check_is_refused_at_the_read(tmp_path,
+                                                                             monkeypatch):
+    """The limit is held again on the open file: one that grew past it between the size check
+    and the open is refused, not read."""
+    from engine import data
+
+    f = tmp_path / "big.txt"
+    f.write_text("x" * 5000)
+    monkeypatch.setattr(data, "check_regular", lambda *_a, **_k: 100)  # its size at the check
+    with pytest.raises(CorpusError, match=r"big\.txt: grew past the 4,096 bytes allowed for a "
+                                          r"corpus file"):
+        list(iter_bytes(f, limit=4096))

@@ -1161,9 +1161,9 @@ def test_a_run_json_with_a_setting_it_does_not_know_names_it(tmp_path, capsys):
 @pytest.mark.parametrize(("key", "value", "said"), [
     ("keep", 1.5, "keep = 1.5: a run keeps a whole number of its latest snapshots, at least 1"),
     ("keep", "3", "keep = '3': a run keeps a whole number of its latest snapshots, at least 1"),
-    ("holdout", "0.1", "held-out fraction '0.1' is outside [0, 0.9]"),
-    ("autosave_steps", 2.5, "autosave_steps = 2.5 is outside 0 (off) or more (a whole number "
-                            "of steps)"),
+    ("holdout", "0.1", "held-out fraction must be a number in [0, 0.9], not '0.1'"),
+    ("autosave_steps", 2.5, "autosave_steps must be a whole number from 0 (off) or more, not "
+                            "2.5"),
 ])
 def test_a_hand_edited_run_json_value_of_the_wrong_kind_is_named_before_training(
         tmp_path, capsys, key, value, said):
@@ -1273,3 +1273,18 @@ def test_force_keeps_the_run_it_replaces_until_the_new_one_is_encoded(tmp_path, 
     assert sorted(p.name for p in (out / "snapshots").iterdir()) == before
     assert (out / "run.json").is_file()
     runapi.load_model(out)  # its latest snapshot still loads
+
+
+def test_force_into_a_new_folder_that_fails_names_no_replaced_run(tmp_path, monkeypatch):
+    """--force where no run was: a failure said "the run it was to replace was removed
+    first"."""
+    from engine import run as runapi
+
+    def full(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(runapi.rf, "write_data", full)
+    with pytest.raises(CheckpointError) as info:
+        start(_spec(), [_corpus(tmp_path)], out=tmp_path / "fresh", force=True)
+    assert "the new run was not made" in str(info.value)
+    assert "replace" not in str(info.value), info.value
