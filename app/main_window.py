@@ -765,8 +765,7 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
         then saved the folder as its files of the day)."""
         gone = self.corpus.drop_vanished()
         if gone:
-            names = ", ".join(told_apart(gone)[:5]) + (f" and {len(gone) - 5:,} more"
-                                                        if len(gone) > 5 else "")
+            names = engine.listing(told_apart(gone), 5)
             self._say(f"Left out of the corpus: {plural(len(gone), 'file')} deleted or moved "
                       f"from {'its folder' if len(gone) == 1 else 'their folders'} since "
                       f"{'it was' if len(gone) == 1 else 'they were'} added ({names})")

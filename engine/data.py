@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from .corpuswalk import link_reason, pseudo_fs, walk
+from .corpuswalk import link_reason, walk
 from .errors import CorpusError, MambaStudioError, Stopped
-from .safeio import GiB, MiB, UnsafeFileError, check_regular, open_regular
+from .safeio import GiB, MiB, UnsafeFileError, check_regular, kernel_file, open_regular
+from .words import plural
 
 FILE_LIMIT = 4 * GiB  # one corpus file; larger ones are refused before any byte is read
 CHUNK = 4 * MiB  # bytes read (and text tokenised) at a time
@@ -194,11 +195,8 @@ def _open_checked(path: Path, limit: int, what: str = "corpus file"):
     """Open a regular file for reading; never blocks (a file swapped for a FIFO after the check
     is opened non-blocking and refused by ``fstat``). A size of 0 is refused unread: an empty
     file, or a kernel file (/proc, /sys) that may block or never end."""
-    if check_regular(path, what, limit) == 0:
-        fs = pseudo_fs(Path(path))  # /proc/cpuinfo "is empty" by its size: a kernel file
-        raise CorpusError(f"{path}: a file of a kernel pseudo-filesystem ({fs}), not a "
-                          + ("corpus; give text files" if what == "corpus file" else
-                             f"{what}; give a text file") if fs else f"{path}: file is empty")
+    if check_regular(path, what, limit) == 0:  # /proc/cpuinfo "is empty" by its size
+        raise CorpusError(kernel_file(path, what) or f"{path}: file is empty")
     try:
         return open_regular(path, what)
     except UnsafeFileError as exc:  # a FIFO or device swapped in after the check, unreadable
@@ -445,8 +443,8 @@ def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: 
         files = {f for candidates, _ in found for f in candidates}
         total = sum(_size_or_0(f) for f in files)
         if total >= SAY_CHECKING_BYTES:
-            say(f"checking {len(files):,} file{'s' if len(files) != 1 else ''} "
-                f"({total / 1e6:,.2f} MB) as UTF-8 text…")
+            say(f"checking {plural(len(files), 'file')} ({total / 1e6:,.2f} MB) as UTF-8 "
+                "text…")
     for candidates, rejected in found:  # (path by path: a folder's refusals before the next's)
         corpus.rejected.extend(rejected)
         for f in candidates:

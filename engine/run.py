@@ -836,10 +836,11 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         if made_entries or removed:
             rf.unmake(folder, made)
         lock.release()
-        gone = ("; the run it was to replace was removed first" if removed else
-                "; the run it was to replace is kept" if replaced else "")
-        raise CheckpointError(f"{_what_failed(exc)}; the new run was not made (nothing kept in "
-                              f"{folder}{gone}): fix that or choose another run folder") from exc
+        left = (f"the run it was to replace is kept in {folder}" if replaced and not removed
+                else f"nothing kept in {folder}" + ("; the run it was to replace was removed "
+                                                    "first" if removed else ""))
+        raise CheckpointError(f"{_what_failed(exc)}; the new run was not made ({left}): fix that "
+                              "or choose another run folder") from exc
     except BaseException:
         if made_entries or removed:  # Ctrl-C while tokenizing, a full disk, a non-finite --init
             rf.unmake(folder, made)  # model: the next start needed --force to get past what was left

@@ -67,13 +67,8 @@ def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
     is: reading /proc/kmsg consumed the kernel's log, then (a read that would wait, on a
     non-blocking descriptor) raised a TypeError."""
     size = check_regular(path, what, limit)
-    if size == 0:
-        from .corpuswalk import pseudo_fs  # (it imports the modules that import this one)
-
-        fs = pseudo_fs(Path(path))
-        if fs:
-            raise UnsafeFileError(f"{path}: a file of a kernel pseudo-filesystem ({fs}), not a "
-                                  f"{what}; give a regular {what}")
+    if size == 0 and (why := kernel_file(path, what)):
+        raise UnsafeFileError(why)
     try:
         with open_regular(path, what) as f:  # (swapped for a FIFO since the check: refused)
             # read(n) allocates n bytes up front: ask for the file's size (+1 to see growth)
@@ -89,6 +84,19 @@ def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
     if len(data) > limit:  # grew while we read it
         raise UnsafeFileError(f"{path}: larger than the {_human(limit)} allowed for a {what}")
     return data
+
+
+def kernel_file(path: str | Path, what: str = "file") -> str | None:
+    """Why ``path`` (a file of size 0) is refused unread: it lies on a kernel pseudo-filesystem
+    (/proc, /sys), whose files claim no size, may block, never end or, read, are consumed
+    (/proc/kmsg); None elsewhere (an empty file)."""
+    from .corpuswalk import pseudo_fs  # (it imports the modules that import this one)
+
+    fs = pseudo_fs(Path(path))
+    if not fs:
+        return None
+    fix = "corpus; give text files" if what == "corpus file" else f"{what}; give a regular {what}"
+    return f"{path}: a file of a kernel pseudo-filesystem ({fs}), not a {fix}"
 
 
 def open_regular(path: str | Path, what: str = "file") -> BinaryIO:
