@@ -98,23 +98,83 @@ BPE_TRAIN_MAX_BYTES = 32_000_000
 # after another (random letters, DNA, hex) trained 2 MB in 25.6 s in 64 KiB words, 3.2 s in
 # words of 4,096 (a word cut there loses only the merges across its cuts)
 LONG_WORD = 4096
-_LONG_RUN = re.compile(rf"\S{{{LONG_WORD + 1},}}")
+# (anchored at the run's start: unanchored, the pattern was tried again from every character of
+# each shorter run, 3.4 s for 1 MB of 4,000-letter runs)
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{LONG_WORD + 1},}}")
+# The encoders get no run without whitespace longer than this: tiktoken encoded a 10 MB line of
+# letters as one word in 26.6 s with an 840 MB peak (its ids there differ from HF's whole-run ids
+# only around the cuts; most texts have no such run and are encoded whole)
+ENCODE_WORD = 65536
+_ENCODE_RUN = re.compile(rf"(?<!\S)\S{{{ENCODE_WORD + 1},}}")
+
+
+def _cut_runs(text: str, pattern: re.Pattern[str], width: int) -> list[str]:
+    """``text`` in pieces, cut inside each run ``pattern`` finds (runs without whitespace longer
+    than ``width``) every ``width`` characters, never inside an end-of-text marker; the pieces
+    add up to ``text``."""
+    out: list[str] = []
+    start = 0
+    for m in pattern.finditer(text):
+        cut = m.start() + width  # the text before the run and its first ``width`` characters,
+        while cut < m.end():  # then the run ``width`` at a time; the rest of it goes with the
+            eos = text.find(EOS, cut - len(EOS) + 1, cut + len(EOS) - 1)  # text after it
+            cut = eos if 0 <= eos < cut and eos > start else cut
+            out.append(text[start:cut])
+            start, cut = cut, cut + width
+    out.append(text[start:])
+    return out
 
 
 def _short_words(text: str) -> list[str]:
     """``text`` in pieces whose runs without whitespace are at most ``LONG_WORD`` characters
     (cut inside the longer runs only; most texts come back whole)."""
-    if len(text) <= LONG_WORD:
+    return [text] if len(text) <= LONG_WORD else _cut_runs(text, _LONG_RUN, LONG_WORD)
+
+
+def _encode_parts(text: str) -> list[str]:
+    """``text`` for the encoders: cut inside runs without whitespace longer than
+    ``ENCODE_WORD``. Such a run holds a whole aligned window of ``ENCODE_WORD // 2``
+    characters with no space and no line break, so a text whose every window has one (almost
+    every text: a find or two each) comes back whole without the pattern's scan."""
+    half = ENCODE_WORD // 2
+    if all(text.find(" ", i, i + half) >= 0 or text.find("\n", i, i + half) >= 0
+           for i in range(0, len(text) - half + 1, half)):
         return [text]
-    out: list[str] = []
-    start = 0
-    for m in _LONG_RUN.finditer(text):
-        cut = m.start() + LONG_WORD  # the text before the run and its first LONG_WORD
-        while cut < m.end():  # characters, then the run LONG_WORD at a time; the rest of it
-            out.append(text[start:cut])  # goes with the text after it
-            start, cut = cut, cut + LONG_WORD
-    out.append(text[start:])
-    return out
+    return _cut_runs(text, _ENCODE_RUN, ENCODE_WORD)
+
+
+# ... and at most about this many bytes of distinct runs of letters of ``LONG_LETTERS`` or more
+# (each different one is a word of its own to the trainer, ~90 bytes of its memory a byte:
+# random letters, DNA, Chinese sentences without spaces; 4 MB of random CJK sentences peaked
+# at 440 MB, 10 MB of random letters at 1.36 GB); runs past that are left out of its texts, runs
+# it has seen are not (ordinary text repeats its long words)
+LONG_LETTERS = 12
+DISTINCT_LONG_BYTES = 2_000_000
+_LETTER_RUN = re.compile(rf"[^\W\d_]{{{LONG_LETTERS},}}")
+
+
+class _DistinctRuns:
+    """Hands on the texts given to the BPE trainer with the distinct long runs of letters past
+    ``DISTINCT_LONG_BYTES`` (UTF-8) replaced by a line break (a word boundary: nothing is
+    joined)."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        self.left = DISTINCT_LONG_BYTES if budget is None else budget
+        self.seen: set[str] = set()
+
+    def __call__(self, text: str) -> str:
+        return _LETTER_RUN.sub(self._keep, text) if len(text) >= LONG_LETTERS else text
+
+    def _keep(self, m: re.Match[str]) -> str:
+        run = m.group()
+        if run in self.seen:
+            return run
+        size = len(run) if run.isascii() else len(run.encode("utf-8"))
+        if size > self.left:
+            return "\n"
+        self.left -= size
+        self.seen.add(run)
+        return run
 
 
 def bpe_sample_every(n_bytes: int) -> int:
@@ -128,7 +188,15 @@ def _chunks(texts: Iterable[str]) -> Iterator[str]:
     inside runs without whitespace longer than ``LONG_WORD`` (``_short_words``). A piece
     the reader could not cut (a line of 8 pieces or more without a space: minified JSON, base64)
     is drawn from in parts of ``BPE_PIECE_BYTES`` (a 50 MB line was one piece, dropped by its
-    one draw: the "BPE" tokenizer learned no merge), and at least one part is always kept."""
+    one draw: the "BPE" tokenizer learned no merge), and at least one part is always kept.
+    Distinct long runs of letters past ``DISTINCT_LONG_BYTES`` are left out (``_DistinctRuns``)."""
+    budget = _DistinctRuns()
+    for text in _pieces(texts):
+        yield budget(text)
+
+
+def _pieces(texts: Iterable[str]) -> Iterator[str]:
+    """``_chunks``'s texts before the budget of distinct long runs."""
     source = getattr(texts, "corpus", texts)
     chunks = getattr(source, "chunks", None)
     if not callable(chunks):
@@ -302,12 +370,24 @@ class BPETokenizer:
         return cls(tok)
 
     def encode(self, text: str) -> np.ndarray:
+        """Runs without whitespace longer than ``ENCODE_WORD`` are encoded in parts
+        (``_encode_parts``)."""
+        parts = _encode_parts(text)
+        if len(parts) > 1:
+            return np.concatenate(self._encode_all(parts))
         fast = self._encoder()
         return np.asarray(fast.encode(text) if fast is not None else self._hf_encode(text),
                           dtype=np.int64)
 
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
         """``encode`` of each text, in one call (HF's encoder runs it in parallel)."""
+        split = [_encode_parts(t) for t in texts]
+        if all(len(p) == 1 for p in split):
+            return self._encode_all(texts)
+        ids = iter(self._encode_all([p for parts in split for p in parts]))
+        return [np.concatenate([next(ids) for _ in parts]) for parts in split]
+
+    def _encode_all(self, texts: list[str]) -> list[np.ndarray]:
         fast = self._encoder()
         if fast is not None:
             return fast.encode_batch(texts)

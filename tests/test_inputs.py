@@ -458,6 +458,73 @@ def test_bpe_training_gets_no_word_longer_than_long_word(tmp_path, monkeypatch):
     assert list(tok_mod._chunks([short])) == [short]
 
 
+def test_long_run_pattern_is_anchored_and_finds_the_same_runs():
+    """Unanchored, ``\\S{4097,}`` was tried again from every character of each shorter run
+    (1 MB of 4,000-letter runs: 3.4 s a scan); anchored at a run's start it finds the same
+    runs."""
+    import engine.tokenizer as tok_mod
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        runs = ["x" * int(n) for n in rng.integers(1, 9000, size=12)]
+        text = "".join(r + str(rng.choice([" ", "\n", "\t\t", "\u3000"])) for r in runs)
+        free = [m.span() for m in re.finditer(r"\S{4097,}", text)]
+        assert [m.span() for m in tok_mod._LONG_RUN.finditer(text)] == free
+        assert tok_mod._LONG_RUN.pattern.startswith("(?<!\\S)")
+        assert tok_mod._ENCODE_RUN.pattern.startswith("(?<!\\S)")
+
+
+def test_bpe_training_leaves_out_distinct_long_letter_runs_past_a_budget(monkeypatch):
+    """Each distinct run of letters is a word of its own to HF's trainer, ~90 bytes of its memory
+    a byte: 10 MB of random letters peaked at 1.36 GB, random Chinese sentences at ~90 bytes a
+    byte too. Past ``DISTINCT_LONG_BYTES`` of them, new long runs are left out (a line break
+    in their place); runs seen before, short words and other text are kept."""
+    import engine.tokenizer as tok_mod
+
+    monkeypatch.setattr(tok_mod, "DISTINCT_LONG_BYTES", 100)
+    rng = np.random.default_rng(5)
+    runs = ["".join(rng.choice(list("acgt"), 20)) for _ in range(10)]  # 20 letters each
+    cjk = "".join(chr(0x4E00 + i) for i in range(15))  # 15 letters of 3 bytes: 45 bytes
+    texts = [f"{runs[0]} {runs[1]} word 42 {runs[2]}", f"{runs[0]}. {cjk} {runs[3]}_{runs[4]}",
+             f"{runs[5]} {runs[1]} short words stay"]
+    out = list(tok_mod._chunks(texts))
+    assert out[0] == texts[0]  # 60 bytes of the 100
+    assert out[1] == f"{runs[0]}. \n {texts[1][-41:]}"  # seen: kept; 45 > 40 left: out; 20, 20 fit
+    assert out[2] == f"\n {runs[1]} short words stay"  # nothing left: a new one goes, a seen stays
+    monkeypatch.setattr(tok_mod, "DISTINCT_LONG_BYTES", 10_000)
+    assert list(tok_mod._chunks(texts)) == texts  # within the budget: handed on whole
+
+
+def test_bpe_encodes_runs_longer_than_encode_word_in_parts(monkeypatch):
+    """tiktoken encoded a 10 MB line of letters as one word in 26.6 s with an 840 MB peak. The
+    encoders get runs without whitespace of at most ``ENCODE_WORD`` characters (cut neither
+    inside an end-of-text marker nor anywhere in a text without such a run), and the ids decode
+    to the text."""
+    import engine.tokenizer as tok_mod
+
+    tok = BPETokenizer.train(["abc abcabc abcabcabc " * 100], vocab_size=270)
+    eos = tok_mod.EOS
+    long_run = "abc" * 65 + eos + "abc" * 40  # 195 letters, the marker at 195..208 (a cut at 200), 120
+    text = "hello abc " + long_run + " tail abc\n" + "q" * 150
+    whole = tok.encode(text)
+    monkeypatch.setattr(tok_mod, "ENCODE_WORD", 100)
+    monkeypatch.setattr(tok_mod, "_ENCODE_RUN", re.compile(r"(?<!\S)\S{101,}"))
+    parts = tok_mod._encode_parts(text)
+    assert "".join(parts) == text and len(parts) > 1
+    assert all(len(w) <= 100 for p in parts for w in p.split())
+    assert sum(eos in p for p in parts) == 1  # the marker whole, in one part
+    in_parts = [i for p in parts for i in tok.encode(p).tolist()]
+    assert in_parts != whole.tolist()  # the cuts change the ids around them...
+    ids = tok.encode(text)
+    assert ids.tolist() == in_parts  # ... and the encoder cuts there
+    assert tok.decode(ids) == tok.decode(whole) == text.replace(eos, "")
+    assert [a.tolist() for a in tok.encode_batch([text, "abc"])] == [in_parts,
+                                                                     tok.encode("abc").tolist()]
+    assert tok.eos_id in in_parts  # the marker is still matched as the special token
+    plain = "a b " * 300  # every window has a space: handed on whole, no scan
+    assert tok_mod._encode_parts(plain) == [plain]
+
+
 def test_bpe_learns_from_a_corpus_that_is_one_uncuttable_line(tmp_path, monkeypatch):
     """A 50 MB line without spaces (base64, minified JSON) was one piece; sampled above the cap,
     its one draw dropped it and the "BPE" run trained with no merge at the BPE learning rate.
