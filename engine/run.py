@@ -802,9 +802,9 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             raise
         raise CheckpointError(f"{_what_failed(exc)}; the new run was not made: fix that or "
                               "choose another run folder") from None
-    removed = False  # whether --force has removed the run there (only once the new one is
-    try:  # encoded: a kill -9 while tokenizing minutes of text left neither run)
-        if not lm.params:
+    swapping = False  # whether --force has begun to swap the new run for the old one
+    try:  # (the old run stays whole until the new one is complete beside it: a kill -9 while
+        if not lm.params:  # tokenizing, encoding or saving step 0 left neither run)
             lm = MambaLM.create(lm.config, lm.tokenizer, seed=spec.train.seed, init=spec.init_scheme)
         if corpus.n_bytes >= BPE_MIN_BYTES:  # minutes for hundreds of MB: say what is going on
             say(f"tokenizing {_megabytes(corpus.n_bytes)} of text...")
@@ -815,12 +815,10 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             say(f"note: {len(corpus.gone):,} corpus file(s) skipped after the scan; training on "
                 f"the other {len(corpus.files):,}")
         corpus.check_stop()  # the last moment a stop keeps nothing
-        if replaced:  # a run's own entries only (checked above); from here to run.json
-            removed = True  # (below) its data and step-0 snapshot are written: under a second
-            rf.remove_run_entries(folder)  # for the bundled corpus
         if out is None:  # a name unique_run_folder gave: never given again
             rf.note_run_number(folder)
-        rf.write_data(folder, arrays, n_train,
+        into = rf.stage(folder) if replaced else folder  # --force: beside the run it replaces
+        rf.write_data(into, arrays, n_train,
                       rf.file_sources([(f.path, f.n_bytes) for f in corpus.files]),
                       {"records": spec.records, "holdout": spec.holdout, "seed": spec.train.seed,
                        "seq_len_at_split": spec.train.seq_len, "tokenizer": lm.tokenizer.kind,
@@ -828,25 +826,42 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
                            lm.tokenizer, arrays, n_train),
                        "skipped_after_scan": [{"path": str(p), "reason": r}
                                               for p, r in corpus.gone]})
-        run = Run(folder, spec, lm, rf.read_data(folder), lock)
+        run = Run(into, spec, lm, rf.read_data(into), lock)
         run.save()  # step 0: the folder is a complete, resumable run from the start
-        rf.write_run_json(folder, spec.to_dict(), folder.name,  # last: marks the run complete
+        rf.write_run_json(into, spec.to_dict(), folder.name,  # last: marks the run complete
                           init_from)
+        if replaced:
+            swapping = True
+            rf.swap_in(folder)
+            run.folder = folder
     except (OSError, CheckpointError) as exc:  # a full disk: it named a temporary file, no fix
-        if made_entries or removed:
-            rf.unmake(folder, made)
+        if swapping:  # (renames in one folder: not seen to fail)
+            lock.release()
+            raise CheckpointError(
+                f"{_what_failed(exc)} while replacing the run in {folder}; the new run is in "
+                f"{folder / rf.REPLACING} and what was left of the old one in "
+                f"{folder / rf.REPLACED}: move them back by hand") from exc
+        _unmake(folder, made, made_entries, replaced)
         lock.release()
-        left = (f"the run it was to replace is kept in {folder}" if replaced and not removed
-                else f"nothing kept in {folder}" + ("; the run it was to replace was removed "
-                                                    "first" if removed else ""))
+        left = (f"the run it was to replace is kept in {folder}" if replaced
+                else f"nothing kept in {folder}")
         raise CheckpointError(f"{_what_failed(exc)}; the new run was not made ({left}): fix that "
                               "or choose another run folder") from exc
     except BaseException:
-        if made_entries or removed:  # Ctrl-C while tokenizing, a full disk, a non-finite --init
-            rf.unmake(folder, made)  # model: the next start needed --force to get past what was left
-        lock.release()
+        if not swapping:  # Ctrl-C while tokenizing, a full disk, a non-finite --init model: the
+            _unmake(folder, made, made_entries, replaced)  # next start needed --force to get
+        lock.release()  # past what was left
         raise
     return run
+
+
+def _unmake(folder: Path, made: bool, made_entries: bool, replaced: bool) -> None:
+    """What an unfinished ``start`` wrote goes: the stage beside the run it was to replace
+    (which stays), or the new run's entries (and the folder it made)."""
+    if replaced:
+        rf.discard_stage(folder)
+    elif made_entries:
+        rf.unmake(folder, made)
 
 
 def _open(folder: Path, which: str = rf.LATEST, model_only: bool = False

@@ -822,10 +822,12 @@ def test_a_disk_out_of_files_at_the_first_save_says_so_and_leaves_nothing(tmp_pa
     monkeypatch.setattr(ckpt, "create_temp", real)
     start(_spec(), [_corpus(tmp_path)], out=out).close()
     monkeypatch.setattr(ckpt, "create_temp", no_files)
-    with pytest.raises(CheckpointError) as info:  # --force: the run there goes first
-        start(_spec(), [_corpus(tmp_path)], out=out, force=True)
-    assert "the run it was to replace was removed first" in str(info.value)
-    assert list(out.iterdir()) == []  # not a half-made run that needs --force again
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(CheckpointError) as info:  # --force: the new run is made beside the old
+        start(_spec(), [_corpus(tmp_path)], out=out, force=True)  # one, which stays (it went
+    assert f"the run it was to replace is kept in {out})" in str(info.value)  # first)
+    assert sorted(p.name for p in out.iterdir()) == before  # no stage left behind
+    load_model(out)
 
 
 @pytest.mark.parametrize("records", ["file", "line", "stream"])
@@ -1273,6 +1275,32 @@ def test_force_keeps_the_run_it_replaces_until_the_new_one_is_encoded(tmp_path, 
     assert sorted(p.name for p in (out / "snapshots").iterdir()) == before
     assert (out / "run.json").is_file()
     runapi.load_model(out)  # its latest snapshot still loads
+
+
+def test_a_kill_while_force_writes_the_new_run_keeps_the_old_one(tmp_path):
+    """--force removed the run there, then wrote the new run's data and step-0 snapshot: a kill
+    -9 in those seconds (a large model's snapshot) left neither run. The new run is written
+    beside the old one (``.replacing``) and swapped in by renames once it is complete; a stage
+    a kill left behind is the run's own (Delete is not refused) and the next --force clears it."""
+    out = tmp_path / "r"
+    corpus = _corpus(tmp_path)
+    with start(_spec(max_steps=2), [corpus], out=out) as run:
+        run.train()
+    old = rf.read_pointer(out)["step"]
+    p = _cli(str(corpus), *TINY, "--max-steps", "3", "--out", str(out), "--force",
+             env={rf.SLOW_SAVE_ENV: "0.5"})
+    _wait_for(lambda: (out / rf.REPLACING / rf.SNAPSHOTS).is_dir())
+    p.kill()
+    p.communicate(timeout=60)
+    assert rf.read_pointer(out)["step"] == old == 2  # the old run, whole
+    load_model(out)
+    with resume(out) as run:
+        assert run.step == old
+    assert rf.why_not_delete(out) is None, rf.why_not_delete(out)
+    assert rf.foreign_entries(out) == [], rf.foreign_entries(out)
+    start(_spec(max_steps=1), [corpus], out=out, force=True).close()
+    assert not (out / rf.REPLACING).exists() and not (out / rf.REPLACED).exists()
+    assert rf.read_pointer(out)["step"] == 0 and resume(out).step == 0
 
 
 def test_force_into_a_new_folder_that_fails_names_no_replaced_run(tmp_path, monkeypatch):

@@ -78,6 +78,8 @@ from .names import (
     METRIC_FIELDS,
     METRICS,
     METRICS_LIMIT,
+    REPLACED,
+    REPLACING,
     RUN_ENTRIES,
     RUN_JSON,
     SLOW_SAVE_ENV,
@@ -110,7 +112,16 @@ from .out_folder import (
     reserve_run_folder,
     unique_run_folder,
 )
-from .removal import delete_run, others_in_run, remove_run_entries, unmake, why_not_delete
+from .removal import (
+    delete_run,
+    discard_stage,
+    others_in_run,
+    remove_run_entries,
+    stage,
+    swap_in,
+    unmake,
+    why_not_delete,
+)
 from .run_file import (
     foreign_entries,
     init_described,
@@ -167,6 +178,8 @@ __all__ = [
     "METRICS_LIMIT",
     "METRIC_FIELDS",
     "OWN_FOLDERS",
+    "REPLACED",
+    "REPLACING",
     "RUN_ENTRIES",
     "RUN_JSON",
     "RUN_NUMBERS",
@@ -193,6 +206,7 @@ __all__ = [
     "clean_stale",
     "corpus_bytes",
     "delete_run",
+    "discard_stage",
     "drop_after",
     "expected_snapshot",
     "file_sources",
@@ -242,6 +256,8 @@ __all__ = [
     "truncate_samples",
     "reserve_run_folder",
     "unique_run_folder",
+    "stage",
+    "swap_in",
     "unmake",
     "unreadable_newer",
     "verify_files",

@@ -30,9 +30,13 @@ STATUS = "status.json"
 METRICS_LIMIT = 1 << 30  # ~7 million steps of metrics.csv rows
 LOCK = "lock"
 TB = "tb"
+# a ``--force`` start writes the new run into REPLACING, then swaps it for the old run, whose
+# entries wait in REPLACED until they are deleted (a crash while preparing kept neither run)
+REPLACING = ".replacing"
+REPLACED = ".replaced"
 # (samples.jsonl was missing: --force refused a run with samples as holding a user's file)
 RUN_ENTRIES = frozenset({RUN_JSON, DATA, SNAPSHOTS, LATEST, BEST, METRICS, STATUS, LOCK, TB,
-                         SAMPLES})
+                         SAMPLES, REPLACING, REPLACED})
 SNAP_STATE = "state.safetensors"
 SNAP_TRAINER = "trainer.json"
 SNAP_MANIFEST = "manifest.json"

@@ -1,6 +1,8 @@
 """Deleting a run's own files: a whole run (``delete_run``, refused while another process
 trains it or when it holds a user's files) or what an unfinished start wrote (``unmake``). run.json
 goes last, so a delete cut short leaves a run that is still listed and can be deleted again.
+Replacing a run (``train --force``): the new one is written beside it (``stage``), then the two
+are swapped by renames (``swap_in``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..words import listing
-from .names import LOCK, RUN_ENTRIES, RUN_JSON, is_temp, real_dir
+from .names import LOCK, REPLACED, REPLACING, RUN_ENTRIES, RUN_JSON, fsync_dir, is_temp, real_dir
 from .out_folder import prepared_only
 from .run_file import foreign_entries
 from .run_lock import RunLock
@@ -45,6 +47,45 @@ def _remove_except(p: Path, rel: str, keep: frozenset[str], ignore_errors: bool)
         shutil.rmtree(p, ignore_errors=ignore_errors)
     else:
         p.unlink(missing_ok=ignore_errors)
+
+
+def stage(folder: Path) -> Path:
+    """An empty ``folder/.replacing`` for the run that is to replace the one in ``folder`` (the
+    caller holds its lock; a stage an earlier start left is cleared)."""
+    path = folder / REPLACING
+    for leftover in (path, folder / REPLACED):
+        if leftover.is_symlink() or leftover.is_file():
+            leftover.unlink()
+        elif leftover.exists():
+            shutil.rmtree(leftover)
+    path.mkdir()
+    return path
+
+
+def discard_stage(folder: Path) -> None:
+    """Remove what an unfinished ``train --force`` staged in ``folder`` (its run stays)."""
+    shutil.rmtree(folder / REPLACING, ignore_errors=True)
+
+
+def swap_in(folder: Path) -> None:
+    """Put the run staged in ``folder/.replacing`` (complete, its run.json written) in place of
+    the run in ``folder``: the old run's entries are renamed into ``.replaced`` (run.json
+    first: a folder caught half-way reads as an unfinished run, not as a mix of two), the new
+    ones out of the stage (run.json last), then ``.replaced`` is deleted. Renames inside one
+    folder: until they start the old run is whole, once they end the new one is; a crash can
+    land only in those milliseconds. The held lock stays."""
+    new, old = folder / REPLACING, folder / REPLACED
+    old.mkdir()
+    for p in sorted(folder.iterdir(), key=lambda p: p.name != RUN_JSON):
+        if is_temp(p.name) and p.is_file() and not p.is_symlink():  # a write cut short
+            p.unlink()
+        elif p.name in RUN_ENTRIES and p.name not in (LOCK, REPLACING, REPLACED):
+            p.rename(old / p.name)
+    for p in sorted(new.iterdir(), key=lambda p: p.name == RUN_JSON):
+        p.rename(folder / p.name)
+    fsync_dir(folder)
+    new.rmdir()
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def unmake(folder: Path, remove_folder: bool) -> None:
