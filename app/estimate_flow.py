@@ -41,6 +41,8 @@ class EstimateFlow:
     _settle_timer: QTimer
     _step_times: StepTimes
     _measuring: tuple | None
+    _wanted: tuple | None  # the settings the estimate shows now (a timing of others is stopped)
+    _closed: bool
     _rows: dict[tuple, int | str]
     _counting: tuple | None
     _settling: object
@@ -69,11 +71,13 @@ class EstimateFlow:
                            records=self.corpus.record_mode())
             rows = self._epoch_rows(spec)
             key = estimate_key(cfg, tc)
+            self._wanted = key
             step_s = self._step_times.get(key)
             est = engine.estimate_run(cfg, tc, self._corpus_tokens(),  # (once: a second call,
                                       rows=rows if isinstance(rows, int) else None,  # outside
                                       step_s=step_s)  # this try, could raise past it)
         except (ValueError, engine.MambaStudioError) as exc:
+            self._wanted = None
             self.estimate.set_full(f"settings: {exc}")
             return
         may_measure = self.state == "idle" and os.environ.get("MAMBA_STUDIO_NO_MEASURE") != "1"
@@ -99,6 +103,12 @@ class EstimateFlow:
                 return
             self._measuring = key
 
+            def unwanted() -> bool:
+                """Asked by the timing thread before each step: Start pressed, the settings
+                changed or the window closed (a timing of 65,536-token rows went on for
+                minutes beside the run started meanwhile, at half its speed)."""
+                return self.state != "idle" or self._wanted != key or self._closed
+
             def done(sec: float) -> None:
                 self._step_times.timed(key, sec)
                 self._measuring = None
@@ -107,10 +117,15 @@ class EstimateFlow:
 
             def fail(msg: str) -> None:
                 self._measuring = None
-                self.estimate.set_full(f"Estimate: {est.human()} (timing failed: {msg[-200:]})")
                 self._release_memory()
+                if unwanted():  # stopped: the settings shown now get their own timing
+                    if self.state == "idle" and not self._closed:
+                        self._refresh_estimate()
+                    return
+                self.estimate.set_full(f"Estimate: {est.human()} (timing failed: {msg[-200:]})")
 
-            run_in_thread(lambda: engine.measure_step_seconds(cfg, tc), done, fail, owner=cast(QObject, self))
+            run_in_thread(lambda: engine.measure_step_seconds(cfg, tc, should_stop=unwanted),
+                          done, fail, owner=cast(QObject, self))
 
     def _settled_now(self) -> None:
         """The settings the settle timer waited on were left alone: time their step."""

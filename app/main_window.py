@@ -174,6 +174,8 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
         self._closing = False
         self._step_times = StepTimes()  # seconds a step, by estimate_key
         self._measuring: tuple | None = None
+        self._wanted: tuple | None = None
+        self._closed = False
         self._rows: dict[tuple, int | str] = {}  # _epoch_rows: packed rows, or why not counted
         self._counting: tuple | None = None
         self.skip_box: QMessageBox | None = None  # the open "nothing was added" warning
@@ -1198,6 +1200,7 @@ class MainWindow(EstimateFlow, ModelFlow, ExportFlow, SettingsFlow, QMainWindow)
             event.ignore()
             return
         release(self._gc)  # first: a failed settings write below must not leave it off
+        self._closed = True  # a step timing in the background stops before its next step
         self.playground.stop()
         if self.playground.gen_thread is not None:
             self.playground.gen_thread.quit()

@@ -28,7 +28,8 @@ class StepVoid(Exception):  # noqa: N818  (control flow, not an error)
 
 class Stopped(MambaStudioError):
     """A stop was asked while a new run was being prepared (reading and tokenising the corpus,
-    training its tokenizer): nothing was trained, and the run's folder was removed."""
+    training its tokenizer): nothing was trained, and the run's folder was removed. Also the end
+    of a step timing no one waits for any more (``estimate.measure_step_seconds``)."""
 
 
 def missing_dependency(exc: ModuleNotFoundError, package: str) -> str | None:

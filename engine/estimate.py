@@ -5,11 +5,13 @@ median of three real training steps of the same shapes."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .config import MambaConfig
+from .errors import Stopped
 from .limits import ConfigError, MemoryEstimate, MemorySpec, check_run, estimate, human_bytes, n_params
 from .lm import MambaLM
 from .lora import count_trainable
@@ -75,8 +77,10 @@ def estimate_run(cfg: MambaConfig, tc: TrainConfig, corpus_tokens: int, rows: in
 
 
 # steps above this many FLOP (6 x parameters x tokens) are not timed: at the ~100 GFLOP/s two
-# cores reach, four of them would take minutes of the machine in the background
-MEASURE_MAX_FLOP = 4e12
+# cores reach, each takes over 10 s of the machine in the background (sequence length 65,536 on
+# a small model, 1.56 TFLOP a step, was timed for 5.5 minutes at 5-7 GB)
+MEASURE_MAX_FLOP = 1e12
+MEASURE_BUDGET_S = 20.0  # no step is begun this long after the timing's start (one is timed)
 
 
 def why_not_measured(cfg: MambaConfig, tc: TrainConfig) -> str | None:
@@ -89,15 +93,21 @@ def why_not_measured(cfg: MambaConfig, tc: TrainConfig) -> str | None:
         return str(exc)
     flop = 6 * n_params(cfg) * tc.batch_size * tc.grad_accum * tc.seq_len
     if flop > MEASURE_MAX_FLOP:
-        return (f"step time not measured: one step is about {flop / 1e12:,.0f} TFLOP, minutes of "
-                "CPU a step on a desktop")
+        return (f"step time not measured: one step is about {flop / 1e12:,.1f} TFLOP, over 10 s "
+                "of CPU a step on a desktop")
     return None
 
 
-def measure_step_seconds(cfg: MambaConfig, tc: TrainConfig, steps: int = 3) -> float:
+def measure_step_seconds(cfg: MambaConfig, tc: TrainConfig, steps: int = 3,
+                         should_stop: Callable[[], bool] | None = None,
+                         budget_s: float = MEASURE_BUDGET_S) -> float:
     """Seconds per optimizer step: a random model of ``cfg`` trained ``steps`` steps (after one
     untimed warm-up step that compiles the kernels) on random tokens; the median is returned
     (of 3: one step slowed by another process's burst does not move it, as it would a mean).
+    Steps stop once ``budget_s`` seconds have gone by (the median of those timed, one at
+    least), and ``should_stop()`` (asked before each step: the settings changed, a run
+    started) ends the timing with ``Stopped``: a timing nothing waited for any more ran on for
+    minutes beside the run started meanwhile, at half its speed.
     Raises ConfigError (``why_not_measured``) for a run too large to time or to fit."""
     why = why_not_measured(cfg, tc)
     if why is not None:
@@ -108,7 +118,12 @@ def measure_step_seconds(cfg: MambaConfig, tc: TrainConfig, steps: int = 3) -> f
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, size=rows * (steps + 1) * tc.seq_len + 1)
     tr = Trainer(lm, ids, ids[:0], tc)
     times = []
+    start = time.perf_counter()
     for s in range(steps + 1):
+        if should_stop is not None and should_stop():
+            raise Stopped("step timing stopped")
+        if s >= 2 and time.perf_counter() - start > budget_s:
+            break
         t0 = time.perf_counter()
         tr.train_step(np.arange(s * rows, (s + 1) * rows))
         times.append(time.perf_counter() - t0)

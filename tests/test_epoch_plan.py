@@ -86,3 +86,29 @@ def test_epochs_that_end_a_run_first_name_the_epochs_that_reach_max_steps():
     assert epochs_end_first(11, 3, 33) is None  # they end together
     assert epochs_end_first(11, 0, 60) is None  # (RunEstimate's default epochs)
     assert epochs_end_first(11, 3, None) is None and epochs_end_first(11, 3, 0) is None
+
+
+def test_a_step_timing_stops_when_asked_and_within_its_budget(monkeypatch):
+    """The window's background timing of a large setting (65,536-token rows) ran 5.5 minutes
+    after the settings changed and beside the run started meanwhile, at half its speed. It is
+    asked before each step whether to go on, and begins no step past its time budget."""
+    from engine.errors import Stopped
+    from engine.estimate import measure_step_seconds
+    from engine.trainer import Trainer
+
+    cfg = preset("tiny", vocab_size=256)
+    tc = TrainConfig(batch_size=1, seq_len=16)
+    ran: list[int] = []
+    real = Trainer.train_step
+    monkeypatch.setattr(Trainer, "train_step",
+                        lambda self, idx: (ran.append(1), real(self, idx))[1])
+    asked: list[int] = []
+    with pytest.raises(Stopped):
+        measure_step_seconds(cfg, tc, should_stop=lambda: asked.append(1) or len(asked) > 2)
+    assert len(ran) == 2 and len(asked) == 3  # two steps, then stopped before the third
+    ran.clear()
+    assert measure_step_seconds(cfg, tc, budget_s=0.0) > 0
+    assert len(ran) == 2  # the warm-up and one timed step: none begun past the budget
+    ran.clear()
+    assert measure_step_seconds(cfg, tc, should_stop=lambda: False) > 0
+    assert len(ran) == 4  # otherwise the warm-up and three timed

@@ -719,7 +719,7 @@ def test_sizes_passed_while_typing_are_not_timed(win, qtbot, monkeypatch):
     timed: list[int] = []
     real = est_mod.measure_step_seconds
     monkeypatch.setattr(main_window.engine, "measure_step_seconds",
-                        lambda cfg, tc: timed.append(cfg.d_model) or real(cfg, tc))
+                        lambda cfg, tc, **k: timed.append(cfg.d_model) or real(cfg, tc, **k))
     win.train.preset.setCurrentText("custom")
     win.train.n_layer.setValue(1)
     for d in (16, 96, 112, 128):  # keystrokes ~0.4 s apart, past the 300 ms text refresh
@@ -727,6 +727,40 @@ def test_sizes_passed_while_typing_are_not_timed(win, qtbot, monkeypatch):
         qtbot.wait(400)
     qtbot.waitUntil(lambda: "ms/step" in win.estimate.full, timeout=RUN_TIMEOUT)
     assert timed == [128], timed
+
+
+def test_a_step_timing_in_flight_stops_when_the_settings_change(win, qtbot, monkeypatch):
+    """A timing of sequence length 65,536 ran on for 5.5 minutes (5-7 GB) after the box was set
+    back to 256 and beside the run started then, at half its speed. The timing is asked before
+    each step; it stops once the settings shown are others, and those get their own timing."""
+    from app import main_window
+
+    monkeypatch.delenv("MAMBA_STUDIO_NO_MEASURE")
+    seen: list[tuple[int, str]] = []
+
+    def timing(cfg, tc, should_stop=None, **_k):  # noqa: ANN001, ANN003, ANN202
+        if tc.seq_len == 256:
+            seen.append((tc.seq_len, "timed"))
+            return 0.01
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 60:  # one step after another, asking before each
+            if should_stop():
+                seen.append((tc.seq_len, "stopped"))
+                raise main_window.engine.Stopped("step timing stopped")
+            time.sleep(0.01)
+        seen.append((tc.seq_len, "ran out"))
+        return 1.0
+
+    monkeypatch.setattr(main_window.engine, "measure_step_seconds", timing)
+    win.train.preset.setCurrentText("small")
+    win.train.seq_len.setValue(512)
+    win._settled = None
+    qtbot.waitUntil(lambda: win._measuring is not None, timeout=RUN_TIMEOUT)
+    win.train.seq_len.setValue(256)
+    qtbot.waitUntil(lambda: (256, "timed") in seen, timeout=RUN_TIMEOUT)
+    assert seen == [(512, "stopped"), (256, "timed")], seen
+    qtbot.waitUntil(lambda: "ms/step" in win.estimate.full, timeout=RUN_TIMEOUT)
+    assert "timing failed" not in win.estimate.full
 
 
 def test_estimate_shows_the_steps_the_run_takes(win, qtbot, tmp_path, monkeypatch):
