@@ -185,7 +185,7 @@ class TrainWorker(QObject):
                                   tr.cursor.epoch)  # epochs done (a Continue's said 0)
                 result = run.train(on_step=self._on_step, on_epoch=self._on_epoch,
                                    control=self.control, on_save=self._on_save,
-                                   on_notice=self.info.emit)
+                                   on_notice=self.info.emit, before_save=self._before_save)
                 self._serve_requests()
                 if (result.state == "finished" or result.reason) and schedule.last != run.step:
                     self._preview(engine.sample_tag(run.step), run.trainer.cursor.epoch)  # a run ending
@@ -215,9 +215,11 @@ class TrainWorker(QObject):
             self._previews.shutdown(wait=True)  # pending previews land before `finished`
             self.finished.emit(self.folder)  # also after the early return above
 
-    def _on_save(self, path: Path) -> None:
+    def _before_save(self) -> None:
         if self._tb is not None:  # its events up to the snapshot: a kill -9 leaves no gap
             self._tb.flush()
+
+    def _on_save(self, path: Path) -> None:
         self.info.emit(f"snapshot {path.name} saved")
 
     def _on_step(self, r: engine.StepReport) -> None:

@@ -443,7 +443,7 @@ def _train(a: argparse.Namespace, run: Run, job: DistributedJob | None) -> int:
             with stop_on_signals(control, lasting=True, stepped=lambda: bool(tr.history)):
                 result = run.train(on_step=on_step, on_epoch=on_epoch_end,
                                    control=job.control(control) if job else control,
-                                   on_save=lambda _p: tb.flush() if tb is not None else None,
+                                   before_save=tb.flush if tb is not None else None,
                                    on_notice=lambda m: print(f"\nwarning: {m}", file=sys.stderr))
         finally:
             if tb is not None:

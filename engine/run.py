@@ -310,15 +310,19 @@ class Run:
               on_epoch: Callable[[EpochReport], None] | None = None,
               control: RunControl | None = None,
               on_save: Callable[[Path], None] | None = None,
-              on_notice: Callable[[str], None] | None = None) -> TrainResult:
+              on_notice: Callable[[str], None] | None = None,
+              before_save: Callable[[], None] | None = None) -> TrainResult:
         """Train to the end (or until ``control.stop()``), autosaving; always ends with a saved
         snapshot of a good state. Divergence is rolled back (``on_notice`` hears about it); after
         three rollbacks the last good state is saved and TrainingError raised. The run's early
         stopping (``spec.early_stopping``, kept in run.json) is fed every held-out loss before
         the run's own end, counting from the run's best so far, and stops the run when it says
-        so; the result's ``reason`` says why."""
+        so; the result's ``reason`` says why. ``before_save`` is called before each snapshot is
+        written (TensorBoard's flush: events flushed after the snapshot was published were lost
+        by a kill -9 between the two, and the resume went on after their steps)."""
         control = control or TrainControl()
         p = _Pass(self, control, on_step, on_epoch, on_save, on_notice)
+        p.before_save = before_save
         if p.early.enabled and not self.trainer.has_val and on_notice:
             on_notice("early stopping is off: the run holds out no text to measure (holdout 0, "
                       "or a corpus too small to hold any out)")  # it would never stop the run
@@ -395,6 +399,7 @@ class _Pass:
         self.run = run
         self.on_step, self.on_epoch, self.on_save, self.on_notice = (on_step, on_epoch, on_save,
                                                                      on_notice)
+        self.before_save: Callable[[], None] | None = None
         self.early = run.spec.early_stopping.fresh(run.best_val, run.early_bad)
         self.last_save = time.monotonic()
         self.reason = ""  # why early stopping ended the run
@@ -419,6 +424,8 @@ class _Pass:
             self.local.stop()
 
     def save(self, val: float | None = None) -> None:
+        if self.before_save is not None:
+            self.before_save()
         path = self.run.save(val)
         self.run._status("running")  # status.json's step follows the saved snapshots
         self.last_save = time.monotonic()
