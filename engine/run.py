@@ -732,7 +732,11 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
             raise CheckpointError(f"{folder} holds files that are not a run's "
                                   f"({listing(foreign)}); choose "
                                   "another --out (--force replaces only a run folder)")
-        if not force:
+        if force and spec.init and _inside(folder, [Path(spec.init)]) is not None:  # the model
+            raise CheckpointError(  # was to start from went with the run it replaced (and
+                f"{spec.init}: the model to start from is inside {folder}, which "  # run.json
+                "--force would replace; copy it out first, or choose another --out")  # named the
+        if not force:  # new run's own snapshot as its source)
             if rf.is_run(folder):
                 raise CheckpointError(f"{folder} holds a run; continue it with --resume {folder}, "
                                       "replace it with --force, or choose another --out")

@@ -1303,6 +1303,23 @@ def test_a_kill_while_force_writes_the_new_run_keeps_the_old_one(tmp_path):
     assert rf.read_pointer(out)["step"] == 0 and resume(out).step == 0
 
 
+def test_force_refuses_to_start_from_a_model_inside_the_run_it_replaces(tmp_path):
+    """`train --init X --out X --force` deleted X's snapshots, the model it started from among
+    them, and its run.json named the new run's own snapshot as the source."""
+    out = tmp_path / "r"
+    corpus = _corpus(tmp_path)
+    with start(_spec(max_steps=1), [corpus], out=out) as run:
+        run.train()
+    before = sorted(p.name for p in (out / rf.SNAPSHOTS).iterdir())
+    for init in (out, out / rf.SNAPSHOTS / "step-1"):
+        with pytest.raises(CheckpointError, match="the model to start from is inside .* which "
+                                                  "--force would replace; copy it out first"):
+            start(replace(_spec(max_steps=1), init=str(init)), [corpus], out=out, force=True)
+    assert sorted(p.name for p in (out / rf.SNAPSHOTS).iterdir()) == before
+    with start(replace(_spec(max_steps=1), init=str(out)), [corpus], out=tmp_path / "b") as run:
+        assert run.step == 0  # from it into another folder: as before
+
+
 def test_force_into_a_new_folder_that_fails_names_no_replaced_run(tmp_path, monkeypatch):
     """--force where no run was: a failure said "the run it was to replace was removed
     first"."""
