@@ -1836,3 +1836,12 @@ def test_the_window_says_the_weights_still_load_in_its_own_words(made_run, tmp_p
     said = in_window_terms(str(exc.value))
     assert said.endswith(f"its weights (step-4) still load: open {run} with File > Open model… "
                          "(the Playground generates from it) and Start a new run to keep them"), said
+
+
+def test_a_run_killed_between_its_first_save_and_its_first_step_is_listed_interrupted(tmp_path):
+    """A kill -9 just after a new run's step-0 save, before training wrote status.json, left it
+    listed "stopped" (as if stopped by hand) where a kill later says "interrupted"."""
+    spec = RunSpec(preset="tiny", train=TrainConfig(batch_size=2, seq_len=32, max_steps=2))
+    start(spec, [two_file_corpus(tmp_path)], out=tmp_path / "runs" / "r").close()  # as killed
+    assert not (tmp_path / "runs" / "r" / rf.STATUS).exists()
+    assert [r.status for r in list_runs(tmp_path / "runs")] == ["interrupted"]

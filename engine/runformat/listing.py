@@ -70,7 +70,8 @@ def list_runs(root: str | Path) -> list[RunInfo]:
             out.append(RunInfo(p, p.name, "", "", 0, None, "broken", str(exc)))
             continue
         st = read_status(p)
-        state = str(st.get("state", "stopped"))
+        state = str(st.get("state", "interrupted"))  # no status.json: killed after its step-0
+        # save, before training wrote one (it was listed "stopped", as if stopped by hand)
         if RunLock(p).held_elsewhere():  # a live writer: opened, training or saving right now
             state = "paused" if state == "paused" else "running"  # (status.json says "running"
             # only once its first step starts)
