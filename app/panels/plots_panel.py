@@ -147,6 +147,8 @@ class PlotsPanel(QWidget):
         self._compare: tuple[str, list[dict[str, Any]], float | None] = ("", [], None)
         self.set_tokens_per_byte(1.0)
         self.norm_plot.setXLink(self.loss_plot)
+        self.norm_plot.showAxis("right")  # without values: the two data areas as wide as each
+        self.norm_plot.getAxis("right").setStyle(showValues=False)  # other (``_align``)
         self.reset_view()
         light = {"step": "#8fb3de", "epoch": "#1f5fa8", "val": "#d2691e", "vstep": "#f0b27a",
                  "nstep": "#e0a3a3", "nepoch": "#b22222", "cmp": "#7f7f7f"}
@@ -394,7 +396,21 @@ class PlotsPanel(QWidget):
         self.val_loss.setData(self.val_x, self.val_losses)
         self.val_step.setData(self.val_step_x, self.val_step_losses)
         self.nan_marks.setData(self.nan_steps, self.nan_y)
+        self._align()
         self.redrawn_in(time.perf_counter() - t0 + self.canvas.paint_s)
+
+    def _align(self) -> None:
+        """Both plots' side axes as wide as the wider of the two (their widths as last drawn),
+        so their data areas share both edges and the linked step axes read the same: the loss
+        plot's bits/byte axis made its area narrower, and a 21-step run read 1-21 there and
+        0-22 on the gradient norm."""
+        for side in ("left", "right"):
+            axes = [p.getAxis(side) for p in (self.loss_plot, self.norm_plot)]
+            for a in axes:
+                a.setWidth(None)  # back to the width its text and label need
+            widest = max(a.maximumWidth() for a in axes)  # (what it asked for, laid out later)
+            for a in axes:
+                a.setWidth(widest)
 
     def redrawn_in(self, seconds: float) -> None:
         """Drawing the live curves took ``seconds`` (their new data, and the view's last paint):

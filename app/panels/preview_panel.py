@@ -11,7 +11,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
-    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -99,9 +98,8 @@ class PreviewPanel(QWidget):
         self.output.setMinimumHeight(40)  # its default minimum (70 px) squeezed the plots
         self.output.setPlaceholderText("Samples appear at step 0, every few hundred steps "
                                        "(\"every\") and after every epoch.")
-        self.tag = QLabel("no preview yet")
-        self.tag.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # (a
-        # long run name made the window wider than the screen)
+        self.tag = ElidedLabel("no preview yet")  # (a long run name made the window wider
+        # than the screen; a long tag was cut mid-word, with no "…")
         self.backend = ElidedLabel("backend: —")
         self.every_label = QLabel("a sample every")  # beside the prompts: in the knobs' row it
         when = QVBoxLayout()  # widened the window by 160 px, under them it took the plots' height
@@ -145,8 +143,7 @@ class PreviewPanel(QWidget):
                        max_new_tokens=self.length.value(), seed=0)
 
     def show_preview(self, tag: str, text: str, backend: str) -> None:
-        self.tag.setText(f"sample — {tag}")
-        self.tag.setToolTip(self.tag.text())  # (clipped where the line is narrow)
+        self.tag.set_full(f"sample — {tag}")
         self.output.setPlainText(visible_blanks(text))
         self.backend.set_full(f"backend: {backend}")
 

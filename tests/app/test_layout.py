@@ -32,6 +32,11 @@ def test_the_preview_says_which_sample_it_shows(win, qtbot):
     tag = win.preview.tag
     assert tag.width() >= min(tag.sizeHint().width(), 300), (tag.width(), tag.sizeHint())
     assert tag.toolTip() == "sample — after epoch 3"
+    long = "the new run's first sample, of its untrained weights, is made while it trains " * 3
+    win.preview.show_preview(long, "", "—")  # (cut mid-word, with no "…", at 1280 x 800)
+    _settle(qtbot)
+    assert tag.text().endswith("…") and tag.full == f"sample — {long}", tag.text()
+    assert tag.fontMetrics().horizontalAdvance(tag.text()) <= tag.width()
 
 
 def test_every_box_and_button_has_a_tooltip(win):

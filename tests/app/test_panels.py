@@ -1153,7 +1153,7 @@ def test_a_refused_start_keeps_the_run_shown_before_it(win, qtbot, tmp_path):
     assert win.errors and "b.txt: no such file or folder" in win.errors[-1], win.errors
     assert win.shown_run == folder
     assert win.plots.steps and win.plots.steps[-1] == 3
-    assert Path(folder).name in win.preview.tag.text() and win.preview.output.toPlainText()
+    assert Path(folder).name in win.preview.tag.full and win.preview.output.toPlainText()
 
 
 def test_a_file_deleted_from_a_folder_added_whole_is_left_out_at_start(win, qtbot, tmp_path):

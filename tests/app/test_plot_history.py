@@ -160,10 +160,10 @@ def test_opening_a_run_shows_its_own_last_samples(qtbot, tmp_path, runs):
         win.preview.show_preview("epoch 7", "another run's text", "CPU step")
         win.open_run_view(str(folder))
         assert win.preview.output.toPlainText() == "The sample 0\n\nA sample 1"
-        assert folder.name in win.preview.tag.text() and "epoch 2" in win.preview.tag.text()
+        assert folder.name in win.preview.tag.full and "epoch 2" in win.preview.tag.full
         win.open_run_view(str(runs["bpe"][0]))  # no samples saved there
         assert win.preview.output.toPlainText() == ""
-        assert "none saved" in win.preview.tag.text()
+        assert "none saved" in win.preview.tag.full
     finally:
         close_window(qtbot, win)
 
@@ -252,3 +252,25 @@ def test_slow_drawing_makes_the_live_curves_redraw_less_often(qtbot):
     assert panel.redraw_wait_s == MAX_REDRAW_MS / 1000
     panel.redrawn_in(0.0)  # fast again: as often as before
     assert panel.redraw_wait_s == REDRAW_MS / 1000
+
+
+def test_the_two_plots_share_their_step_axis(qtbot):
+    """Both plots draw against steps, yet a 21-step run showed 1...21 on the loss and 0...22 on
+    the gradient norm (each ranged its own x to its data, and the link between them followed
+    whichever ranged last): a step did not line up between the two."""
+    from engine.reports import EpochReport
+
+    panel = PlotsPanel()
+    qtbot.addWidget(panel)
+    panel.resize(900, 600)
+    panel.show()
+    for step in range(1, 22):
+        panel.add_step(StepReport(step, 0, 21, 5.0 - step / 10, 2.0 + (step % 3), 1e-3, 100.0,
+                                  0.0, 0.0, val_loss=3.0 if step == 21 else None))
+    panel.add_epoch(EpochReport(0, 4.0, 2.5, None, 21, 0), 21)
+    panel._redraw()
+    qtbot.wait(300)
+    loss_x = panel.loss_plot.viewRange()[0]
+    norm_x = panel.norm_plot.viewRange()[0]
+    assert loss_x == pytest.approx(norm_x, abs=1e-9), (loss_x, norm_x)
+    assert loss_x[0] <= 1 and loss_x[1] >= 21

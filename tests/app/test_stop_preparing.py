@@ -34,8 +34,8 @@ def test_stop_while_preparing_says_how_the_run_ended(qtbot, tmp_path):
         assert not any((tmp_path / "runs").iterdir()), list((tmp_path / "runs").iterdir())
         assert win.errors == []
         assert win.progress.text() == "no run training"  # not the previous run's 45 / 110 steps
-        assert win.preview.output.toPlainText() == "" and "epoch 3" not in win.preview.tag.text()
-        assert win.preview.tag.text() == ("sample — the new run's first sample, of its untrained "
+        assert win.preview.output.toPlainText() == "" and "epoch 3" not in win.preview.tag.full
+        assert win.preview.tag.full == ("sample — the new run's first sample, of its untrained "
                                           "weights, is made while it trains")
         qtbot.wait(300)  # repainted after the clear
         assert win.plots.loss_plot.viewRange()[0][1] <= 1  # not steps 1-23

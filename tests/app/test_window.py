@@ -358,7 +358,7 @@ def test_a_run_ending_inside_an_epoch_shows_a_sample_of_its_last_step(win, qtbot
     folder = train_until_idle(qtbot, win, max_steps=2)
     steps = [r["step"] for r in engine.read_samples(folder)]
     assert steps.count(0) == len(win.preview.prompt_list()) and 2 in steps, steps
-    assert win.preview.tag.text() == "sample — step 2", win.preview.tag.text()
+    assert win.preview.tag.full == "sample — step 2", win.preview.tag.full
 
 
 def test_previews_come_every_n_steps_inside_an_epoch(win, qtbot):
@@ -500,7 +500,7 @@ def test_train_pause_resume_stop_then_continue_shows_full_history(win, qtbot):
     win.train.epochs.setValue(30)
     win.train.eval_every.setValue(2)
     win.start_training()
-    qtbot.waitUntil(lambda: "step 0" in win.preview.tag.text(), timeout=RUN_TIMEOUT)
+    qtbot.waitUntil(lambda: "step 0" in win.preview.tag.full, timeout=RUN_TIMEOUT)
     assert win.preview.output.toPlainText().startswith("The")
     win.preview.prompts.setPlainText("Once")  # edits reach the running worker
     win.preview.temperature.setValue(0.0)
@@ -596,7 +596,7 @@ def test_runs_panel_lists_compares_and_deletes(win, qtbot):
     assert not Path(a).exists() and win.runs.table.rowCount() == 1
     # the shown run's views went with it (its curves, samples and model stayed on screen)
     assert win.plots.steps == [] and win.gallery.folder is None and win.shown_run is None
-    assert win.playground.source.currentText() != a and "was deleted" in win.preview.tag.text()
+    assert win.playground.source.currentText() != a and "was deleted" in win.preview.tag.full
     assert not win.export_actions["merged"].isEnabled()
     assert f"last run: {Path(b).name} finished at step 2" in win.status.full
     assert win.runs.delete_run(b)  # the status line named it as finished after it was deleted
