@@ -662,16 +662,34 @@ def _did_you_mean(parser: argparse.ArgumentParser, extra: list[str]) -> str:
     return ""
 
 
+def _intermixed(command: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace,
+                extra: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The command's arguments parsed again with options and positionals in any order (the
+    top-level parser's subcommands rule that out for it); ``args`` and ``extra`` as they were
+    where that cannot be done."""
+    try:
+        sub, more = command.parse_known_intermixed_args(argv[argv.index(args.cmd) + 1:])
+    except (TypeError, ValueError):
+        return args, extra
+    sub.cmd = args.cmd
+    return sub, more
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a subcommand. Anything caused by user input (a MambaStudioError, an OSError, a
     ValueError, a diverged model's FloatingPointError) is one line ``error: ...`` and exit code 2;
     only real bugs show a traceback."""
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args, extra = parser.parse_known_args(argv)
     if extra:  # the command's own --help lists its flags (it pointed at the top level's)
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         command = commands.choices[args.cmd]
-        command.error(f"unrecognized arguments: {' '.join(extra)}{_did_you_mean(command, extra)}")
+        if any(not w.startswith("-") for w in extra):  # words after an option: argparse gave
+            args, extra = _intermixed(command, argv, args, extra)  # a command's positionals
+        if extra:  # only before the first option ("eval RUN --records line CORPUS")
+            command.error(f"unrecognized arguments: {' '.join(extra)}"
+                          f"{_did_you_mean(command, extra)}")
     PROGRESS.reset()
     with forgiving_stderr():  # a stderr gone (a closed pipe): training goes on (engine.cliout)
         return _run(args)

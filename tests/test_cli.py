@@ -1166,3 +1166,24 @@ def test_the_bench_scripts_configs_name_the_known_ones():
     assert config_names("small,medium") == ["small", "medium"]
     with pytest.raises(argparse.ArgumentTypeError, match=r"unknown nope \(known: small, medium"):
         config_names("small,nope")
+
+
+def test_positional_arguments_may_follow_options(tmp_path, capsys):
+    """`eval RUN --records line CORPUS` and `train a.txt --preset tiny b.txt` were refused as
+    "unrecognized arguments: CORPUS" (argparse gives a command's positionals only the words
+    before its first option); an unknown option is still refused, and named."""
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("the cat sat on the mat. " * 200)
+    b.write_text("a dog ran in the fog. " * 200)
+    out = tmp_path / "r"
+    assert main(["train", str(a), "--preset", "tiny", str(b), "--max-steps", "1", "--batch", "2",
+                 "--seq-len", "32", "--sample-tokens", "0", "--out", str(out)]) == 0
+    sources = json.loads((out / "data" / "manifest.json").read_text())["sources"]
+    assert sorted(Path(s["path"]).name for s in sources) == ["a.txt", "b.txt"]
+    capsys.readouterr()
+    assert main(["eval", str(out), "--records", "line", str(b), "--seq-len", "32"]) == 0
+    assert "line records" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        main(["eval", str(out), "--records", "line", str(b), "--bogus"])
+    assert info.value.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
