@@ -161,6 +161,9 @@ def _export(a: argparse.Namespace) -> int:
         raise ValueError(f"{a.out}: a GGUF file's name for a --{a.kind} export, which writes a "
                          "folder; pass --gguf for one GGUF file, or a folder name")  # (a folder
         # named m.gguf was written with a note; the window asks)
+    if a.kind == "gguf" and a.out.endswith(("/", os.sep)):  # (a file named "dir" was written)
+        raise ValueError(f"{a.out}: a folder's name (it ends in /) for a --gguf export, which "
+                         f"writes one file; name the file, e.g. {a.out}model.gguf")
 
     def say(line: str) -> None:  # (10 s of scoring for the card passed without a word)
         print(line, file=sys.stderr)

@@ -1,5 +1,7 @@
 """Errors the engine raises for bad input; each message says what was wrong and where."""
 
+import errno
+
 
 class MambaStudioError(Exception):
     """Base class: anything the user can fix (bad files, bad settings)."""
@@ -50,6 +52,11 @@ def one_line(exc: BaseException) -> str:
     (at most 2,000 characters)."""
     if isinstance(exc, OSError) and exc.strerror:
         where = f"{exc.filename}: " if exc.filename else ""
+        if exc.errno == errno.ENAMETOOLONG:  # (a 300-letter --out: the name, then no fix)
+            name = str(exc.filename or "")
+            where = f"{name[:60]}...{name[-20:]}: " if len(name) > 100 else where
+            return (f"{where}{exc.strerror} (a name in a path is 255 bytes at most on most "
+                    "disks); choose a shorter one")
         return f"{where}{exc.strerror}"
     if isinstance(exc, MemoryError):
         return "out of memory; use a smaller model, batch or sequence length"

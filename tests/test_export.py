@@ -258,6 +258,16 @@ def test_a_gguf_path_that_is_no_gguf_file_is_said_before_force_is_offered(
     assert (tmp_path / "afile").read_text() == "file"
 
 
+def test_a_gguf_export_to_a_name_ending_in_a_slash_is_refused(
+        lora_run: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`export --gguf RUN out/` wrote a file named "out" (a trailing slash names a folder)."""
+    out = f"{tmp_path / 'ggdir'}/"
+    assert main(["export", "--gguf", str(lora_run), out]) == 2
+    err = capsys.readouterr().err
+    assert f"{out}: a folder's name (it ends in /) for a --gguf export" in err, err
+    assert f"{out}model.gguf" in err and not (tmp_path / "ggdir").exists()
+
+
 def test_an_empty_folder_given_as_the_output_keeps_its_mode(lora_run: Path, tmp_path: Path
                                                             ) -> None:
     """The export is renamed onto an empty folder given as its output: the folder came back

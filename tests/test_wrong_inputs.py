@@ -408,3 +408,19 @@ def test_a_second_name_of_a_corpus_file_is_told_by_same_file_as(tmp_path):
     why = {str(p): w for p, w in corpus.rejected}
     assert engine.same_file_as(why[str(tmp_path / "link.txt")]) == str(real), why
     assert engine.same_file_as(why[str(tmp_path / "empty.txt")]) is None
+
+
+def test_a_name_too_long_for_the_disk_is_said_with_a_fix(tmp_path, capsys):
+    """`--out` of 300 letters said "error: aaaa...(all 300): File name too long", no fix."""
+    from engine.cli import main
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat. " * 100)
+    out = tmp_path / ("a" * 300)
+    assert main(["train", str(corpus), "--preset", "tiny", "--max-steps", "1", "--out",
+                 str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and err.endswith(
+        "File name too long (a name in a path is 255 bytes at most on most disks); choose a "
+        "shorter one"), err
+    assert "a" * 100 not in err  # the name cut short
