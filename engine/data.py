@@ -16,6 +16,7 @@ targets when T was a multiple of S).
 from __future__ import annotations
 
 import codecs
+import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -34,6 +35,7 @@ from .words import plural
 FILE_LIMIT = 4 * GiB  # one corpus file; larger ones are refused before any byte is read
 CHUNK = 4 * MiB  # bytes read (and text tokenised) at a time
 SAME_FILE = "the same file as "  # how a file's second name (a link) is refused, ``same_file_as``
+SAME_TEXT = "the same text as "  # ... and a byte-identical copy of a file read before
 SNIFF = 64 * 1024  # a NUL byte in the first SNIFF bytes means binary
 _BOM = b"\xef\xbb\xbf"
 _WS = b" \t\n\r\x0b\x0c"
@@ -86,6 +88,7 @@ class CorpusFile:
 
     path: Path
     n_bytes: int
+    digest: bytes = b""  # of its bytes (BLAKE2b, 16 bytes): a copy is read once
 
     @property
     def text(self) -> str:
@@ -336,12 +339,14 @@ def read_text_file(path: Path) -> CorpusFile:
     """Validate one file as non-empty UTF-8 text (streamed, bounded memory) or raise CorpusError."""
     path = Path(path)
     n = 0
+    digest = hashlib.blake2b(digest_size=16)
     try:
         for data in iter_bytes(path):
             n += len(data)
+            digest.update(data)
     except MambaStudioError as exc:
         raise CorpusError(str(exc)) from None
-    return CorpusFile(path, n)
+    return CorpusFile(path, n, digest.digest())
 
 
 def file_identity(path: str | Path) -> tuple[int, int] | None:
@@ -375,13 +380,34 @@ def first_of_each_file(paths: Sequence[str | Path], taken: Sequence[str | Path] 
     return keep, again
 
 
+def first_of_each_text(files: Sequence[CorpusFile]) -> tuple[list[int], dict[int, str]]:
+    """Each text once: the indices of ``files`` to read, and, by index, why a byte-identical
+    copy of one before it is not (a copy under another name was a second document, and the
+    split held out that copy of a training text, with no word: its held-out loss measured
+    memorisation)."""
+    seen: dict[tuple[int, bytes], Path] = {}
+    keep: list[int] = []
+    again: dict[int, str] = {}
+    for i, f in enumerate(files):
+        key = (f.n_bytes, f.digest)
+        if f.digest and key in seen:
+            again[i] = f"{SAME_TEXT}{seen[key]} (a copy); read once"
+        else:
+            keep.append(i)
+            seen.setdefault(key, f.path)
+    return keep, again
+
+
 def same_file_as(why: str) -> str | None:
     """The first name of the file a refusal (``load_corpus``'s rejected reason) says is read
-    under it, or None for any other refusal: the window tells a link from a file it cannot
-    read by this, not by the words (two places matched "the same file as " on their own)."""
-    if not why.startswith(SAME_FILE):
-        return None
-    return why[len(SAME_FILE):].rsplit(", under another name", 1)[0]
+    under it (a link to it, or a copy of its text), or None for any other refusal: the window
+    tells these from a file it cannot read by this, not by the words (two places matched "the
+    same file as " on their own)."""
+    if why.startswith(SAME_FILE):
+        return why[len(SAME_FILE):].rsplit(", under another name", 1)[0]
+    if why.startswith(SAME_TEXT):
+        return why[len(SAME_TEXT):].rsplit(" (a copy)", 1)[0]
+    return None
 
 
 def require_present(paths: Sequence[str | Path]) -> None:
@@ -415,7 +441,8 @@ def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: 
                 say: Callable[[str], None] | None = None) -> Corpus:
     """Read files and folders (recursively through ``corpuswalk.walk``: text-like suffixes are
     read, other entries are listed as rejected, hidden ones ignored), in path order whatever
-    the order given, each file once (a link to one already read is listed as rejected). FIFOs,
+    the order given, each file once (a link to one already read, or a copy of its text, is
+    listed as rejected). FIFOs,
     devices, sockets,
     empty files and files over ``FILE_LIMIT`` are rejected before anything is read. Bad files
     are collected in ``rejected`` (or raise with ``strict``). Raises CorpusError when nothing
@@ -457,9 +484,10 @@ def load_corpus(paths: Sequence[str | Path], strict: bool = False, allow_empty: 
     corpus.files.sort(key=lambda f: Path(f.path))  # by path, folder by folder (as the walk
     # goes): the same files given in another order (added to the window one way, then the
     # other) made another held-out split, so two runs' held-out losses did not compare
-    keep, again = first_of_each_file([f.path for f in corpus.files])
-    corpus.rejected.extend((corpus.files[i].path, why) for i, why in again.items())
-    corpus.files = [corpus.files[i] for i in keep]
+    for first in (lambda fs: first_of_each_file([f.path for f in fs]), first_of_each_text):
+        keep, again = first(corpus.files)
+        corpus.rejected.extend((corpus.files[i].path, why) for i, why in again.items())
+        corpus.files = [corpus.files[i] for i in keep]
     if not corpus.files and not allow_empty:
         shown: dict[str, list[str]] = {}  # reason -> the first files with it (each said once)
         for path, reason in corpus.rejected[:3]:

@@ -132,7 +132,7 @@ def test_a_big_corpus_is_announced_before_it_is_read(tmp_path, monkeypatch):
     from engine import data
 
     for name in "ab":
-        (tmp_path / f"{name}.txt").write_text("some text\n" * 300)
+        (tmp_path / f"{name}.txt").write_text(f"{name}ome text\n" * 300)  # (not copies)
     heard: list[str] = []
     monkeypatch.setattr(data, "SAY_CHECKING_BYTES", 6000)
     corpus = load_corpus([tmp_path], say=heard.append)

@@ -219,6 +219,31 @@ def test_a_link_to_a_corpus_file_is_read_once(tmp_path):
     assert "doc1.txt" not in why  # given twice (in its folder and by name): once, unsaid
 
 
+def test_a_copy_of_a_corpus_file_is_read_once(tmp_path):
+    """A byte-identical copy under another name (river_ferry.txt and rf_copy.txt) was a second
+    document, and the split held out the copy of a training text with no word. Copies are
+    read once (the first by path), whether in one folder or given apart; a file of the same
+    size with other bytes is read."""
+    import engine
+    from engine.data import load_corpus
+
+    c = tmp_path / "c"
+    c.mkdir()
+    text = "first document " * 30
+    (c / "doc1.txt").write_text(text)
+    (c / "doc2.txt").write_text(text.replace("first", "frist"))  # same size, other bytes
+    (c / "zz-copy.txt").write_text(text)
+    apart = tmp_path / "zz-apart.md"
+    apart.write_text(text)
+    corpus = load_corpus([c, apart])
+    assert [f.path.name for f in corpus.files] == ["doc1.txt", "doc2.txt"]
+    why = {p.name: r for p, r in corpus.rejected}
+    said = f"the same text as {c / 'doc1.txt'} (a copy); read once"
+    assert why == dict.fromkeys(("zz-copy.txt", "zz-apart.md"), said), why
+    assert engine.same_file_as(why["zz-apart.md"]) == str(c / "doc1.txt")  # the window: a copy
+    assert corpus.n_bytes == 2 * len(text)  # is no unreadable file
+
+
 def test_held_out_files_names_the_files_a_run_holds_out(tmp_path):
     """The window's Corpus table marks held-out files before Start from token counts alone; the
     rule is the engine's, checked here against the split of the documents a run encodes."""
