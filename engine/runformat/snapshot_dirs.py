@@ -27,6 +27,8 @@ from .names import (
     DATA,
     KEEP,
     LATEST,
+    REPLACED,
+    REPLACING,
     SNAP_MANIFEST,
     SNAP_NEEDS,
     SNAP_STATE,
@@ -449,6 +451,11 @@ def clean_stale(folder: Path) -> list[str]:
             if (p.name.startswith(f"{TMP_PREFIX}old-") and real_dir(p)
                     and snapshot_step(name) is not None and not (snaps / name).exists()):
                 os.rename(p, snaps / name)
+    for stage in (REPLACING, REPLACED):  # what a killed `train --force` left: a run whose
+        p = folder / stage  # run.json is there is whole without it (the swap puts run.json
+        if real_dir(p):  # last), and the stage of a new run may be as big as the run
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(stage)
     for base in (folder, folder / DATA, folder / SNAPSHOTS):
         if not base.is_dir() or base != folder and base.is_symlink():  # (a link's target is
             continue  # not the run's: a user's .tmp files there were deleted)
