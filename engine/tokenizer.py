@@ -251,15 +251,19 @@ def byte_tokenizer_json() -> dict:
     }
 
 
-def hf_tokenizer_config() -> dict[str, dict]:
+def hf_tokenizer_config(split_special: bool = False) -> dict[str, dict]:
     """``tokenizer_config.json`` and ``special_tokens_map.json``: <|endoftext|> is eos, bos and
-    pad (so AutoTokenizer adds no pad token of its own); nothing is added around encoded text."""
+    pad (so AutoTokenizer adds no pad token of its own); nothing is added around encoded text.
+    ``split_special``: a literal "<|endoftext|>" in text is encoded as its characters (as our
+    byte tokenizer reads it: transformers matched it as the special token, so an exported byte
+    model was given other ids for that text than it trained on)."""
     special = {"bos_token": EOS, "eos_token": EOS, "pad_token": EOS}
+    split = {"split_special_tokens": True} if split_special else {}
     return {
         "tokenizer_config.json": {
             "tokenizer_class": "PreTrainedTokenizerFast", **special, "unk_token": None,
             "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False,
-            "model_max_length": 1 << 30,
+            "model_max_length": 1 << 30, **split,
             "added_tokens_decoder": {"__EOS_ID__": {
                 "content": EOS, "lstrip": False, "normalized": False, "rstrip": False,
                 "single_word": False, "special": True}},
@@ -268,10 +272,11 @@ def hf_tokenizer_config() -> dict[str, dict]:
     }
 
 
-def _save_hf_files(folder: Path, tokenizer_json: str, eos_id: int) -> None:
+def _save_hf_files(folder: Path, tokenizer_json: str, eos_id: int,
+                   split_special: bool = False) -> None:
     folder = Path(folder)
     _write_text(folder / "tokenizer.json", tokenizer_json)
-    for name, obj in hf_tokenizer_config().items():
+    for name, obj in hf_tokenizer_config(split_special).items():
         text = json.dumps(obj, indent=2, ensure_ascii=False).replace("__EOS_ID__", str(eos_id))
         _write_text(folder / name, text + "\n")
 
@@ -317,9 +322,10 @@ class ByteTokenizer:
         return _ByteStream()
 
     def save(self, folder: Path) -> None:
-        """tokenizer.json (HF byte-level BPE, see ``byte_tokenizer_json``) + the HF config files."""
+        """tokenizer.json (HF byte-level BPE, see ``byte_tokenizer_json``) + the HF config files
+        (a literal "<|endoftext|>" in text read as its 13 bytes, as ``encode`` reads it)."""
         _save_hf_files(Path(folder), json.dumps(byte_tokenizer_json(), indent=2, ensure_ascii=False),
-                       self.eos_id)
+                       self.eos_id, split_special=True)
 
 
 class BPETokenizer:

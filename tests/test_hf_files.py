@@ -108,6 +108,12 @@ def test_saved_tokenizer_is_an_hf_tokenizer_with_our_ids(tmp_path: Path, kind: s
     assert conf["added_tokens_decoder"][str(tok.eos_id)]["content"] == "<|endoftext|>"
     assert json.loads((tmp_path / "special_tokens_map.json").read_text())["eos_token"] == "<|endoftext|>"
     assert load_tokenizer(tmp_path).kind == kind
+    # a literal marker in text: our byte tokenizer reads its 13 bytes, BPE the end-of-text token;
+    # transformers reads it as tokenizer_config.json says (it gave the byte model the token)
+    hf.encode_special_tokens = conf.get("split_special_tokens", False)
+    assert hf.encode_special_tokens == (kind == "bytes")
+    for text in ("ends with <|endoftext|> inside", "<|endoftext|>"):
+        assert hf.encode(text, add_special_tokens=False).ids == tok.encode(text).tolist(), text
 
 
 def test_older_byte_tokenizer_file_still_loads(tmp_path: Path) -> None:
