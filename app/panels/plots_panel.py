@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
@@ -74,6 +75,42 @@ class _Legend(pg.LegendItem):
             self.on_fit()
 
     on_fit: Callable[[], None] | None = None  # told after each fit (a hidden legend's key shows)
+
+
+# the corners a legend may sit in: (x, y) of the data area, y 0 at the top, and the offset
+# from it; the first is where it starts, and where it stays when no corner covers fewer points
+CORNERS = (((1, 0), (-MARGIN, MARGIN)), ((0, 0), (MARGIN, MARGIN)),
+           ((1, 1), (-MARGIN, -MARGIN)), ((0, 1), (MARGIN, -MARGIN)))
+
+
+def covered(legend: Any, vb: Any, corner: tuple[int, int], xs: np.ndarray, ys: np.ndarray
+            ) -> int:
+    """How many of the points (``xs``, ``ys``, in data units) a legend at ``corner`` of the
+    view box ``vb`` covers (its box and margin, in the view's range now)."""
+    (x0, x1), (y0, y1) = vb.viewRange()
+    w, h = vb.width(), vb.height()
+    if w <= 0 or h <= 0:
+        return 0
+    lw = (legend.width() + MARGIN) / w * (x1 - x0)
+    lh = (legend.height() + MARGIN) / h * (y1 - y0)
+    xa, xb = (x1 - lw, x1) if corner[0] else (x0, x0 + lw)
+    ya, yb = (y1 - lh, y1) if corner[1] == 0 else (y0, y0 + lh)  # (the view's y grows upward)
+    return int(np.count_nonzero((xs >= xa) & (xs <= xb) & (ys >= ya) & (ys <= yb)))
+
+
+def place(legend: Any, vb: Any, xs: np.ndarray, ys: np.ndarray) -> None:
+    """Move ``legend`` to the corner of its plot that covers the fewest of the points, when that
+    is fewer than where it is (a held-out curve that stayed near the top, a fine-tune's, ran
+    under the top-right legend for the last quarter of the run)."""
+    if not legend.isVisible() or not len(xs):
+        return
+    now = getattr(legend, "corner", CORNERS[0][0])
+    counts = {c: covered(legend, vb, c, xs, ys) for c, _ in CORNERS}
+    best = min(counts, key=lambda c: (counts[c], c != now))
+    if counts[best] < counts[now]:
+        offset = dict(CORNERS)[best]
+        legend.anchor(itemPos=best, parentPos=best, offset=offset)
+        legend.corner = best
 
 
 def _legend(plot: Any, bg: str, fg: str) -> Any:
@@ -209,6 +246,7 @@ class PlotsPanel(QWidget):
         self._timer.timeout.connect(self._tick)
         self.redraw_wait_s = REDRAW_MS / 1000  # after a redraw, the next waits this long
         self._drawn_at = 0.0  # (time.perf_counter() of the timer's last redraw)
+        self._place_due = False  # the legends' corners to be chosen at the next tick
         self.clear()
         self._timer.start()
 
@@ -380,9 +418,21 @@ class PlotsPanel(QWidget):
 
     def _tick(self) -> None:
         now = time.perf_counter()
+        if self._place_due and not self._dirty:  # a tick after the redraw: the views have
+            self._place_due = False  # ranged to the new data
+            self._place_legends()
         if self._dirty and now - self._drawn_at >= self.redraw_wait_s:
             self._drawn_at = now  # (not by a redraw called directly: clear() draws empty curves)
             self._redraw()
+
+    def _place_legends(self) -> None:
+        """Each legend to the corner of its plot where it covers the fewest points."""
+        loss_x = [*self.steps, *self.epoch_x, *self.val_x, *self.val_step_x]
+        loss_y = [*self.losses, *self.epoch_losses, *self.val_losses, *self.val_step_losses]
+        norm_x, norm_y = [*self.steps, *self.epoch_x], [*self.norms, *self.epoch_norms]
+        for legend, plot, xs, ys in ((self.loss_legend, self.loss_plot, loss_x, loss_y),
+                                     (self.norm_legend, self.norm_plot, norm_x, norm_y)):
+            place(legend, plot.vb, np.asarray(xs, float), np.asarray(ys, float))
 
     def _redraw(self) -> None:
         if not self._dirty:
@@ -397,6 +447,7 @@ class PlotsPanel(QWidget):
         self.val_step.setData(self.val_step_x, self.val_step_losses)
         self.nan_marks.setData(self.nan_steps, self.nan_y)
         self._align()
+        self._place_due = True
         self.redrawn_in(time.perf_counter() - t0 + self.canvas.paint_s)
 
     def _align(self) -> None:

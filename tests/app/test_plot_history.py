@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from app.panels import plots_panel
@@ -274,3 +275,36 @@ def test_the_two_plots_share_their_step_axis(qtbot):
     norm_x = panel.norm_plot.viewRange()[0]
     assert loss_x == pytest.approx(norm_x, abs=1e-9), (loss_x, norm_x)
     assert loss_x[0] <= 1 and loss_x[1] >= 21
+
+
+def test_a_legend_moves_off_a_curve_that_runs_under_it(qtbot):
+    """A fine-tune's held-out loss stayed near the top of the plot, and its last quarter ran
+    under the top-right legend. The legend goes to the corner of the plot that covers the
+    fewest points, and stays where it is when none covers fewer."""
+    from app.panels.plots_panel import CORNERS, covered
+
+    panel = PlotsPanel()
+    qtbot.addWidget(panel)
+    panel.resize(900, 600)
+    panel.show()
+    vb, legend = panel.loss_plot.vb, panel.loss_legend
+
+    def feed(losses):  # noqa: ANN001, ANN202
+        panel.clear()
+        for step, loss in enumerate(losses, 1):
+            panel.add_step(StepReport(step, 0, len(losses), loss, 1.0, 1e-3, 100.0, 0.0, 0.0))
+        panel._redraw()
+        qtbot.wait(150)  # a tick ranges the views, the next places the legends
+        panel._tick()
+        qtbot.wait(50)
+        xs, ys = np.asarray(panel.steps, float), np.asarray(panel.losses, float)
+        return {c: covered(legend, vb, c, xs, ys) for c, _ in CORNERS}
+
+    falling = feed([10.0 - 8.0 * s / 200 for s in range(200)])  # top left to bottom right
+    assert getattr(legend, "corner", (1, 0)) == (1, 0) and falling[(1, 0)] == 0, falling
+    flat_high = feed([3.0] * 150 + [3.0 + 0.01 * s for s in range(50)] + [1.0])  # a rise at
+    corner = legend.corner  # the right end, the top right covered; the bottom left is clear
+    assert flat_high[(1, 0)] > 0 and flat_high[corner] == min(flat_high.values()) < \
+        flat_high[(1, 0)], (corner, flat_high)
+    top_right = legend.mapRectToItem(vb, legend.boundingRect()).center()
+    assert (top_right.x() < vb.width() / 2) == (corner[0] == 0), corner  # drawn there
