@@ -29,11 +29,12 @@ EVAL_SECONDS = 10.0
 
 USAGE = {
     "merged": """```python
+import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 tok = AutoTokenizer.from_pretrained("{out}")
 model = AutoModelForCausalLM.from_pretrained("{out}")
 # a prompt is read after <|endoftext|>, as every training document starts
-ids = tok(tok.eos_token + "The", return_tensors="pt").input_ids
+ids = torch.tensor([[tok.eos_token_id, *tok("The").input_ids]])
 out = model.generate(ids, max_new_tokens=40, do_sample=False)  # transformers 4.x: with a
 print(tok.decode(out[0], skip_special_tokens=True))  # 2-token prompt, add use_cache=False
 ```""",
