@@ -32,6 +32,7 @@ import engine
 from .elided_label import ElidedLabel
 
 MARGIN = 6  # pixels between a legend and its plot's top and right edges
+AXIS_PX = 58  # each plot's left and right axis, values and label (7 digits fit at 8-9 pt)
 
 def run_tokens_per_byte(folder: str | Path) -> float | None:
     """Tokens per corpus byte of a run folder (``engine.read_tokens_per_byte``); None when its
@@ -186,6 +187,7 @@ class PlotsPanel(QWidget):
         self.norm_plot.setXLink(self.loss_plot)
         self.norm_plot.showAxis("right")  # without values: the two data areas as wide as each
         self.norm_plot.getAxis("right").setStyle(showValues=False)  # other (``_align``)
+        self._align()
         self.reset_view()
         light = {"step": "#8fb3de", "epoch": "#1f5fa8", "val": "#d2691e", "vstep": "#f0b27a",
                  "nstep": "#e0a3a3", "nepoch": "#b22222", "cmp": "#7f7f7f"}
@@ -446,22 +448,18 @@ class PlotsPanel(QWidget):
         self.val_loss.setData(self.val_x, self.val_losses)
         self.val_step.setData(self.val_step_x, self.val_step_losses)
         self.nan_marks.setData(self.nan_steps, self.nan_y)
-        self._align()
         self._place_due = True
         self.redrawn_in(time.perf_counter() - t0 + self.canvas.paint_s)
 
     def _align(self) -> None:
-        """Both plots' side axes as wide as the wider of the two (their widths as last drawn),
-        so their data areas share both edges and the linked step axes read the same: the loss
-        plot's bits/byte axis made its area narrower, and a 21-step run read 1-21 there and
-        0-22 on the gradient norm."""
+        """Both plots' side axes as wide as each other (fixed once: ``AXIS_PX``), so their data
+        areas share both edges and the linked step axes read the same: the loss plot's
+        bits/byte axis made its area narrower, and a 21-step run read 1-21 there and 0-22 on
+        the gradient norm. (Setting them from their text's width at each redraw crashed the
+        window at exit in 7 of 36 runs under load: segfaults in Qt's teardown.)"""
         for side in ("left", "right"):
-            axes = [p.getAxis(side) for p in (self.loss_plot, self.norm_plot)]
-            for a in axes:
-                a.setWidth(None)  # back to the width its text and label need
-            widest = max(a.maximumWidth() for a in axes)  # (what it asked for, laid out later)
-            for a in axes:
-                a.setWidth(widest)
+            for p in (self.loss_plot, self.norm_plot):
+                p.getAxis(side).setWidth(AXIS_PX)
 
     def redrawn_in(self, seconds: float) -> None:
         """Drawing the live curves took ``seconds`` (their new data, and the view's last paint):
