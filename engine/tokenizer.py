@@ -154,25 +154,37 @@ _LETTER_RUN = re.compile(rf"[^\W\d_]{{{LONG_LETTERS},}}")
 
 
 class _DistinctRuns:
-    """Hands on the texts given to the BPE trainer with the distinct long runs of letters past
-    ``DISTINCT_LONG_BYTES`` (UTF-8) replaced by a line break (a word boundary: nothing is
-    joined)."""
+    """Hands on the texts given to the BPE trainer with distinct long runs of letters left out
+    (a line break in their place: a word boundary, nothing joined) once they would pass their
+    share of ``DISTINCT_LONG_BYTES`` (UTF-8): the share grows with the bytes handed on so far,
+    out of ``total`` expected, from a tenth at the start (a budget spent first-come learned a
+    Chinese corpus's merges from its first files only, and the files after them got none).
+    Runs it has handed on before are always kept. ``total`` None: first-come."""
 
-    def __init__(self, budget: int | None = None) -> None:
-        self.left = DISTINCT_LONG_BYTES if budget is None else budget
+    def __init__(self, budget: int | None = None, total: int | None = None) -> None:
+        self.budget = DISTINCT_LONG_BYTES if budget is None else budget
+        self.total = total
+        self.spent = 0
+        self.read = 0  # bytes of the texts handed on so far
         self.seen: set[str] = set()
 
     def __call__(self, text: str) -> str:
+        self.read += len(text) if text.isascii() else len(text.encode("utf-8"))
         return _LETTER_RUN.sub(self._keep, text) if len(text) >= LONG_LETTERS else text
+
+    def _share(self) -> float:
+        if not self.total or self.total <= 0:
+            return self.budget
+        return self.budget * min(1.0, max(0.1, self.read / self.total))
 
     def _keep(self, m: re.Match[str]) -> str:
         run = m.group()
         if run in self.seen:
             return run
         size = len(run) if run.isascii() else len(run.encode("utf-8"))
-        if size > self.left:
+        if self.spent + size > self._share():
             return "\n"
-        self.left -= size
+        self.spent += size
         self.seen.add(run)
         return run
 
@@ -189,8 +201,13 @@ def _chunks(texts: Iterable[str]) -> Iterator[str]:
     the reader could not cut (a line of 8 pieces or more without a space: minified JSON, base64)
     is drawn from in parts of ``BPE_PIECE_BYTES`` (a 50 MB line was one piece, dropped by its
     one draw: the "BPE" tokenizer learned no merge), and at least one part is always kept.
-    Distinct long runs of letters past ``DISTINCT_LONG_BYTES`` are left out (``_DistinctRuns``)."""
-    budget = _DistinctRuns()
+    Distinct long runs of letters past their share of ``DISTINCT_LONG_BYTES`` are left out
+    (``_DistinctRuns``)."""
+    source = getattr(texts, "corpus", texts)
+    n_bytes = getattr(source, "n_bytes", None)
+    total = (int(n_bytes) // bpe_sample_every(int(n_bytes)) if isinstance(n_bytes, int)
+             else None)  # (a list of texts: first-come)
+    budget = _DistinctRuns(total=total)
     for text in _pieces(texts):
         yield budget(text)
 

@@ -495,6 +495,26 @@ def test_bpe_training_leaves_out_distinct_long_letter_runs_past_a_budget(monkeyp
     assert list(tok_mod._chunks(texts)) == texts  # within the budget: handed on whole
 
 
+def test_the_budget_of_long_runs_is_spread_over_the_whole_corpus(tmp_path, monkeypatch):
+    """Spent first-come, the budget went to the first files: a Chinese corpus's later files
+    reached the trainer with no run of letters at all, and their text got no merges (2.87
+    tokens a character against 0.53). Its share grows with the part of the corpus read."""
+    import engine.tokenizer as tok_mod
+
+    monkeypatch.setattr(tok_mod, "DISTINCT_LONG_BYTES", 600)
+    rng = np.random.default_rng(7)
+    for name, letters in (("a.txt", "abcdefgh"), ("b.txt", "stuvwxyz")):
+        runs = ["".join(rng.choice(list(letters), 20)) for _ in range(50)]
+        (tmp_path / name).write_text(" ".join(runs))  # 50 distinct 20-letter runs each
+    corpus = load_corpus([tmp_path])
+    out = list(tok_mod._chunks(corpus.texts))
+    kept = [w for p in out for w in p.split() if len(w) >= 12]
+    from_a = sum(set(w) <= set("abcdefgh") for w in kept)
+    from_b = sum(set(w) <= set("stuvwxyz") for w in kept)
+    assert from_a > 5 and from_b > 5, (from_a, from_b)  # both files, not the first alone
+    assert 20 * (from_a + from_b) <= 600  # within the budget
+
+
 def test_bpe_encodes_runs_longer_than_encode_word_in_parts(monkeypatch):
     """tiktoken encoded a 10 MB line of letters as one word in 26.6 s with an 840 MB peak. The
     encoders get runs without whitespace of at most ``ENCODE_WORD`` characters (cut neither
