@@ -726,7 +726,9 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
     rf.check_can_create(folder)
     if folder.is_dir() and rf.RunLock(folder).held_elsewhere():  # being made or trained now: it
         rf.RunLock(folder).acquire().release()  # said "replace it with --force" (then refused)
-    if folder.is_dir() and any(folder.iterdir()):
+    if folder.is_dir():
+        _finish_swap(folder)  # (the advice for its half-swapped folder was --force: it deleted
+    if folder.is_dir() and any(folder.iterdir()):  # both runs)
         foreign = rf.foreign_entries(folder)
         if foreign:  # never offered to --force: it would delete the user's files
             raise CheckpointError(f"{folder} holds files that are not a run's "
@@ -849,9 +851,8 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         if swapping:  # (renames in one folder: not seen to fail)
             lock.release()
             raise CheckpointError(
-                f"{_what_failed(exc)} while replacing the run in {folder}; the new run is in "
-                f"{folder / rf.REPLACING} and what was left of the old one in "
-                f"{folder / rf.REPLACED}: move them back by hand") from exc
+                f"{_what_failed(exc)} while swapping the new run into {folder}; fix that, then "
+                f"`train --resume {folder}` finishes the swap") from exc
         _unmake(folder, made, made_entries, replaced)
         lock.release()
         left = (f"the run it was to replace is kept in {folder}" if replaced
@@ -864,6 +865,20 @@ def start(spec: RunSpec, corpus_paths: Sequence[str | Path], out: str | Path | N
         lock.release()  # past what was left
         raise
     return run
+
+
+def _finish_swap(folder: Path) -> bool:
+    """Complete a ``train --force`` swap a kill cut short in ``folder`` (the new run was
+    whole beside the old one, and resume, Delete and --force said "killed while it was being
+    prepared": following that advice deleted both); whether there was one."""
+    if not rf.swap_cut_short(folder):
+        return False
+    lock = rf.RunLock(folder).acquire()
+    try:
+        rf.finish_swap(folder)
+    finally:
+        lock.release()
+    return True
 
 
 def _unmake(folder: Path, made: bool, made_entries: bool, replaced: bool) -> None:
@@ -910,6 +925,7 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
     bad = sorted(set(overrides) - set(RESUME_OVERRIDES))
     if bad:
         raise ValueError(f"cannot change {bad} when resuming; only {list(RESUME_OVERRIDES)}")
+    finished_swap = _finish_swap(folder)
     rf.read_run_json(folder)
     lock = rf.RunLock(folder).acquire()
     try:
@@ -938,6 +954,10 @@ def resume(folder: str | Path, **overrides: Any) -> Run:
         check_fits(lm.tokenizer, lm.config.vocab_size, snap / "tokenizer.json")
         run = Run(folder, spec, lm, rf.read_data(folder), lock)
         run.warnings = refused  # (said as "note:" on a resume, "warning:" everywhere else)
+        if finished_swap:
+            run.warnings.append(f"a train --force was cut short while it swapped its new run "
+                                f"into {folder}: the swap is finished (the run it replaced is "
+                                "gone)")
         state = rf.trainer_state.unpack(meta, ckpt.read_tensors(snap / rf.SNAP_STATE))
         try:
             run.trainer.load_state_dict(state)

@@ -1305,6 +1305,54 @@ def test_a_kill_while_force_writes_the_new_run_keeps_the_old_one(tmp_path):
     assert rf.read_pointer(out)["step"] == 0 and resume(out).step == 0
 
 
+def test_a_swap_cut_short_at_any_rename_is_finished_by_a_resume(tmp_path, monkeypatch):
+    """A kill during --force's renames left both runs on disk, and every tool called the folder
+    a run "killed while it was being prepared": Delete, or the --force it advised, deleted both.
+    Cut short at each rename, the folder is listed as a swap cut short, Delete refuses it, and
+    a resume finishes the swap: the new run, whole."""
+    from pathlib import Path as P
+
+    corpus = _corpus(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "o.txt").write_text("an entirely different text for the new run. " * 80)
+    real = P.rename
+    for cut in range(1, 40):
+        out = tmp_path / f"r{cut}"
+        with start(_spec(max_steps=2), [corpus], out=out) as run:
+            run.train()
+        done = [0]
+
+        def rename(self, target, _cut=cut, _done=done, _out=out):  # noqa: ANN001, ANN202
+            if _out in (P(self).parent, P(target).parent):  # the swap's renames (the stage's
+                _done[0] += 1  # own writes are inside it)
+                if _done[0] == _cut:
+                    raise KeyboardInterrupt("killed")
+            return real(self, target)
+
+        monkeypatch.setattr(P, "rename", rename)
+        try:
+            start(_spec(max_steps=1), [other], out=out, force=True).close()
+            swapped = True
+        except KeyboardInterrupt:
+            swapped = False
+        finally:
+            monkeypatch.setattr(P, "rename", real)
+        if swapped:
+            break
+        if rf.swap_cut_short(out):
+            info = next(r for r in rf.list_runs(tmp_path) if r.path == out)
+            assert info.status == "broken" and "train --force was cut short" in info.error
+            assert "resume it first" in rf.why_not_delete(out)
+        with resume(out) as run:
+            assert run.step in (0, 2)
+        if run.step == 0:  # the new run: its corpus
+            assert rf.read_data(out).manifest["sources"][0]["path"].endswith("o.txt")
+        assert not any((out / n).exists() for n in (rf.REPLACING, rf.REPLACING_IN, rf.REPLACED))
+    else:
+        raise AssertionError("the swap was never reached")
+
+
 def test_force_refuses_to_start_from_a_model_inside_the_run_it_replaces(tmp_path):
     """`train --init X --out X --force` deleted X's snapshots, the model it started from among
     them, and its run.json named the new run's own snapshot as the source."""

@@ -12,6 +12,7 @@ from .data_files import read_tokens_per_byte
 from .metrics_file import read_status
 from .names import RUN_JSON
 from .out_folder import prepared_only
+from .removal import swap_cut_short
 from .run_file import init_described, read_run_json
 from .run_lock import RunLock
 from .snapshot_dirs import best_pointer, expected_snapshot
@@ -48,6 +49,8 @@ def model_label(spec: dict) -> str:
     return f"{base}, WSLA" if train.get("wsla") is True else base
 
 
+SWAP_CUT = ("a train --force was cut short while it swapped its new run in (both runs are on "
+            "disk); `python -m engine train --resume` of this folder finishes the swap")
 UNFINISHED = ("killed while it was being prepared, before its first save: nothing of it can be "
               "resumed; delete it, or start the run again")
 
@@ -60,7 +63,9 @@ def list_runs(root: str | Path) -> list[RunInfo]:
         return out
     for p in root.iterdir():
         if not (p / RUN_JSON).exists():
-            if prepared_only(p) and not p.is_symlink() and not RunLock(p).held_elsewhere():
+            if swap_cut_short(p) and not p.is_symlink():  # (said "killed while prepared")
+                out.append(RunInfo(p, p.name, "", "", 0, None, "broken", SWAP_CUT))
+            elif prepared_only(p) and not p.is_symlink() and not RunLock(p).held_elsewhere():
                 out.append(RunInfo(p, p.name, "", "", 0, None, "broken", UNFINISHED))  # (a kill
                 # before its first save left it unlisted: never seen, never deleted, its data kept)
             continue

@@ -33,10 +33,11 @@ TB = "tb"
 # a ``--force`` start writes the new run into REPLACING, then swaps it for the old run, whose
 # entries wait in REPLACED until they are deleted (a crash while preparing kept neither run)
 REPLACING = ".replacing"
+REPLACING_IN = ".replacing-in"  # the stage once the old run's entries are all out (``swap_in``)
 REPLACED = ".replaced"
 # (samples.jsonl was missing: --force refused a run with samples as holding a user's file)
 RUN_ENTRIES = frozenset({RUN_JSON, DATA, SNAPSHOTS, LATEST, BEST, METRICS, STATUS, LOCK, TB,
-                         SAMPLES, REPLACING, REPLACED})
+                         SAMPLES, REPLACING, REPLACING_IN, REPLACED})
 SNAP_STATE = "state.safetensors"
 SNAP_TRAINER = "trainer.json"
 SNAP_MANIFEST = "manifest.json"

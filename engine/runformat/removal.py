@@ -13,7 +13,17 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..words import listing
-from .names import LOCK, REPLACED, REPLACING, RUN_ENTRIES, RUN_JSON, fsync_dir, is_temp, real_dir
+from .names import (
+    LOCK,
+    REPLACED,
+    REPLACING,
+    REPLACING_IN,
+    RUN_ENTRIES,
+    RUN_JSON,
+    fsync_dir,
+    is_temp,
+    real_dir,
+)
 from .out_folder import prepared_only
 from .run_file import foreign_entries
 from .run_lock import RunLock
@@ -53,7 +63,7 @@ def stage(folder: Path) -> Path:
     """An empty ``folder/.replacing`` for the run that is to replace the one in ``folder`` (the
     caller holds its lock; a stage an earlier start left is cleared)."""
     path = folder / REPLACING
-    for leftover in (path, folder / REPLACED):
+    for leftover in (path, folder / REPLACING_IN, folder / REPLACED):
         if leftover.is_symlink() or leftover.is_file():
             leftover.unlink()
         elif leftover.exists():
@@ -70,22 +80,47 @@ def discard_stage(folder: Path) -> None:
 def swap_in(folder: Path) -> None:
     """Put the run staged in ``folder/.replacing`` (complete, its run.json written) in place of
     the run in ``folder``: the old run's entries are renamed into ``.replaced`` (run.json
-    first: a folder caught half-way reads as an unfinished run, not as a mix of two), the new
-    ones out of the stage (run.json last), then ``.replaced`` is deleted. Renames inside one
-    folder: until they start the old run is whole, once they end the new one is; a crash can
-    land only in those milliseconds. The held lock stays."""
+    first: a folder caught half-way reads as a swap cut short, ``swap_cut_short``), the stage
+    is renamed ``.replacing-in`` (every old entry is out), its entries are renamed into the
+    folder (run.json last), then ``.replaced`` is deleted. Renames inside one folder: until they
+    start the old run is whole, once they end the new one is, and ``finish_swap`` completes a
+    swap a kill cut short (it is also this function's second half). The held lock stays."""
     new, old = folder / REPLACING, folder / REPLACED
-    old.mkdir()
-    for p in sorted(folder.iterdir(), key=lambda p: p.name != RUN_JSON):
-        if is_temp(p.name) and p.is_file() and not p.is_symlink():  # a write cut short
-            p.unlink()
-        elif p.name in RUN_ENTRIES and p.name not in (LOCK, REPLACING, REPLACED):
-            p.rename(old / p.name)
-    for p in sorted(new.iterdir(), key=lambda p: p.name == RUN_JSON):
-        p.rename(folder / p.name)
-    fsync_dir(folder)
-    new.rmdir()
-    shutil.rmtree(old, ignore_errors=True)
+    old.mkdir(exist_ok=True)
+    if new.is_dir():
+        for p in sorted(folder.iterdir(), key=lambda p: p.name != RUN_JSON):
+            if is_temp(p.name) and p.is_file() and not p.is_symlink():  # a write cut short
+                p.unlink()
+            elif p.name in RUN_ENTRIES and p.name not in (LOCK, REPLACING, REPLACING_IN,
+                                                          REPLACED):
+                p.rename(old / p.name)
+        fsync_dir(folder)
+        new.rename(folder / REPLACING_IN)
+    finish_swap(folder)
+
+
+def swap_cut_short(folder: Path) -> bool:
+    """A ``swap_in`` a kill cut short: no run.json in ``folder``, and the new run's whole in
+    ``.replacing`` (run.json there) or on its way in (``.replacing-in``)."""
+    folder = Path(folder)
+    return not (folder / RUN_JSON).exists() and (
+        (folder / REPLACING / RUN_JSON).is_file() or (folder / REPLACING_IN).is_dir())
+
+
+def finish_swap(folder: Path) -> None:
+    """Complete a ``swap_in`` (the caller holds the lock): the old run's entries still in
+    ``folder`` out (when the stage was not yet all moved in), the new ones in, run.json last,
+    ``.replaced`` deleted."""
+    if (folder / REPLACING / RUN_JSON).is_file() and not (folder / REPLACING_IN).exists():
+        swap_in(folder)  # cut short while the old run's entries went out
+        return
+    staged = folder / REPLACING_IN
+    if staged.is_dir():
+        for p in sorted(staged.iterdir(), key=lambda p: p.name == RUN_JSON):
+            p.rename(folder / p.name)
+        fsync_dir(folder)
+        staged.rmdir()
+    shutil.rmtree(folder / REPLACED, ignore_errors=True)
 
 
 def unmake(folder: Path, remove_folder: bool) -> None:
@@ -102,6 +137,9 @@ def why_not_delete(folder: str | Path, keep_others: bool = False) -> str | None:
     process trains it, or (unless ``keep_others``) it holds files no run writes (named: a
     user's notes there were deleted with the run)."""
     folder = Path(folder)
+    if swap_cut_short(folder):  # (both runs are there: Delete deleted them)
+        return (f"{folder}: a train --force was cut short while it swapped its new run in; "
+                "resume it first (that finishes the swap), then delete it")
     if (not (folder / RUN_JSON).is_file() and not prepared_only(folder)) or folder.is_symlink():
         return f"{folder} is not a run folder (no {RUN_JSON}); nothing deleted"
     if RunLock(folder).held_elsewhere():
