@@ -103,6 +103,8 @@ class TrainWorker(QObject):
             kind, path, force, source = self._requests.get()
             try:
                 assert self.run_obj is not None
+                if kind == "save" or source is None:  # a snapshot of the open run (an export
+                    self._before_save()  # of it saves one first): its steps' events first
                 if kind == "save":
                     snap = self.run_obj.save()
                     self.saved.emit(f"snapshot saved: {snap}")

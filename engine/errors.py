@@ -55,8 +55,8 @@ def one_line(exc: BaseException) -> str:
         if exc.errno == errno.ENAMETOOLONG:  # (a 300-letter --out: the name, then no fix)
             name = str(exc.filename or "")
             where = f"{name[:60]}...{name[-20:]}: " if len(name) > 100 else where
-            return (f"{where}{exc.strerror} (a name in a path is 255 bytes at most on most "
-                    "disks); choose a shorter one")
+            return (f"{where}{exc.strerror} (most disks take names of at most 255 bytes and "
+                    "paths of 4,096); choose a shorter one")
         return f"{where}{exc.strerror}"
     if isinstance(exc, MemoryError):
         return "out of memory; use a smaller model, batch or sequence length"

@@ -421,6 +421,6 @@ def test_a_name_too_long_for_the_disk_is_said_with_a_fix(tmp_path, capsys):
                  str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("error: ") and err.endswith(
-        "File name too long (a name in a path is 255 bytes at most on most disks); choose a "
-        "shorter one"), err
+        "File name too long (most disks take names of at most 255 bytes and paths of 4,096); "
+        "choose a shorter one"), err
     assert "a" * 100 not in err  # the name cut short

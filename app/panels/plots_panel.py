@@ -32,6 +32,7 @@ import engine
 from .elided_label import ElidedLabel
 
 MARGIN = 6  # pixels between a legend and its plot's top and right edges
+PLACE_S = 1.0  # while steps keep coming, the legends' corners are chosen at most this often
 AXIS_PX = 58  # each plot's left and right axis, values and label (7 digits fit at 8-9 pt)
 
 def run_tokens_per_byte(folder: str | Path) -> float | None:
@@ -249,6 +250,7 @@ class PlotsPanel(QWidget):
         self.redraw_wait_s = REDRAW_MS / 1000  # after a redraw, the next waits this long
         self._drawn_at = 0.0  # (time.perf_counter() of the timer's last redraw)
         self._place_due = False  # the legends' corners to be chosen at the next tick
+        self._placed_at = 0.0
         self.clear()
         self._timer.start()
 
@@ -420,9 +422,10 @@ class PlotsPanel(QWidget):
 
     def _tick(self) -> None:
         now = time.perf_counter()
-        if self._place_due and not self._dirty:  # a tick after the redraw: the views have
-            self._place_due = False  # ranged to the new data
-            self._place_legends()
+        if self._place_due and (not self._dirty or now - self._placed_at >= PLACE_S):  # a
+            self._place_due = False  # tick after the redraw (the views have ranged to the new
+            self._placed_at = now  # data), or a second on while steps keep coming (a small
+            self._place_legends()  # run's 25 a second left every tick dirty: never placed)
         if self._dirty and now - self._drawn_at >= self.redraw_wait_s:
             self._drawn_at = now  # (not by a redraw called directly: clear() draws empty curves)
             self._redraw()

@@ -308,3 +308,23 @@ def test_a_legend_moves_off_a_curve_that_runs_under_it(qtbot):
         flat_high[(1, 0)], (corner, flat_high)
     top_right = legend.mapRectToItem(vb, legend.boundingRect()).center()
     assert (top_right.x() < vb.width() / 2) == (corner[0] == 0), corner  # drawn there
+
+
+def test_legends_are_placed_while_a_fast_run_keeps_the_curves_dirty(qtbot, monkeypatch):
+    """A small run reports ~25 steps a second: every 100 ms tick found new data, and the
+    legends, placed only on a tick without new data, moved only after the run ended. Ticks
+    driven by hand on a fake clock, each after new steps: placed about once a second."""
+    clock = [100.0]
+    monkeypatch.setattr(plots_panel.time, "perf_counter", lambda: clock[0])
+    panel = PlotsPanel()
+    qtbot.addWidget(panel)
+    panel._timer.stop()  # the ticks below are the only ones
+    placed: list[int] = []
+    real = panel._place_legends
+    panel._place_legends = lambda: (placed.append(len(panel.steps)), real())[1]  # type: ignore[method-assign]
+    for step in range(1, 101):  # 25 steps a second, a tick every 4 (100 ms): 4 s
+        panel.add_step(StepReport(step, 0, 100, 5.0, 1.0, 1e-3, 100.0, 0.0, 0.0))
+        clock[0] += 0.04
+        if step % 4 == 0 or step == 1:
+            panel._tick()
+    assert 3 <= len(placed) <= 6 and placed[0] < 30, placed  # during the run, about 1 a second
