@@ -321,8 +321,7 @@ class Run:
         written (TensorBoard's flush: events flushed after the snapshot was published were lost
         by a kill -9 between the two, and the resume went on after their steps)."""
         control = control or TrainControl()
-        p = _Pass(self, control, on_step, on_epoch, on_save, on_notice)
-        p.before_save = before_save
+        p = _Pass(self, control, on_step, on_epoch, on_save, on_notice, before_save)
         if p.early.enabled and not self.trainer.has_val and on_notice:
             on_notice("early stopping is off: the run holds out no text to measure (holdout 0, "
                       "or a corpus too small to hold any out)")  # it would never stop the run
@@ -395,11 +394,12 @@ class _Pass:
                  on_step: Callable[[StepReport], None] | None,
                  on_epoch: Callable[[EpochReport], None] | None,
                  on_save: Callable[[Path], None] | None,
-                 on_notice: Callable[[str], None] | None) -> None:
+                 on_notice: Callable[[str], None] | None,
+                 before_save: Callable[[], None] | None = None) -> None:
         self.run = run
         self.on_step, self.on_epoch, self.on_save, self.on_notice = (on_step, on_epoch, on_save,
                                                                      on_notice)
-        self.before_save: Callable[[], None] | None = None
+        self.before_save = before_save
         self.early = run.spec.early_stopping.fresh(run.best_val, run.early_bad)
         self.last_save = time.monotonic()
         self.reason = ""  # why early stopping ended the run

@@ -35,9 +35,10 @@ TB = "tb"
 REPLACING = ".replacing"
 REPLACING_IN = ".replacing-in"  # the stage once the old run's entries are all out (``swap_in``)
 REPLACED = ".replaced"
+STAGES = (REPLACING, REPLACING_IN, REPLACED)  # what a killed `train --force` can leave
 # (samples.jsonl was missing: --force refused a run with samples as holding a user's file)
 RUN_ENTRIES = frozenset({RUN_JSON, DATA, SNAPSHOTS, LATEST, BEST, METRICS, STATUS, LOCK, TB,
-                         SAMPLES, REPLACING, REPLACING_IN, REPLACED})
+                         SAMPLES, *STAGES})
 SNAP_STATE = "state.safetensors"
 SNAP_TRAINER = "trainer.json"
 SNAP_MANIFEST = "manifest.json"

@@ -20,6 +20,7 @@ from .names import (
     REPLACING_IN,
     RUN_ENTRIES,
     RUN_JSON,
+    STAGES,
     fsync_dir,
     is_temp,
     real_dir,
@@ -63,7 +64,7 @@ def stage(folder: Path) -> Path:
     """An empty ``folder/.replacing`` for the run that is to replace the one in ``folder`` (the
     caller holds its lock; a stage an earlier start left is cleared)."""
     path = folder / REPLACING
-    for leftover in (path, folder / REPLACING_IN, folder / REPLACED):
+    for leftover in (folder / name for name in STAGES):
         if leftover.is_symlink() or leftover.is_file():
             leftover.unlink()
         elif leftover.exists():

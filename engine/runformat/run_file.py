@@ -18,12 +18,10 @@ from .names import (
     DATA_MANIFEST,
     FORMAT,
     METRICS,
-    REPLACED,
-    REPLACING,
-    REPLACING_IN,
     RUN_ENTRIES,
     RUN_JSON,
     SNAPSHOTS,
+    STAGES,
     TB,
     TMP_PREFIX,
     VERSION,
@@ -83,7 +81,7 @@ def progress_mark(folder: str | Path) -> tuple[int, int]:
 def _run_made(p: Path) -> list[str]:
     """Names under the run entry ``p`` that a run does not write ([] when ``p`` is all ours)."""
     name = p.name
-    if name in (REPLACING, REPLACING_IN, REPLACED):  # a run (or part of one) being swapped in or out
+    if name in STAGES:  # a run (or part of one) being swapped in or out
         return [f"{name}/{q}" for q in foreign_entries(p)] if real_dir(p) else [name]
     if name not in (DATA, SNAPSHOTS, TB):
         return [] if p.is_file() and not p.is_symlink() else [name]

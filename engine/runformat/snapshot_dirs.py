@@ -27,14 +27,12 @@ from .names import (
     DATA,
     KEEP,
     LATEST,
-    REPLACED,
-    REPLACING,
-    REPLACING_IN,
     SNAP_MANIFEST,
     SNAP_NEEDS,
     SNAP_STATE,
     SNAP_TRAINER,
     SNAPSHOTS,
+    STAGES,
     TB,
     TMP_PREFIX,
     fsync_dir,
@@ -452,7 +450,7 @@ def clean_stale(folder: Path) -> list[str]:
             if (p.name.startswith(f"{TMP_PREFIX}old-") and real_dir(p)
                     and snapshot_step(name) is not None and not (snaps / name).exists()):
                 os.rename(p, snaps / name)
-    for stage in (REPLACING, REPLACING_IN, REPLACED):  # what a killed `train --force` left: a run whose
+    for stage in STAGES:  # what a killed `train --force` left: a run whose
         p = folder / stage  # run.json is there is whole without it (the swap puts run.json
         if real_dir(p):  # last), and the stage of a new run may be as big as the run
             shutil.rmtree(p, ignore_errors=True)
